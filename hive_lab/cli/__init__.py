@@ -1,0 +1,58 @@
+"""The ``hive-lab`` command line.
+
+Each subcommand lives in its own module of this package and exposes
+``register(subparsers) -> None``, which adds its parser and sets ``func=handler(args) -> int``.
+Add a module name to ``SUBCOMMANDS`` to plug a new one in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = [
+    "simulate",
+    "submit",
+    "jobs",
+    "logs",
+    "cancel",
+    "vcs",
+    "top",
+    "demo",
+    "kernelspec",
+    "admin",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hive-lab", description="hive-lab: shared GPUs for JupyterLab")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue  # not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from hive_lab import __version__
+
+        print(__version__)
+        return 0
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install the Debian packages the real-component tests use (Docker engine, Chromium, Slurm, munge,
+# debootstrap) when they are missing. Needs root; without root it says what is missing and goes on
+# (the tests that need them then skip with a reason).
+set -uo pipefail
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v chromium >/dev/null || need+=(chromium)
+command -v slurmctld >/dev/null || need+=(slurmctld)
+command -v slurmd >/dev/null || need+=(slurmd)
+command -v sbatch >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || need+=(munge)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "system-deps: not root; missing Debian packages: ${need[*]} (tests needing them will skip)"
+  exit 0
+fi
+echo "system-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

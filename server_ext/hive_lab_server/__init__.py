@@ -1,0 +1,13 @@
+"""hive_lab_server: the Jupyter server extension hosting the hive-lab scheduler service."""
+
+__version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "hive_lab_server.app", "app": _app_class()}]
+
+
+def _app_class():
+    from .app import HiveLabApp
+
+    return HiveLabApp

@@ -1,0 +1,89 @@
+"""The one interface every launcher (local, docker, slurm) implements.
+
+The service decides *what* runs *where* (through the core); a launcher only executes: it starts the
+tasks of a placed job, stops them, reports how they ended, and finds them again after a restart.
+Logs always land in files (``TaskLaunch.log_path``) so the service serves them the same way for every
+launcher.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+class LaunchError(RuntimeError):
+    """The job cannot be started (missing image, bad mount, ...). The message is shown to the user."""
+
+
+@dataclass(frozen=True)
+class TaskLaunch:
+    job_id: str
+    task: str  # "<group>-<index>", unique within the job
+    group: str
+    index: int  # index within the group
+    rank: int  # index within the job (RANK)
+    node: str
+    gpu_indices: tuple[int, ...]  # leaf indices within the node, as placed by the core
+    gpu_uuids: tuple[str, ...] | None  # NVML UUIDs when the inventory knows them, else None
+    command: str  # run with /bin/sh -c
+    env: dict[str, str]  # complete task environment: HIVE_*, CUDA_VISIBLE_DEVICES, MASTER_ADDR, ...
+    working_dir: str  # host path, created by the service
+    log_path: str  # host path; stdout and stderr of the task go here
+    cpus: float = 0.0  # 0 = no limit asked
+    memory_mb: int = 0  # 0 = no limit asked
+    image: str | None = None
+    data_dir: str | None = None
+    output_dir: str | None = None
+    user: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    job_id: str
+    user: str
+    kind: str  # "batch" | "kernel"
+    tasks: tuple[TaskLaunch, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskExit:
+    job_id: str
+    task: str
+    exit_code: int | None  # None when unknown (lost)
+    reason: str = ""  # "", "OOMKilled", "lost", "stopped", a launcher error ...
+
+
+class Launcher(abc.ABC):
+    """Executes placed jobs. All methods are called from the service's event loop."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    async def start(self, request: LaunchRequest) -> None:
+        """Start every task of the job. Raise LaunchError if it cannot start (nothing left running)."""
+
+    @abc.abstractmethod
+    async def stop(self, job_id: str, grace_s: float) -> None:
+        """Ask the job's tasks to stop (SIGTERM or equivalent), kill them after ``grace_s``.
+
+        Returns once they are gone. Their exits are still reported by ``poll``.
+        """
+
+    @abc.abstractmethod
+    async def poll(self) -> list[TaskExit]:
+        """Tasks that ended since the last call (each reported once)."""
+
+    @abc.abstractmethod
+    async def running(self) -> dict[str, set[str]]:
+        """job id -> task names of everything this launcher runs now, found by its labels.
+
+        Used after a restart to adopt what still runs and to mark the rest lost.
+        """
+
+    async def adopt(self, request: LaunchRequest) -> None:
+        """Take back tracking of an already running job found by ``running`` (after a restart)."""
+
+    async def close(self) -> None:
+        """Release connections; running tasks keep running."""
