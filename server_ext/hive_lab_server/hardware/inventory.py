@@ -319,8 +319,8 @@ def _children(group: list[int], levels: list[tuple[str, list[list[int]]]]) -> li
         return [{"cellAddress": i} for i in group]
     _, groups = levels[0]
     inside = [g for g in groups if set(g) <= set(group)]
-    # intermediate cells are addressed by their index among the node's cells of that level
-    return [{"cellAddress": groups.index(g), "cellChildren": _children(g, levels[1:])} for g in inside]
+    # intermediate cells get no address: the core names them after the node ("<node>/<i>")
+    return [{"cellChildren": _children(g, levels[1:])} for g in inside]
 
 
 def gpu_uuid_map(inventories: NodeInventory | Iterable[NodeInventory]) -> dict[tuple[str, int], str]:
@@ -386,7 +386,8 @@ def configured_nodes(config: Any) -> dict[str, _ConfiguredNode]:
         spec = spec or {}
         if cell_type not in types:  # a leaf: one GPU
             address = spec.get("cellAddress")
-            index = int(address) if address is not None else counter.setdefault("leaf", 0)
+            digits = re.search(r"(\d+)$", str(address)) if address is not None else None
+            index = int(digits.group(1)) if digits else counter.setdefault("leaf", 0)
             counter["leaf"] = max(counter.get("leaf", 0), index) + 1
             nodes[node or "?"].gpus[index] = cell_type
             return [index]
