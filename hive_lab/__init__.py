@@ -1,3 +1,32 @@
-"""hive_lab: what users import (magics, client, widgets, CLI)."""
+"""hive_lab: what users import (magics, client, widgets, CLI).
+
+``%load_ext hive_lab`` adds ``%%submit``, ``%hive_jobs``, ``%hive_cancel``, ``%hive_status``.
+``hive_lab.Client()`` talks to the server's REST API (found by itself; see ``hive_lab.discovery``).
+"""
 
 __version__ = "0.1.0"
+
+__all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "__version__"]
+
+
+def load_ipython_extension(ipython) -> None:
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def __getattr__(name):
+    # lazy, so `hive-lab --version` and the server do not import requests/IPython for nothing
+    if name == "Client":
+        from .client import Client
+
+        return Client
+    if name == "Job":
+        from .job import Job
+
+        return Job
+    if name == "HiveLabError":
+        from .errors import HiveLabError
+
+        return HiveLabError
+    raise AttributeError(f"module 'hive_lab' has no attribute {name!r}")

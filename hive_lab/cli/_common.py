@@ -1,0 +1,48 @@
+"""What the client subcommands share: server options, JSON output, error reporting."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+
+from ..errors import HiveLabError
+
+
+def add_server_args(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
+    group = parser.add_argument_group("server (default: HIVE_LAB_URL/HIVE_LAB_TOKEN, JupyterHub env, "
+                                      "or the running Jupyter server's runtime file)")
+    group.add_argument("--url", default=None, help="the Jupyter server's URL, e.g. http://127.0.0.1:8888/")
+    group.add_argument("--token", default=None, help="its token (default: HIVE_LAB_TOKEN)")
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+
+
+def client_from(args):
+    from ..client import Client
+
+    return Client(args.url, args.token)
+
+
+def print_json(data) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def reports_errors(handler):
+    """Turn ``HiveLabError`` into ``hive-lab: <message>`` on stderr and exit status 1."""
+
+    @functools.wraps(handler)
+    def wrapper(args) -> int:
+        try:
+            return int(handler(args) or 0)
+        except HiveLabError as exc:
+            print(f"hive-lab: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("hive-lab: interrupted", file=sys.stderr)
+            return 130
+
+    return wrapper

@@ -1,0 +1,36 @@
+"""``hive-lab cancel JOB...``."""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import HiveLabError
+from ._common import add_server_args, client_from, print_json, reports_errors
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("cancel", help="cancel jobs")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    add_server_args(p)
+    p.set_defaults(func=run)
+
+
+@reports_errors
+def run(args) -> int:
+    from ..format import status_line
+
+    client = client_from(args)
+    results, failed = [], 0
+    for job_id in args.jobs:
+        try:
+            job = client.cancel(job_id)
+            results.append(job)
+            if not args.json:
+                print(status_line(job))
+        except HiveLabError as exc:
+            failed += 1
+            results.append({"id": job_id, "error": str(exc), "status": exc.status})
+            print(f"hive-lab: {job_id}: {exc}", file=sys.stderr)
+    if args.json:
+        print_json({"jobs": results})
+    return 1 if failed else 0

@@ -1,0 +1,47 @@
+"""``hive-lab jobs``: list jobs (mine by default)."""
+
+from __future__ import annotations
+
+from ._common import add_server_args, client_from, print_json, reports_errors
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("jobs", help="list jobs (mine; --all for everyone's)")
+    p.add_argument("job", nargs="?", help="show one job in full (with its history)")
+    p.add_argument("--all", action="store_true", help="everyone's jobs")
+    p.add_argument("--user", default=None, help="one user's jobs")
+    p.add_argument("--vc", default=None)
+    p.add_argument("--state", default=None, help="comma-separated, e.g. queued,running")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (0: all)")
+    add_server_args(p)
+    p.set_defaults(func=run)
+
+
+@reports_errors
+def run(args) -> int:
+    client = client_from(args)
+    if args.job:
+        job = client.job(args.job)
+        if args.json:
+            print_json(job)
+        else:
+            from rich.console import Console
+
+            from ..format import status_line
+
+            console = Console()
+            console.print(status_line(job))
+            for h in job.get("history") or []:
+                console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")
+        return 0
+    user = args.user or (None if args.all else "me")
+    jobs = client.jobs(user=user, vc=args.vc, state=args.state, limit=args.limit or None)
+    if args.json:
+        print_json({"jobs": jobs, "count": len(jobs)})
+        return 0
+    from ..tables import jobs_table, print_table
+
+    me = client.me().get("user")
+    print_table(jobs_table(jobs, title="everyone's jobs" if user is None else f"jobs of {user if user != 'me' else me}",
+                           me=me))
+    return 0

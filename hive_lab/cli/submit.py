@@ -1,0 +1,164 @@
+"""``hive-lab submit [SPEC] [flags] [-- COMMAND...]``: submit a job from a YAML/JSON spec and/or flags."""
+
+from __future__ import annotations
+
+import pathlib
+import shlex
+import sys
+
+import yaml
+
+from ..errors import BadRequest
+from ._common import add_server_args, client_from, print_json, reports_errors
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+TASK_FLAGS = ("gpus", "gpu_type", "tasks", "cpus", "memory_mb")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "submit", help="submit a job (spec file and/or flags)",
+        description="Submit a job. SPEC is a YAML or JSON file in the native or OpenPAI form "
+                    "(docs/rest-api.md); flags override its fields. The command may follow `--`.")
+    p.add_argument("words", nargs="*", metavar="[SPEC] [-- COMMAND ...]",
+                   help="a YAML/JSON job spec file (*.yaml, *.yml, *.json; '-' for stdin), then the command")
+    p.add_argument("--name")
+    p.add_argument("--vc")
+    p.add_argument("--gpus", type=int, help="GPUs per task")
+    p.add_argument("--gpu-type")
+    p.add_argument("--tasks", type=int, help="number of tasks (gang-scheduled)")
+    p.add_argument("--cpus", type=float)
+    p.add_argument("--memory-mb", type=int)
+    p.add_argument("--priority", help="0..1000 or 'opportunistic'")
+    p.add_argument("--image")
+    p.add_argument("--max-retries", type=int)
+    p.add_argument("--working-dir")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--file", action="append", default=[], metavar="PATH",
+                   help="stage a text file (or glob, or directory) into the working dir; repeatable")
+    p.add_argument("-c", "--command", help="shell command (or give it after --)")
+    p.add_argument("--wait", action="store_true", help="wait until the job ends (exit status: the job's)")
+    p.add_argument("-f", "--follow", action="store_true", help="wait and stream the log")
+    add_server_args(p)
+    p.set_defaults(func=run)
+
+
+def load_spec(path: str | None) -> dict:
+    if not path:
+        return {}
+    try:
+        text = sys.stdin.read() if path == "-" else pathlib.Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadRequest(f"cannot read the spec file {path}: {exc.strerror}") from None
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise BadRequest(f"{path} is not valid YAML/JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise BadRequest(f"{path} must hold a mapping (a job spec), got {type(spec).__name__}")
+    return spec
+
+
+def build_spec(args) -> dict:
+    """The spec file with the flags applied on top."""
+    from ..submission import collect_files, parse_priority
+
+    words = list(args.words or [])
+    spec_path = words.pop(0) if words and (words[0] == "-" or words[0].lower().endswith(SPEC_SUFFIXES)) else None
+    spec = load_spec(spec_path)
+    openpai = "taskRoles" in spec or "jobName" in spec
+    argv = words
+    command = args.command or (shlex.join(argv) if argv else None)
+    if openpai:
+        given = [f"--{f.replace('_', '-')}" for f in TASK_FLAGS if getattr(args, f) is not None]
+        if given or command:
+            raise BadRequest(f"{', '.join(given + (['a command'] if command else []))}: flags for tasks and "
+                             "the command apply to the native spec form; edit taskRoles in the OpenPAI spec instead")
+        if args.name:
+            spec["jobName"] = args.name
+    else:
+        for key in ("name", "vc", "image", "max_retries", "working_dir"):
+            if getattr(args, key) is not None:
+                spec[key] = getattr(args, key)
+        if command:
+            spec["command"] = command
+        tasks = spec.get("tasks") or [{"name": "main"}]
+        spec["tasks"] = tasks
+        first = tasks[0]
+        if args.gpus is not None:
+            first["gpus"] = args.gpus
+        if args.gpu_type is not None:
+            first["gpu_type"] = args.gpu_type
+        if args.tasks is not None:
+            first["count"] = args.tasks
+        if args.cpus is not None:
+            first["cpus"] = args.cpus
+        if args.memory_mb is not None:
+            first["memory_mb"] = args.memory_mb
+        if args.file:
+            files = dict(spec.get("files") or {})
+            files.update(collect_files(args.file))  # relative to the current directory
+            spec["files"] = files
+    if args.vc and openpai:
+        spec["vc"] = args.vc
+    if args.priority is not None:
+        spec["priority"] = parse_priority(args.priority)
+    for item in args.env:
+        if "=" not in item:
+            raise BadRequest(f"--env takes KEY=VALUE, got {item!r}", field="env")
+        key, value = item.split("=", 1)
+        spec.setdefault("jobEnvs" if openpai else "env", {})[key] = value
+    if not openpai and not spec.get("command") and not any(t.get("command") for t in spec["tasks"]):
+        raise BadRequest("no command: give -c 'python train.py', put it after --, or set command in the spec",
+                         field="command")
+    return spec
+
+
+@reports_errors
+def run(args) -> int:
+    from ..format import FINISHED, status_line
+
+    spec = build_spec(args)
+    client = client_from(args)
+    if not spec.get("vc") and "taskRoles" not in spec:
+        vcs = client.me().get("vcs") or []
+        if vcs:
+            spec["vc"] = vcs[0]
+    job = client.submit(spec)
+    if not (args.wait or args.follow):
+        if args.json:
+            print_json(job)
+        else:
+            print(status_line(job))
+        return 0
+    job = wait_with_progress(client, job, follow=args.follow, quiet=args.json)
+    if args.json:
+        print_json(job)
+    if job.get("state") == "succeeded":
+        return 0
+    code = job.get("exit_code")
+    return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0
+
+
+def wait_with_progress(client, job: dict, *, follow: bool, quiet: bool = False) -> dict:
+    """A spinner with the job's status line (stderr) until it ends; the log on stdout with ``follow``."""
+    from rich.console import Console
+
+    from ..format import status_line
+    from ..watch import watch_job
+
+    console = Console(stderr=True, quiet=quiet)
+    with console.status(status_line(job)) as status:
+        def on_status(info: dict) -> None:
+            status.update(status_line(info))
+            if not quiet:
+                console.log(status_line(info))
+
+        def on_log(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        final = watch_job(client, job["id"], on_status=on_status, on_log=on_log if follow else None)
+    if not quiet:
+        console.print(status_line(final))
+    return final

@@ -1,0 +1,249 @@
+"""``hive_lab.Client``: a small synchronous wrapper of the REST API (docs/rest-api.md).
+
+Methods return the server's JSON (dicts/lists) unchanged; errors become ``HiveLabError`` subclasses
+carrying the server's message. ``Client.handle(job_id)`` gives a :class:`hive_lab.job.Job`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from .discovery import HOW_TO_CONFIGURE, ServerInfo, find_server
+from .errors import HiveLabError, ServerError, ServerUnreachable, error_for_status
+
+PAGE_SIZE = 200
+
+
+class Client:
+    """Talks to one hive-lab server. ``Client()`` finds the server by itself (see ``hive_lab.discovery``)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 runtime_dir: str | None = None):
+        self.server: ServerInfo = find_server(url, token, runtime_dir)
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["Accept"] = "application/json"
+        if self.server.token:
+            self.session.headers["Authorization"] = f"token {self.server.token}"
+        self._me: dict | None = None
+
+    def __repr__(self) -> str:
+        return f"<hive_lab.Client {self.server.base_url} (found via {self.server.source})>"
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def api_url(self) -> str:
+        return self.server.api_url
+
+    # -- transport -----------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
+                 stream: bool = False, timeout: float | None = None, raw: bool = False) -> Any:
+        url = self.api_url + path
+        try:
+            resp = self.session.request(method, url, params=params, json=json, stream=stream,
+                                        timeout=timeout if timeout is not None else self.timeout)
+        except requests.ConnectionError as exc:
+            raise ServerUnreachable(
+                f"Cannot reach the hive-lab server at {self.base_url} (found via {self.server.source}): "
+                f"{_short(exc)}. Is it running? " + _fix_hint(self.server.source)
+            ) from None
+        except requests.Timeout:
+            raise ServerUnreachable(
+                f"The hive-lab server at {self.base_url} did not answer within {self.timeout:g} s."
+            ) from None
+        if resp.status_code >= 400:
+            raise self._error(resp)
+        if raw or stream:
+            return resp
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise ServerError(
+                f"{method} {url} answered {resp.status_code} with something that is not JSON "
+                f"(is {self.base_url} a Jupyter server with hive-lab installed?)", status=resp.status_code
+            ) from None
+
+    def _error(self, resp: requests.Response) -> HiveLabError:
+        message, field = None, None
+        try:
+            body = resp.json()
+            if isinstance(body, dict):
+                message = body.get("error") or body.get("message") or body.get("reason")
+                field = body.get("field")
+        except ValueError:
+            pass
+        if resp.status_code == 401 or (resp.status_code == 403 and message is None):
+            message = message or (
+                f"The hive-lab server at {self.base_url} refused the token "
+                f"({'none given' if not self.server.token else 'wrong or expired'}). "
+                "Set HIVE_LAB_TOKEN or pass token= (CLI: --token)."
+            )
+        if resp.status_code == 404 and message is None:
+            message = f"Not found: {resp.request.method} {resp.url} (is hive-lab installed on that server?)"
+        if message is None:
+            message = f"{resp.request.method} {resp.url} failed with HTTP {resp.status_code}: {resp.text[:200]}"
+        return error_for_status(resp.status_code, message, field)
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def submit(self, spec: dict | None = None, **fields: Any) -> dict:
+        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it."""
+        body = dict(spec or {})
+        body.update({k: v for k, v in fields.items() if v is not None})
+        return self._request("POST", "jobs", json=body)
+
+    def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
+             limit: int | None = None) -> list[dict]:
+        """Jobs, newest first as the server orders them. ``user=None`` means everybody's;
+        ``limit=None`` follows the pages to the end."""
+        out: list[dict] = []
+        offset = 0
+        while True:
+            page_size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(out))
+            page = self.jobs_page(user=user, vc=vc, state=state, limit=page_size, offset=offset)
+            items = page.get("jobs", [])
+            out.extend(items)
+            offset += len(items)
+            if not items or offset >= page.get("total", 0) or (limit is not None and len(out) >= limit):
+                return out
+
+    def jobs_page(self, user: str | None = "me", vc: str | None = None,
+                  state: str | list[str] | None = None, limit: int = 50, offset: int = 0) -> dict:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if user:
+            params["user"] = user
+        if vc:
+            params["vc"] = vc
+        if state:
+            params["state"] = state if isinstance(state, str) else ",".join(state)
+        return self._request("GET", "jobs", params=params)
+
+    def job(self, job_id: str) -> dict:
+        return self._request("GET", f"jobs/{quote(job_id, safe='')}")
+
+    def cancel(self, job_id: str) -> dict:
+        return self._request("DELETE", f"jobs/{quote(job_id, safe='')}")
+
+    def logs(self, job_id: str, task: str | None = None, offset: int = 0, follow: bool = False):
+        """One page of a task's log (dict per the contract); with ``follow=True`` an iterator of text
+        chunks that ends when the task ends."""
+        if follow:
+            return self.follow_logs(job_id, task=task, offset=offset)
+        params: dict[str, Any] = {"offset": offset}
+        if task:
+            params["task"] = task
+        return self._request("GET", f"jobs/{quote(job_id, safe='')}/logs", params=params)
+
+    def log_text(self, job_id: str, task: str | None = None) -> str:
+        """The whole log written so far."""
+        parts, offset = [], 0
+        while True:
+            page = self.logs(job_id, task=task, offset=offset)
+            parts.append(page.get("data", ""))
+            nxt = page.get("next_offset", offset)
+            if page.get("eof", True) or nxt <= offset:
+                return "".join(parts)
+            offset = nxt
+
+    def follow_logs(self, job_id: str, task: str | None = None, offset: int = 0) -> Iterator[str]:
+        params: dict[str, Any] = {"offset": offset, "follow": 1}
+        if task:
+            params["task"] = task
+        resp = self._request("GET", f"jobs/{quote(job_id, safe='')}/logs", params=params, stream=True,
+                             timeout=None)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with resp:
+            for chunk in resp.iter_content(chunk_size=None):
+                text = decoder.decode(chunk)
+                if text:
+                    yield text
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield tail
+
+    def outputs(self, job_id: str) -> list[dict]:
+        """Files the job wrote to its output dir: ``[{"path", "size"}]``."""
+        return self._request("GET", f"jobs/{quote(job_id, safe='')}/outputs").get("files", [])
+
+    def output(self, job_id: str, path: str) -> bytes:
+        resp = self._request("GET", f"jobs/{quote(job_id, safe='')}/outputs/{quote(path)}", raw=True)
+        return resp.content
+
+    def download_outputs(self, job_id: str, dest: str | os.PathLike) -> list[pathlib.Path]:
+        """Copy every output file under ``dest`` (keeping relative paths); returns the local paths."""
+        dest = pathlib.Path(dest)
+        written = []
+        for item in self.outputs(job_id):
+            rel = pathlib.PurePosixPath(item["path"])
+            if rel.is_absolute() or ".." in rel.parts:
+                continue  # never write outside dest, whatever the server says
+            target = dest.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(self.output(job_id, item["path"]))
+            written.append(target)
+        return written
+
+    def handle(self, job: str | dict):
+        """A :class:`hive_lab.job.Job` handle for a job id or job object."""
+        from .job import Job
+
+        return Job(self, job)
+
+    # -- cluster -------------------------------------------------------------------------------
+
+    def vcs(self) -> list[dict]:
+        return self._request("GET", "vcs").get("vcs", [])
+
+    def cluster(self) -> dict:
+        return self._request("GET", "cluster")
+
+    def me(self, refresh: bool = False) -> dict:
+        if self._me is None or refresh:
+            self._me = self._request("GET", "me")
+        return self._me
+
+    def metrics(self) -> str:
+        return self._request("GET", "metrics", raw=True).text
+
+    # -- live events ---------------------------------------------------------------------------
+
+    def events_url(self) -> str:
+        return "ws" + self.api_url[len("http"):] + "events"
+
+    def subscribe(self, callback, *, on_error=None):
+        """Call ``callback(message_dict)`` for each event (in a background thread) until ``.close()``."""
+        from .events import EventStream
+
+        return EventStream(self, callback, on_error=on_error).start()
+
+
+def _fix_hint(source: str) -> str:
+    if source == "arguments":
+        return "Check the URL you passed (url=, CLI: --url)."
+    if source == "HIVE_LAB_URL":
+        return "Check HIVE_LAB_URL (or pass url=, CLI: --url)."
+    if source.startswith("JupyterHub"):
+        return "Check JUPYTERHUB_SERVICE_URL/JUPYTERHUB_SERVICE_PREFIX, or set HIVE_LAB_URL and HIVE_LAB_TOKEN."
+    return HOW_TO_CONFIGURE
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc)
+    if "Connection refused" in text or "Errno 111" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host name"
+    return text[:160]

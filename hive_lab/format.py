@@ -1,0 +1,98 @@
+"""Pure helpers turning the REST JSON into short human text (used by magics, CLI and widgets)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+FINISHED = ("succeeded", "failed", "cancelled")
+WAITING = ("submitted", "queued", "scheduled")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def seconds_between(start: str | None, end: str | None = None, now: datetime | None = None) -> float | None:
+    a = parse_time(start)
+    if a is None:
+        return None
+    b = parse_time(end) or now or utcnow()
+    return max(0.0, (b - a).total_seconds())
+
+
+def duration(seconds: float | None) -> str:
+    """``3.2 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 4 h``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {sec:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def placement_text(placement: list[dict] | None) -> str:
+    """``node-0 GPU 2,3`` / ``node-0 GPU 0-7; node-1 GPU 0-7`` / ``node-0 (no GPU)``."""
+    if not placement:
+        return ""
+    by_node: dict[str, list[int]] = {}
+    for task in placement:
+        by_node.setdefault(task.get("node", "?"), []).extend(task.get("gpus") or [])
+    parts = []
+    for node, gpus in by_node.items():
+        gpus = sorted(set(gpus))
+        if not gpus:
+            parts.append(f"{node} (no GPU)")
+        elif len(gpus) > 2 and gpus == list(range(gpus[0], gpus[-1] + 1)):
+            parts.append(f"{node} GPU {gpus[0]}-{gpus[-1]}")
+        else:
+            parts.append(f"{node} GPU {','.join(map(str, gpus))}")
+    return "; ".join(parts)
+
+
+def status_line(job: dict, now: datetime | None = None) -> str:
+    """One line saying where a job stands, e.g. ``j-000017 train: running on node-0 GPU 2 for 4.1 s``."""
+    state = job.get("state", "?")
+    head = f"{job.get('id', '?')} {job.get('name') or ''}".rstrip() + ": "
+    if state in WAITING:
+        waited = duration(seconds_between(job.get("submitted_at"), None, now))
+        reason = job.get("reason")
+        text = f"{state} for {waited}" + (f" — {reason}" if reason else "")
+    elif state == "running":
+        where = placement_text(job.get("placement"))
+        ran = duration(seconds_between(job.get("started_at"), None, now))
+        text = "running" + (f" on {where}" if where else "") + f" for {ran}"
+        if job.get("opportunistic"):
+            text += " (opportunistic)"
+    elif state in FINISHED:
+        ran = seconds_between(job.get("started_at"), job.get("finished_at"), now)
+        text = state
+        if job.get("exit_code") is not None:
+            text += f" (exit code {job['exit_code']})"
+        if ran is not None:
+            text += f" after {duration(ran)}"
+        if state != "succeeded" and job.get("reason"):
+            text += f" — {job['reason']}"
+    else:
+        text = state + (f" — {job['reason']}" if job.get("reason") else "")
+    return head + text
+
+
+def priority_text(job: dict) -> str:
+    if job.get("opportunistic") or job.get("priority") == -1:
+        return "opportunistic"
+    return str(job.get("priority", 0))

@@ -1,0 +1,103 @@
+"""The ``Job`` handle returned by ``%%submit`` and ``Client.handle``."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+from .format import FINISHED, status_line
+
+
+class Job:
+    """A job on the server. Attributes read the last fetched state; ``status`` fetches anew."""
+
+    def __init__(self, client, job: str | dict):
+        self.client = client
+        if isinstance(job, dict):
+            self.id = job["id"]
+            self.info = job
+        else:
+            self.id = job
+            self.info = {"id": job}
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def refresh(self) -> dict:
+        self.info = self.client.job(self.id)
+        return self.info
+
+    @property
+    def status(self) -> str:
+        """The job's state now (``queued``, ``running``, ``succeeded`` ...), fetched from the server."""
+        return self.refresh()["state"]
+
+    @property
+    def state(self) -> str:
+        """The last known state (no request)."""
+        return self.info.get("state", "unknown")
+
+    @property
+    def done(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def reason(self) -> str | None:
+        return self.info.get("reason")
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.info.get("exit_code")
+
+    def wait(self, timeout: float | None = None, *, on_change=None) -> "Job":
+        """Block until the job has finished (``TimeoutError`` after ``timeout`` s). ``on_change(info)``
+        is called whenever the state or reason changes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay, last = 0.1, None
+        while True:
+            info = self.refresh()
+            key = (info.get("state"), info.get("reason"))
+            if key != last:
+                last = key
+                delay = 0.1
+                if on_change is not None:
+                    on_change(info)
+            if info.get("state") in FINISHED:
+                return self
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.id} is still {info.get('state')} after {timeout:g} s")
+            time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 2.0)
+
+    # -- actions ---------------------------------------------------------------------------------
+
+    def cancel(self) -> dict:
+        self.info = self.client.cancel(self.id)
+        return self.info
+
+    def logs(self, task: str | None = None) -> str:
+        """The task's log so far (the first task when not named)."""
+        return self.client.log_text(self.id, task=task)
+
+    def follow(self, task: str | None = None, offset: int = 0) -> Iterator[str]:
+        """Log text as it is written, until the task ends."""
+        return self.client.follow_logs(self.id, task=task, offset=offset)
+
+    def outputs(self) -> list[dict]:
+        """Files the job wrote to its output dir: ``[{"path": "model.pt", "size": 123}]``."""
+        return self.client.outputs(self.id)
+
+    def read_output(self, path: str) -> bytes:
+        return self.client.output(self.id, path)
+
+    def download(self, dest: str | os.PathLike = ".") -> list:
+        """Copy the output files into ``dest``; returns the local paths."""
+        return self.client.download_outputs(self.id, dest)
+
+    # -- display ---------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<Job {status_line(self.info)}>"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(repr(self))

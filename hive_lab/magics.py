@@ -1,0 +1,230 @@
+"""IPython magics: ``%%submit``, ``%hive_jobs``, ``%hive_cancel``, ``%hive_status``, ``%hive_connect``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .errors import HiveLabError
+from .format import status_line
+from .job import Job
+from .submission import cell_spec, collect_files
+from .watch import watch_job
+
+
+def _in_kernel(shell) -> bool:
+    """True in a Jupyter kernel (widgets render); False in terminal IPython (print lines)."""
+    try:
+        from ipykernel.zmqshell import ZMQInteractiveShell
+    except ImportError:
+        return False
+    return isinstance(shell, ZMQInteractiveShell)
+
+
+@magics_class
+class HiveLabMagics(Magics):
+    def __init__(self, shell=None, client=None):
+        super().__init__(shell)
+        self._client = client
+        self.watchers: dict[str, threading.Thread] = {}
+
+    @property
+    def client(self):
+        if self._client is None:
+            from .client import Client
+
+            self._client = Client()
+        return self._client
+
+    @client.setter
+    def client(self, value) -> None:
+        self._client = value
+
+    # ---------------------------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("--gpus", type=int, default=0, help="GPUs per task (default 0)")
+    @argument("--gpu-type", default=None, help="GPU type, e.g. A100 (default: any your VC has)")
+    @argument("--vc", default=None, help="virtual cluster (default: your first)")
+    @argument("--priority", default=None, help="0..1000 or 'opportunistic'")
+    @argument("--image", default=None, help="container image (default: run locally)")
+    @argument("--name", default=None, help="job name (default: cell)")
+    @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
+    @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
+    @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
+    @argument("--wait", action="store_true", help="block until the job has finished")
+    @argument("--follow", action="store_true", help="block and stream the log")
+    @cell_magic
+    def submit(self, line, cell):
+        """Run this cell's code as a hive-lab batch job and return its ``Job`` handle.
+
+        The code (and ``--files``) is staged into the job's working dir and run with a fresh Python
+        in the job's image (or locally). Write results to ``$HIVE_OUTPUT_DIR`` (else the working dir)
+        and fetch them with ``job.outputs()`` / ``job.download()``.
+        """
+        args = parse_argstring(self.submit, line)
+        try:
+            env = _parse_env(args.env)
+            files = collect_files(args.files) if args.files else {}
+            spec = cell_spec(cell, gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
+                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env)
+            if "vc" not in spec:
+                vcs = self.client.me().get("vcs") or []
+                if vcs:
+                    spec["vc"] = vcs[0]
+            job = Job(self.client, self.client.submit(spec))
+        except HiveLabError as exc:
+            return self._fail(exc)
+        self._show(job, block=args.wait or args.follow, follow=args.follow)
+        return job
+
+    def _show(self, job: Job, *, block: bool, follow: bool) -> None:
+        client = self.client
+        if _in_kernel(self.shell):
+            from IPython.display import display
+
+            from .widgets.job_monitor import JobMonitor
+
+            monitor = JobMonitor()
+            monitor.update(job.info)
+            display(monitor)
+
+            def on_status(info: dict) -> None:
+                job.info = info
+                monitor.update(info)
+
+            if block:
+                watch_job(client, job.id, on_status=on_status, on_log=monitor.append_log)
+                job.info = client.job(job.id)
+                monitor.update(job.info)
+            else:
+                thread = threading.Thread(target=watch_job, args=(client, job.id), daemon=True,
+                                          kwargs={"on_status": on_status, "on_log": monitor.append_log},
+                                          name=f"hive-lab-watch-{job.id}")
+                self.watchers[job.id] = thread
+                thread.start()
+            return
+        # plain terminal: print lines
+        print(status_line(job.info), flush=True)
+        if not block:
+            return
+
+        def print_status(info: dict) -> None:
+            if info.get("state") != job.info.get("state") or info.get("reason") != job.info.get("reason"):
+                print(status_line(info), flush=True)
+            job.info = info
+
+        def print_log(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        final = watch_job(client, job.id, on_status=print_status, on_log=print_log if follow else None)
+        job.info = final
+        print(status_line(final), flush=True)
+
+    # ---------------------------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("--all", action="store_true", help="everyone's jobs, not only mine")
+    @argument("--state", default=None, help="comma-separated states, e.g. queued,running")
+    @argument("--vc", default=None)
+    @argument("--limit", type=int, default=50)
+    @line_magic
+    def hive_jobs(self, line):
+        """List my jobs (``--all``: everyone's), newest first."""
+        args = parse_argstring(self.hive_jobs, line)
+        states = args.state.split(",") if args.state else None
+        if _in_kernel(self.shell):
+            from IPython.display import display
+
+            from .widgets.queue import QueueView
+
+            try:
+                view = QueueView(self.client, all_users=args.all, states=states, vc=args.vc, max_rows=args.limit)
+            except HiveLabError as exc:
+                return self._fail(exc)
+            if view.error:
+                return self._fail(HiveLabError(view.error))
+            display(view)
+            return None
+        try:
+            jobs = self.client.jobs(user=None if args.all else "me", vc=args.vc, state=states, limit=args.limit)
+        except HiveLabError as exc:
+            return self._fail(exc)
+        else:
+            from .tables import jobs_table, print_table
+
+            print_table(jobs_table(jobs, title=f"{'all' if args.all else 'my'} jobs"))
+        return None
+
+    @line_magic
+    def hive_cancel(self, line):
+        """Cancel jobs by id: ``%hive_cancel j-000017 [j-000018 ...]``."""
+        ids = line.split()
+        if not ids:
+            print("usage: %hive_cancel JOB_ID [JOB_ID ...]", file=sys.stderr)
+            return None
+        for job_id in ids:
+            try:
+                print(status_line(self.client.cancel(job_id)))
+            except HiveLabError as exc:
+                print(f"hive-lab: {exc}", file=sys.stderr)
+        return None
+
+    @line_magic
+    def hive_status(self, line):
+        """The live dashboard: cluster, VC usage, topology heatmap and queue."""
+        try:
+            if _in_kernel(self.shell):
+                from IPython.display import display
+
+                from .widgets.dashboard import Dashboard
+
+                display(Dashboard(self.client))
+            else:
+                from .tables import print_overview
+
+                print_overview(self.client)
+        except HiveLabError as exc:
+            return self._fail(exc)
+        return None
+
+    @magic_arguments()
+    @argument("url", nargs="?", default=None, help="the Jupyter server's URL (default: discover)")
+    @argument("--token", default=None)
+    @line_magic
+    def hive_connect(self, line):
+        """Choose the server explicitly: ``%hive_connect http://host:8888/ --token T``."""
+        from .client import Client
+
+        args = parse_argstring(self.hive_connect, line)
+        try:
+            self.client = Client(args.url, args.token)
+            me = self.client.me()
+        except HiveLabError as exc:
+            return self._fail(exc)
+        print(f"connected to {self.client.base_url} as {me.get('user')} (VCs: {', '.join(me.get('vcs') or [])})")
+        return None
+
+    def _fail(self, exc: HiveLabError):
+        """Show the server's sentence as the cell's error, without a long traceback (``UsageError``
+        stops "run all" like any failing cell; ``__cause__`` keeps the ``HiveLabError``)."""
+        raise UsageError(f"hive-lab: {exc}") from exc
+
+
+def _parse_env(items) -> dict[str, str]:
+    env = {}
+    for item in items or []:
+        if "=" not in item:
+            raise HiveLabError(f"--env takes KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        env[key] = value
+    return env
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magics(HiveLabMagics(ipython))
+    os.environ.setdefault("HIVE_LAB_MAGICS", "1")

@@ -1,0 +1,115 @@
+"""Building job specs from ``%%submit`` / ``hive-lab submit`` options (pure, apart from reading files)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pathlib
+import shlex
+import sys
+
+from .errors import BadRequest
+
+CELL_FILE = "hive_cell.py"
+SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
+
+
+def parse_priority(value) -> int | str | None:
+    """``"opportunistic"`` or an integer 0..1000 (the server checks the range too)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().lower()
+    if text in ("opportunistic", "opp", "-1"):
+        return "opportunistic"
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"priority must be an integer 0..1000 or 'opportunistic', got {value!r}",
+                         field="priority") from None
+
+
+def split_paths(values) -> list[str]:
+    """``--files a.py,b.csv c/`` -> ["a.py", "b.csv", "c/"]."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(p for p in str(value).split(",") if p.strip())
+    return [p.strip() for p in out]
+
+
+def collect_files(paths, base_dir: str | os.PathLike | None = None) -> dict[str, str]:
+    """Read the listed files (globs and directories allowed) as UTF-8 text, keyed by their path
+    relative to ``base_dir`` (or their name when outside it). Raises ``BadRequest`` naming the path."""
+    base = pathlib.Path(base_dir or os.getcwd()).resolve()
+    files: dict[str, str] = {}
+    for pattern in split_paths(paths):
+        expanded = os.path.join(base, os.path.expanduser(pattern))  # absolute patterns stay absolute
+        matches = sorted(glob.glob(expanded, recursive=True)) if glob.has_magic(expanded) else [expanded]
+        if not matches or not all(os.path.exists(m) for m in matches):
+            raise BadRequest(f"--files: {pattern} does not exist (relative paths start at {base})", field="files")
+        for match in matches:
+            path = pathlib.Path(match)
+            if path.is_dir():
+                for sub in sorted(path.rglob("*")):
+                    if sub.is_file() and not (SKIP_DIRS & set(sub.relative_to(path).parts[:-1])):
+                        _add(files, sub, base)
+            else:
+                _add(files, path, base)
+    return files
+
+
+def _add(files: dict[str, str], path: pathlib.Path, base: pathlib.Path) -> None:
+    resolved = path.resolve()
+    try:
+        name = resolved.relative_to(base).as_posix()
+    except ValueError:
+        name = path.name
+    try:
+        files[name] = resolved.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest(f"--files: {path} is not UTF-8 text; only small text files can be staged "
+                         "(put data in the job's data_dir instead)", field="files") from None
+
+
+def python_command(script: str = CELL_FILE, image: str | None = None, local_python: str | None = None) -> str:
+    """A shell command running ``script`` with a fresh Python: the image's ``python3``/``python``;
+    without an image the kernel's interpreter when it exists on the node, else ``python3``."""
+    q = shlex.quote(script)
+    if image is None and local_python:
+        lp = shlex.quote(local_python)
+        return f'if [ -x {lp} ]; then exec {lp} -u {q}; else exec python3 -u {q}; fi'
+    return f'exec "$(command -v python3 || command -v python)" -u {q}'
+
+
+def cell_spec(code: str, *, gpus: int = 0, gpu_type: str | None = None, vc: str | None = None,
+              priority=None, image: str | None = None, name: str | None = None, tasks: int = 1,
+              files: dict[str, str] | None = None, env: dict[str, str] | None = None,
+              local_python: str | None = sys.executable) -> dict:
+    """The ``POST jobs`` body running a notebook cell as a batch job."""
+    if tasks < 1:
+        raise BadRequest(f"--tasks must be at least 1, got {tasks}", field="tasks[0].count")
+    if gpus < 0:
+        raise BadRequest(f"--gpus must be 0 or more, got {gpus}", field="tasks[0].gpus")
+    staged = dict(files or {})
+    if CELL_FILE in staged:
+        raise BadRequest(f"--files: {CELL_FILE} is the name the cell is staged under; rename your file",
+                         field="files")
+    staged[CELL_FILE] = code
+    spec: dict = {
+        "name": name or "cell",
+        "command": python_command(CELL_FILE, image, local_python),
+        "tasks": [{"name": "main", "count": tasks, "gpus": gpus, "gpu_type": gpu_type}],
+        "kind": "batch",
+        "files": staged,
+    }
+    if vc:
+        spec["vc"] = vc
+    p = parse_priority(priority)
+    if p is not None:
+        spec["priority"] = p
+    if image:
+        spec["image"] = image
+    if env:
+        spec["env"] = env
+    return spec

@@ -1,0 +1,101 @@
+"""``rich`` renderings of jobs, VCs and the cluster for the CLI and terminal IPython."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from .format import status_line
+from .widgets.shaping import gpu_state, job_rows, vc_rows
+
+STATE_STYLES = {"running": "green", "queued": "yellow", "submitted": "yellow", "scheduled": "cyan",
+                "succeeded": "dim green", "failed": "red", "cancelled": "dim"}
+GPU_GLYPHS = {"free": ("·", "dim"), "used": ("■", "green"), "opportunistic": ("■", "magenta"),
+              "reserved": ("▣", "yellow"), "bad": ("✖", "red"), "drained": ("○", "dim")}
+
+
+def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None) -> Table:
+    table = Table(title=title, expand=False, header_style="bold")
+    for column in ("job", "name", "state", "GPUs", "VC", "user", "priority", "age", "reason / where"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("job", "state"))
+    for row in job_rows(jobs, me):
+        table.add_row(row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),
+                      str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["reason"])
+    if not jobs:
+        table.caption = "no jobs"
+    return table
+
+
+def vcs_table(vcs: list[dict]) -> Table:
+    table = Table(title="virtual clusters", header_style="bold")
+    for column in ("VC", "guaranteed", "used", "borrowed", "bad", "running", "queued", "usage", "yours"):
+        table.add_column(column, justify="right" if column not in ("VC", "usage") else "left")
+    for row in vc_rows(vcs):
+        table.add_row(row["name"], str(row["guaranteed"]), str(row["used"]), str(row["borrowed"]),
+                      str(row["doomed"]), str(row["running"]), str(row["queue"]), usage_bar(row),
+                      "yes" if row["mine"] else "")
+    return table
+
+
+def usage_bar(row: dict, width: int = 20) -> Text:
+    """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, borrowed."""
+    used = round(width * row["used_pct"] / 100) + round(width * row["over_pct"] / 100)
+    guaranteed = round(width * row["guaranteed_pct"] / 100)
+    borrowed = round(width * row["borrowed_pct"] / 100)
+    text = Text()
+    text.append("█" * used, style="green")
+    text.append("░" * max(guaranteed - used, 0), style="dim")
+    text.append("▒" * borrowed, style="magenta")
+    return text
+
+
+def cluster_grid(cluster: dict, max_gpus: int = 4096) -> Table:
+    """One character per GPU, one line per node (summary only above ``max_gpus``)."""
+    gpus = cluster.get("gpus") or []
+    title = f"cluster: {cluster.get('gpus_free', '?')} of {cluster.get('gpus_total', len(gpus))} GPUs free"
+    table = Table(title=title, show_header=False, box=None, padding=(0, 1))
+    table.add_column("node", style="bold")
+    table.add_column("GPUs")
+    if len(gpus) > max_gpus:
+        counts: dict[str, int] = {}
+        for g in gpus:
+            counts[gpu_state(g)] = counts.get(gpu_state(g), 0) + 1
+        table.add_row("", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        return table
+    by_node: dict[str, list[dict]] = {}
+    for g in gpus:
+        by_node.setdefault(str(g.get("node")), []).append(g)
+    for node, node_gpus in by_node.items():
+        line = Text()
+        for g in node_gpus:
+            glyph, style = GPU_GLYPHS[gpu_state(g)]
+            line.append(glyph, style=style)
+        table.add_row(node, line)
+    legend = Text("  ")
+    for state, (glyph, style) in GPU_GLYPHS.items():
+        legend.append(glyph, style=style)
+        legend.append(f" {state}  ")
+    table.caption = legend
+    return table
+
+
+def overview(client, all_jobs: bool = True, limit: int = 30) -> Group:
+    cluster = client.cluster()
+    vcs = client.vcs()
+    jobs = client.jobs_page(user=None if all_jobs else "me", state="submitted,queued,scheduled,running",
+                            limit=limit)
+    table = jobs_table(jobs.get("jobs", []), title=f"queue ({jobs.get('total', 0)} active jobs)")
+    return Group(cluster_grid(cluster), vcs_table(vcs), table)
+
+
+def print_table(renderable) -> None:
+    Console().print(renderable)
+
+
+def print_overview(client) -> None:
+    Console().print(overview(client))
+
+
+def print_status(job: dict) -> None:
+    Console().print(status_line(job))

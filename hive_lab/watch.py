@@ -1,0 +1,91 @@
+"""Follow one job until it ends: status changes and log text as they happen.
+
+Wakes on the job's events from the shared event stream, with a slow timed re-check as a fallback
+(when the stream is down), so one watched job costs about one request per state change plus the
+log reads while it runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .errors import HiveLabError, NotFound
+from .format import FINISHED
+from .live import LiveFeed
+
+
+def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None = None,
+              on_log: Callable[[str], None] | None = None, stop: threading.Event | None = None,
+              timeout: float | None = None, use_events: bool = True) -> dict:
+    """Returns the finished job (or the last state seen when ``stop`` is set / ``timeout`` passes)."""
+    import time
+
+    wake = threading.Event()
+    unsubscribe = None
+    if use_events:
+        def on_event(message: dict) -> None:
+            job = message.get("job") or {}
+            if message.get("type") == "hello" or job.get("id") == job_id:
+                wake.set()
+        try:
+            unsubscribe = LiveFeed.for_client(client).subscribe(on_event)
+        except Exception:  # noqa: BLE001 - timed re-checks still work
+            unsubscribe = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    offset, last_key, job, finished_reads = 0, None, {}, 0
+    try:
+        while True:
+            wake.clear()
+            job = client.job(job_id)
+            key = (job.get("state"), job.get("reason"), str(job.get("placement")))
+            if key != last_key:
+                last_key = key
+                if on_status:
+                    on_status(job)
+            finished = job.get("state") in FINISHED
+            eof = True
+            if on_log and (job.get("state") == "running" or finished):
+                offset, eof = _read_logs(client, job_id, offset, on_log)
+            if finished:
+                finished_reads += 1
+            if finished and (eof or finished_reads > 20):  # a log that never says eof: give up after ~2 s
+                return job
+            if stop is not None and stop.is_set():
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                return job
+            running_logs = on_log is not None and job.get("state") == "running"
+            pause = 0.5 if running_logs else (0.1 if finished else 3.0 if unsubscribe else 1.0)
+            if deadline is not None:
+                pause = max(0.0, min(pause, deadline - time.monotonic()))
+            if stop is not None:
+                # wake on either
+                end = time.monotonic() + pause
+                while not (wake.is_set() or stop.is_set()) and time.monotonic() < end:
+                    wake.wait(min(0.2, max(0.0, end - time.monotonic())))
+            else:
+                wake.wait(pause)
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+def _read_logs(client, job_id: str, offset: int, on_log: Callable[[str], None]) -> tuple[int, bool]:
+    for _ in range(50):  # at most 50 pages per wake-up, then let the status catch up
+        try:
+            page = client.logs(job_id, offset=offset)
+        except NotFound:
+            return offset, True  # no log file (the task never started)
+        except HiveLabError:
+            return offset, True
+        data = page.get("data") or ""
+        if data:
+            on_log(data)
+        nxt = page.get("next_offset", offset + len(data.encode()))
+        if nxt <= offset or not data:
+            return offset, bool(page.get("eof", True))
+        offset = nxt
+        if page.get("eof"):
+            return offset, True
+    return offset, False

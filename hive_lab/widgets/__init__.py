@@ -1,0 +1,17 @@
+"""ipywidgets views of a hive-lab server: queue, VC usage, topology heatmap (bokeh) and a dashboard.
+
+Imported lazily, so the CLI can use the pure ``shaping``/``layout`` modules without ipywidgets/bokeh.
+"""
+
+__all__ = ["Dashboard", "HeatmapView", "JobMonitor", "QueueView", "VCUsageView"]
+
+_where = {"Dashboard": "dashboard", "HeatmapView": "heatmap", "JobMonitor": "job_monitor",
+          "QueueView": "queue", "VCUsageView": "vcs"}
+
+
+def __getattr__(name):
+    if name in _where:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_where[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,78 @@
+"""Shared plumbing of the live views: a client, a debounced refetch driven by the event stream."""
+
+from __future__ import annotations
+
+import html
+import logging
+import threading
+
+from ..live import Debouncer, LiveFeed
+
+log = logging.getLogger(__name__)
+
+
+class LiveView:
+    """Subclasses set ``self.widget`` and implement ``fetch()`` (network) and ``render(data)``."""
+
+    #: event types that make this view refetch
+    refetch_on: tuple[str, ...] = ("hello", "job", "cluster", "vcs")
+
+    def __init__(self, client=None, *, live: bool = True, debounce: float = 0.3, min_interval: float = 1.0):
+        if client is None and live:
+            from ..client import Client
+
+            client = Client()
+        self.client = client
+        self.error: str | None = None
+        self._render_lock = threading.Lock()
+        self._debouncer = Debouncer(self.refresh, delay=debounce, min_interval=min_interval)
+        self._unsubscribe = None
+        self._live = live
+
+    def start(self) -> "LiveView":
+        """Fetch once, then follow the event stream (when live)."""
+        if self.client is not None:
+            self.refresh()
+        if self._live and self.client is not None and self._unsubscribe is None:
+            self._unsubscribe = LiveFeed.for_client(self.client).subscribe(self.on_event)
+        return self
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._debouncer.cancel()
+
+    def on_event(self, message: dict) -> None:
+        if message.get("type") in self.refetch_on:
+            self._debouncer.trigger()
+
+    def refresh(self) -> None:
+        try:
+            data = self.fetch()
+        except Exception as exc:  # noqa: BLE001 - shown in the view, the stream keeps going
+            self.error = str(exc)
+            log.debug("refresh failed", exc_info=True)
+            self.show_error(self.error)
+            return
+        self.error = None
+        with self._render_lock:
+            self.render(data)
+
+    # subclasses ------------------------------------------------------------------------------------
+    def fetch(self):
+        raise NotImplementedError
+
+    def render(self, data) -> None:
+        raise NotImplementedError
+
+    def show_error(self, message: str) -> None:
+        pass
+
+    # display ---------------------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def error_html(message: str) -> str:
+    return f'<div style="color:#b00020">⚠ {html.escape(message)}</div>'

@@ -1,0 +1,132 @@
+"""Topology heatmap: every GPU one cell of a single bokeh ``rect`` glyph, shown through jupyter_bokeh."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
+from bokeh.plotting import figure
+from jupyter_bokeh import BokehModel
+
+from .base import LiveView, error_html
+from .layout import compute_layout
+from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend
+
+MAX_WIDTH_PX = 900
+MAX_CELL_PX = 40
+MAX_OUTLINES = 600  # node/rack outlines drawn up to this many groups
+
+
+def outline_columns(cluster: dict) -> dict[str, list]:
+    """Rectangles around nodes and the groups above them (racks ...), for a second, unfilled glyph."""
+    layout = compute_layout(cluster.get("gpus") or [])
+    node_depths = {b.depth for b in layout.groups if b.is_node}
+    top = min(node_depths) if node_depths else 0
+    boxes = [b for b in layout.groups if b.depth <= top]
+    if len(boxes) > MAX_OUTLINES:
+        boxes = [b for b in boxes if not b.is_node]
+    pad = 0.12
+    return {
+        "left": [b.x0 - pad for b in boxes], "right": [b.x1 + pad for b in boxes],
+        "top": [b.y0 - pad for b in boxes], "bottom": [b.y1 + pad for b in boxes],
+        "name": [b.address for b in boxes],
+        "width": [1.0 if b.is_node else 2.0 for b in boxes],
+    }
+
+
+class HeatmapView(LiveView):
+    refetch_on = ("hello", "job", "cluster", "vcs")
+
+    def __init__(self, client=None, *, color_by: str = "state", live: bool = True, cluster: dict | None = None,
+                 **kwargs):
+        super().__init__(client, live=live, **kwargs)
+        if color_by not in COLOR_MODES:
+            raise ValueError(f"color_by must be one of {', '.join(COLOR_MODES)}, got {color_by!r}")
+        self.color_by = color_by
+        self.cluster: dict = cluster or {"gpus": []}
+        self.vc_names: list[str] = []
+        self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by))
+        self.outlines = ColumnDataSource(data=outline_columns(self.cluster))
+        self.figure = figure(tools="pan,wheel_zoom,box_zoom,reset", toolbar_location="right",
+                             x_axis_location=None, y_axis_location=None, match_aspect=True,
+                             min_border=4, outline_line_color=None)
+        self.figure.grid.visible = False
+        self.figure.y_range = Range1d(1, 0)  # rows go downwards
+        self.figure.x_range = Range1d(0, 1)
+        self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.outlines,
+                         fill_color=None, line_color="#9a9a9a", line_width="width")
+        self.renderer = self.figure.rect(x="x", y="y", width=0.9, height=0.9, source=self.source,
+                                         fill_color="color", fill_alpha="alpha", line_color=None,
+                                         hover_line_color="black", hover_fill_alpha=1.0)
+        self.figure.add_tools(HoverTool(renderers=[self.renderer], tooltips=[
+            ("GPU", "@node #@index (@type)"), ("state", "@state"), ("VC", "@vc"), ("job", "@job"),
+            ("user", "@user"), ("cells", "@path"), ("util", "@util")]))
+        self._size()
+        self.model = BokehModel(self.figure)
+        self.mode = W.ToggleButtons(options=list(COLOR_MODES), value=color_by, description="colour by",
+                                    style={"button_width": "70px"})
+        self.mode.observe(self._mode_changed, names="value")
+        self.legend = W.HTML()
+        self.status = W.HTML()
+        self.widget = W.VBox([W.HBox([self.mode, self.status]), self.model, self.legend])
+        self._legend()
+        if cluster is None:
+            self.start()
+
+    def fetch(self):
+        cluster = self.client.cluster()
+        try:
+            names = [vc["name"] for vc in self.client.vcs()]
+        except Exception:  # noqa: BLE001 - colours then come from the GPUs' VCs only
+            names = self.vc_names
+        return cluster, names
+
+    def render(self, data) -> None:
+        cluster, names = data
+        self.set_cluster(cluster, names)
+
+    def set_cluster(self, cluster: dict, vc_names: list[str] | None = None) -> None:
+        """Show this ``GET cluster`` answer (also the way to drive the view without a server)."""
+        self.cluster = cluster
+        if vc_names is not None:
+            self.vc_names = list(vc_names)
+        old_layout = (self.source.data.get("node"), self.source.data.get("index"))
+        self.source.data = heatmap_columns(cluster, self.color_by, self.vc_names)
+        if old_layout != (self.source.data["node"], self.source.data["index"]):
+            self.outlines.data = outline_columns(cluster)
+            self._size()
+        self._legend()
+        self.status.value = (f"<span style='color:#555'>{cluster.get('gpus_free', '?')} of "
+                             f"{cluster.get('gpus_total', len(cluster.get('gpus') or []))} GPUs free</span>")
+
+    def show_error(self, message: str) -> None:
+        self.status.value = error_html(message)
+
+    def _mode_changed(self, change) -> None:
+        self.color_by = change["new"]
+        self.set_cluster(self.cluster)
+
+    def _size(self) -> None:
+        left, right = self.outlines.data["left"], self.outlines.data["right"]
+        xs, ys = self.source.data["x"], self.source.data["y"]
+        if not xs:
+            w, h = 1.0, 1.0
+        else:
+            w = max([x + 0.5 for x in xs] + list(right))
+            h = max([y + 0.5 for y in ys] + list(self.outlines.data["bottom"]))
+        pad = 0.3
+        self.figure.x_range.start, self.figure.x_range.end = min([0.0] + list(left)) - pad, w + pad
+        self.figure.y_range.start, self.figure.y_range.end = h + pad, min([0.0] + list(self.outlines.data["top"])) - pad
+        cell_px = max(1.5, min(MAX_CELL_PX, MAX_WIDTH_PX / (w + 2 * pad)))
+        self.figure.width = int((w + 2 * pad) * cell_px) + 40
+        self.figure.height = int(min(700, max(60, (h + 2 * pad) * cell_px))) + 10
+
+    def _legend(self) -> None:
+        items = heatmap_legend(self.source.data, self.color_by)
+        chips = "".join(
+            f'<span style="display:inline-block;margin-right:10px"><span style="display:inline-block;'
+            f'width:12px;height:12px;background:{color};vertical-align:middle;margin-right:4px"></span>'
+            f"{html.escape(str(label))}</span>" for label, color in items[:40])
+        more = f" … and {len(items) - 40} more" if len(items) > 40 else ""
+        self.legend.value = f'<div style="font-size:12px">{chips}{more}</div>'

@@ -1,0 +1,76 @@
+"""Widget models built from recorded JSON carry the right data (the live versions: test_live_*)."""
+
+import ipywidgets as W
+from bokeh.models import GlyphRenderer, Rect
+
+from hive_lab.widgets import HeatmapView, JobMonitor, QueueView, VCUsageView
+from hive_lab.widgets.shaping import STATE_COLORS, vc_colors
+
+
+def _texts(grid):
+    return [c.description if isinstance(c, W.Button) else c.value for c in grid.children]
+
+
+def test_queue_view_rows_buttons_and_sorting(recorded):
+    view = QueueView(None, jobs=recorded["jobs"]["jobs"], me={"user": "ann", "admin": False}, live=False)
+    assert [r["id"] for r in view.rows] == ["j-000001", "j-000002", "j-000003", "j-000004"]
+    assert set(view.cancel_buttons) == {"j-000001", "j-000003"}   # ann's unfinished jobs only
+    texts = _texts(view.grid)
+    assert texts[0].startswith("job") and any("VC research is using 8/8" in t for t in texts)
+    assert "4 of my jobs" in view.title.value
+    view.sort_by("gpus")
+    view.sort_by("gpus")  # second click: descending
+    assert view.rows[0]["id"] == "j-000003" and view.header_buttons["gpus"].description.endswith("▼")
+    # a job event updates the row in place
+    view.on_event({"type": "job", "job": {"id": "j-000003", "user": "ann", "state": "running",
+                                          "placement": [{"node": "node-1", "gpus": [0]}]}})
+    assert {r["id"]: r["state"] for r in view.rows}["j-000003"] == "running"
+    # other users' events are ignored in the "mine" view
+    view.on_event({"type": "job", "job": {"id": "j-000099", "user": "bob", "state": "queued"}})
+    assert "j-000099" not in {r["id"] for r in view.rows}
+
+
+def test_vc_usage_view(recorded):
+    view = VCUsageView(None, vcs=recorded["vcs"]["vcs"], live=False)
+    assert [r["name"] for r in view.rows] == ["research", "teaching"]
+    html = [c.value for c in view.table.children]
+    assert "2/8 guaranteed GPUs used, 1 borrowed, 1 bad; 1 running, 2 queued" in html
+    assert "width:25.0%" in html[1] and "width:12.5%" in html[1]   # used, borrowed
+    assert "3 GPUs in use, 12 guaranteed" in view.title.value
+
+
+def test_heatmap_document_has_one_glyph_per_gpu_with_state_colours(recorded):
+    view = HeatmapView(None, cluster=recorded["cluster"], live=False)
+    doc = view.model._document
+    rects = [r for r in doc.select({"type": GlyphRenderer}) if isinstance(r.glyph, Rect)]
+    assert len(rects) == 1
+    data = rects[0].data_source.data
+    assert len(data["x"]) == 16
+    assert data["color"][:2] == [STATE_COLORS["used"]] * 2
+    assert data["color"][13] == STATE_COLORS["bad"] and data["color"][11] == STATE_COLORS["opportunistic"]
+    assert data["color"].count(STATE_COLORS["free"]) == 11
+    # the bundle the browser receives carries the same source
+    assert view.model.render_bundle["docs_json"]
+    view.mode.value = "vc"
+    palette = vc_colors(["research", "teaching"])
+    assert rects[0].data_source.data["color"][0] == palette["research"]
+    assert "research" in view.legend.value and "11 of 16" not in view.legend.value
+    assert "11 of 16 GPUs free" in view.status.value
+
+
+def test_heatmap_readable_for_thousands_of_gpus():
+    gpus = [{"node": f"n{n}", "index": i, "state": "used" if (n + i) % 3 == 0 else "free", "vc": "a",
+             "path": [f"r{n // 40}", f"n{n}", f"s{i // 4}"]} for n in range(1250) for i in range(8)]
+    view = HeatmapView(None, cluster={"gpus": gpus, "gpus_total": 10000, "gpus_free": 0}, live=False)
+    assert len(view.source.data["x"]) == 10000
+    assert view.figure.width <= 960 and 60 < view.figure.height <= 720
+    assert len(view.outlines.data["left"]) <= 600
+
+
+def test_job_monitor_keeps_a_tail(recorded):
+    monitor = JobMonitor(tail_lines=3)
+    monitor.update(recorded["jobs"]["jobs"][2])
+    assert "queued" in monitor.status.value and "8/8 guaranteed" in monitor.status.value
+    monitor.append_log("a\nb\n")
+    monitor.append_log("c\nd\ne\n")
+    assert monitor.log_text.splitlines() == ["c", "d", "e"]
