@@ -1,0 +1,137 @@
+/**
+ * hive-lab for JupyterLab: the "GPU cluster" sidebar panel, the topology heatmap, a status bar
+ * item, command palette entries and settings, all fed by one ClusterModel.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette, MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import { HiveApi } from './api';
+import { HeatmapWidget } from './heatmap';
+import { ClusterModel, IHiveSettings } from './model';
+import { ClusterPanel } from './panel';
+import { ClusterStatus } from './statusbar';
+import { submitCurrentNotebook } from './submit';
+import gpuSvg from '../style/icons/gpu.svg';
+
+const PLUGIN_ID = 'hive-lab:plugin';
+
+export namespace CommandIDs {
+  export const openPanel = 'hive-lab:open-panel';
+  export const openHeatmap = 'hive-lab:open-heatmap';
+  export const submitNotebook = 'hive-lab:submit-notebook';
+}
+
+export const gpuIcon = new LabIcon({ name: 'hive-lab:gpu', svgstr: gpuSvg });
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: 'GPU cluster panel, topology heatmap and status bar for hive-lab.',
+  autoStart: true,
+  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    palette: ICommandPalette | null,
+    settingRegistry: ISettingRegistry | null,
+    statusBar: IStatusBar | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const model = new ClusterModel(new HiveApi(app.serviceManager.serverSettings));
+    const { commands, shell } = app;
+
+    const heatmaps = new WidgetTracker<MainAreaWidget<HeatmapWidget>>({
+      namespace: 'hive-lab-heatmap'
+    });
+    const openHeatmap = () => void commands.execute(CommandIDs.openHeatmap);
+
+    const panel = new ClusterPanel(model, openHeatmap);
+    panel.title.icon = gpuIcon;
+    shell.add(panel, 'left', { rank: 600 });
+    restorer?.add(panel, 'hive-lab-panel');
+
+    commands.addCommand(CommandIDs.openPanel, {
+      label: 'GPU cluster: open panel',
+      caption: 'Show jobs, queues and VC usage',
+      icon: gpuIcon,
+      execute: () => shell.activateById(panel.id)
+    });
+
+    commands.addCommand(CommandIDs.openHeatmap, {
+      label: 'GPU cluster: open topology heatmap',
+      caption: 'Every GPU as a cell, grouped by rack, node and switch',
+      icon: gpuIcon,
+      execute: () => {
+        performance.mark('hive-heatmap:open');
+        let widget = heatmaps.currentWidget;
+        if (!widget || widget.isDisposed) {
+          const content = new HeatmapWidget(model);
+          widget = new MainAreaWidget<HeatmapWidget>({ content });
+          widget.id = 'hive-lab-heatmap-area';
+          widget.title.label = 'GPU heatmap';
+          widget.title.icon = gpuIcon;
+          void heatmaps.add(widget);
+        }
+        if (!widget.isAttached) {
+          shell.add(widget, 'main');
+        }
+        shell.activateById(widget.id);
+        return widget;
+      }
+    });
+    restorer?.restore(heatmaps, {
+      command: CommandIDs.openHeatmap,
+      name: () => 'hive-lab-heatmap'
+    });
+
+    commands.addCommand(CommandIDs.submitNotebook, {
+      label: 'GPU cluster: submit current notebook as a job',
+      caption: 'Run the notebook with nbconvert --execute on cluster GPUs',
+      icon: gpuIcon,
+      execute: () => submitCurrentNotebook(app, model)
+    });
+
+    if (palette) {
+      const category = 'GPU cluster';
+      for (const command of [
+        CommandIDs.openPanel,
+        CommandIDs.openHeatmap,
+        CommandIDs.submitNotebook
+      ]) {
+        palette.addItem({ command, category });
+      }
+    }
+
+    if (statusBar) {
+      const status = new ClusterStatus(model, () =>
+        void commands.execute(CommandIDs.openPanel)
+      );
+      statusBar.registerStatusItem('hive-lab:status', {
+        item: status,
+        align: 'left',
+        rank: 50
+      });
+    }
+
+    if (settingRegistry) {
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          const apply = () =>
+            model.updateSettings(settings.composite as unknown as Partial<IHiveSettings>);
+          apply();
+          settings.changed.connect(apply);
+        })
+        .catch(reason => console.warn('hive-lab: settings not loaded', reason));
+    }
+
+    model.start();
+  }
+};
+
+export default plugin;

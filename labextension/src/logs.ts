@@ -1,0 +1,140 @@
+/**
+ * Log viewer for one job: reads `jobs/{id}/logs` from an offset and keeps reading while the
+ * task runs (follow), appending only the new bytes, auto-scrolling while at the bottom.
+ */
+import { ACTIVE_STATES, IJob } from './api';
+import { ClusterModel } from './model';
+
+const FOLLOW_MS = 1000;
+const MAX_CHARS = 400_000;
+
+export class LogViewer {
+  constructor(readonly model: ClusterModel) {
+    this.node = document.createElement('div');
+    this.node.className = 'jp-HiveLogs';
+    this.node.hidden = true;
+    const bar = document.createElement('div');
+    bar.className = 'jp-HiveLogs-bar';
+    this._title = document.createElement('span');
+    this._title.className = 'jp-HiveLogs-title';
+    this._tasks = document.createElement('select');
+    this._tasks.className = 'jp-HiveLogs-task';
+    this._tasks.onchange = () => this._switchTask(this._tasks.value);
+    this._status = document.createElement('span');
+    this._status.className = 'jp-HiveLogs-status';
+    const close = document.createElement('button');
+    close.className = 'jp-HiveLogs-close';
+    close.textContent = '×';
+    close.title = 'Close the log viewer';
+    close.onclick = () => this.close();
+    bar.append(this._title, this._tasks, this._status, close);
+    this._pre = document.createElement('pre');
+    this._pre.className = 'jp-HiveLogs-text';
+    this.node.append(bar, this._pre);
+  }
+
+  readonly node: HTMLDivElement;
+
+  get jobId(): string | null {
+    return this._job?.id ?? null;
+  }
+
+  show(job: IJob): void {
+    this.close();
+    this._job = job;
+    this._title.textContent = `${job.name || job.id} · ${job.id}`;
+    this.node.hidden = false;
+    this._switchTask(null);
+  }
+
+  close(): void {
+    window.clearTimeout(this._timer);
+    this._generation += 1;
+    this._job = null;
+    this.node.hidden = true;
+  }
+
+  dispose(): void {
+    this.close();
+  }
+
+  private _switchTask(task: string | null): void {
+    window.clearTimeout(this._timer);
+    this._generation += 1;
+    this._task = task;
+    this._offset = 0;
+    this._pre.textContent = '';
+    void this._poll(this._generation);
+  }
+
+  private _currentState(): string {
+    const id = this._job?.id;
+    const known =
+      this.model.myJobs.find(j => j.id === id) ?? this.model.allJobs.find(j => j.id === id);
+    return known?.state ?? this._job?.state ?? 'unknown';
+  }
+
+  private async _poll(generation: number): Promise<void> {
+    const job = this._job;
+    if (!job || generation !== this._generation) {
+      return;
+    }
+    let eof = false;
+    try {
+      const chunk = await this.model.api.logs(job.id, this._task, this._offset);
+      if (generation !== this._generation) {
+        return;
+      }
+      if (this._task === null || this._tasks.options.length !== chunk.tasks.length) {
+        this._tasks.replaceChildren(
+          ...chunk.tasks.map(t => {
+            const option = document.createElement('option');
+            option.value = t;
+            option.textContent = t;
+            return option;
+          })
+        );
+        this._tasks.hidden = chunk.tasks.length < 2;
+      }
+      this._task = chunk.task;
+      this._tasks.value = chunk.task;
+      if (chunk.data) {
+        const atBottom =
+          this._pre.scrollTop + this._pre.clientHeight >= this._pre.scrollHeight - 4;
+        let text = (this._pre.textContent ?? '') + chunk.data;
+        if (text.length > MAX_CHARS) {
+          text = '…\n' + text.slice(text.length - MAX_CHARS);
+        }
+        this._pre.textContent = text;
+        if (atBottom) {
+          this._pre.scrollTop = this._pre.scrollHeight;
+        }
+      }
+      this._offset = chunk.next_offset;
+      eof = chunk.eof;
+    } catch (error) {
+      this._status.textContent = (error as Error).message;
+      if (generation === this._generation) {
+        this._timer = window.setTimeout(() => void this._poll(generation), FOLLOW_MS * 3);
+      }
+      return;
+    }
+    const active = ACTIVE_STATES.has(this._currentState());
+    const following = active || !eof;
+    this._status.textContent = following ? 'following…' : `ended (${this._currentState()})`;
+    this.node.dataset.following = String(following);
+    if (following) {
+      this._timer = window.setTimeout(() => void this._poll(generation), FOLLOW_MS);
+    }
+  }
+
+  private _job: IJob | null = null;
+  private _task: string | null = null;
+  private _offset = 0;
+  private _timer = 0;
+  private _generation = 0;
+  private _title: HTMLSpanElement;
+  private _tasks: HTMLSelectElement;
+  private _status: HTMLSpanElement;
+  private _pre: HTMLPreElement;
+}

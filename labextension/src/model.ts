@@ -1,0 +1,295 @@
+/**
+ * The shared client-side state of the cluster (jobs, VCs, GPUs) that the panel, the heatmap
+ * and the status bar render. Kept fresh by the `events` websocket, with a periodic refetch
+ * as the fallback when the socket is down or a message was missed.
+ */
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  ACTIVE_STATES,
+  HiveApi,
+  ICluster,
+  IJob,
+  IMe,
+  IVc
+} from './api';
+
+export type ColorMode = 'vc' | 'job' | 'state' | 'user';
+
+export interface IHiveSettings {
+  refreshInterval: number;
+  colorMode: ColorMode;
+}
+
+export const DEFAULT_SETTINGS: IHiveSettings = {
+  refreshInterval: 10,
+  colorMode: 'vc'
+};
+
+export class ClusterModel {
+  constructor(readonly api: HiveApi = new HiveApi()) {}
+
+  me: IMe | null = null;
+  myJobs: IJob[] = [];
+  allJobs: IJob[] = [];
+  allJobsTotal = 0;
+  vcs: IVc[] = [];
+  cluster: ICluster | null = null;
+  gpusFree: number | null = null;
+  gpusTotal: number | null = null;
+  error: string | null = null;
+  connected = false;
+  settings: IHiveSettings = { ...DEFAULT_SETTINGS };
+
+  /** Emitted after jobs, VCs or counts changed. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** Emitted after the per-GPU cluster view changed (heatmap). */
+  get clusterChanged(): ISignal<this, void> {
+    return this._clusterChanged;
+  }
+
+  /** Emitted when a job object arrives over the event stream. */
+  get jobEvent(): ISignal<this, IJob> {
+    return this._jobEvent;
+  }
+
+  get myQueued(): number {
+    return this.myJobs.filter(j => j.state === 'queued' || j.state === 'submitted')
+      .length;
+  }
+
+  /** Starts the event stream and the fallback refresh. Idempotent. */
+  start(): void {
+    if (this._started) {
+      return;
+    }
+    this._started = true;
+    void this.refresh();
+    this._connect();
+    this._schedule();
+  }
+
+  dispose(): void {
+    this._disposed = true;
+    window.clearTimeout(this._timer);
+    window.clearTimeout(this._debounce);
+    window.clearTimeout(this._clusterDebounce);
+    this._socket?.close();
+    Signal.clearData(this);
+  }
+
+  updateSettings(settings: Partial<IHiveSettings>): void {
+    const before = this.settings.refreshInterval;
+    this.settings = { ...this.settings, ...settings };
+    if (this._started && before !== this.settings.refreshInterval) {
+      this._schedule();
+    }
+    this._changed.emit();
+    this._clusterChanged.emit();
+  }
+
+  /** The heatmap asks for per-GPU data; only then is `GET cluster` polled. */
+  watchCluster(on: boolean): void {
+    this._clusterWatchers += on ? 1 : -1;
+    if (on && this._clusterWatchers === 1) {
+      void this.refreshCluster();
+    }
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      if (!this.me) {
+        this.me = await this.api.me();
+      }
+      const [mine, all, vcs, counts] = await Promise.all([
+        this.api.jobs({ user: 'me', limit: 200 }),
+        this.api.jobs({ limit: 200 }),
+        this.api.vcs(),
+        this.api.cluster()
+      ]);
+      this.myJobs = sortJobs(mine.jobs);
+      this.allJobs = sortJobs(all.jobs);
+      this.allJobsTotal = all.total;
+      this.vcs = vcs;
+      this._setCluster(counts);
+      this.error = null;
+    } catch (error) {
+      this.error = (error as Error).message;
+    }
+    this._changed.emit();
+  }
+
+  async refreshCluster(): Promise<void> {
+    try {
+      this._setCluster(await this.api.cluster());
+      this.error = null;
+    } catch (error) {
+      this.error = (error as Error).message;
+    }
+    this._changed.emit();
+  }
+
+  async cancel(id: string): Promise<void> {
+    const job = await this.api.cancel(id);
+    this._applyJob(job);
+    this._refreshSoon();
+  }
+
+  private _setCluster(cluster: ICluster): void {
+    this.cluster = cluster;
+    this.gpusFree = cluster.gpus_free;
+    this.gpusTotal = cluster.gpus_total;
+    this._clusterChanged.emit();
+  }
+
+  private _schedule(): void {
+    window.clearTimeout(this._timer);
+    if (this._disposed) {
+      return;
+    }
+    const seconds = Math.max(1, this.settings.refreshInterval || 10);
+    this._timer = window.setTimeout(async () => {
+      await this.refresh();
+      this._schedule();
+    }, seconds * 1000);
+  }
+
+  private _connect(): void {
+    if (this._disposed) {
+      return;
+    }
+    let socket: WebSocket;
+    try {
+      socket = this.api.openEvents();
+    } catch (error) {
+      this._reconnectLater();
+      return;
+    }
+    this._socket = socket;
+    socket.onopen = () => {
+      this.connected = true;
+      this._backoff = 1000;
+      this._changed.emit();
+    };
+    socket.onmessage = event => {
+      let message: any;
+      try {
+        message = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      this._onMessage(message);
+    };
+    socket.onclose = () => {
+      this.connected = false;
+      this._socket = null;
+      this._changed.emit();
+      this._reconnectLater();
+    };
+  }
+
+  private _reconnectLater(): void {
+    if (this._disposed) {
+      return;
+    }
+    window.setTimeout(() => this._connect(), this._backoff);
+    this._backoff = Math.min(this._backoff * 2, 30000);
+  }
+
+  private _onMessage(message: any): void {
+    switch (message?.type) {
+      case 'job':
+        if (message.job) {
+          this._applyJob(message.job as IJob);
+          this._jobEvent.emit(message.job as IJob);
+        }
+        this._refreshSoon();
+        this._refreshClusterSoon();
+        break;
+      case 'cluster':
+        this.gpusFree = message.gpus_free;
+        this.gpusTotal = message.gpus_total;
+        this._changed.emit();
+        this._refreshClusterSoon();
+        break;
+      case 'vcs':
+        this._refreshSoon();
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** Patches a job into the lists at once, before the debounced refetch confirms it. */
+  private _applyJob(job: IJob): void {
+    const patch = (list: IJob[], include: boolean): IJob[] => {
+      const index = list.findIndex(j => j.id === job.id);
+      if (index >= 0) {
+        const copy = list.slice();
+        copy[index] = { ...list[index], ...job };
+        return copy;
+      }
+      return include ? sortJobs([job, ...list]) : list;
+    };
+    this.allJobs = patch(this.allJobs, true);
+    this.myJobs = patch(this.myJobs, !!this.me && job.user === this.me.user);
+    this._changed.emit();
+  }
+
+  private _refreshSoon(): void {
+    window.clearTimeout(this._debounce);
+    this._debounce = window.setTimeout(() => void this.refresh(), 250);
+  }
+
+  private _refreshClusterSoon(): void {
+    if (this._clusterWatchers <= 0) {
+      return;
+    }
+    window.clearTimeout(this._clusterDebounce);
+    this._clusterDebounce = window.setTimeout(() => void this.refreshCluster(), 150);
+  }
+
+  private _changed = new Signal<this, void>(this);
+  private _clusterChanged = new Signal<this, void>(this);
+  private _jobEvent = new Signal<this, IJob>(this);
+  private _started = false;
+  private _disposed = false;
+  private _timer = 0;
+  private _debounce = 0;
+  private _clusterDebounce = 0;
+  private _socket: WebSocket | null = null;
+  private _backoff = 1000;
+  private _clusterWatchers = 0;
+}
+
+/** Active jobs first, newest first inside each group. */
+export function sortJobs(jobs: IJob[]): IJob[] {
+  return jobs.slice().sort((a, b) => {
+    const active = Number(ACTIVE_STATES.has(b.state)) - Number(ACTIVE_STATES.has(a.state));
+    if (active !== 0) {
+      return active;
+    }
+    return (b.submitted_at ?? '').localeCompare(a.submitted_at ?? '') || b.id.localeCompare(a.id);
+  });
+}
+
+/** "42s", "5m", "3h", "2d" since an ISO time. */
+export function age(iso: string | null, now: number = Date.now()): string {
+  if (!iso) {
+    return '';
+  }
+  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (seconds < 60) {
+    return `${seconds}s`;
+  }
+  if (seconds < 3600) {
+    return `${Math.floor(seconds / 60)}m`;
+  }
+  if (seconds < 86400) {
+    return `${Math.floor(seconds / 3600)}h`;
+  }
+  return `${Math.floor(seconds / 86400)}d`;
+}

@@ -1,0 +1,112 @@
+/**
+ * "Submit the current notebook as a job": saves the notebook, asks for VC and GPUs, then
+ * POSTs a batch job that stages the notebook and runs it with nbconvert --execute.
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { PathExt } from '@jupyterlab/coreutils';
+import { Widget } from '@lumino/widgets';
+
+import { IJob } from './api';
+import { ClusterModel } from './model';
+
+interface IDocumentLike {
+  context?: { path: string; save: () => Promise<void> };
+}
+
+/** The path of the notebook in the main area, or null. */
+export function currentNotebookPath(app: JupyterFrontEnd): string | null {
+  const widget = app.shell.currentWidget as unknown as IDocumentLike | null;
+  const path = widget?.context?.path;
+  return path && path.endsWith('.ipynb') ? path : null;
+}
+
+/** The batch-job spec that runs a notebook staged into the job's working dir. */
+export function notebookJobSpec(
+  notebookPath: string,
+  notebookText: string,
+  vc: string,
+  gpus: number
+): Record<string, unknown> {
+  const file = PathExt.basename(notebookPath);
+  const stem = file.replace(/\.ipynb$/, '');
+  const quoted = `'${file.replace(/'/g, `'\\''`)}'`;
+  const output = `'${`${stem}.executed.ipynb`.replace(/'/g, `'\\''`)}'`;
+  return {
+    name: stem,
+    vc,
+    kind: 'batch',
+    command: `jupyter nbconvert --to notebook --execute ${quoted} --output ${output}`,
+    tasks: [{ name: 'main', count: 1, gpus }],
+    files: { [file]: notebookText }
+  };
+}
+
+class SubmitForm extends Widget {
+  constructor(vcs: string[], name: string) {
+    super();
+    this.addClass('jp-HiveSubmit');
+    const info = document.createElement('p');
+    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy lands in the job's outputs.`;
+    this.vc = document.createElement('select');
+    this.vc.className = 'jp-mod-styled';
+    for (const vc of vcs) {
+      const option = document.createElement('option');
+      option.value = vc;
+      option.textContent = vc;
+      this.vc.appendChild(option);
+    }
+    this.gpus = document.createElement('input');
+    this.gpus.type = 'number';
+    this.gpus.min = '0';
+    this.gpus.value = '1';
+    this.gpus.className = 'jp-mod-styled';
+    const vcLabel = document.createElement('label');
+    vcLabel.append('Virtual cluster ', this.vc);
+    const gpuLabel = document.createElement('label');
+    gpuLabel.append('GPUs ', this.gpus);
+    this.node.append(info, vcLabel, gpuLabel);
+  }
+
+  getValue(): { vc: string; gpus: number } {
+    return { vc: this.vc.value, gpus: Number(this.gpus.value) };
+  }
+
+  readonly vc: HTMLSelectElement;
+  readonly gpus: HTMLInputElement;
+}
+
+export async function submitCurrentNotebook(
+  app: JupyterFrontEnd,
+  model: ClusterModel
+): Promise<IJob | null> {
+  const path = currentNotebookPath(app);
+  if (!path) {
+    await showErrorMessage('No notebook', 'Open a notebook in the main area, then submit it.');
+    return null;
+  }
+  const widget = app.shell.currentWidget as unknown as IDocumentLike;
+  await widget.context?.save();
+  const me = model.me ?? (await model.api.me());
+  const form = new SubmitForm(me.vcs, PathExt.basename(path));
+  const answer = await showDialog({
+    title: 'Submit notebook as a GPU job',
+    body: form,
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })]
+  });
+  if (!answer.button.accept || !answer.value) {
+    return null;
+  }
+  try {
+    const model_ = await app.serviceManager.contents.get(path, { content: true });
+    const text = JSON.stringify(model_.content);
+    const job = await model.api.submit(
+      notebookJobSpec(path, text, answer.value.vc, answer.value.gpus)
+    );
+    void model.refresh();
+    return job;
+  } catch (error) {
+    await showErrorMessage('Could not submit the notebook', (error as Error).message);
+    return null;
+  }
+}
