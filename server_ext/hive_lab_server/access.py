@@ -1,0 +1,91 @@
+"""Who is calling and what they may do: hive-lab's own rules on top of jupyter_server's auth.
+
+- Jobs belong to the user who submitted them.
+- ``vc_access`` maps users (``"ann"``), groups (``"@students"``) and everyone (``"*"``) to lists of
+  VC names (``"*"`` = every VC). A user submits only to the VCs they are mapped to.
+- Admins (``admin_users``, members of ``admin_groups``, and the user running the server unless
+  ``owner_is_admin`` is off) may do everything.
+- Others' jobs are visible without spec, env, logs, outputs or working dirs; only owners and admins
+  cancel a job.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+# jupyter_server's stock identity providers authenticate the server's token/password, not a person:
+# every request they accept is the person who started the server.
+_SINGLE_USER_PROVIDERS = {"IdentityProvider", "PasswordIdentityProvider", "LegacyIdentityProvider"}
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: str
+    groups: tuple[str, ...]
+    admin: bool
+    vcs: tuple[str, ...]  # VCs this caller may submit to
+
+    def may_submit(self, vc: str) -> bool:
+        return self.admin or vc in self.vcs
+
+    def owns(self, job: dict[str, Any]) -> bool:
+        return job.get("user") == self.user
+
+    def sees_private(self, job: dict[str, Any]) -> bool:
+        return self.admin or self.owns(job)
+
+
+def server_owner() -> str:
+    """The person the server runs for: JupyterHub's user, else the OS user."""
+    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+
+
+def identify(handler, owner: str) -> tuple[str, tuple[str, ...]]:
+    """(username, groups) of an authenticated request."""
+    user = handler.current_user
+    provider = getattr(handler, "identity_provider", None)
+    if provider is not None and type(provider).__name__ in _SINGLE_USER_PROVIDERS:
+        return owner, ()
+    username = getattr(user, "username", None) or str(user)
+    groups = getattr(user, "groups", None)
+    if groups is None:
+        hub_user = getattr(user, "hub_user", None)
+        if isinstance(hub_user, dict):
+            groups = hub_user.get("groups")
+    return username, tuple(sorted(str(g) for g in (groups or ())))
+
+
+class AccessPolicy:
+    def __init__(
+        self,
+        vc_access: dict[str, Iterable[str]],
+        admin_users: Iterable[str],
+        admin_groups: Iterable[str],
+        owner: str | None,
+        all_vcs: Iterable[str],
+    ):
+        self.vc_access = {k: tuple(v) if not isinstance(v, str) else (v,) for k, v in (vc_access or {}).items()}
+        self.admin_users = set(admin_users or ())
+        self.admin_groups = set(admin_groups or ())
+        self.owner = owner
+        self.all_vcs = tuple(all_vcs)
+
+    def caller(self, user: str, groups: Iterable[str] = ()) -> Caller:
+        groups = tuple(groups)
+        admin = user in self.admin_users or bool(self.admin_groups.intersection(groups)) or (
+            self.owner is not None and user == self.owner
+        )
+        allowed: set[str] = set()
+        for key in ("*", user, *(f"@{g}" for g in groups)):
+            for vc in self.vc_access.get(key, ()):
+                if vc == "*":
+                    allowed.update(self.all_vcs)
+                else:
+                    allowed.add(vc)
+        if admin:
+            allowed.update(self.all_vcs)
+        vcs = tuple(v for v in self.all_vcs if v in allowed)
+        return Caller(user=user, groups=groups, admin=admin, vcs=vcs)

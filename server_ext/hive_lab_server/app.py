@@ -1,0 +1,131 @@
+"""``HiveLabApp``: the hive-lab Jupyter server extension (enabled automatically on install).
+
+Configure it like any Jupyter app, in ``jupyter_server_config.py`` or on the command line::
+
+    c.HiveLabApp.cluster_config = "/etc/hive-lab/cluster.yaml"   # a path, a dict, or "default"/"philly"/...
+    c.HiveLabApp.db_url = "postgresql+psycopg://hive@db/hive"     # default: SQLite in the Jupyter data dir
+    c.HiveLabApp.launcher = "docker"                              # local | docker | slurm | pkg.module:Class
+    c.HiveLabApp.vc_access = {"@students": ["cv-101"], "ann": ["research", "cv-101"]}
+    c.HiveLabApp.admin_users = ["root"]
+
+    jupyter lab --HiveLabApp.cluster_config=cluster.yaml --HiveLabApp.launcher=local
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Any as AnyTrait
+from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+
+from . import __version__
+from .access import AccessPolicy, server_owner
+from .cluster import resolve_cluster
+from .events import EventBus
+from .handlers import ROUTES
+from .launchers import make_launcher
+from .metrics import Metrics
+from .service import HiveService
+from .store import Store
+
+
+class HiveLabApp(ExtensionApp):
+    name = "hive_lab"
+    description = "hive-lab: a multi-tenant GPU scheduler inside the Jupyter server"
+    version = __version__
+    load_other_extensions = True
+
+    cluster_config = AnyTrait(
+        None,
+        allow_none=True,
+        config=True,
+        help="""The cluster model: a path to a YAML/JSON file (HiveD form or hive-lab's short form),
+        a dict, or a built-in model name ("default", "philly", "big20k"). Default: the local NVIDIA GPUs
+        (NVML) when there are any, else "default" (one node, 4 simulated GPUs).""",
+    )
+    db_url = Unicode("", config=True, help="SQLAlchemy URL of the store (default: SQLite in the Jupyter data dir)")
+    launcher = Unicode("local", config=True, help="local | docker | slurm | an import path 'pkg.module:Class'")
+    queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf")
+    vc_access = Dict(
+        config=True,
+        help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
+        Keys are user names, "@group" or "*" (everyone); values are VC names or "*" (every VC).
+        Admins may use every VC.""",
+    )
+    admin_users = List(Unicode(), config=True, help="users who may do everything")
+    admin_groups = List(Unicode(), config=True, help="groups whose members may do everything")
+    owner_is_admin = Bool(True, config=True, help="the user running the server is an admin")
+    owner = Unicode(config=True, help="the user running the server (default: JUPYTERHUB_USER or the OS user)")
+    preemption_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for preempted jobs")
+    stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
+    cancel_wait_s = Float(5.0, config=True, help="how long DELETE jobs/{id} waits for the job to stop before answering")
+    poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
+    jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
+    max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
+
+    @default("owner")
+    def _owner_default(self) -> str:
+        return server_owner()
+
+    @property
+    def data_root(self) -> pathlib.Path:
+        return pathlib.Path(jupyter_data_dir()) / "hive_lab"
+
+    def initialize_settings(self) -> None:
+        db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
+        jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
+        jobs_root.mkdir(parents=True, exist_ok=True)
+        self.cluster = resolve_cluster(self.cluster_config)
+        from hive_scheduler import Scheduler
+
+        scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
+        self.store = Store(db_url)
+        self.events = EventBus()
+        self.metrics = Metrics()
+        self.metrics_registry = self.metrics.registry
+        launcher = make_launcher(
+            self.launcher,
+            parent=self,
+            state_dir=str(jobs_root / f".{self.launcher.split(':')[0].rsplit('.', 1)[-1]}-launcher"),
+            jobs_root=str(jobs_root),
+            log=self.log,
+            inventory=self.cluster.inventory,
+        )
+        self.service = HiveService(
+            scheduler=scheduler,
+            config=self.cluster.config,
+            store=self.store,
+            launcher=launcher,
+            jobs_root=jobs_root,
+            gpu_uuids=self.cluster.gpu_uuids,
+            preemption_grace_s=self.preemption_grace_s,
+            stop_grace_s=self.stop_grace_s,
+            poll_interval_s=self.poll_interval_s,
+            events=self.events,
+            metrics=self.metrics,
+        )
+        self.access = AccessPolicy(
+            self.vc_access,
+            self.admin_users,
+            self.admin_groups,
+            self.owner if self.owner_is_admin else None,
+            sorted(self.cluster.config.virtual_clusters),
+        )
+        self.settings["hive_lab"] = self
+        self.log.info(
+            "hive-lab: %d GPUs (%s cluster), VCs %s, launcher %s, store %s",
+            self.cluster.config.gpu_count(), self.cluster.origin, ", ".join(self.access.all_vcs),
+            launcher.name, db_url.split("@")[-1],
+        )
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(ROUTES)
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        await self.service.start()
+
+    async def stop_extension(self) -> None:
+        await self.service.stop()

@@ -1,0 +1,26 @@
+"""The REST routes of hive-lab (paths relative to ``<base_url>``); see docs/rest-api.md and openapi.yaml."""
+
+from .cluster import ClusterHandler, DrainHandler, MeHandler, VcsHandler
+from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler
+from .live import EventsHandler, MetricsHandler, SpecHandler
+from .base import NotFoundHandler
+
+PREFIX = r"/hive_lab/api"
+JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
+NODE = r"(?P<node>[^/]{1,256})"
+
+ROUTES = [
+    (rf"{PREFIX}/jobs/?", JobsHandler),
+    (rf"{PREFIX}/jobs/{JOB_ID}/?", JobHandler),
+    (rf"{PREFIX}/jobs/{JOB_ID}/logs/?", JobLogsHandler),
+    (rf"{PREFIX}/jobs/{JOB_ID}/outputs/?", JobOutputsHandler),
+    (rf"{PREFIX}/jobs/{JOB_ID}/outputs/(?P<path>.+)", JobOutputFileHandler),
+    (rf"{PREFIX}/cluster/?", ClusterHandler),
+    (rf"{PREFIX}/vcs/?", VcsHandler),
+    (rf"{PREFIX}/me/?", MeHandler),
+    (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain)/?", DrainHandler),
+    (rf"{PREFIX}/events/?", EventsHandler),
+    (rf"{PREFIX}/metrics/?", MetricsHandler),
+    (rf"{PREFIX}/spec.yaml", SpecHandler),
+    (rf"{PREFIX}/(?P<path>.*)", NotFoundHandler),
+]

@@ -1,0 +1,47 @@
+"""cluster, vcs, me, and the admins' node/GPU drains."""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from .base import HiveError, HiveHandler
+
+
+class ClusterHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(self.service.cluster_object())
+
+
+class VcsHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.reply(self.service.vcs_object(self.caller().may_submit))
+
+
+class MeHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        c = self.caller()
+        self.reply({"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups)})
+
+
+class DrainHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def post(self, node: str, gpu: str | None, action: str) -> None:
+        caller = self.caller()
+        if not caller.admin:
+            raise HiveError(403, f"user {caller.user} may not {action} node {node}; only admins may")
+        index = None
+        if gpu is not None:
+            try:
+                index = int(gpu)
+            except ValueError:
+                raise HiveError(400, f"GPU index must be an integer, got {gpu!r}", "index") from None
+        self.service_call(self.service.set_drain, node, index, action == "drain", caller.user)
+        self.reply({"node": node, "gpu": index, "drained": action == "drain"})

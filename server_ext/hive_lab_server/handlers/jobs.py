@@ -1,0 +1,188 @@
+"""jobs, jobs/{id}, jobs/{id}/logs, jobs/{id}/outputs[/{path}]."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import pathlib
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..service import STATES, task_names
+from ..spec import SpecError, parse_job_spec
+from .base import HiveError, HiveHandler
+
+MAX_LOG_CHUNK = 1 << 20
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v for v in (value or "").split(",") if v]
+
+
+class JobsHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        caller = self.caller()
+        users = [caller.user if u == "me" else u for u in _csv(self.get_argument("user", None))]
+        vcs = _csv(self.get_argument("vc", None))
+        states = _csv(self.get_argument("state", None))
+        bad = [s for s in states if s not in STATES]
+        if bad:
+            raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATES)}", "state")
+        limit = self.int_arg("limit", 50, 1, 1000)
+        offset = self.int_arg("offset", 0, 0, 10**9)
+        self.reply(self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
+                                          private_for=caller.sees_private))
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        caller = self.caller()
+        try:
+            spec = parse_job_spec(self.json_body())
+        except SpecError as exc:
+            raise HiveError(400, exc.message, exc.field) from None
+        vcs = self.hive.access.all_vcs
+        vc = spec.vc
+        if vc is None:
+            if not caller.vcs:
+                raise HiveError(403, f"user {caller.user} may not submit to any VC; ask an admin to map them in HiveLabApp.vc_access", "vc")
+            vc = caller.vcs[0]
+        elif vc not in vcs:
+            raise HiveError(400, f"vc: VC {vc!r} does not exist; use one of: {', '.join(vcs)}", "vc")
+        if not caller.may_submit(vc):
+            mine = ", ".join(caller.vcs) or "none"
+            raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
+        job = self.service_call(self.service.submit, spec, caller.user, vc)
+        self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])
+        self.reply(job, 201)
+
+
+class JobHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self, job_id: str) -> None:
+        row = self.job_row(job_id)
+        self.reply(self.service.job_object(job_id, detail=True, private=self.caller().sees_private(row), row=row))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, job_id: str) -> None:
+        row = self.job_row(job_id)
+        caller = self.caller()
+        if not caller.sees_private(row):
+            raise HiveError(403, f"user {caller.user} may not cancel job {job_id} (it belongs to {row['user']})")
+        try:
+            job = await self.service.cancel(job_id, caller.user, wait_s=self.hive.cancel_wait_s)
+        except Exception as exc:
+            from ..service import ServiceError
+
+            if isinstance(exc, ServiceError):
+                raise HiveError(exc.status, exc.message, exc.field) from None
+            raise
+        self.reply(job)
+
+
+class _OwnedJob(HiveHandler):
+    def owned_row(self, job_id: str, what: str) -> dict:
+        row = self.job_row(job_id)
+        caller = self.caller()
+        if not caller.sees_private(row):
+            raise HiveError(403, f"user {caller.user} may not read the {what} of job {job_id} (it belongs to {row['user']})")
+        return row
+
+
+class JobLogsHandler(_OwnedJob):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        row = self.owned_row(job_id, "logs")
+        tasks = task_names(row["spec"])
+        task = self.get_argument("task", None) or tasks[0]
+        if task not in tasks:
+            raise HiveError(400, f"query parameter task: job {job_id} has no task {task!r}; its tasks are {', '.join(tasks)}", "task")
+        offset = self.int_arg("offset", 0, 0)
+        follow = self.get_argument("follow", "0").lower() in ("1", "true", "yes")
+        path = self.service.log_path(job_id, task)
+        if not follow:
+            data, next_offset = _read(path, offset)
+            eof = not self.service.job_active(job_id) and next_offset >= _size(path)
+            self.reply({"task": task, "tasks": tasks, "offset": offset, "next_offset": next_offset,
+                        "data": data.decode("utf-8", "replace"), "eof": eof})
+            return
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("X-Accel-Buffering", "no")
+        self.set_header("Cache-Control", "no-cache")
+        pos = offset
+        try:
+            while True:
+                active = self.service.job_active(job_id)
+                data, pos = _read(path, pos)
+                if data:
+                    self.write(data)
+                    await self.flush()
+                    continue
+                if not active:
+                    break
+                await asyncio.sleep(0.2)
+        except StreamClosedError:
+            return
+        self.finish(set_content_type="text/plain; charset=utf-8")
+
+
+def _size(path: pathlib.Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read(path: pathlib.Path, offset: int) -> tuple[bytes, int]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(MAX_LOG_CHUNK)
+    except OSError:
+        return b"", offset
+    return data, offset + len(data)
+
+
+class JobOutputsHandler(_OwnedJob):
+    @web.authenticated
+    @authorized
+    def get(self, job_id: str) -> None:
+        row = self.owned_row(job_id, "outputs")
+        root = pathlib.Path(row["output_dir"])
+        files = []
+        if root.is_dir():
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames.sort()
+                for name in sorted(filenames):
+                    p = pathlib.Path(dirpath) / name
+                    if p.is_file() and not p.is_symlink():
+                        files.append({"path": p.relative_to(root).as_posix(), "size": p.stat().st_size})
+                        if len(files) >= 10000:
+                            break
+        self.reply({"files": files})
+
+
+class JobOutputFileHandler(_OwnedJob):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str, path: str) -> None:
+        row = self.owned_row(job_id, "outputs")
+        root = pathlib.Path(row["output_dir"]).resolve()
+        target = (root / path).resolve()
+        if root not in target.parents or not target.is_file():
+            raise HiveError(404, f"job {job_id} has no output file {path!r}; see jobs/{job_id}/outputs")
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        self.set_header("Content-Disposition", f'attachment; filename="{target.name}"')
+        with open(target, "rb") as f:
+            while chunk := f.read(1 << 20):
+                self.write(chunk)
+                await self.flush()
+        self.finish(set_content_type=ctype)

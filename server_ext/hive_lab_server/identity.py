@@ -1,0 +1,108 @@
+"""A token-map identity provider: several people share one Jupyter server, each with a token.
+
+For small shared installs without JupyterHub (and for tests). Configure it with::
+
+    c.ServerApp.identity_provider_class = "hive_lab_server.identity.TokenMapIdentityProvider"
+    c.TokenMapIdentityProvider.users = {
+        "<ann's token>": {"username": "ann", "groups": ["students"]},
+        "<bob's token>": "bob",                       # just a name: no groups
+    }
+    # or keep the tokens out of the config file:
+    c.TokenMapIdentityProvider.users_file = "/etc/jupyter/hive-users.json"   # same mapping, JSON
+
+Each request is identified by ``Authorization: token <t>`` (or ``?token=<t>``); in the browser,
+typing one's token on the login page sets a cookie for that user. The server's own token
+(``IdentityProvider.token``) still works and is the user running the server (``owner``).
+hive-lab reads ``user.groups`` for its VC rules.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from dataclasses import dataclass, field
+
+from jupyter_server.auth.identity import IdentityProvider, User
+from traitlets import Dict, Unicode, default
+
+
+@dataclass
+class GroupUser(User):
+    """A jupyter_server User with group names."""
+
+    groups: tuple[str, ...] = field(default_factory=tuple)
+
+
+class TokenMapIdentityProvider(IdentityProvider):
+    users = Dict(
+        config=True,
+        help="token -> username, or token -> {'username': ..., 'groups': [...], 'name': ...}",
+    )
+    users_file = Unicode("", config=True, help="a JSON file holding the same mapping as `users`")
+    owner = Unicode(config=True, help="username of the server's own token (default: JUPYTERHUB_USER or the OS user)")
+
+    @default("owner")
+    def _owner_default(self) -> str:
+        return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
+
+    def _mapping(self) -> dict[str, GroupUser]:
+        raw = dict(self.users)
+        if self.users_file:
+            with open(self.users_file) as f:
+                raw.update(json.load(f))
+        out = {}
+        for token, entry in raw.items():
+            if isinstance(entry, str):
+                entry = {"username": entry}
+            out[str(token)] = GroupUser(
+                username=entry["username"],
+                name=entry.get("name", ""),
+                groups=tuple(entry.get("groups", ())),
+            )
+        return out
+
+    def _by_token(self, token: str) -> GroupUser | None:
+        if not token:
+            return None
+        if not hasattr(self, "_cache"):
+            self._cache = self._mapping()
+        user = self._cache.get(token)
+        return GroupUser(username=user.username, name=user.name, groups=user.groups) if user else None
+
+    def _by_name(self, username: str) -> GroupUser | None:
+        if not hasattr(self, "_cache"):
+            self._cache = self._mapping()
+        if username == self.owner:
+            return GroupUser(username=self.owner)
+        for user in self._cache.values():
+            if user.username == username:
+                return GroupUser(username=user.username, name=user.name, groups=user.groups)
+        return None
+
+    @property
+    def auth_enabled(self) -> bool:
+        return True
+
+    async def get_user_token(self, handler) -> User | None:
+        user = self._by_token(self.get_token(handler) or "")
+        if user is not None:
+            return user
+        return await super().get_user_token(handler)
+
+    def generate_anonymous_user(self, handler) -> User:
+        # The server's own token identifies the person running the server.
+        return GroupUser(username=self.owner)
+
+    def user_from_cookie(self, cookie_value: str) -> User | None:
+        data = json.loads(cookie_value)
+        return self._by_name(data.get("username", ""))
+
+    def process_login_form(self, handler) -> User | None:
+        typed = handler.get_argument("password", default="")
+        user = self._by_token(typed)
+        if user is not None:
+            return user
+        if self.token and typed == self.token:
+            return GroupUser(username=self.owner)
+        return None

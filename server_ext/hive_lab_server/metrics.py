@@ -1,0 +1,85 @@
+"""Prometheus metrics of one HiveLabApp, in its own registry (``HiveLabApp.metrics_registry``).
+
+Other parts of the server add their own metrics to the same registry
+(``Gauge(..., registry=app.metrics_registry)`` or ``app.metrics_registry.register(collector)``);
+``GET <base_url>hive_lab/api/metrics`` serves all of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from .service import HiveService
+
+JOB_STATES = ("submitted", "queued", "scheduled", "running", "succeeded", "failed", "cancelled")
+
+
+class _ServiceCollector:
+    """Gauges computed at scrape time from the core and the store (never stale)."""
+
+    def __init__(self, service: "HiveService"):
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        s = self.service
+        vcs = s.scheduler.vc_view()
+        queue = GaugeMetricFamily("hive_lab_queue_length", "Jobs waiting in each VC's queue", labels=["vc"])
+        used = GaugeMetricFamily("hive_lab_vc_gpus_used", "GPUs used by each VC's jobs (guaranteed)", labels=["vc"])
+        free = GaugeMetricFamily("hive_lab_vc_gpus_free", "Guaranteed GPUs of each VC not in use", labels=["vc"])
+        guar = GaugeMetricFamily("hive_lab_vc_gpus_guaranteed", "GPUs guaranteed to each VC", labels=["vc"])
+        opp = GaugeMetricFamily("hive_lab_vc_gpus_opportunistic", "GPUs each VC borrows opportunistically", labels=["vc"])
+        running = GaugeMetricFamily("hive_lab_vc_running_jobs", "Running jobs per VC", labels=["vc"])
+        for name in sorted(vcs):
+            v = vcs[name]
+            queue.add_metric([name], v.get("queue_length", 0))
+            used.add_metric([name], v.get("used_gpus", 0))
+            guar.add_metric([name], v.get("guaranteed_gpus", 0))
+            free.add_metric([name], max(0, v.get("guaranteed_gpus", 0) - v.get("used_gpus", 0) - v.get("doomed_gpus", 0)))
+            opp.add_metric([name], v.get("opportunistic_gpus", 0))
+            running.add_metric([name], v.get("running_jobs", 0))
+        yield from (queue, used, free, guar, opp, running)
+        total = GaugeMetricFamily("hive_lab_gpus_total", "GPUs in the cluster")
+        total.add_metric([], s.scheduler.gpu_count())
+        yield total
+        cfree = GaugeMetricFamily("hive_lab_gpus_free", "GPUs free in the cluster")
+        cfree.add_metric([], s.scheduler.free_gpu_count())
+        yield cfree
+        jobs = GaugeMetricFamily("hive_lab_jobs", "Jobs by state", labels=["state"])
+        counts = s.store.state_counts()
+        for state in JOB_STATES:
+            jobs.add_metric([state], counts.get(state, 0))
+        yield jobs
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+        self.scheduling_latency = Histogram(
+            "hive_lab_scheduling_latency_seconds",
+            "Time from a job entering the queue to the core placing it",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 1800, 3600, 14400, 86400),
+            registry=self.registry,
+        )
+        self.submit_seconds = Histogram(
+            "hive_lab_submit_handling_seconds",
+            "Time the service spends accepting one submit (validate, decide, store)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1),
+            registry=self.registry,
+        )
+        self.transitions = Counter(
+            "hive_lab_job_transitions", "Job state transitions", ["state"], registry=self.registry
+        )
+        self.launch_seconds = Histogram(
+            "hive_lab_launch_seconds", "Time the launcher takes to start a job",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=self.registry,
+        )
+
+    def attach(self, service: "HiveService") -> None:
+        self.registry.register(_ServiceCollector(service))

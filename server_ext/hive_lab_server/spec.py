@@ -1,0 +1,247 @@
+"""Job specs as users send them (native hive-lab form or OpenPAI form), validated with pydantic.
+
+``parse_job_spec(body)`` returns a ``JobSpec`` or raises ``SpecError`` whose ``field`` names the
+offending field (``tasks[0].gpus``, ``taskRoles[1].gpuNumber``) and whose message says what to change.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV_PREFIXES = ("HIVE_",)
+RESERVED_ENV = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
+MAX_FILES_BYTES = 1 << 20
+MAX_TASKS = 1024
+
+
+class SpecError(ValueError):
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class TaskSpec(_Model):
+    name: Annotated[str, Field(pattern=NAME_RE)] = "main"
+    count: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
+    gpus: Annotated[int, Field(ge=0, le=1024, strict=True)] = 1
+    gpu_type: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    cpus: Annotated[float, Field(ge=0, le=100000)] = 1
+    memory_mb: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
+    command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+
+
+Priority = Union[Annotated[int, Field(ge=0, le=1000, strict=True)], Literal["opportunistic"]]
+
+
+class JobSpec(_Model):
+    name: Annotated[str, Field(min_length=1, max_length=128)] = "job"
+    vc: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    priority: Priority = 0
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+    tasks: Annotated[list[TaskSpec], Field(min_length=1, max_length=64)] = Field(default_factory=lambda: [TaskSpec()])
+    within: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    env: dict[str, Annotated[str, Field(max_length=100_000)]] = Field(default_factory=dict)
+    working_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    data_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    output_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
+    kind: Literal["batch", "kernel"] = "batch"
+    files: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not ENV_RE.match(key):
+                raise ValueError(f"environment variable name {key!r} is invalid; use letters, digits and _")
+            if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
+                raise ValueError(f"{key} is set by hive-lab; remove it from env")
+        return env
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, files: dict[str, str]) -> dict[str, str]:
+        total = 0
+        for path, text in files.items():
+            norm = posixpath.normpath(path) if path else ""
+            if not path or path.startswith("/") or norm.startswith("..") or "\x00" in path or norm == ".":
+                raise ValueError(f"file name {path!r} must be a relative path inside the working dir")
+            total += len(text.encode("utf-8", "surrogatepass"))
+        if total > MAX_FILES_BYTES:
+            raise ValueError(f"files hold {total} bytes; keep them under {MAX_FILES_BYTES} bytes")
+        return files
+
+    @model_validator(mode="after")
+    def _commands_and_names(self) -> "JobSpec":
+        seen = set()
+        for i, task in enumerate(self.tasks):
+            if task.name in seen:
+                raise SpecError(f"tasks[{i}].name: task name {task.name!r} is used twice; give each task group its own name", f"tasks[{i}].name")
+            seen.add(task.name)
+            if task.command is None and self.command is None:
+                raise SpecError(f"tasks[{i}].command: give a command for the job (command) or for this task", f"tasks[{i}].command")
+        return self
+
+    @property
+    def opportunistic(self) -> bool:
+        return self.priority == "opportunistic"
+
+    @property
+    def core_priority(self) -> int:
+        return -1 if self.priority == "opportunistic" else int(self.priority)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(t.gpus * t.count for t in self.tasks)
+
+    @property
+    def task_count(self) -> int:
+        return sum(t.count for t in self.tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenPAI form (protocol v1 style: jobName, image, taskRoles[...])
+
+
+class PaiTaskRole(_Model):
+    name: Annotated[str, Field(pattern=NAME_RE)] = "main"
+    taskNumber: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
+    cpuNumber: Annotated[float, Field(ge=0, le=100000)] = 1
+    memoryMB: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
+    gpuNumber: Annotated[int, Field(ge=0, le=1024, strict=True)] = 0
+    gpuType: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    command: Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class PaiJob(_Model):
+    jobName: Annotated[str, Field(min_length=1, max_length=128)]
+    image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    dataDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    outputDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    codeDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    virtualCluster: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    retryCount: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
+    jobPriority: Priority = 0
+    taskRoles: Annotated[list[PaiTaskRole], Field(min_length=1, max_length=64)]
+    jobEnvs: dict[str, str] = Field(default_factory=dict)
+
+    def to_native(self) -> dict[str, Any]:
+        return {
+            "name": self.jobName,
+            "vc": self.virtualCluster,
+            "priority": self.jobPriority,
+            "image": self.image,
+            "data_dir": self.dataDir,
+            "output_dir": self.outputDir,
+            "working_dir": self.codeDir,
+            "max_retries": self.retryCount,
+            "env": dict(self.jobEnvs),
+            "tasks": [
+                {
+                    "name": r.name,
+                    "count": r.taskNumber,
+                    "gpus": r.gpuNumber,
+                    "gpu_type": r.gpuType,
+                    "cpus": r.cpuNumber,
+                    "memory_mb": r.memoryMB,
+                    "command": r.command,
+                }
+                for r in self.taskRoles
+            ],
+        }
+
+
+_PAI_FIELD = {
+    "name": "jobName", "vc": "virtualCluster", "priority": "jobPriority", "data_dir": "dataDir",
+    "output_dir": "outputDir", "working_dir": "codeDir", "max_retries": "retryCount", "env": "jobEnvs",
+    "tasks": "taskRoles", "count": "taskNumber", "gpus": "gpuNumber", "gpu_type": "gpuType",
+    "cpus": "cpuNumber", "memory_mb": "memoryMB",
+}
+
+
+def _loc_to_field(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("int", "literal['opportunistic']", "constrained-int", "function-after[_commands_and_names(), JobSpec]"):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or None  # type: ignore[return-value]
+
+
+def _error_from_validation(exc: ValidationError, model: type[BaseModel]) -> SpecError:
+    errs = exc.errors(include_url=False)
+    # Prefer errors that are not about a union alternative ("priority" gives one per branch).
+    err = errs[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("literal[") or p == "int")))
+    field = _loc_to_field(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = model
+        allowed = sorted(parent.model_fields)
+        if len(loc) >= 2 and loc[0] in ("tasks", "taskRoles"):
+            allowed = sorted((TaskSpec if model is JobSpec else PaiTaskRole).model_fields)
+        return SpecError(f"{field}: unknown field; remove it (allowed fields: {', '.join(allowed)})", field)
+    if kind == "missing":
+        return SpecError(f"{field}: this field is required; add it", field)
+    if field and field.endswith("priority") or field in ("jobPriority",):
+        return SpecError(f"{field}: use an integer 0..1000 or \"opportunistic\"", field)
+    ctx = err.get("ctx") or {}
+    msg = err["msg"]
+    if kind == "value_error" and "error" in ctx:
+        inner = ctx["error"]
+        if isinstance(inner, SpecError):
+            return inner
+        msg = str(inner)
+    if kind == "assertion_error" or kind.startswith("value_error"):
+        msg = msg.removeprefix("Value error, ")
+    got = err.get("input")
+    got_s = "" if isinstance(got, (dict, list)) or got is None and kind != "none_required" else f" (got {got!r:.60})"
+    return SpecError(f"{field}: {'i' + msg[1:] if msg.startswith('Input ') else msg}{got_s}", field)
+
+
+def parse_job_spec(body: Any) -> JobSpec:
+    """Validate a request body (native or OpenPAI form) into a JobSpec."""
+    if not isinstance(body, dict):
+        raise SpecError("send a JSON object describing the job (see spec.yaml: JobSpec)", None)
+    if "jobName" in body or "taskRoles" in body:
+        try:
+            pai = PaiJob.model_validate(body)
+        except ValidationError as exc:
+            raise _error_from_validation(exc, PaiJob) from None
+        native = pai.to_native()
+        try:
+            return JobSpec.model_validate(native)
+        except SpecError as exc:
+            field = exc.field
+            if field:
+                for k, v in _PAI_FIELD.items():
+                    field = re.sub(rf"\b{k}\b", v, field)
+            raise SpecError(exc.message.replace(exc.field or "\0", field or ""), field) from None
+        except ValidationError as exc:
+            err = _error_from_validation(exc, JobSpec)
+            field = err.field
+            if field:
+                for k, v in _PAI_FIELD.items():
+                    field = re.sub(rf"\b{k}\b", v, field)
+            raise SpecError(err.message.replace(err.field or "\0", field or ""), field) from None
+    try:
+        return JobSpec.model_validate(body)
+    except SpecError:
+        raise
+    except ValidationError as exc:
+        raise _error_from_validation(exc, JobSpec) from None

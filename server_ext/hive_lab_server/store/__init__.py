@@ -1,0 +1,175 @@
+"""The hive-lab store: jobs, their state history and placements, in any SQLAlchemy database.
+
+``Store(url)`` connects, runs the alembic migrations (``upgrade head``) and offers the few
+queries the service and the REST handlers need. SQLite gets WAL mode, so readers never block
+the writer; everything runs on the server's event loop thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from typing import Any, Iterable, Iterator
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from .models import Base, Drain, Job, JobEvent, Placement
+
+__all__ = ["Store", "Base", "Job", "JobEvent", "Placement", "Drain", "migrate"]
+
+MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
+TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+ACTIVE_STATES = ("submitted", "queued", "scheduled", "running")
+
+_jobs = Job.__table__
+_events = JobEvent.__table__
+_placements = Placement.__table__
+_drains = Drain.__table__
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with the packaged alembic migrations."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        kwargs: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            path = url.split("///", 1)[-1] if "///" in url else ""
+            if path and path != ":memory:":
+                pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False}
+        self.engine = create_engine(url, **kwargs)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        migrate(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    # --- writes (all take an open transaction) -------------------------------------------------
+
+    def insert_job(self, conn: Connection, row: dict[str, Any]) -> None:
+        conn.execute(insert(_jobs), [row])
+
+    def update_job(self, conn: Connection, job_id: str, **fields: Any) -> None:
+        conn.execute(update(_jobs).where(_jobs.c.id == job_id).values(**fields))
+
+    def add_event(self, conn: Connection, job_id: str, state: str, at: float, reason: str) -> None:
+        conn.execute(insert(_events), [{"job_id": job_id, "state": state, "at": at, "reason": reason}])
+
+    def set_placement(self, conn: Connection, job_id: str, attempt: int, rows: Iterable[dict[str, Any]]) -> None:
+        conn.execute(delete(_placements).where(_placements.c.job_id == job_id))
+        rows = [dict(r, job_id=job_id, attempt=attempt) for r in rows]
+        if rows:
+            conn.execute(insert(_placements), rows)
+
+    def clear_placement(self, conn: Connection, job_id: str) -> None:
+        conn.execute(delete(_placements).where(_placements.c.job_id == job_id))
+
+    def add_drain(self, conn: Connection, node: str, gpu: int | None, at: float, by: str) -> None:
+        self.remove_drain(conn, node, gpu)
+        conn.execute(insert(_drains), [{"node": node, "gpu": gpu, "at": at, "by": by}])
+
+    def remove_drain(self, conn: Connection, node: str, gpu: int | None) -> None:
+        cond = _drains.c.gpu.is_(None) if gpu is None else _drains.c.gpu == gpu
+        conn.execute(delete(_drains).where(_drains.c.node == node, cond))
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def max_seq(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(_jobs.c.seq))).scalar() or 0)
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(_jobs).where(_jobs.c.id == job_id)).mappings().first()
+            return dict(row) if row else None
+
+    def history(self, job_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(_events.c.state, _events.c.at, _events.c.reason)
+                .where(_events.c.job_id == job_id)
+                .order_by(_events.c.id)
+            ).mappings()
+            return [dict(r) for r in rows]
+
+    def placements(self, job_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+        ids = list(job_ids)
+        out: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 500):
+                rows = conn.execute(
+                    select(_placements)
+                    .where(_placements.c.job_id.in_(ids[start : start + 500]))
+                    .order_by(_placements.c.job_id, _placements.c.rank)
+                ).mappings()
+                for r in rows:
+                    out[r["job_id"]].append(dict(r))
+        return out
+
+    def list_jobs(
+        self,
+        *,
+        users: list[str] | None = None,
+        vcs: list[str] | None = None,
+        states: list[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[dict[str, Any]], int]:
+        conds = []
+        if users:
+            conds.append(_jobs.c.user.in_(users))
+        if vcs:
+            conds.append(_jobs.c.vc.in_(vcs))
+        if states:
+            conds.append(_jobs.c.state.in_(states))
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(_jobs).where(*conds)).scalar() or 0
+            rows = conn.execute(
+                select(_jobs).where(*conds).order_by(_jobs.c.seq.desc()).limit(limit).offset(offset)
+            ).mappings()
+            return [dict(r) for r in rows], int(total)
+
+    def active_jobs(self) -> list[dict[str, Any]]:
+        """Jobs not yet finished, oldest first (the order queued jobs go back into the core)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(_jobs).where(_jobs.c.state.in_(ACTIVE_STATES)).order_by(_jobs.c.seq)
+            ).mappings()
+            return [dict(r) for r in rows]
+
+    def state_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_jobs.c.state, func.count()).group_by(_jobs.c.state))
+            return {state: int(n) for state, n in rows}
+
+    def drains(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(_drains).order_by(_drains.c.id)).mappings()]

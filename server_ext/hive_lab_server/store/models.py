@@ -1,0 +1,89 @@
+"""SQLAlchemy models of the hive-lab store (jobs, their history, placements, drains).
+
+Times are stored as UNIX seconds (float); the REST layer renders them as ISO-8601 UTC.
+The schema is created and upgraded by the alembic migrations in ``migrations/`` only.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(128))
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    vc: Mapped[str] = mapped_column(String(128), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    priority: Mapped[int] = mapped_column(Integer)
+    opportunistic: Mapped[bool] = mapped_column(Boolean, default=False)
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpu_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    spec: Mapped[dict] = mapped_column(JSON)
+    submitted_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    retries: Mapped[int] = mapped_column(Integer, default=0)
+    max_retries: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    working_dir: Mapped[str] = mapped_column(Text)
+    output_dir: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    at: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class Placement(Base):
+    __tablename__ = "placements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    task: Mapped[str] = mapped_column(String(160))
+    group: Mapped[str] = mapped_column(String(128))
+    index: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(256))
+    gpus: Mapped[list] = mapped_column(JSON)
+    gpu_uuids: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    cpus: Mapped[float] = mapped_column(Float, default=0.0)
+    memory_mb: Mapped[int] = mapped_column(Integer, default=0)
+    opportunistic: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Drain(Base):
+    """An admin's drain of a node (gpu NULL) or of one GPU: no new work lands there."""
+
+    __tablename__ = "drains"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    node: Mapped[str] = mapped_column(String(256))
+    gpu: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    at: Mapped[float] = mapped_column(Float)
+    by: Mapped[str] = mapped_column(String(128))
