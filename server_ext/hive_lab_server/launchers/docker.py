@@ -1,0 +1,297 @@
+"""``docker`` launcher: every task of a placed job is a container (docker SDK).
+
+What a container may see is decided in ``docker_spec`` (mounts, limits, GPUs by UUID, no privileges);
+log copying and exit watching in ``docker_watch``. Every blocking SDK call runs in a thread pool, never
+on the event loop. Containers carry the labels ``hive-lab.job``, ``hive-lab.task``, ``hive-lab.owner``,
+``hive-lab.kind`` and ``hive-lab.instance`` (one hive-lab server's containers, when several share an
+engine), so ``running()`` finds them again after a restart. A container is removed once its exit has
+been recorded and its logs copied; containers that ended while the server was down are still listed by
+``running()`` and, once adopted, report their real exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .base import LaunchError, LaunchRequest, Launcher, TaskExit
+from .docker_spec import (
+    LABEL_INSTANCE,
+    LABEL_JOB,
+    LABEL_KIND,
+    LABEL_LOG,
+    LABEL_OWNER,
+    LABEL_TASK,
+    ContainerPolicy,
+    container_kwargs,
+)
+from .docker_watch import ContainerWatcher
+
+log = logging.getLogger(__name__)
+
+
+def engine_reachable(base_url: str | None = None, timeout: float = 2.0) -> bool:
+    """Whether a Docker engine answers (``DOCKER_HOST`` or the default socket when ``base_url`` is None)."""
+    try:
+        import docker
+
+        client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+class DockerLauncher(Launcher):
+    name = "docker"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        allowed_mount_roots: tuple[str, ...] | list[str] = (),
+        network_mode: str = "host",
+        user: str | None = None,
+        default_image: str | None = None,
+        pull_missing: bool = True,
+        instance: str = "default",
+        remove_containers: bool = True,
+        timeout: float = 60.0,
+    ):
+        self.base_url = base_url
+        self.policy = ContainerPolicy(
+            allowed_mount_roots=tuple(allowed_mount_roots),
+            network_mode=network_mode,
+            user=user,
+            default_image=default_image,
+        )
+        self.pull_missing = pull_missing
+        self.instance = instance
+        self.remove_containers = remove_containers
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-docker")
+        self._client = None
+        self._client_lock = threading.Lock()
+        self._watchers: dict[str, dict[str, ContainerWatcher]] = {}  # job -> task -> watcher
+        self._stopping: set[str] = set()
+        self._exits: list[tuple[TaskExit, str]] = []  # (exit, container id to remove once taken)
+        self._exits_lock = threading.Lock()
+
+    # --- plumbing
+
+    def client(self):
+        """A shared DockerClient; recreated after ``reset_client`` (daemon restart)."""
+        with self._client_lock:
+            if self._client is None:
+                import docker
+
+                if self.base_url:
+                    self._client = docker.DockerClient(base_url=self.base_url, timeout=self.timeout, max_pool_size=64)
+                else:
+                    self._client = docker.from_env(timeout=self.timeout, max_pool_size=64)
+            return self._client
+
+    async def _call(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def _report(self, exit_: TaskExit, container_id: str = "") -> None:
+        with self._exits_lock:
+            self._exits.append((exit_, container_id))
+            tasks = self._watchers.get(exit_.job_id)
+            if tasks is not None:
+                tasks.pop(exit_.task, None)
+                if not tasks:
+                    self._watchers.pop(exit_.job_id, None)
+
+    def _labels(self, request: LaunchRequest, task) -> dict[str, str]:
+        labels = {f"hive-lab.label.{k}": str(v) for k, v in request.labels.items()}
+        labels.update(
+            {
+                LABEL_JOB: request.job_id,
+                LABEL_TASK: task.task,
+                LABEL_OWNER: request.user or task.user,
+                LABEL_KIND: request.kind,
+                LABEL_INSTANCE: self.instance,
+                LABEL_LOG: task.log_path,
+            }
+        )
+        return labels
+
+    def _watch(self, job_id: str, task: str, container_id: str, log_path: str) -> None:
+        watcher = ContainerWatcher(
+            self.client,
+            container_id,
+            job_id,
+            task,
+            log_path,
+            report=self._report,
+            stopped_by_us=lambda: job_id in self._stopping,
+        )
+        with self._exits_lock:
+            self._watchers.setdefault(job_id, {})[task] = watcher
+        watcher.start()
+
+    # --- image
+
+    def _ensure_image(self, image: str) -> None:
+        import docker.errors
+
+        client = self.client()
+        try:
+            client.images.get(image)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise LaunchError(f"image {image!r}: the Docker engine refused to inspect it: {exc.explanation or exc}")
+        if not self.pull_missing:
+            raise LaunchError(f"image {image!r} is not on this node (pulling is disabled)")
+        try:
+            client.images.pull(image)
+        except Exception as exc:
+            detail = getattr(exc, "explanation", None) or str(exc)
+            raise LaunchError(f"image {image!r} is not on this node and could not be pulled: {detail}") from None
+
+    # --- Launcher interface
+
+    def _start_sync(self, request: LaunchRequest) -> list[tuple[str, str, str]]:
+        import docker.errors
+
+        specs = [(t, container_kwargs(t, self._labels(request, t), self.policy)) for t in request.tasks]
+        for image in sorted({kw["image"] for _, kw in specs}):
+            self._ensure_image(image)
+        client = self.client()
+        created = []
+        try:
+            for task, kwargs in specs:
+                try:
+                    old = client.containers.get(kwargs["name"])
+                    if old.status in ("running", "restarting", "paused"):
+                        raise LaunchError(f"a container {kwargs['name']!r} for this task is already running")
+                    old.remove(force=True)
+                except docker.errors.NotFound:
+                    pass
+                container = client.containers.create(**kwargs)
+                created.append((task, container))
+            for _, container in created:
+                container.start()
+        except Exception as exc:
+            for _, container in created:
+                try:
+                    container.remove(force=True)
+                except Exception:
+                    pass
+            if isinstance(exc, LaunchError):
+                raise
+            detail = getattr(exc, "explanation", None) or str(exc)
+            raise LaunchError(f"docker could not start job {request.job_id}: {detail}") from None
+        return [(t.task, c.id, t.log_path) for t, c in created]
+
+    async def start(self, request: LaunchRequest) -> None:
+        self._stopping.discard(request.job_id)
+        started = await self._call(self._start_sync, request)
+        for task, cid, log_path in started:
+            self._watch(request.job_id, task, cid, log_path)
+
+    def _containers(self, job_id: str | None = None, all_: bool = True) -> list:
+        filters = {"label": [f"{LABEL_INSTANCE}={self.instance}"]}
+        if job_id is not None:
+            filters["label"].append(f"{LABEL_JOB}={job_id}")
+        return self.client().containers.list(all=all_, filters=filters)
+
+    def _stop_sync(self, job_id: str, grace_s: float) -> None:
+        containers = self._containers(job_id)
+        threads = [
+            threading.Thread(target=self._stop_one, args=(c, grace_s), daemon=True)
+            for c in containers
+            if c.status not in ("exited", "dead")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if job_id not in self._watchers:  # not tracked (e.g. found after a restart): clean up here
+            for c in containers:
+                try:
+                    c.remove(force=True)
+                except Exception:
+                    pass
+
+    @staticmethod
+    def _stop_one(container, grace_s: float) -> None:
+        try:
+            container.stop(timeout=max(0, int(round(grace_s))))
+        except Exception as exc:
+            log.warning("docker: stopping %s: %s; killing it", container.name, exc)
+            try:
+                container.kill()
+            except Exception:
+                pass
+
+    async def stop(self, job_id: str, grace_s: float) -> None:
+        self._stopping.add(job_id)
+        await self._call(self._stop_sync, job_id, grace_s)
+        watchers = list(self._watchers.get(job_id, {}).values())
+        # the watchers copy the last log bytes and record the exits
+        await self._call(lambda: [w.finished.wait(30) for w in watchers])
+
+    def _remove(self, container_ids: list[str]) -> None:
+        import docker.errors
+
+        for cid in container_ids:
+            try:
+                self.client().api.remove_container(cid, force=True)
+            except docker.errors.NotFound:
+                pass
+            except Exception as exc:  # housekeeping: the exit is recorded regardless
+                log.warning("docker: could not remove container %s: %s", cid[:12], exc)
+
+    async def poll(self) -> list[TaskExit]:
+        with self._exits_lock:
+            taken, self._exits = self._exits, []
+        for e, _ in taken:
+            if e.job_id not in self._watchers:
+                self._stopping.discard(e.job_id)
+        # the exits are the service's now: only then do the containers (and Docker's copy of the logs) go
+        done = [cid for _, cid in taken if cid]
+        if done and self.remove_containers:
+            await self._call(self._remove, done)
+        return [e for e, _ in taken]
+
+    async def running(self) -> dict[str, set[str]]:
+        """Every container of this instance that is not removed yet, running or ended while unwatched."""
+        containers = await self._call(self._containers)
+        out: dict[str, set[str]] = {}
+        for c in containers:
+            labels = c.labels or {}
+            out.setdefault(labels.get(LABEL_JOB, ""), set()).add(labels.get(LABEL_TASK, ""))
+        out.pop("", None)
+        return out
+
+    async def adopt(self, request: LaunchRequest) -> None:
+        containers = await self._call(self._containers, request.job_id)
+        by_task = {(c.labels or {}).get(LABEL_TASK): c for c in containers}
+        for task in request.tasks:
+            if task.task in self._watchers.get(request.job_id, {}):
+                continue
+            container = by_task.get(task.task)
+            if container is None:
+                self._report(TaskExit(request.job_id, task.task, None, "lost: no container found"))
+                continue
+            self._watch(request.job_id, task.task, container.id, task.log_path)
+
+    async def close(self) -> None:
+        for tasks in list(self._watchers.values()):
+            for w in list(tasks.values()):
+                w.close()
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await self._call(client.close)
+        self._pool.shutdown(wait=False)

@@ -1,0 +1,43 @@
+"""`hive-lab kernelspec install`: a kernelspec that uses the `hive` provisioner."""
+
+import json
+import subprocess
+import sys
+
+from jupyter_client.kernelspec import KernelSpecManager
+
+
+def run_cli(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "hive_lab.cli", "kernelspec", *args], capture_output=True, text=True, env=env
+    )
+
+
+def test_install_writes_a_hive_kernelspec(tmp_path, monkeypatch):
+    import os
+
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "data"), "JUPYTER_PATH": str(tmp_path / "data")}
+    out = run_cli("install", "--name", "gpu-2", "--gpus", "2", "--gpu-type", "A100", "--vc", "cv-101",
+                  "--image", "hive-lab/test-python:1", "--user", env=env)
+    assert out.returncode == 0, out.stderr
+    spec = json.loads((tmp_path / "data" / "kernels" / "gpu-2" / "kernel.json").read_text())
+    prov = spec["metadata"]["kernel_provisioner"]
+    assert prov["provisioner_name"] == "hive"
+    assert prov["config"] == {"gpus": 2, "gpu_type": "A100", "vc": "cv-101", "image": "hive-lab/test-python:1"}
+    assert spec["interrupt_mode"] == "message"
+    assert "{connection_file}" in spec["argv"]
+    assert "2 A100 GPUs" in spec["display_name"]
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "data"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    assert "gpu-2" in KernelSpecManager().find_kernel_specs()
+
+
+def test_bad_input_says_what_to_fix(tmp_path):
+    import os
+
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    out = run_cli("install", "--name", "GPU 1", "--gpus", "1", "--user", env=env)
+    assert out.returncode == 2 and "--name" in out.stderr
+    out = run_cli("install", "--name", "g", "--gpus", "-1", "--user", env=env)
+    assert out.returncode == 2 and "--gpus" in out.stderr and "0 or more" in out.stderr
+    assert not (tmp_path / "data" / "kernels").exists()
