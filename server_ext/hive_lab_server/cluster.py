@@ -20,53 +20,39 @@ class ClusterSource:
     config: Any  # hive_scheduler.ClusterConfig
     gpu_uuids: dict[tuple[str, int], str] = field(default_factory=dict)
     origin: str = "default"  # "config", "nvml", "default"
-    inventory: Any = None
+    local: Any = None  # hardware.inventory.NodeInventory of this machine, when NVML saw GPUs
+
+    @property
+    def inventory(self) -> Any:  # what launchers were given before; same object
+        return self.local
 
 
-def _from_inventory(found: Any) -> tuple[Any, dict[tuple[str, int], str]] | None:
-    """Accept what ``hardware.inventory.detect_local_cluster()`` gives: None (no GPUs), a config
-    source (dict/str/ClusterConfig), ``(config, uuids)``, or an object with ``config``/``cluster_config``
-    and ``gpu_uuids``/``uuids`` attributes."""
-    if found is None:
-        return None
-    uuids: Any = {}
-    if isinstance(found, tuple) and len(found) == 2:
-        cfg, uuids = found
-    elif isinstance(found, (dict, str)) or type(found).__name__ == "ClusterConfig":
-        cfg = found
-    else:
-        cfg = getattr(found, "config", None) or getattr(found, "cluster_config", None)
-        uuids = getattr(found, "gpu_uuids", None) or getattr(found, "uuids", None) or {}
-        if callable(uuids):
-            uuids = uuids()
-    if cfg is None:
-        return None
-    norm: dict[tuple[str, int], str] = {}
-    if isinstance(uuids, dict):
-        for key, value in uuids.items():
-            if isinstance(key, tuple) and len(key) == 2:
-                norm[(str(key[0]), int(key[1]))] = str(value)
-            elif isinstance(value, (list, tuple)):  # node -> [uuid per index]
-                for i, u in enumerate(value):
-                    norm[(str(key), i)] = str(u)
-    return cfg, norm
-
-
-def resolve_cluster(source: Any = None) -> ClusterSource:
-    if source not in (None, "", {}):
-        return ClusterSource(load_cluster_config(source), {}, "config")
+def _local_inventory(nvml_backend: str) -> Any:
+    """What NVML sees on this machine (``hardware.inventory.NodeInventory``), or None; never raises."""
     try:
-        from .hardware import inventory  # the hardware engineer's NVML inventory
-    except ImportError:
-        inventory = None
-    if inventory is not None and hasattr(inventory, "detect_local_cluster"):
-        try:
-            found = _from_inventory(inventory.detect_local_cluster())
-        except Exception:  # NVML trouble must not keep the server from starting
-            log.exception("hive-lab: GPU inventory failed; using the simulated default cluster")
-            found = None
-        if found is not None:
-            cfg, uuids = found
-            config = cfg if type(cfg).__name__ == "ClusterConfig" else load_cluster_config(cfg)
-            return ClusterSource(config, uuids, "nvml", inventory)
+        from .hardware.inventory import detect_local_inventory
+
+        return detect_local_inventory(nvml_backend)
+    except Exception:  # NVML trouble must not keep the server from starting
+        log.exception("hive-lab: GPU inventory failed; no local GPUs used")
+        return None
+
+
+def resolve_cluster(source: Any = None, nvml_backend: str = "auto") -> ClusterSource:
+    """A configured cluster (checked against the local GPUs when NVML sees any), else the local GPUs
+    as NVML sees them (``nvml_backend``: "auto", "none" or "fake:<description>"), else "default"."""
+    from .hardware.inventory import build_cluster_config, compare_with_config, gpu_uuid_map
+
+    local = _local_inventory(nvml_backend) if nvml_backend != "none" else None
+    if source not in (None, "", {}):
+        config = load_cluster_config(source)
+        uuids: dict[tuple[str, int], str] = {}
+        if local is not None:
+            for line in compare_with_config(local, config):
+                log.warning("hive-lab: cluster config vs NVML: %s", line)
+            if local.node in config.nodes:
+                uuids = gpu_uuid_map(local)
+        return ClusterSource(config, uuids, "config", local)
+    if local is not None:
+        return ClusterSource(load_cluster_config(build_cluster_config(local)), gpu_uuid_map(local), "nvml", local)
     return ClusterSource(load_cluster_config("default"), {}, "default")

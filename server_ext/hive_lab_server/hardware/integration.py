@@ -1,0 +1,73 @@
+"""Wiring the hardware layer into the running service (called from ``HiveLabApp``).
+
+``make_monitor(service, cluster, nvml_backend, interval_s, registry)`` builds the
+:class:`~.monitor.HardwareMonitor` for the local machine: it samples the GPUs NVML sees on the node
+this server runs on (when that node is part of the scheduled cluster), reports bad GPUs to
+``service.gpu_failed`` and repaired ones to ``service.gpu_repaired``, and feeds the GPU metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .monitor import HardwareMonitor
+from .nvml_backend import load_backend
+from .sampler import JobResolver
+
+log = logging.getLogger(__name__)
+
+
+def _task_pids(launcher: Any) -> dict[int, str]:
+    """pid -> job of the tasks a launcher started (local launcher); empty when it cannot say."""
+    fn = getattr(launcher, "task_pids", None)
+    if callable(fn):
+        return dict(fn())
+    tasks = getattr(launcher, "_tasks", None)  # LocalLauncher: {job: {task: _Task(pid=...)}}
+    out: dict[int, str] = {}
+    if isinstance(tasks, dict):
+        for job_id, by_task in tasks.items():
+            for t in (by_task or {}).values():
+                pid = getattr(t, "pid", None)
+                if isinstance(pid, int):
+                    out[pid] = job_id
+    return out
+
+
+def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interval_s: float = 5.0,
+                 registry: Any = None) -> HardwareMonitor:
+    local = getattr(cluster, "local", None)  # NodeInventory of this machine, when NVML saw GPUs
+    gpus = [(g["node"], int(g["index"])) for g in service.cluster_object()["gpus"] if g.get("index") is not None]
+    node = None
+    nvml = None
+    if local is not None and any(n == local.node for n, _ in gpus):
+        node = local.node
+        nvml = load_backend(nvml_backend)
+    elif local is not None:
+        log.warning("hive-lab: this machine (%s) is not a node of the scheduled cluster; its GPUs are not monitored",
+                    local.node)
+    types = {(g["node"], int(g["index"])): g.get("type") or "" for g in service.cluster_object()["gpus"]}
+    models = {(local.node, g.index): g.model for g in local.gpus} if local is not None else {}
+    inventory = {key: {"uuid": service.gpu_uuids.get(key, ""), "type": types.get(key, ""), "model": models.get(key, "")}
+                 for key in gpus}
+
+    def placement() -> dict[tuple[str, int], list[str]]:
+        out: dict[tuple[str, int], list[str]] = {}
+        for job in service.active.values():
+            for p in job.placement:
+                for g in p.gpus:
+                    out.setdefault((p.node, int(g)), []).append(job.id)
+        return out
+
+    def labels() -> dict[str, dict[str, str]]:
+        return {job.id: {"user": job.user, "vc": job.vc} for job in service.active.values()}
+
+    def drained() -> set[tuple[str, int]]:
+        return {k for k in gpus if k[0] in service.drained_nodes or k in service.drained_gpus}
+
+    return HardwareMonitor(
+        nvml=nvml, node=node, gpus=gpus,
+        on_bad=service.gpu_failed, on_healthy=service.gpu_repaired, drained=drained,
+        placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher)), job_labels=labels,
+        registry=registry, interval_s=interval_s, inventory=inventory,
+    )
