@@ -47,7 +47,10 @@ class HiveLabApp(ExtensionApp):
         (NVML) when there are any, else "default" (one node, 4 simulated GPUs).""",
     )
     db_url = Unicode("", config=True, help="SQLAlchemy URL of the store (default: SQLite in the Jupyter data dir)")
-    launcher = Unicode("local", config=True, help="local | docker | slurm | an import path 'pkg.module:Class'")
+    launcher = Unicode(
+        "auto", config=True,
+        help="auto (docker when a Docker engine answers, else local) | local | docker | slurm | 'pkg.module:Class'",
+    )
     queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf")
     vc_access = Dict(
         config=True,
@@ -86,6 +89,10 @@ class HiveLabApp(ExtensionApp):
         self.events = EventBus()
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
+        if self.launcher == "auto":
+            from .launchers.docker import engine_reachable
+
+            self.launcher = "docker" if engine_reachable() else "local"
         launcher = make_launcher(
             self.launcher,
             parent=self,

@@ -7,12 +7,23 @@ on the event loop. Containers carry the labels ``hive-lab.job``, ``hive-lab.task
 engine), so ``running()`` finds them again after a restart. A container is removed once its exit has
 been recorded and its logs copied; containers that ended while the server was down are still listed by
 ``running()`` and, once adopted, report their real exit code.
+
+Jobs that name no image run as local processes (a ``LocalLauncher`` inside this one), unless
+``default_image`` is set, in which case every job runs in a container. Configure it in
+``jupyter_server_config.py``::
+
+    c.HiveLabApp.launcher = "docker"          # the default "auto" picks docker when an engine answers
+    c.DockerLauncher.allowed_mount_roots = ["/datasets", "/scratch"]
+    c.DockerLauncher.network_mode = "none"     # isolate containers (default "host")
+    c.DockerLauncher.default_image = "pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"
+    c.DockerLauncher.base_url = "unix:///run/docker.sock"   # default: DOCKER_HOST / the default socket
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +58,12 @@ def engine_reachable(base_url: str | None = None, timeout: float = 2.0) -> bool:
         return False
 
 
+CONFIG_KEYS = (
+    "base_url", "allowed_mount_roots", "network_mode", "user", "default_image", "pull_missing", "instance",
+    "remove_containers", "timeout",
+)
+
+
 class DockerLauncher(Launcher):
     name = "docker"
 
@@ -62,7 +79,28 @@ class DockerLauncher(Launcher):
         instance: str = "default",
         remove_containers: bool = True,
         timeout: float = 60.0,
+        parent=None,
+        state_dir: str | None = None,
+        jobs_root: str | None = None,
+        **_ignored,
     ):
+        settings = dict(
+            base_url=base_url, allowed_mount_roots=allowed_mount_roots, network_mode=network_mode, user=user,
+            default_image=default_image, pull_missing=pull_missing, remove_containers=remove_containers,
+            timeout=timeout,
+            # one hive-lab server's containers, when several servers (or test sessions) share an engine
+            instance=instance if instance != "default" or not jobs_root
+            else hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12],
+        )
+        configured = dict(getattr(parent, "config", {}).get("DockerLauncher", {}) or {}) if parent else {}
+        unknown = sorted(set(configured) - set(CONFIG_KEYS))
+        if unknown:
+            raise ValueError(f"c.DockerLauncher: unknown option(s) {', '.join(unknown)}; known: {', '.join(CONFIG_KEYS)}")
+        settings.update(configured)
+        base_url, allowed_mount_roots = settings["base_url"], settings["allowed_mount_roots"]
+        network_mode, user, default_image = settings["network_mode"], settings["user"], settings["default_image"]
+        pull_missing, instance = settings["pull_missing"], settings["instance"]
+        remove_containers, timeout = settings["remove_containers"], settings["timeout"]
         self.base_url = base_url
         self.policy = ContainerPolicy(
             allowed_mount_roots=tuple(allowed_mount_roots),
@@ -81,6 +119,13 @@ class DockerLauncher(Launcher):
         self._stopping: set[str] = set()
         self._exits: list[tuple[TaskExit, str]] = []  # (exit, container id to remove once taken)
         self._exits_lock = threading.Lock()
+        # imageless jobs run as local processes when no default image is set
+        self._local = None
+        self._local_jobs: set[str] = set()
+        if state_dir is not None and not default_image:
+            from .local import LocalLauncher
+
+            self._local = LocalLauncher(state_dir=state_dir)
 
     # --- plumbing
 
@@ -193,7 +238,13 @@ class DockerLauncher(Launcher):
             raise LaunchError(f"docker could not start job {request.job_id}: {detail}") from None
         return [(t.task, c.id, t.log_path) for t, c in created]
 
+    def _is_local(self, request: LaunchRequest) -> bool:
+        return self._local is not None and not any(t.image for t in request.tasks)
+
     async def start(self, request: LaunchRequest) -> None:
+        if self._is_local(request):
+            self._local_jobs.add(request.job_id)
+            return await self._local.start(request)
         self._stopping.discard(request.job_id)
         started = await self._call(self._start_sync, request)
         for task, cid, log_path in started:
@@ -235,6 +286,8 @@ class DockerLauncher(Launcher):
                 pass
 
     async def stop(self, job_id: str, grace_s: float) -> None:
+        if job_id in self._local_jobs:
+            return await self._local.stop(job_id, grace_s)
         self._stopping.add(job_id)
         await self._call(self._stop_sync, job_id, grace_s)
         watchers = list(self._watchers.get(job_id, {}).values())
@@ -262,7 +315,14 @@ class DockerLauncher(Launcher):
         done = [cid for _, cid in taken if cid]
         if done and self.remove_containers:
             await self._call(self._remove, done)
-        return [e for e, _ in taken]
+        out = [e for e, _ in taken]
+        if self._local is not None:
+            local_exits = await self._local.poll()
+            out += local_exits
+            for e in local_exits:
+                if not (await self._local.running()).get(e.job_id):
+                    self._local_jobs.discard(e.job_id)
+        return out
 
     async def running(self) -> dict[str, set[str]]:
         """Every container of this instance that is not removed yet, running or ended while unwatched."""
@@ -272,9 +332,16 @@ class DockerLauncher(Launcher):
             labels = c.labels or {}
             out.setdefault(labels.get(LABEL_JOB, ""), set()).add(labels.get(LABEL_TASK, ""))
         out.pop("", None)
+        if self._local is not None:
+            local = await self._local.running()
+            self._local_jobs |= set(local)
+            for job_id, tasks in local.items():
+                out.setdefault(job_id, set()).update(tasks)
         return out
 
     async def adopt(self, request: LaunchRequest) -> None:
+        if request.job_id in self._local_jobs:
+            return await self._local.adopt(request)
         containers = await self._call(self._containers, request.job_id)
         by_task = {(c.labels or {}).get(LABEL_TASK): c for c in containers}
         for task in request.tasks:
@@ -286,7 +353,12 @@ class DockerLauncher(Launcher):
                 continue
             self._watch(request.job_id, task.task, container.id, task.log_path)
 
+    def host_address(self, node: str) -> str:
+        return "127.0.0.1" if self.policy.network_mode == "host" else node
+
     async def close(self) -> None:
+        if self._local is not None:
+            await self._local.close()
         for tasks in list(self._watchers.values()):
             for w in list(tasks.values()):
                 w.close()
