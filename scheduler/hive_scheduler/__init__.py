@@ -3,3 +3,31 @@
 Pure Python and deterministic: no Jupyter, tornado or docker imports, no wall clock.
 See docs/core-api.md for the contract the service, the simulator and the UIs rely on.
 """
+
+from .config import ClusterConfig, NodeInfo, load_cluster_config
+from .decisions import Decision, JobView
+from .errors import ConfigError, RequestError
+from .scheduler import Scheduler
+from .types import JobRequest, TaskGroup, TaskPlacement
+
+__all__ = [
+    "ClusterConfig",
+    "ConfigError",
+    "Decision",
+    "JobRequest",
+    "JobView",
+    "NodeInfo",
+    "RequestError",
+    "Scheduler",
+    "TaskGroup",
+    "TaskPlacement",
+    "load_cluster_config",
+]
+
+
+def __getattr__(name):  # the simulator lives in hive_scheduler.sim (built by another module owner)
+    if name in ("simulate", "load_events", "load_trace"):
+        from . import sim
+
+        return getattr(sim, name)
+    raise AttributeError(f"module 'hive_scheduler' has no attribute {name!r}")

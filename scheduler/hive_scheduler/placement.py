@@ -1,0 +1,388 @@
+"""Topology-aware gang placement.
+
+Guaranteed jobs are placed in their VC's *virtual* cells (binding a virtual cell to a physical
+one the first time it is used); opportunistic jobs directly on free physical GPUs. Both pack:
+candidates are tried most-used first (fewest free GPUs that still fit), and one task's GPUs come
+from the smallest cell that can hold them, so they share the closest common ancestor.
+
+Modes for guaranteed placement: 0 = only GPUs nobody uses; 1 = may take GPUs running
+opportunistic work (their jobs become victims). Preempting own lower-priority jobs is done by the
+scheduler on top of mode 1.
+"""
+
+from __future__ import annotations
+
+from .cells import PCell, VCell
+from .types import TaskGroup
+
+
+class PlacementMixin:
+    # ------------------------------------------------------------------ guaranteed (virtual space)
+    def _vavail(self, v: VCell, mode: int) -> int:
+        if mode == 0 and v.pcell is not None:
+            a = v.free - v.pcell.opp
+            return a if a > 0 else 0
+        return v.free
+
+    def _vleaf_ok(self, v: VCell, mode: int) -> bool:
+        if v.job is not None:
+            return False
+        p = v.pcell
+        if p is None:
+            return True
+        if not p.healthy or (p.reserved_by is not None):
+            return False
+        return mode != 0 or p.job is None
+
+    def _vtake(self, v: VCell, k: int, mode: int, out: list) -> None:
+        if v.level == 1:
+            if self._vleaf_ok(v, mode):
+                out.append(v)
+            return
+        kids = [c for c in v.children if self._vavail(c, mode) > 0]
+        fit = [c for c in kids if self._vavail(c, mode) >= k]
+        if fit:
+            self._vtake(min(fit, key=lambda c: (self._vavail(c, mode), c.index)), k, mode, out)
+            return
+        need = k
+        for c in sorted(kids, key=lambda c: (-self._vavail(c, mode), c.index)):
+            before = len(out)
+            self._vtake(c, min(need, self._vavail(c, mode)), mode, out)
+            need -= len(out) - before
+            if need <= 0:
+                return
+
+    def _vdescend(self, v: VCell, g: int, level: int, node_level: int, tg: TaskGroup, mode: int):
+        if self._vavail(v, mode) < g:
+            return None
+        if v.level <= node_level:
+            node = v.pcell.node_obj
+            if not node.fits(tg.cpus, tg.memory_mb):
+                return None
+        if v.level == level:
+            out: list = []
+            self._vtake(v, g, mode, out)
+            if len(out) < g:
+                return None
+            return v.pcell.node_obj, out[:g]
+        kids = [c for c in v.children if self._vavail(c, mode) >= g]
+        kids.sort(key=lambda c: (self._vavail(c, mode), c.index))
+        for c in kids:
+            r = self._vdescend(c, g, level, node_level, tg, mode)
+            if r is not None:
+                return r
+        return None
+
+    def _bind_pred(self, root: VCell, tg: TaskGroup, mode: int):
+        node_level = self._node_level[root.chain]
+
+        def pred(c: PCell) -> bool:
+            if c.bad or c.reserved:
+                return False
+            if mode == 0 and c.opp:
+                return False
+            if root.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
+                return False
+            return True
+
+        return pred
+
+    def _bind_key(self, c: PCell) -> tuple:
+        # fewest opportunistic GPUs to disturb; then the most-used parent (keep big cells whole)
+        p = c.parent
+        busy = -sum(1 for s in p.children if s.state != "free") if p is not None else 0
+        return (c.opp, busy, c.id)
+
+    def _try_bind(self, root: VCell, tg: TaskGroup, mode: int, txn: list) -> bool:
+        pc = self._buddies[root.chain].take(root.level, self._bind_pred(root, tg, mode), self._bind_key)
+        if pc is None:
+            return False
+        self._bind(root, pc, txn)
+        return True
+
+    def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
+        g = tg.gpus
+        level = self._task_level(chain, g)
+        if level is None:
+            return None
+        nl = self._node_level[chain]
+        if scope is not None:
+            if scope.level < level:
+                return None
+            return self._vdescend(scope, g, level, nl, tg, mode)
+        roots = vcs.roots.get(chain, ())
+        bound = [r for r in roots if r.bound is not None and r.level >= level and self._vavail(r, mode) >= g]
+        bound.sort(key=lambda r: (self._vavail(r, mode), r.level, r.id))
+        for r in bound:
+            res = self._vdescend(r, g, level, nl, tg, mode)
+            if res is not None:
+                return res
+        tried_levels = set()
+        for r in sorted((r for r in roots if r.bound is None and r.level >= level), key=lambda r: (r.level, r.id)):
+            if r.level in tried_levels:
+                continue
+            tried_levels.add(r.level)
+            mark = len(txn)
+            if not self._try_bind(r, tg, mode, txn):
+                continue
+            res = self._vdescend(r, g, level, nl, tg, mode)
+            if res is not None:
+                return res
+            self._rollback(txn, mark)
+        return None
+
+    def _within_scopes(self, vcs, chains: list[str], wlevel: int, total: int, mode: int):
+        """Candidate virtual cells of level ``wlevel`` (bound ones most-used first, then fresh binds)."""
+        for chain in chains:
+            cands = []
+            for r in vcs.roots.get(chain, ()):
+                if r.bound is None or r.level < wlevel:
+                    continue
+                stack = [r]
+                while stack:
+                    v = stack.pop()
+                    if self._vavail(v, mode) < total:
+                        continue
+                    if v.level == wlevel:
+                        cands.append(v)
+                    else:
+                        stack.extend(v.children)
+            cands.sort(key=lambda v: (self._vavail(v, mode), v.id))
+            for v in cands:
+                yield v, None
+            levels = set()
+            for r in sorted((r for r in vcs.roots.get(chain, ()) if r.bound is None and r.level >= wlevel),
+                            key=lambda r: (r.level, r.id)):
+                if r.level not in levels:
+                    levels.add(r.level)
+                    yield None, r
+
+    def _place_guaranteed(self, job, mode: int, txn: list):
+        """Hold virtual GPUs for every task of ``job`` (all or nothing). Returns the task list or None."""
+        req = job.req
+        vcs = self._vcs[req.vc]
+        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
+        if req.pinned_cell is not None:
+            return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)
+        if req.within is None:
+            return self._place_groups_v(job, vcs, order, None, mode, txn)
+        wlevel = self._types[req.within].level
+        chains = [c for c in self._job_chains(req, vcs) if req.within in self.config.chains[c].types]
+        for scope, unbound_root in self._within_scopes(vcs, chains, wlevel, req.total_gpus, mode):
+            mark = len(txn)
+            if unbound_root is not None:
+                tg = req.tasks[order[0]]
+                if not self._try_bind(unbound_root, tg, mode, txn):
+                    continue
+                scope = unbound_root
+                while scope.level > wlevel:
+                    scope = scope.children[0]
+            res = self._place_groups_v(job, vcs, order, scope, mode, txn)
+            if res is not None:
+                return res
+            self._rollback(txn, mark)
+        return None
+
+    def _job_chains(self, req, vcs) -> list[str]:
+        types = {t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type}
+        if vcs is None:
+            chains = self._chains
+        else:
+            chains = [c for c in self._chains if vcs.total.get(c)]
+        return [c for c in chains if not types or types <= {self._chain_gpu[c]}] or \
+            [c for c in chains if self._chain_gpu[c] in types]
+
+    def _place_groups_v(self, job, vcs, order, scope: VCell | None, mode: int, txn: list):
+        req = job.req
+        out = []
+        used_nodes: list = []
+        last_chain = None
+        for gi in order:
+            tg = req.tasks[gi]
+            if scope is not None:
+                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
+            else:
+                chains = [c for c in self._chains if vcs.total.get(c)
+                          and (tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type)]
+                if last_chain in chains:
+                    chains.remove(last_chain)
+                    chains.insert(0, last_chain)
+            for ti in range(tg.count):
+                if tg.gpus == 0:
+                    node = self._cpu_node(job, tg, used_nodes, vcs)
+                    if node is None:
+                        return None
+                    self._take_node(node, tg, txn)
+                    used_nodes.append(node)
+                    out.append((gi, ti, node, []))
+                    continue
+                found = None
+                for ch in chains:
+                    found = self._find_vtask(vcs, ch, tg, scope, mode, txn)
+                    if found is not None:
+                        last_chain = ch
+                        break
+                if found is None:
+                    return None
+                node, leaves = found
+                for v in leaves:
+                    self._vhold(v, req.id, txn)
+                self._take_node(node, tg, txn)
+                used_nodes.append(node)
+                out.append((gi, ti, node, [v.pcell for v in leaves]))
+        return out
+
+    # ------------------------------------------------------------------ CPU / memory
+    def _take_node(self, node, tg: TaskGroup, txn: list) -> None:
+        if not tg.cpus and not tg.memory_mb:
+            return
+        node.cpus_free -= tg.cpus
+        node.memory_free -= tg.memory_mb
+
+        def undo():
+            node.cpus_free += tg.cpus
+            node.memory_free += tg.memory_mb
+
+        txn.append(undo)
+
+    def _cpu_node(self, job, tg: TaskGroup, used_nodes: list, vcs):
+        """A node for a CPU-only task: one the job already uses, else the fullest that fits."""
+        for n in used_nodes:
+            if n.fits(tg.cpus, tg.memory_mb):
+                return n
+        best = None
+        best_k = None
+        for n in self._node_list:
+            if not n.fits(tg.cpus, tg.memory_mb):
+                continue
+            k = (n.cpus_free, n.memory_free, n.order)
+            if best_k is None or k < best_k:
+                best, best_k = n, k
+        return best
+
+    # ------------------------------------------------------------------ opportunistic (physical space)
+    def _pdescend(self, c: PCell, g: int, level: int, node_level: int, tg: TaskGroup):
+        if c.avail < g:
+            return None
+        if c.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
+            return None
+        if c.level == level:
+            out: list = []
+            self._ptake(c, g, out)
+            return (c.node_obj, out) if len(out) >= g else None
+        kids = [k for k in c.children if k.avail >= g]
+        kids.sort(key=lambda k: (k.used - k.opp > 0, k.vcell is not None, k.avail, k.index))
+        for k in kids:
+            r = self._pdescend(k, g, level, node_level, tg)
+            if r is not None:
+                return r
+        return None
+
+    def _ptake(self, c: PCell, k: int, out: list) -> None:
+        if c.level == 1:
+            if c.avail:
+                out.append(c)
+            return
+        kids = [x for x in c.children if x.avail > 0]
+        fit = [x for x in kids if x.avail >= k]
+        if fit:
+            self._ptake(min(fit, key=lambda x: (x.avail, x.index)), k, out)
+            return
+        need = k
+        for x in sorted(kids, key=lambda x: (-x.avail, x.index)):
+            before = len(out)
+            self._ptake(x, min(need, x.avail), out)
+            need -= len(out) - before
+            if need <= 0:
+                return
+
+    def _find_ptask(self, chain: str, tg: TaskGroup, scope: PCell | None):
+        g = tg.gpus
+        level = self._task_level(chain, g)
+        if level is None:
+            return None
+        nl = self._node_level[chain]
+        if scope is not None:
+            return self._pdescend(scope, g, level, nl, tg)
+        best = None
+        best_k = None
+        for n in self._chain_nodes[chain]:
+            a = n.avail
+            if a < g:
+                continue
+            # avoid nodes with guaranteed work, then cells bound to a VC; pack onto the fullest
+            k = (n.used - n.opp > 0, n.vcell is not None, a, n.id)
+            if best_k is None or k < best_k:
+                if not n.node_obj.fits(tg.cpus, tg.memory_mb):
+                    continue
+                best, best_k = n, k
+                if k[0] is False and k[1] is False and a == g:
+                    break
+        if best is None:
+            return None
+        return self._pdescend(best, g, level, nl, tg)
+
+    def _place_opportunistic(self, job, txn: list):
+        req = job.req
+        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
+        chains = self._job_chains(req, None)
+        if req.within is None:
+            return self._place_groups_p(job, order, None, txn)
+        wlevel = self._types[req.within].level
+        total = req.total_gpus
+        for chain in chains:
+            if req.within not in self.config.chains[chain].types:
+                continue
+            cands = []
+            for r in self._buddies[chain].roots:
+                stack = [r]
+                while stack:
+                    c = stack.pop()
+                    if c.avail < total:
+                        continue
+                    if c.level == wlevel:
+                        cands.append(c)
+                    else:
+                        stack.extend(c.children)
+            cands.sort(key=lambda c: (c.used - c.opp > 0, c.avail, c.id))
+            for scope in cands:
+                mark = len(txn)
+                res = self._place_groups_p(job, order, scope, txn)
+                if res is not None:
+                    return res
+                self._rollback(txn, mark)
+        return None
+
+    def _place_groups_p(self, job, order, scope: PCell | None, txn: list):
+        req = job.req
+        out = []
+        used_nodes: list = []
+        for gi in order:
+            tg = req.tasks[gi]
+            if scope is not None:
+                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
+            else:
+                chains = [c for c in self._chains if tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type]
+            for ti in range(tg.count):
+                if tg.gpus == 0:
+                    node = self._cpu_node(job, tg, used_nodes, None)
+                    if node is None:
+                        return None
+                    self._take_node(node, tg, txn)
+                    used_nodes.append(node)
+                    out.append((gi, ti, node, []))
+                    continue
+                found = None
+                for ch in chains:
+                    found = self._find_ptask(ch, tg, scope)
+                    if found is not None:
+                        break
+                if found is None:
+                    return None
+                node, leaves = found
+                for leaf in leaves:
+                    self._leaf_set(leaf, reserved_by=req.id, txn=txn)
+                self._take_node(node, tg, txn)
+                used_nodes.append(node)
+                out.append((gi, ti, node, leaves))
+        return out

@@ -1,0 +1,578 @@
+"""The Scheduler: HiveD at job level (see docs/core-api.md for the contract).
+
+Calls change state and return the decisions they caused; queries are pure. All iteration is over
+lists or insertion-ordered dicts built in call order, and ties are broken by ids, so the same
+config and calls always give the same decisions.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Any
+
+from .config import ClusterConfig, load_cluster_config
+from .decisions import Decision, JobView
+from .errors import ConfigError, RequestError
+from .placement import PlacementMixin
+from .policies import POLICIES, drf_order, static_key
+from .state import StateMixin
+from .types import JobRequest, TaskGroup, TaskPlacement
+from .validation import validate_request
+from .views import ViewsMixin
+
+
+class _Job:
+    __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
+                 "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at")
+
+    def __init__(self, req: JobRequest, seq: int):
+        self.req = req
+        self.seq = seq
+        self.state = "waiting"
+        self.opp = req.priority == -1
+        self.demoted = False
+        self.placement: tuple[TaskPlacement, ...] = ()
+        self.vleaves: list = []
+        self.pleaves: list = []
+        self.reserved: list = []
+        self.res: list = []
+        self.waiting_on: list[str] = []
+        self.preemptors: list[str] = []
+        self.preempted_by: str | None = None
+        self.bypass_since: float | None = None
+        self.fail: Any = None
+        self.qkey = None
+        self.started_at: float | None = None
+
+
+_FIFO_KEY = static_key("fifo")
+
+
+class Scheduler(ViewsMixin, PlacementMixin, StateMixin):
+    """HiveD-style scheduler over one cluster config.
+
+    ``policy`` orders jobs inside a VC (``fifo`` | ``priority`` | ``drf``). ``starvation_after``
+    (seconds, None = never): a guaranteed job that waited that long since a later job of its VC
+    overtook it holds back every job behind it in its VC until it starts (no head-of-line
+    blocking before that, no starvation after).
+    """
+
+    def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0):
+        if policy not in POLICIES:
+            raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(POLICIES)})")
+        cfg = config if isinstance(config, ClusterConfig) else load_cluster_config(config)
+        self.policy = policy
+        self.starvation_after = starvation_after
+        self._init_state(cfg)
+        self._jobs: dict[str, _Job] = {}
+        self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self._vcs}
+        self._opp_queue: list = []
+        self._pending_idle: list = []
+        self._seq = 0
+        self._now = 0.0
+        self._qkey = static_key(policy)
+
+    # ================================================================== calls
+    def submit(self, job: JobRequest, now: float) -> list[Decision]:
+        if not isinstance(job, JobRequest):
+            raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
+        validate_request(self, job)
+        now = self._tick(now)
+        j = _Job(job, self._seq)
+        self._seq += 1
+        self._jobs[job.id] = j
+        out: list[Decision] = []
+        if job.priority == -1:
+            fast = not self._opp_dirty
+            self._enqueue(j, mark=not fast)
+            if fast:
+                self._attempt_opp(j, now, out, None)
+        else:
+            vc = self._vcs[job.vc]
+            fast = not vc.dirty and not self._starving(vc, now)
+            self._enqueue(j, mark=not fast)
+            if fast and self._attempt(j, now, out, None):
+                self._mark_bypassed(vc, now)
+        self._schedule(now, out)
+        if j.state == "waiting":
+            out.append(Decision("queued", job.id, now, reason=self._reason(j)))
+        return out
+
+    def finish(self, job_id: str, now: float) -> list[Decision]:
+        j = self._get(job_id)
+        now = self._tick(now)
+        out: list[Decision] = []
+        if j.state == "waiting":
+            self._dequeue(j)
+        elif j.state == "preempting":
+            self._forget_victims(j)
+        preemptors = self._take_preemptors(j)
+        self._release(j)
+        del self._jobs[job_id]
+        out.append(Decision("finished", job_id, now))
+        self._victim_gone(job_id, preemptors, now, out)
+        self._schedule(now, out)
+        return out
+
+    def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[Decision]:
+        j = self._get(job_id)
+        if j.preempted_by is None:
+            raise RequestError("job_id", f"job {job_id} is not being preempted (no preempting decision named it)")
+        now = self._tick(now)
+        out: list[Decision] = []
+        by = j.preempted_by
+        preemptors = self._take_preemptors(j)
+        self._release(j)
+        j.preempted_by = None
+        out.append(Decision("preempted", job_id, now, by=by))
+        if requeue:
+            j.opp = j.req.priority == -1
+            j.demoted = False
+            j.started_at = None
+            self._enqueue(j)
+        else:
+            del self._jobs[job_id]
+        self._victim_gone(job_id, preemptors, now, out)
+        self._schedule(now, out)
+        return out
+
+    def set_node_health(self, node: str, healthy: bool, now: float) -> list[Decision]:
+        if node not in self._nodes:
+            raise RequestError("node", f"unknown node {node!r}")
+        now = self._tick(now)
+        if healthy:
+            self._node_down.discard(node)
+        else:
+            self._node_down.add(node)
+        n = self._nodes[node]
+        n.healthy = bool(healthy)
+        for idx in sorted(n.gpu_leaves):
+            self._apply_health(n.gpu_leaves[idx])
+        for vc in self._vcs.values():
+            vc.dirty = True
+        self._opp_dirty = True
+        out: list[Decision] = []
+        self._schedule(now, out)
+        return out
+
+    def set_gpu_health(self, node: str, gpu: int, healthy: bool, now: float) -> list[Decision]:
+        if node not in self._nodes:
+            raise RequestError("node", f"unknown node {node!r}")
+        if gpu not in self._nodes[node].gpu_leaves:
+            raise RequestError("gpu", f"node {node} has no GPU {gpu!r} (it has {sorted(self._nodes[node].gpu_leaves)})")
+        now = self._tick(now)
+        if healthy:
+            self._gpu_down.discard((node, gpu))
+        else:
+            self._gpu_down.add((node, gpu))
+        self._apply_health(self._nodes[node].gpu_leaves[gpu])
+        out: list[Decision] = []
+        self._schedule(now, out)
+        return out
+
+    def schedule(self, now: float) -> list[Decision]:
+        now = self._tick(now)
+        out: list[Decision] = []
+        self._schedule(now, out)
+        return out
+
+    # ================================================================== internals: bookkeeping
+    def _get(self, job_id: str) -> _Job:
+        j = self._jobs.get(job_id)
+        if j is None:
+            raise RequestError("job_id", f"unknown job {job_id!r}")
+        return j
+
+    def _tick(self, now: float) -> float:
+        try:
+            now = float(now)
+        except (TypeError, ValueError):
+            raise RequestError("now", f"must be a number of seconds, got {now!r}") from None
+        if now < self._now - 1e-6:
+            raise RequestError("now", f"time must not go backwards ({now} < {self._now})")
+        self._now = max(self._now, now)
+        return now
+
+    def _enqueue(self, j: _Job, mark: bool = True) -> None:
+        j.state = "waiting"
+        if j.req.priority == -1:
+            j.qkey = (_FIFO_KEY(j), j.req.id)
+            insort(self._opp_queue, j.qkey)
+            if mark:
+                self._opp_dirty = True
+        else:
+            j.qkey = (self._qkey(j), j.req.id)
+            vc = self._vcs[j.req.vc]
+            insort(vc.queue, j.qkey)
+            if mark:
+                vc.dirty = True
+
+    def _dequeue(self, j: _Job) -> None:
+        lst = self._opp_queue if j.req.priority == -1 else self._vcs[j.req.vc].queue
+        i = bisect_left(lst, j.qkey)
+        if i < len(lst) and lst[i] == j.qkey:
+            del lst[i]
+
+    def _starving(self, vc, now: float) -> bool:
+        return (self.starvation_after is not None and vc.min_bypass is not None
+                and now - vc.min_bypass >= self.starvation_after)
+
+    def _mark_bypassed(self, vc, now: float) -> None:
+        """A job of ``vc`` started while others wait: they have been overtaken (anti-starvation clock)."""
+        for _, jid in reversed(vc.queue):
+            w = self._jobs[jid]
+            if w.bypass_since is not None:
+                break
+            w.bypass_since = now
+            if vc.min_bypass is None or now < vc.min_bypass:
+                vc.min_bypass = now
+
+    def _take_preemptors(self, j: _Job) -> list[str]:
+        p = j.preemptors
+        j.preemptors = []
+        return p
+
+    def _forget_victims(self, p: _Job) -> None:
+        for vid in p.waiting_on:
+            v = self._jobs.get(vid)
+            if v is not None and p.req.id in v.preemptors:
+                v.preemptors.remove(p.req.id)
+        p.waiting_on = []
+
+    def _victim_gone(self, victim_id: str, preemptors: list[str], now: float, out: list) -> None:
+        for pid in preemptors:
+            p = self._jobs.get(pid)
+            if p is None or p.state != "preempting" or victim_id not in p.waiting_on:
+                continue
+            p.waiting_on.remove(victim_id)
+            if not p.waiting_on:
+                self._start_reserved(p, now, out)
+
+    def _start_reserved(self, p: _Job, now: float, out: list) -> None:
+        for leaf in p.reserved:
+            self._leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
+        p.pleaves, p.reserved = p.reserved, []
+        p.state = "running"
+        p.started_at = now
+        out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
+
+    def _hold_register(self, j: _Job) -> None:
+        vc = self._vcs[j.req.vc]
+        self._holders[j.req.vc][j.req.id] = None
+        vc.prio_count[j.req.priority] = vc.prio_count.get(j.req.priority, 0) + 1
+
+    def _hold_unregister(self, j: _Job) -> None:
+        h = self._holders[j.req.vc]
+        if j.req.id in h:
+            del h[j.req.id]
+            vc = self._vcs[j.req.vc]
+            vc.prio_count[j.req.priority] -= 1
+            if not vc.prio_count[j.req.priority]:
+                del vc.prio_count[j.req.priority]
+            vc.dirty = True
+
+    def _release(self, j: _Job) -> None:
+        """Give back everything ``j`` uses or reserves."""
+        jid = j.req.id
+        for leaf in j.pleaves:
+            if leaf.job == jid:
+                self._leaf_set(leaf, job=None, jopp=False)
+        for leaf in j.reserved:
+            if leaf.reserved_by == jid:
+                self._leaf_set(leaf, reserved_by=None)
+        roots = {}
+        for v in j.vleaves:
+            if v.job == jid:
+                self._vunhold(v)
+                roots[v.root.id] = v.root
+        self._release_idle_roots(roots.values())
+        for node, cpus, mem in j.res:
+            node.cpus_free += cpus
+            node.memory_free += mem
+        if j.vleaves:
+            self._hold_unregister(j)
+        j.pleaves, j.reserved, j.vleaves, j.res = [], [], [], []
+        j.placement = ()
+        j.waiting_on = []
+
+    def _strip_guarantee(self, x: _Job, keep_bound: list | None = None) -> None:
+        """``x`` keeps running on its GPUs but no longer holds its VC's virtual cells.
+
+        Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
+        victim's cells stay where they are, so the preemptor lands exactly there)."""
+        for leaf in x.pleaves:
+            self._leaf_set(leaf, jopp=True)
+        roots = {}
+        for v in x.vleaves:
+            if v.job == x.req.id:
+                self._vunhold(v)
+                roots[v.root.id] = v.root
+        self._hold_unregister(x)
+        x.vleaves = []
+        x.opp = True
+        if keep_bound is not None:
+            keep_bound.extend(roots.values())
+        else:
+            self._release_idle_roots(roots.values())
+
+    def _demote(self, x: _Job, now: float, out: list, reason: str) -> None:
+        self._strip_guarantee(x)
+        x.demoted = True
+        out.append(Decision("demoted", x.req.id, now, reason=reason))
+
+    def _cancel_reservation(self, x: _Job, now: float, out: list, reason: str) -> None:
+        self._forget_victims(x)
+        self._release(x)
+        self._enqueue(x)
+        x.fail = ("taken", reason)
+        out.append(Decision("queued", x.req.id, now, reason=reason))
+
+    # ================================================================== internals: scheduling
+    def _dirty_snapshot(self):
+        return [vc.dirty for vc in self._vcs.values()], self._opp_dirty
+
+    def _dirty_restore(self, snap) -> None:
+        flags, opp = snap
+        for vc, f in zip(self._vcs.values(), flags):
+            vc.dirty = f
+        self._opp_dirty = opp
+
+    def _schedule(self, now: float, out: list) -> None:
+        for _ in range(8):
+            for name in self._vc_order:
+                vc = self._vcs[name]
+                if vc.dirty:
+                    vc.dirty = False
+                    if vc.queue:
+                        self._pass_vc(vc, now, out)
+            if self._opp_dirty:
+                self._opp_dirty = False
+                if self._opp_queue:
+                    self._pass_opp(now, out)
+            if not self._opp_dirty and not any(vc.dirty for vc in self._vcs.values()):
+                return
+
+    def _ordered_waiting(self, vc) -> list[_Job]:
+        return [self._jobs[jid] for _, jid in vc.queue]
+
+    def _pass_vc(self, vc, now: float, out: list) -> None:
+        jobs = self._ordered_waiting(vc)
+        if self.policy == "drf":
+            jobs = drf_order(jobs, self._drf_usage(vc.name), self._drf_capacity(vc.name),
+                             started=lambda j: j.state != "waiting")
+        memo: dict = {}
+        skipped: list[_Job] = []
+        hold = None
+        for j in jobs:
+            if j.state != "waiting":
+                continue
+            if hold is not None:
+                j.fail = ("held", hold.req.id)
+                continue
+            if self._attempt(j, now, out, memo):
+                for s in skipped:
+                    if s.bypass_since is None:
+                        s.bypass_since = now
+            else:
+                skipped.append(j)
+                if (self.starvation_after is not None and j.bypass_since is not None
+                        and now - j.bypass_since >= self.starvation_after):
+                    hold = j
+        vc.min_bypass = None
+        for _, jid in vc.queue:
+            b = self._jobs[jid].bypass_since
+            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
+                vc.min_bypass = b
+
+    def _pass_opp(self, now: float, out: list) -> None:
+        memo: dict = {}
+        for _, jid in list(self._opp_queue):
+            j = self._jobs.get(jid)
+            if j is not None and j.state == "waiting":
+                self._attempt_opp(j, now, out, memo)
+
+    @staticmethod
+    def _shape(req: JobRequest):
+        return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
+                req.priority, req.within, req.pinned_cell)
+
+    def _attempt(self, j: _Job, now: float, out: list, memo: dict | None) -> bool:
+        """Try to start (or start preempting for) guaranteed job ``j``."""
+        req = j.req
+        key = self._shape(req)
+        if memo is not None and key in memo:
+            j.fail = memo[key]
+            return False
+        vc = self._vcs[req.vc]
+        if req.pinned_cell is not None:
+            free = vc.pins[req.pinned_cell].free
+        else:
+            free = sum(vc.free[c] for c in self._job_chains(req, vc))
+        lowp = any(p < req.priority for p in vc.prio_count)
+        snap = self._dirty_snapshot()
+        txn: list = []
+        res = None
+        forced: list[str] = []
+        if req.total_gpus <= free:
+            res = self._place_guaranteed(j, 0, txn)
+            if res is None and self._opp_leaves > 0:
+                self._rollback(txn)
+                res = self._place_guaranteed(j, 1, txn)
+        if res is None and lowp:
+            self._rollback(txn)
+            self._dirty_restore(snap)
+            res, forced = self._preempt_lower(j, now, out, txn)
+            if forced is not None and memo is not None:
+                memo.clear()  # demotions changed the VC
+        if res is None:
+            self._rollback(txn)
+            self._dirty_restore(snap)
+            j.fail = "nofit"
+            if memo is not None:
+                memo[key] = "nofit"
+            self._flush_idle()
+            return False
+        self._commit(j, res, forced or [], now, out)
+        self._flush_idle()
+        return True
+
+    def _flush_idle(self) -> None:
+        if self._pending_idle:
+            roots, self._pending_idle = self._pending_idle, []
+            self._release_idle_roots(roots)
+
+    def _attempt_opp(self, j: _Job, now: float, out: list, memo: dict | None) -> bool:
+        req = j.req
+        key = self._shape(req)
+        if memo is not None and key in memo:
+            j.fail = memo[key]
+            return False
+        txn: list = []
+        snap = self._dirty_snapshot()
+        res = self._place_opportunistic(j, txn)
+        if res is None:
+            self._rollback(txn)
+            self._dirty_restore(snap)
+            j.fail = "nofit"
+            if memo is not None:
+                memo[key] = "nofit"
+            return False
+        self._commit(j, res, [], now, out)
+        return True
+
+    def _preempt_lower(self, j: _Job, now: float, out: list, txn: list):
+        """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
+        req = j.req
+        holders = [self._jobs[h] for h in self._holders[req.vc]]
+        holders = [x for x in holders if x.req.priority < req.priority]
+        victims: list[_Job] = []
+        for cutoff in sorted({x.req.priority for x in holders}):
+            cand = [x for x in holders if x.req.priority <= cutoff]
+            sim: list = []
+            snap = self._dirty_snapshot()
+            for x in cand:
+                for v in x.vleaves:
+                    self._vunhold(v, sim)
+            res = self._place_guaranteed(j, 1, sim)
+            if res is not None:
+                victims = [x for x in cand if any(v.job == req.id for v in x.vleaves)]
+            self._rollback(sim)
+            self._dirty_restore(snap)
+            if res is not None:
+                break
+        if not victims:
+            return None, None
+        forced: list[str] = []
+        keep: list = []
+        for x in sorted(victims, key=lambda x: x.seq):
+            if x.state == "preempting":
+                self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
+                                                      f"(priority {req.priority} > {x.req.priority})")
+            elif x.req.lazy_preemption:
+                self._demote(x, now, out, f"lazy preemption: {req.id} (priority {req.priority}) needs its "
+                                          f"guaranteed GPUs; it keeps running as opportunistic until they are needed")
+            else:
+                self._strip_guarantee(x, keep)
+                forced.append(x.req.id)
+        res = self._place_guaranteed(j, 0, txn)
+        if res is None:
+            self._rollback(txn)
+            res = self._place_guaranteed(j, 1, txn)
+        self._pending_idle = keep
+        return res, forced
+
+    def _commit(self, j: _Job, res: list, forced: list[str], now: float, out: list) -> None:
+        req = j.req
+        jid = req.id
+        firsts = []
+        acc = 0
+        for tg in req.tasks:
+            firsts.append(acc)
+            acc += tg.count
+        placements = []
+        leaves_all = []
+        j.res = []
+        for gi, ti, node, leaves in res:
+            tg = req.tasks[gi]
+            placements.append(TaskPlacement(
+                task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
+                gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb))
+            leaves_all.extend(leaves)
+            if tg.cpus or tg.memory_mb:
+                j.res.append((node, tg.cpus, tg.memory_mb))
+        placements.sort(key=lambda p: p.rank)
+        j.placement = tuple(placements)
+        guaranteed = req.priority != -1
+        if guaranteed:
+            j.vleaves = [leaf.vcell for leaf in leaves_all]
+            j.opp = False
+            if j.vleaves:
+                self._hold_register(j)
+        else:
+            j.opp = True
+        self._dequeue(j)
+        j.fail = None
+        j.bypass_since = None
+        seen = dict.fromkeys(forced)
+        for leaf in leaves_all:
+            if leaf.job is not None and leaf.job != jid:
+                seen[leaf.job] = None
+        victims = sorted(seen, key=lambda v: self._jobs[v].seq)
+        if not victims:
+            for leaf in leaves_all:
+                self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
+            j.pleaves = leaves_all
+            j.state = "running"
+            j.started_at = now
+            out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
+            return
+        for leaf in leaves_all:
+            self._leaf_set(leaf, reserved_by=jid)
+        j.reserved = leaves_all
+        j.state = "preempting"
+        j.waiting_on = list(victims)
+        for vid in victims:
+            v = self._jobs[vid]
+            v.preemptors.append(jid)
+            if v.preempted_by is None:
+                v.preempted_by = jid
+        out.append(Decision("preempting", jid, now, victims=tuple(victims)))
+
+    # ------------------------------------------------------------------ DRF inputs
+    def _drf_usage(self, vc: str) -> dict[str, list[float]]:
+        use: dict[str, list[float]] = {}
+        for j in self._jobs.values():
+            if j.req.vc == vc and j.state != "waiting":
+                u = use.setdefault(j.req.user, [0.0, 0.0, 0.0])
+                u[0] += j.req.total_gpus
+                u[1] += sum(t.cpus * t.count for t in j.req.tasks)
+                u[2] += sum(t.memory_mb * t.count for t in j.req.tasks)
+        return use
+
+    def _drf_capacity(self, vc: str) -> tuple[float, float, float]:
+        gpus = self._vcs[vc].guaranteed() + sum(p.size for p in self._vcs[vc].pins.values())
+        total = self.config.gpu_count() or 1
+        frac = gpus / total
+        cpus = sum(n.cpus for n in self._node_list) * frac
+        mem = sum(n.memory_mb for n in self._node_list) * frac
+        return float(gpus), cpus, mem

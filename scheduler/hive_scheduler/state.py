@@ -1,0 +1,249 @@
+"""Live cluster state: physical and virtual cells, buddy allocators, counters, and the primitive
+changes (occupy a GPU, hold a virtual cell, bind/unbind, health) that keep every counter exact.
+
+Every primitive can record its inverse in a transaction list (``txn``) so a gang placement that
+fails half-way is rolled back completely.
+"""
+
+from __future__ import annotations
+
+from .buddy import Buddy
+from .cells import BOUND, PINNED, Node, PCell, VCell, build_physical, build_virtual
+from .config import ClusterConfig
+
+_KEEP = object()
+
+
+class VCState:
+    """One virtual cluster: its virtual cell roots per chain, pinned roots, counters and queue."""
+
+    __slots__ = ("name", "roots", "pins", "free", "held", "total", "queue", "dirty", "prio_count", "min_bypass",
+                 "opp_queue")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.roots: dict[str, list[VCell]] = {}
+        self.pins: dict[str, VCell] = {}
+        self.free: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+        self.total: dict[str, int] = {}
+        self.queue: list = []          # sorted [(policy key, job id)] of waiting guaranteed jobs
+        self.dirty = True
+        self.prio_count: dict[int, int] = {}   # priority -> jobs of this VC holding virtual cells
+        self.min_bypass = None
+
+    def guaranteed(self) -> int:
+        return sum(self.total.values())
+
+
+def _walk(c):
+    yield c
+    for ch in c.children:
+        yield from _walk(ch)
+
+
+class StateMixin:
+    """Mixed into Scheduler: owns the cells and the counters."""
+
+    def _init_state(self, cfg: ClusterConfig) -> None:
+        self.config = cfg
+        self._roots, self._cells, self._nodes = build_physical(cfg)
+        self._node_list: list[Node] = list(self._nodes.values())
+        types = cfg.cell_types
+        self._types = types
+        self._node_level = {ch.name: types[ch.node_type].level for ch in cfg.chains.values()}
+        self._chain_gpu = {ch.name: ch.gpu_type for ch in cfg.chains.values()}
+        self._chains = sorted(cfg.chains)
+        self._buddies = {
+            name: Buddy(ch, types, [r for r in self._roots if r.chain == name]) for name, ch in sorted(cfg.chains.items())
+        }
+        self._chain_nodes: dict[str, list[PCell]] = {c: [] for c in self._chains}
+        for n in self._node_list:
+            for c in n.cells:
+                self._chain_nodes[c.chain].append(c)
+        self._level_cache: dict[tuple[str, int], int | None] = {}
+        self._pin_cells = {}
+        for c in self._cells:
+            if c.pinned_id:
+                self._pin_cells[c.pinned_id] = c
+        self._vcs: dict[str, VCState] = {}
+        ids = [0]
+        for name, spec in cfg.virtual_clusters.items():
+            vc = VCState(name)
+            for chain in self._chains:
+                vc.free[chain] = vc.held[chain] = vc.total[chain] = 0
+            for v in spec.virtual_cells:
+                lvl = types[v.cell_type].level
+                for _ in range(v.number):
+                    root = build_virtual(name, v.chain, v.cell_type, cfg, ids)
+                    vc.roots.setdefault(v.chain, []).append(root)
+                self._buddies[v.chain].demand[lvl] += v.number
+                vc.total[v.chain] += types[v.cell_type].leaf_count * v.number
+                vc.free[v.chain] += types[v.cell_type].leaf_count * v.number
+            for pid in spec.pinned_cells:
+                pc = self._pin_cells[pid]
+                root = build_virtual(name, pc.chain, pc.type, cfg, ids)
+                root.pin = pid
+                vc.pins[pid] = root
+                self._bind(root, pc, None)
+            self._vcs[name] = vc
+        self._vc_order = sorted(self._vcs)
+        self._gpu_down: set[tuple[str, int]] = set()
+        self._node_down: set[str] = set()
+        self._opp_dirty = True
+        self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
+
+    # ------------------------------------------------------------------ helpers
+    def _task_level(self, chain: str, gpus: int) -> int | None:
+        """The smallest level of ``chain`` holding ``gpus`` GPUs of one node (None: no node is that big)."""
+        key = (chain, gpus)
+        lvl = self._level_cache.get(key, 0)
+        if lvl != 0:
+            return lvl
+        lvl = None
+        ch = self.config.chains[chain]
+        for t in reversed(ch.types):
+            ct = self._types[t]
+            if ct.level > self._node_level[chain]:
+                break
+            if ct.leaf_count >= gpus:
+                lvl = ct.level
+                break
+        self._level_cache[key] = lvl
+        return lvl
+
+    def _rollback(self, txn: list, mark: int = 0) -> None:
+        while len(txn) > mark:
+            txn.pop()()
+
+    # ------------------------------------------------------------------ physical leaves
+    def _leaf_set(self, leaf: PCell, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP, healthy=_KEEP, txn=None) -> None:
+        old = (leaf.job, leaf.jopp, leaf.reserved_by, leaf.healthy)
+        u0 = leaf.job is not None
+        o0 = u0 and leaf.jopp
+        b0 = not leaf.healthy
+        r0 = leaf.reserved_by is not None
+        a0 = leaf.avail
+        if job is not _KEEP:
+            leaf.job = job
+        if jopp is not _KEEP:
+            leaf.jopp = jopp
+        if reserved_by is not _KEEP:
+            leaf.reserved_by = reserved_by
+        if healthy is not _KEEP:
+            leaf.healthy = healthy
+        u1 = leaf.job is not None
+        o1 = u1 and leaf.jopp
+        b1 = not leaf.healthy
+        r1 = leaf.reserved_by is not None
+        a1 = 1 if (not u1 and not b1 and not r1 and not leaf.in_pin) else 0
+        du, do, db, dr, da = u1 - u0, o1 - o0, b1 - b0, r1 - r0, a1 - a0
+        if du or do or db or dr or da:
+            self._opp_leaves += do
+            c = leaf
+            while c is not None:
+                c.used += du
+                c.opp += do
+                c.bad += db
+                c.reserved += dr
+                c.avail += da
+                c = c.parent
+            if da > 0:
+                self._opp_dirty = True
+        if txn is not None:
+            txn.append(lambda: self._leaf_set(leaf, *old))
+
+    # ------------------------------------------------------------------ virtual leaves
+    def _vdelta(self, v: VCell, dfree: int, dheld: int) -> None:
+        x = v
+        while x is not None:
+            x.free += dfree
+            x.held += dheld
+            x = x.parent
+        root = v.root
+        if root.pin is None:
+            vc = self._vcs[v.vc]
+            vc.free[v.chain] += dfree
+            vc.held[v.chain] += dheld
+        if dfree > 0:
+            self._vcs[v.vc].dirty = True
+
+    @staticmethod
+    def _vbad(v: VCell) -> bool:
+        return v.pcell is not None and not v.pcell.healthy
+
+    def _vhold(self, v: VCell, job_id: str, txn=None) -> None:
+        was_free = v.job is None and not self._vbad(v)
+        v.job = job_id
+        self._vdelta(v, -1 if was_free else 0, 1)
+        if txn is not None:
+            txn.append(lambda: self._vunhold(v))
+
+    def _vunhold(self, v: VCell, txn=None) -> None:
+        old = v.job
+        v.job = None
+        self._vdelta(v, 0 if self._vbad(v) else 1, -1)
+        if txn is not None:
+            txn.append(lambda: self._vhold(v, old))
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, root: VCell, pcell: PCell, txn=None) -> None:
+        root.bound = pcell
+        if not pcell.pinned_id:
+            pcell.state = BOUND
+            self._buddies[root.chain].demand[root.level] -= 1
+        for v, p in zip(_walk(root), _walk(pcell)):
+            v.pcell = p
+            p.vcell = v
+        if pcell.bad:
+            for leaf in pcell.leaves:
+                if not leaf.healthy and leaf.vcell.job is None:
+                    self._vdelta(leaf.vcell, -1, 0)
+        if txn is not None:
+            txn.append(lambda: self._unbind(root, mark_dirty=False))
+
+    def _unbind(self, root: VCell, txn=None, mark_dirty: bool = True) -> None:
+        pcell = root.bound
+        if pcell.bad:
+            for leaf in pcell.leaves:
+                if not leaf.healthy and leaf.vcell.job is None:
+                    self._vdelta(leaf.vcell, 1, 0)
+        for v, p in zip(_walk(root), _walk(pcell)):
+            v.pcell = None
+            p.vcell = None
+        root.bound = None
+        buddy = self._buddies[root.chain]
+        buddy.demand[root.level] += 1
+        buddy.release(pcell)
+        if mark_dirty:  # buddy space grew: binding may work again anywhere
+            for vc in self._vcs.values():
+                vc.dirty = True
+        if txn is not None:
+            # re-taking exactly this cell restores the state bit-for-bit
+            txn.append(lambda: (buddy.take_exact(pcell, force=True), self._bind(root, pcell)))
+
+    def _release_idle_roots(self, roots) -> None:
+        for r in roots:
+            if r.held == 0 and r.pin is None and r.bound is not None:
+                self._unbind(r)
+
+    # ------------------------------------------------------------------ health
+    def _effective_health(self, leaf: PCell) -> bool:
+        return leaf.node not in self._node_down and (leaf.node, leaf.gpu) not in self._gpu_down
+
+    def _apply_health(self, leaf: PCell) -> None:
+        healthy = self._effective_health(leaf)
+        if healthy == leaf.healthy:
+            return
+        buddy = self._buddies[leaf.chain]
+        v = leaf.vcell
+        if v is not None and v.job is None:
+            self._vdelta(v, 1 if healthy else -1, 0)
+        self._leaf_set(leaf, healthy=healthy)
+        if healthy:
+            buddy.mark_good(leaf)
+        else:
+            buddy.mark_bad(leaf)
+        for vc in self._vcs.values():
+            vc.dirty = True
+        self._opp_dirty = True

@@ -1,0 +1,127 @@
+"""What a job asks for (JobRequest, TaskGroup) and where its tasks landed (TaskPlacement)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """``count`` identical tasks of ``gpus`` GPUs each (``gpus=0``: a CPU-only task)."""
+
+    name: str = "task"
+    count: int = 1
+    gpus: int = 1
+    gpu_type: str | None = None
+    cpus: float = 0
+    memory_mb: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TaskGroup":
+        return cls(
+            name=d.get("name", "task"),
+            count=d.get("count", 1),
+            gpus=d.get("gpus", 1),
+            gpu_type=d.get("gpu_type") or None,
+            cpus=d.get("cpus", 0) or 0,
+            memory_mb=d.get("memory_mb", 0) or 0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "gpus": self.gpus,
+            "gpu_type": self.gpu_type,
+            "cpus": self.cpus,
+            "memory_mb": self.memory_mb,
+        }
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A job: task groups, a VC, a priority (0..1000 guaranteed, -1 opportunistic) and constraints."""
+
+    id: str
+    vc: str
+    user: str = ""
+    tasks: tuple[TaskGroup, ...] = ()
+    priority: int = 0
+    within: str | None = None
+    pinned_cell: str | None = None
+    lazy_preemption: bool = True
+    submit_time: float = 0.0
+
+    def __post_init__(self):
+        tasks = self.tasks
+        if isinstance(tasks, TaskGroup):
+            tasks = (tasks,)
+        elif isinstance(tasks, (list, tuple)):
+            tasks = tuple(TaskGroup.from_dict(t) if isinstance(t, dict) else t for t in tasks)
+        object.__setattr__(self, "tasks", tasks)
+
+    @property
+    def opportunistic(self) -> bool:
+        return self.priority == -1
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g.count * g.gpus for g in self.tasks if isinstance(g, TaskGroup))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "JobRequest":
+        """Build from the simulator's submit event / REST body (``job`` or ``id`` for the id)."""
+        return cls(
+            id=d.get("id", d.get("job")),
+            vc=d.get("vc"),
+            user=d.get("user", "") or "",
+            tasks=tuple(TaskGroup.from_dict(t) if isinstance(t, dict) else t for t in d.get("tasks", ())),
+            priority=d.get("priority", 0),
+            within=d.get("within") or None,
+            pinned_cell=d.get("pinned_cell") or None,
+            lazy_preemption=d.get("lazy_preemption", True),
+            submit_time=d.get("submit_time", d.get("t", 0.0)) or 0.0,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "vc": self.vc,
+            "user": self.user,
+            "tasks": [t.to_dict() for t in self.tasks],
+            "priority": self.priority,
+            "within": self.within,
+            "pinned_cell": self.pinned_cell,
+            "lazy_preemption": self.lazy_preemption,
+            "submit_time": self.submit_time,
+        }
+
+
+@dataclass(frozen=True)
+class TaskPlacement:
+    """Where one task runs: ``gpus`` are leaf indices within ``node`` (sorted)."""
+
+    task: str
+    group: str
+    index: int
+    rank: int
+    node: str
+    gpus: tuple[int, ...] = field(default_factory=tuple)
+    cpus: float = 0
+    memory_mb: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task, "node": self.node, "gpus": list(self.gpus)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "group": self.group,
+            "index": self.index,
+            "rank": self.rank,
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "cpus": self.cpus,
+            "memory_mb": self.memory_mb,
+        }

@@ -1,0 +1,134 @@
+"""Checks that reject a job request the cluster can never accept (RequestError, nothing changed)."""
+
+from __future__ import annotations
+
+from .errors import RequestError
+from .types import JobRequest, TaskGroup
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def validate_request(s, req: JobRequest) -> None:
+    if not isinstance(req.id, str) or not req.id:
+        raise RequestError("id", "a job needs a non-empty string id")
+    if req.id in s._jobs:
+        raise RequestError("id", f"job {req.id} already exists; use a new id")
+    if req.vc not in s._vcs:
+        raise RequestError("vc", f"unknown VC {req.vc!r} (VCs: {', '.join(s._vc_order) or 'none'})")
+    p = req.priority
+    if isinstance(p, bool) or not isinstance(p, int) or not (p == -1 or 0 <= p <= 1000):
+        raise RequestError("priority", f"must be an integer 0..1000 (guaranteed) or -1 (opportunistic), got {p!r}")
+    if not isinstance(req.user, str):
+        raise RequestError("user", f"must be a string, got {req.user!r}")
+    if not _num(req.submit_time):
+        raise RequestError("submit_time", f"must be a number, got {req.submit_time!r}")
+    if not isinstance(req.lazy_preemption, bool):
+        raise RequestError("lazy_preemption", f"must be true or false, got {req.lazy_preemption!r}")
+    if not req.tasks:
+        raise RequestError("tasks", "a job needs at least one task group")
+    names = set()
+    gpu_types = set(s._chain_gpu.values())
+    max_cpus = max(n.cpus for n in s._node_list)
+    max_mem = max(n.memory_mb for n in s._node_list)
+    for i, t in enumerate(req.tasks):
+        f = f"tasks[{i}]"
+        if not isinstance(t, TaskGroup):
+            raise RequestError(f, "must be a TaskGroup")
+        if not isinstance(t.name, str) or not t.name:
+            raise RequestError(f"{f}.name", "a task group needs a non-empty name")
+        if t.name in names:
+            raise RequestError(f"{f}.name", f"task group name {t.name!r} is used twice")
+        names.add(t.name)
+        if isinstance(t.count, bool) or not isinstance(t.count, int) or t.count < 1:
+            raise RequestError(f"{f}.count", f"must be a positive integer, got {t.count!r}")
+        if isinstance(t.gpus, bool) or not isinstance(t.gpus, int) or t.gpus < 0:
+            raise RequestError(f"{f}.gpus", f"must be an integer >= 0 (0 = CPU-only), got {t.gpus!r}")
+        if not _num(t.cpus) or t.cpus < 0:
+            raise RequestError(f"{f}.cpus", f"must be a number >= 0, got {t.cpus!r}")
+        if isinstance(t.memory_mb, bool) or not isinstance(t.memory_mb, int) or t.memory_mb < 0:
+            raise RequestError(f"{f}.memory_mb", f"must be an integer >= 0, got {t.memory_mb!r}")
+        if t.cpus > max_cpus:
+            raise RequestError(f"{f}.cpus", f"asks for {t.cpus} CPUs per task but the largest node has {max_cpus}")
+        if t.memory_mb > max_mem:
+            raise RequestError(f"{f}.memory_mb", f"asks for {t.memory_mb} MB per task but the largest node has {max_mem}")
+        if t.gpu_type is not None and t.gpu_type not in gpu_types:
+            raise RequestError(f"{f}.gpu_type", f"no GPU type {t.gpu_type!r} in this cluster (types: {', '.join(sorted(gpu_types))})")
+        if t.gpus == 0 and (t.cpus == 0 and t.memory_mb == 0):
+            raise RequestError(f"{f}", "a CPU-only task (gpus=0) must ask for cpus or memory_mb")
+
+    guaranteed = p != -1
+    vc = s._vcs[req.vc]
+    if req.pinned_cell is not None:
+        if req.pinned_cell not in vc.pins:
+            raise RequestError("pinned_cell", f"VC {req.vc} has no pinned cell {req.pinned_cell!r} "
+                               f"(its pinned cells: {', '.join(sorted(vc.pins)) or 'none'})")
+        if not guaranteed:
+            raise RequestError("pinned_cell", "pinned cells hold guaranteed work only; use a priority 0..1000")
+    if req.within is not None:
+        if req.within not in s._types or s._types[req.within].child_type is None:
+            kinds = sorted(n for n, t in s._types.items() if t.child_type is not None)
+            raise RequestError("within", f"unknown cell type {req.within!r} (cell types: {', '.join(kinds)})")
+
+    for i, t in enumerate(req.tasks):
+        if t.gpus == 0:
+            continue
+        f = f"tasks[{i}]"
+        chains = [c for c in s._chains if t.gpu_type is None or s._chain_gpu[c] == t.gpu_type]
+        if req.within is not None:
+            chains = [c for c in chains if req.within in s.config.chains[c].types]
+            if not chains:
+                raise RequestError("within", f"cell type {req.within} holds no {t.gpu_type or 'GPU'} for task group {t.name}")
+        if req.pinned_cell is not None:
+            pin = vc.pins[req.pinned_cell]
+            chains = [c for c in chains if c == pin.chain]
+            if not chains:
+                raise RequestError(f"{f}.gpu_type", f"pinned cell {req.pinned_cell} holds {s._chain_gpu[pin.chain]} GPUs")
+        node_max = max((s._types[s.config.chains[c].node_type].leaf_count for c in chains), default=0)
+        if t.gpus > node_max:
+            raise RequestError(f"{f}.gpus", f"asks for {t.gpus} GPUs in one task but the largest node has {node_max}"
+                               f"{' ' + t.gpu_type if t.gpu_type else ''}; split it into more tasks of fewer GPUs")
+        if guaranteed and req.pinned_cell is None:
+            vchains = [c for c in chains if vc.total.get(c)]
+            if not vchains:
+                raise RequestError(f"{f}.gpu_type", f"VC {req.vc} has no guaranteed "
+                                   f"{t.gpu_type or 'GPU'} cells; ask for a type it has or submit as opportunistic (priority -1)")
+            fits = False
+            for c in vchains:
+                lvl = s._task_level(c, t.gpus)
+                if lvl is not None and any(r.level >= lvl for r in vc.roots[c]):
+                    fits = True
+            if not fits:
+                biggest = max(r.size for c in vchains for r in vc.roots[c])
+                raise RequestError(f"{f}.gpus", f"VC {req.vc}'s largest guaranteed cell holds {biggest} GPUs, "
+                                   f"so a task of {t.gpus} GPUs can never be placed in it; use smaller tasks")
+        if guaranteed and req.pinned_cell is not None:
+            lvl = s._task_level(vc.pins[req.pinned_cell].chain, t.gpus)
+            if lvl is None or lvl > vc.pins[req.pinned_cell].level:
+                raise RequestError(f"{f}.gpus", f"pinned cell {req.pinned_cell} cannot hold a task of {t.gpus} GPUs")
+
+    total = req.total_gpus
+    if req.within is not None:
+        size = s._types[req.within].leaf_count
+        if total > size:
+            raise RequestError("within", f"the job needs {total} GPUs but one {req.within} holds {size}")
+        if guaranteed:
+            wl = s._types[req.within].level
+            ok = any(r.level >= wl for c, roots in vc.roots.items() if req.within in s.config.chains[c].types for r in roots)
+            if req.pinned_cell is not None:
+                ok = vc.pins[req.pinned_cell].level >= wl
+            if not ok:
+                raise RequestError("within", f"VC {req.vc} has no guaranteed cell as large as {req.within}; "
+                                   "drop 'within' or ask for a smaller cell type")
+    if guaranteed and total:
+        if req.pinned_cell is not None:
+            cap = vc.pins[req.pinned_cell].size
+            where = f"pinned cell {req.pinned_cell}"
+        else:
+            types = {t.gpu_type for t in req.tasks if t.gpus and t.gpu_type}
+            cap = sum(n for c, n in vc.total.items() if not types or s._chain_gpu[c] in types)
+            where = f"VC {req.vc}"
+        if total > cap:
+            raise RequestError("tasks", f"the job needs {total} GPUs but {where} guarantees only {cap}; "
+                               "ask for fewer GPUs or submit as opportunistic (priority -1)")

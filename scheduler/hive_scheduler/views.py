@@ -1,0 +1,274 @@
+"""Queries (pure): job views with human-readable wait reasons, cluster tree, VC usage, totals."""
+
+from __future__ import annotations
+
+from .decisions import JobView
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class ViewsMixin:
+    # ------------------------------------------------------------------ reasons
+    def _describe(self, req) -> str:
+        parts = []
+        for t in req.tasks:
+            if t.gpus:
+                parts.append(f"{t.count} x {t.gpus} {t.gpu_type + ' ' if t.gpu_type else ''}GPU{'s' if t.gpus != 1 else ''}")
+            else:
+                parts.append(f"{t.count} CPU-only task{'s' if t.count != 1 else ''}")
+        s = " + ".join(parts)
+        if req.within:
+            s += f" within one {req.within}"
+        if req.pinned_cell:
+            s += f" in pinned cell {req.pinned_cell}"
+        return s
+
+    def _jobs_ahead(self, j) -> int:
+        if j.req.priority == -1:
+            lst = self._opp_queue
+        else:
+            lst = self._vcs[j.req.vc].queue
+        if self.policy == "drf" and j.req.priority != -1:
+            return sum(1 for _, jid in lst if jid != j.req.id and self._jobs[jid].req.submit_time <= j.req.submit_time
+                       and self._jobs[jid].seq < j.seq)
+        n = 0
+        for key in lst:
+            if key == j.qkey:
+                break
+            n += 1
+        return n
+
+    def _vc_doomed(self, name: str) -> int:
+        vc = self._vcs[name]
+        bad = 0
+        demand: dict[str, dict[int, int]] = {}
+        for chain, roots in vc.roots.items():
+            for r in roots:
+                if r.bound is not None:
+                    bad += r.bound.bad
+                else:
+                    d = demand.setdefault(chain, {})
+                    d[r.level] = d.get(r.level, 0) + 1
+        for p in vc.pins.values():
+            bad += p.bound.bad
+        for chain, d in demand.items():
+            b = self._buddies[chain]
+            bad += b.shortfall(b.counts(), d)
+        return bad
+
+    def _largest_free(self, vc, chain: str, level: int) -> int:
+        best = 0
+        for r in vc.roots.get(chain, ()):
+            if r.level < level:
+                continue
+            if r.bound is None:
+                best = max(best, self._types[self.config.chains[chain].type_at(level)].leaf_count)
+                continue
+            stack = [r]
+            while stack:
+                v = stack.pop()
+                if v.free <= best:
+                    continue
+                if v.level == level:
+                    best = v.free
+                else:
+                    stack.extend(v.children)
+        return best
+
+    def _reason(self, j) -> str | None:
+        req = j.req
+        if j.state == "running":
+            if j.preempted_by is not None:
+                return f"being preempted for {j.preempted_by}"
+            return None
+        if j.state == "preempting":
+            return f"waiting for {_plural(len(j.waiting_on), 'preempted job')} to stop: {', '.join(j.waiting_on)}"
+        fail = j.fail
+        if isinstance(fail, tuple) and fail[0] == "held":
+            h = self._jobs.get(fail[1])
+            need = h.req.total_gpus if h else 0
+            return (f"held back so that {fail[1]} (needs {need} GPUs, overtaken for more than "
+                    f"{self.starvation_after:g} s) can start first")
+        if isinstance(fail, tuple) and fail[0] == "taken":
+            return fail[1]
+        ahead = self._jobs_ahead(j)
+        ahead_s = f"; {_plural(ahead, 'job')} ahead" if ahead else ""
+        desc = self._describe(req)
+        if req.priority == -1:
+            types = {t.gpu_type for t in req.tasks if t.gpus and t.gpu_type}
+            free = sum(r.avail for c in self._chains if not types or self._chain_gpu[c] in types
+                       for r in self._buddies[c].roots)
+            largest = max((n.avail for c in self._chains for n in self._chain_nodes[c]
+                           if not types or self._chain_gpu[c] in types), default=0)
+            return (f"opportunistic: needs {desc}; {free} GPUs are free for opportunistic work, the largest "
+                    f"free on one node is {largest}{ahead_s}")
+        vc = self._vcs[req.vc]
+        doomed = self._vc_doomed(req.vc)
+        doomed_s = f"; {doomed} of its guaranteed GPUs are on bad hardware" if doomed else ""
+        if req.pinned_cell is not None:
+            pin = vc.pins[req.pinned_cell]
+            return (f"pinned cell {req.pinned_cell} of VC {req.vc} has {pin.free}/{pin.size} GPUs free; "
+                    f"needs {desc}{ahead_s}")
+        chains = self._job_chains(req, vc)
+        total = sum(vc.total[c] for c in chains)
+        held = sum(vc.held[c] for c in chains)
+        free = sum(vc.free[c] for c in chains)
+        types = sorted({self._chain_gpu[c] for c in chains})
+        tdesc = f" {'/'.join(types)}" if len(self._chains) > 1 else ""
+        if req.total_gpus > free:
+            need = f" and the job needs {req.total_gpus}" if req.total_gpus > 1 else ""
+            return f"VC {req.vc} is using {held}/{total} guaranteed{tdesc} GPUs{need}{ahead_s}{doomed_s}"
+        big = max((t for t in req.tasks if t.gpus), key=lambda t: t.gpus, default=None)
+        if big is None:
+            return f"needs {desc}; no node has the CPUs/memory free{ahead_s}"
+        if req.within:
+            wl = self._types[req.within].level
+            largest = max((self._largest_free(vc, c, wl) for c in chains if req.within in self.config.chains[c].types),
+                          default=0)
+            return f"needs {desc}; largest free {req.within} in VC {req.vc} has {largest}{ahead_s}{doomed_s}"
+        c0 = chains[0] if chains else None
+        if c0 is not None:
+            lvl = self._task_level(c0, big.gpus)
+            largest = self._largest_free(vc, c0, lvl) if lvl else 0
+            if largest < big.gpus:
+                tname = self.config.chains[c0].type_at(lvl)
+                return (f"needs {desc}; VC {req.vc} has {free} free guaranteed GPUs but the largest free "
+                        f"{tname} has {largest}{ahead_s}{doomed_s}")
+        if any(t.cpus or t.memory_mb for t in req.tasks):
+            return f"needs {desc}; the VC's nodes lack the CPUs/memory asked for{ahead_s}{doomed_s}"
+        return f"needs {desc}; not enough free guaranteed GPUs of the right shape in VC {req.vc}{ahead_s}{doomed_s}"
+
+    # ------------------------------------------------------------------ queries
+    def _view(self, j) -> JobView:
+        return JobView(
+            id=j.req.id, vc=j.req.vc, user=j.req.user, state=j.state, priority=j.req.priority,
+            opportunistic=j.opp, placement=j.placement, reason=self._reason(j),
+            reserved_cells=tuple(leaf.address for leaf in j.reserved), preempted_by=j.preempted_by,
+            waiting_for=tuple(j.waiting_on), submit_time=j.req.submit_time, gpus=j.req.total_gpus,
+            demoted=j.demoted,
+        )
+
+    def job(self, job_id: str) -> JobView:
+        return self._view(self._get(job_id))
+
+    def jobs(self) -> list[JobView]:
+        out = []
+        by_vc: dict[str, list] = {name: [] for name in self._vc_order}
+        for j in self._jobs.values():
+            if j.state != "waiting":
+                by_vc[j.req.vc].append(j)
+        opp_wait: dict[str, list] = {name: [] for name in self._vc_order}
+        for _, jid in self._opp_queue:
+            j = self._jobs[jid]
+            opp_wait[j.req.vc].append(j)
+        for name in self._vc_order:
+            running = sorted(by_vc[name], key=lambda j: j.seq)
+            waiting = [self._jobs[jid] for _, jid in self._vcs[name].queue]
+            if self.policy == "drf":
+                from .policies import drf_order
+                waiting = list(drf_order(waiting, self._drf_usage(name), self._drf_capacity(name)))
+            out.extend(self._view(j) for j in running + waiting + opp_wait[name])
+        return out
+
+    def gpu_count(self) -> int:
+        return sum(r.size for r in self._roots)
+
+    def free_gpu_count(self) -> int:
+        """GPUs that are healthy, unused and unreserved (pinned ones included)."""
+        return sum(r.size - r.used - r.reserved - r.bad + self._bad_overlap(r) for r in self._roots)
+
+    def _bad_overlap(self, r) -> int:
+        # a bad GPU can still be running (the driver decides when to stop it): don't subtract it twice
+        if not r.bad:
+            return 0
+        return sum(1 for leaf in r.leaves if not leaf.healthy and (leaf.job is not None or leaf.reserved_by is not None))
+
+    def cluster_view(self) -> dict:
+        def cell(c) -> dict:
+            if c.level == 1:
+                jobs = [c.job] if c.job else []
+                if not c.healthy:
+                    state = "bad"
+                elif c.job is not None:
+                    state = "used"
+                elif c.reserved_by is not None:
+                    state = "reserved"
+                else:
+                    state = "free"
+            else:
+                if c.bad == c.size:
+                    state = "bad"
+                elif c.used:
+                    state = "used"
+                elif c.reserved:
+                    state = "reserved"
+                else:
+                    state = "free"
+                jobs = None
+            vc = None
+            v = c.vcell
+            if v is not None:
+                vc = v.vc
+            d = {
+                "address": c.address, "type": c.type, "level": c.level, "node": c.node,
+                "state": state, "vc": vc, "opportunistic": bool(c.used and c.opp == c.used),
+                "gpus": c.size, "used_gpus": c.used, "bad_gpus": c.bad, "reserved_gpus": c.reserved,
+            }
+            if c.pinned_id:
+                d["pinned_cell"] = c.pinned_id
+            if c.level == 1:
+                d["gpu"] = c.gpu
+                d["jobs"] = jobs
+                if c.reserved_by:
+                    d["reserved_by"] = c.reserved_by
+                d["children"] = []
+            else:
+                kids = [cell(ch) for ch in c.children]
+                seen = {}
+                for k in kids:
+                    for jid in k["jobs"]:
+                        seen[jid] = None
+                d["jobs"] = sorted(seen)
+                d["children"] = kids
+            return d
+
+        return {"cells": [cell(r) for r in self._roots]}
+
+    def vc_view(self) -> dict[str, dict]:
+        out = {}
+        opp_use: dict[str, int] = {name: 0 for name in self._vc_order}
+        running: dict[str, int] = {name: 0 for name in self._vc_order}
+        queue: dict[str, int] = {name: len(self._vcs[name].queue) for name in self._vc_order}
+        for j in self._jobs.values():
+            if j.state != "waiting":
+                running[j.req.vc] += 1
+                if j.opp:
+                    opp_use[j.req.vc] += len(j.pleaves)
+        for _, jid in self._opp_queue:
+            queue[self._jobs[jid].req.vc] += 1
+        for name in self._vc_order:
+            vc = self._vcs[name]
+            spec = self.config.virtual_clusters[name]
+            cells: dict[str, int] = {}
+            for v in spec.virtual_cells:
+                cells[v.cell_type] = cells.get(v.cell_type, 0) + v.number
+            pinned_gpus = 0
+            pinned_used = 0
+            for pid, p in vc.pins.items():
+                cells[p.type] = cells.get(p.type, 0) + 1
+                pinned_gpus += p.size
+                pinned_used += p.held
+            out[name] = {
+                "guaranteed_gpus": vc.guaranteed() + pinned_gpus,
+                "guaranteed_cells": cells,
+                "used_gpus": sum(vc.held.values()) + pinned_used,
+                "opportunistic_gpus": opp_use[name],
+                "doomed_gpus": self._vc_doomed(name),
+                "queue_length": queue[name],
+                "running_jobs": running[name],
+                "free_gpus": sum(vc.free.values()) + sum(p.free for p in vc.pins.values()),
+                "pinned_cells": sorted(vc.pins),
+            }
+        return out

@@ -1,0 +1,134 @@
+"""Shared helpers for the core's tests: cluster configs, job builders, an event-script runner
+and the invariant checker used after every step (also by the property tests)."""
+
+from __future__ import annotations
+
+from hive_scheduler import JobRequest, Scheduler, TaskGroup
+
+HIVED_EXAMPLE = """
+physicalCluster:
+  cellTypes:
+    V100-SWITCH: {childCellType: V100, childCellNumber: 2}
+    V100-NODE:   {childCellType: V100-SWITCH, childCellNumber: 4, isNodeLevel: true}
+    V100-RACK:   {childCellType: V100-NODE, childCellNumber: 2}
+  physicalCells:
+  - cellType: V100-RACK
+    cellChildren:
+    - cellAddress: n1
+    - cellAddress: n2
+      cellChildren: [{pinnedCellId: pin1}, {}, {}, {}]
+virtualClusters:
+  VC1: {virtualCells: [{cellType: V100-RACK.V100-NODE, cellNumber: 1}]}
+  VC2: {virtualCells: [{cellType: V100-RACK.V100-NODE.V100-SWITCH, cellNumber: 2}],
+        pinnedCells: [{pinnedCellId: pin1}]}
+"""
+
+# 4 nodes x 8 GPUs, two racks; VC a: 2 nodes, VC b: 1 node, VC c: 2 sockets (4 GPUs each)
+SMALL = {
+    "nodes": 4, "gpus_per_node": 8, "gpu_type": "A100", "levels": ["pair", "socket"], "racks": 2,
+    "cpus_per_node": 32, "memory_mb_per_node": 262144,
+    "vcs": {"a": 16, "b": 8, "c": {"cells": {"socket": 2}}},
+}
+
+
+def job(jid, vc, gpus=1, count=1, priority=0, user="u", **kw) -> JobRequest:
+    tg = kw.pop("group", None) or TaskGroup("w", count, gpus, kw.pop("gpu_type", None),
+                                             kw.pop("cpus", 0), kw.pop("memory_mb", 0))
+    return JobRequest(jid, vc, user=user, tasks=(tg,), priority=priority, **kw)
+
+
+def events(decisions):
+    """Decisions as compact tuples for assertions."""
+    out = []
+    for d in decisions:
+        if d.event == "started":
+            out.append(("started", d.job, d.opportunistic))
+        elif d.event == "preempting":
+            out.append(("preempting", d.job, list(d.victims)))
+        elif d.event == "preempted":
+            out.append(("preempted", d.job, d.by))
+        else:
+            out.append((d.event, d.job))
+    return out
+
+
+def run_script(s: Scheduler, script: list[dict]) -> list[dict]:
+    """Run an event script: each step is one call; ``expect`` (optional) lists the compact decisions."""
+    results = []
+    for step in script:
+        op = step["op"]
+        t = step.get("t", 0)
+        if op == "submit":
+            kw = {k: v for k, v in step.items() if k not in ("op", "t", "expect", "job", "vc", "gpus", "count")}
+            ds = s.submit(job(step["job"], step["vc"], step.get("gpus", 1), step.get("count", 1), **kw), t)
+        elif op == "finish":
+            ds = s.finish(step["job"], t)
+        elif op == "preemption_done":
+            ds = s.preemption_done(step["job"], t, step.get("requeue", True))
+        elif op == "node_down":
+            ds = s.set_node_health(step["node"], False, t)
+        elif op == "node_up":
+            ds = s.set_node_health(step["node"], True, t)
+        elif op == "gpu_down":
+            ds = s.set_gpu_health(step["node"], step["gpu"], False, t)
+        elif op == "gpu_up":
+            ds = s.set_gpu_health(step["node"], step["gpu"], True, t)
+        else:
+            raise ValueError(op)
+        got = [list(e) for e in events(ds)]
+        if "expect" in step:
+            want = [list(e) for e in step["expect"]]
+            assert got == want, f"step {step}: got {got}"
+        check_invariants(s)
+        results.append({"step": step, "decisions": ds})
+    return results
+
+
+def check_invariants(s: Scheduler) -> None:
+    """Structural invariants of the core (see tests/scheduler/test_properties.py)."""
+    seen = {}
+    for j in s._jobs.values():
+        if j.state == "running":
+            assert j.placement, f"{j.req.id} running without placement"
+            n_tasks = sum(t.count for t in j.req.tasks)
+            assert len(j.placement) == n_tasks, "gang must be all-or-nothing"
+            assert sum(len(p.gpus) for p in j.placement) == j.req.total_gpus
+            for leaf in j.pleaves:
+                assert leaf.job == j.req.id
+                key = (leaf.node, leaf.gpu)
+                assert key not in seen, f"GPU {key} used twice ({seen.get(key)} and {j.req.id})"
+                seen[key] = j.req.id
+        elif j.state == "waiting":
+            assert not j.pleaves and not j.vleaves and not j.reserved and not j.placement
+        elif j.state == "preempting":
+            assert j.waiting_on and j.reserved
+    # every used leaf belongs to a running job
+    for c in s._cells:
+        if c.level == 1 and c.job is not None:
+            assert s._jobs[c.job].state == "running"
+            assert (c.node, c.gpu) in seen
+    # guaranteed work only inside its own VC's bound cells
+    for j in s._jobs.values():
+        for v in j.vleaves:
+            assert v.vc == j.req.vc and v.job == j.req.id and v.pcell is not None
+            assert v.root.bound is not None
+        for leaf in j.pleaves:
+            if not j.opp:
+                assert leaf.vcell is not None and leaf.vcell.vc == j.req.vc
+    # node resources never over-committed
+    for n in s._nodes.values():
+        assert n.cpus_free >= -1e-9 and n.memory_free >= 0
+    # safety: every VC's unbound cells still fit the free buddy cells; bound cells hold no other VC's work
+    for name, b in s._buddies.items():
+        if not any(not leaf.healthy for leaf in s._cells if leaf.level == 1 and leaf.chain == name):
+            assert b.shortfall(b.counts(), b.demand) == 0, f"chain {name} lost its VCs' guarantee"
+    for vc in s._vcs.values():
+        for roots in list(vc.roots.values()) + [[p] for p in vc.pins.values()]:
+            for r in roots:
+                if r.bound is None:
+                    continue
+                for leaf in r.bound.leaves:
+                    if leaf.job is not None:
+                        owner = s._jobs[leaf.job]
+                        assert owner.opp or owner.req.vc == vc.name, \
+                            f"{owner.req.id} of VC {owner.req.vc} runs guaranteed in VC {vc.name}'s cell"
