@@ -1,0 +1,127 @@
+"""Decision latency of the core scheduler on a loaded cluster: philly (2,816 GPUs) and big20k (20,000 GPUs).
+
+    .venv/bin/python benchmarks/bench_core.py [--samples N] [--load 0.85] [--models philly,big20k]
+
+The cluster is first filled to ``--load`` of its GPUs with a deterministic mix of jobs (1, 2, 4, 8 GPUs
+and 2x8 / 4x8 gangs, each VC up to its guarantee, plus opportunistic jobs), then each sample times one
+``submit`` or one ``finish`` (alternating, so the load stays level) with ``time.perf_counter``.
+Prints p50/p99 per call kind and overall against the targets. A measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+
+from hive_scheduler import JobRequest, RequestError, Scheduler, TaskGroup, load_cluster_config
+
+TARGET_P99_MS = {"philly": 1.0, "big20k": 5.0}
+SIZES = [(1, 1)] * 12 + [(1, 2)] * 3 + [(1, 4)] * 3 + [(1, 8)] * 4 + [(2, 8)] * 1 + [(4, 8)] * 1
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+class Load:
+    def __init__(self, model: str, seed: int = 7):
+        self.config = load_cluster_config(model)
+        self.sched = Scheduler(self.config)
+        self.rng = random.Random(seed)
+        self.vcs = sorted(self.sched.vc_view())
+        self.guarantee = {vc: v["guaranteed_gpus"] for vc, v in self.sched.vc_view().items()}
+        self.running: list[str] = []
+        self.n = 0
+        self.now = 0.0
+
+    def request(self, opportunistic: bool = False) -> JobRequest:
+        self.n += 1
+        count, gpus = self.rng.choice(SIZES)
+        vc = self.rng.choices(self.vcs, weights=[self.guarantee[v] for v in self.vcs])[0]
+        return JobRequest(
+            id=f"j{self.n}", vc=vc, user=f"u{self.n % 17}", tasks=(TaskGroup("w", count, gpus),),
+            priority=-1 if opportunistic else self.rng.choice([0, 0, 0, 10, 100]), submit_time=self.now,
+        )
+
+    def call(self, fn, *args) -> tuple[float, list]:
+        self.now += 1.0
+        t0 = time.perf_counter()
+        decisions = fn(*args, self.now)
+        return time.perf_counter() - t0, decisions
+
+    def track(self, decisions) -> None:
+        """Follow running jobs; stop preemption victims at once (grace 0, victims leave), untimed."""
+        pending = list(decisions)
+        while pending:
+            d = pending.pop(0)
+            if d.event == "started":
+                self.running.append(d.job)
+            elif d.event in ("finished", "preempted") and d.job in self.running:
+                self.running.remove(d.job)
+            elif d.event == "preempting":
+                for v in d.victims:
+                    try:
+                        pending += self.sched.preemption_done(v, self.now, requeue=False)
+                    except RequestError:  # already stopped for an earlier preemptor
+                        pass
+
+    def fill(self, load: float) -> None:
+        total = self.sched.gpu_count()
+        tries = 0
+        while total - self.sched.free_gpu_count() < load * total and tries < total * 4:
+            tries += 1
+            self.track(self.call(self.sched.submit, self.request(opportunistic=tries % 10 == 0))[1])
+
+    def measure(self, samples: int) -> dict[str, list[float]]:
+        times: dict[str, list[float]] = {"submit": [], "finish": []}
+        for i in range(samples):
+            if i % 2 == 0 or not self.running:
+                dt, decisions = self.call(self.sched.submit, self.request(opportunistic=i % 10 == 1))
+                times["submit"].append(dt)
+            else:
+                job = self.running[self.rng.randrange(len(self.running))]
+                dt, decisions = self.call(self.sched.finish, job)
+                times["finish"].append(dt)
+            self.track(decisions)
+        return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--load", type=float, default=0.85, help="fraction of GPUs busy before measuring")
+    ap.add_argument("--models", default="philly,big20k")
+    args = ap.parse_args(argv)
+    print(f"decision latency, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs")
+    for model in args.models.split(","):
+        t0 = time.perf_counter()
+        load = Load(model)
+        load.fill(args.load)
+        setup = time.perf_counter() - t0
+        busy = load.sched.gpu_count() - load.sched.free_gpu_count()
+        times = load.measure(args.samples)
+        allt = times["submit"] + times["finish"]
+        target = TARGET_P99_MS.get(model)
+        waiting = sum(1 for j in load.sched.jobs() if j.state == "waiting")
+        print(f"\n{model}: {load.sched.gpu_count()} GPUs, {busy} busy ({busy / load.sched.gpu_count():.0%}), "
+              f"{len(load.running)} running and {waiting} waiting jobs at the end, setup {setup:.1f} s")
+        for kind, xs in (("submit", times["submit"]), ("finish", times["finish"]), ("all", allt)):
+            if xs:
+                print(f"  {kind:7s} n={len(xs):5d}  p50 {1000 * statistics.median(xs):7.3f} ms  "
+                      f"p99 {1000 * percentile(xs, 99):7.3f} ms")
+        if target is not None:
+            p99 = 1000 * percentile(allt, 99)
+            verdict = "meets" if p99 <= target else "MISSES"
+            print(f"  target p99 <= {target} ms: {verdict} ({p99:.3f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Wall time of the simulator replaying ../shared/traces/philly-dev.csv on the philly model.
+
+    .venv/bin/python benchmarks/bench_simulate.py [--trace PATH] [--policies hived,quota,fifo] [--repeat 3]
+
+Times ``simulate`` (trace already loaded; loading is timed separately) per policy, ``--repeat`` times,
+and prints the median and the ratio to the target (hived replay <= 5 s). A measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from hive_scheduler import load_cluster_config
+from hive_scheduler.sim import load_trace, simulate
+
+TARGET_S = 5.0
+DEFAULT_TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "philly-dev.csv")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", default=os.path.normpath(DEFAULT_TRACE))
+    ap.add_argument("--cluster", default="philly")
+    ap.add_argument("--policies", default="hived,quota,fifo")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    config = load_cluster_config(args.cluster)
+    t1 = time.perf_counter()
+    events = load_trace(args.trace, config)
+    t2 = time.perf_counter()
+    print(f"{args.trace}: {len(events)} jobs on {args.cluster}; config {t1 - t0:.2f} s, trace {t2 - t1:.2f} s")
+    for policy in args.policies.split(","):
+        walls = []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            result = simulate(config, events, policy)
+            walls.append(time.perf_counter() - t)
+        med = statistics.median(walls)
+        note = f"  target <= {TARGET_S:.0f} s: {'meets' if med <= TARGET_S else 'MISSES'} ({med / TARGET_S:.2f} of it)"
+        print(f"  {policy:6s} median {med:6.2f} s over {args.repeat} runs (min {min(walls):.2f}, max {max(walls):.2f}); "
+              f"{len(result.decisions)} decisions{note if policy == 'hived' else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

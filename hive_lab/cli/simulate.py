@@ -1,0 +1,166 @@
+"""``hive-lab simulate``: replay an event script or a job trace under one or more policies and compare them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+DESCRIPTION = """\
+Replay an event script (JSONL) or a job trace (CSV) on a cluster model and print per-policy metrics.
+
+Policies: hived (HiveD cells, the hive-lab core), quota (YARN-CS style GPU quotas per VC, first fit,
+no topology guarantee), fifo (one global queue, no VCs). With several policies and --out, the decisions
+of each go to a file named after the policy: --out run.jsonl gives run.hived.jsonl, run.quota.jsonl, ...
+"""
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay events or a trace under hived/quota/fifo and compare metrics",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--cluster", required=True, help="cluster config file (YAML/JSON) or built-in model: philly, default, big20k")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
+    src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
+    p.add_argument("--policy", default="hived", help="comma-separated policies among hived, quota, fifo (default: hived)")
+    p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                   help="with --trace: multiply submit times by F (0.1 = arrivals 10x denser; durations unchanged)")
+    p.add_argument("--grace", type=float, default=0.0, metavar="S", help="seconds between a preemption decision and the victim stopping (default 0)")
+    p.set_defaults(func=run)
+
+
+def out_paths(out: str | None, policies: list[str]) -> dict[str, str | None]:
+    """Where each policy's decisions go: ``--out`` itself for one policy, ``<stem>.<policy><ext>`` for several."""
+    if out is None:
+        return {p: None for p in policies}
+    if len(policies) == 1:
+        return {policies[0]: out}
+    stem, ext = os.path.splitext(out)
+    return {p: f"{stem}.{p}{ext or '.jsonl'}" for p in policies}
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:,.1f} s"
+    if s < 2 * 3600:
+        return f"{s / 60:,.1f} min"
+    return f"{s / 3600:,.2f} h"
+
+
+ROWS = [
+    ("jobs", "jobs", str),
+    ("finished", "finished", str),
+    ("rejected", "rejected", str),
+    ("unfinished", "unfinished", str),
+    ("avg_jct_s", "JCT average", _duration),
+    ("median_jct_s", "JCT median", _duration),
+    ("p95_jct_s", "JCT p95", _duration),
+    ("avg_queue_s", "queueing delay average", _duration),
+    ("p95_queue_s", "queueing delay p95", _duration),
+    ("makespan_s", "makespan", _duration),
+    ("gpu_utilisation", "GPU utilisation", lambda v: f"{100 * v:.1f} %"),
+    ("preemptions", "preemptions", str),
+    ("sharing_anomaly_s", "sharing anomaly (job-time)", _duration),
+    ("sharing_anomaly_jobs", "sharing anomaly jobs", str),
+]
+
+
+def _table(results: list[Any], title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    for r in results:
+        table.add_column(r.policy, justify="right")
+    for key, label, fmt in ROWS:
+        table.add_row(label, *(fmt(getattr(r.metrics, key)) for r in results))
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from hive_scheduler import load_cluster_config
+    from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate
+
+    err = Console(stderr=True)
+
+    def fail(message: str) -> int:
+        print(f"error: {message}", file=sys.stderr)  # plain: no wrapping, so paths and line numbers stay whole
+        return 2
+
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    bad = [p for p in policies if p not in POLICIES]
+    if not policies or bad:
+        return fail(f"--policy: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(POLICIES)}")
+    if len(set(policies)) != len(policies):
+        return fail("--policy: a policy is named twice")
+    if args.grace < 0:
+        return fail(f"--grace must be >= 0 seconds, got {args.grace}")
+    if not args.time_scale > 0:
+        return fail(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.events and args.time_scale != 1.0:
+        return fail("--time-scale applies to --trace only (an event script's times are its own)")
+    try:
+        config = load_cluster_config(args.cluster)
+    except (ValueError, OSError) as exc:
+        return fail(f"--cluster {args.cluster}: {exc}")
+    try:
+        events = load_events(args.events) if args.events else load_trace(args.trace, config, time_scale=args.time_scale)
+    except EventError as exc:
+        return fail(str(exc))
+    source = args.events or args.trace
+    paths = out_paths(args.out, policies)
+    results = []
+    progress = None
+    if err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err, transient=True,
+        )
+        progress.start()
+    try:
+        for policy in policies:
+            callback = None
+            if progress is not None:
+                task = progress.add_task(f"simulate {policy}", total=len(events))
+                callback = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
+            try:
+                results.append(simulate(config, events, policy, grace=args.grace, out=paths[policy], progress=callback))
+            except (EventError, ValueError, OSError) as exc:
+                if progress is not None:
+                    progress.stop()
+                return fail(f"{policy}: {exc}")
+    finally:
+        if progress is not None:
+            progress.stop()
+
+    if args.json:
+        doc = {
+            "cluster": args.cluster,
+            "source": source,
+            "grace": args.grace,
+            "time_scale": args.time_scale,
+            "policies": {r.policy: r.metrics.to_dict() for r in results},
+            "decisions": {p: path for p, path in paths.items() if path},
+        }
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = Console()
+        scale = f", submit times x {args.time_scale:g}" if args.time_scale != 1.0 else ""
+        out.print(_table(results, f"{os.path.basename(source)} on {args.cluster}{scale}"))
+        for p, path in paths.items():
+            if path:
+                out.print(f"decisions ({p}): {path}", markup=False)
+    return 0

@@ -1,0 +1,304 @@
+"""The discrete-event loop that replays an event script against one policy.
+
+The driver does what the live service does, with simulated time:
+
+- a ``submit`` becomes a ``JobRequest``; a request the policy refuses becomes a ``rejected`` decision;
+- a ``started`` job finishes ``duration`` seconds later (its remaining run time after a preemption);
+  without a ``duration`` it runs until a ``finish`` event;
+- a ``preempting`` decision stops each victim ``grace`` seconds later (``preemption_done``); a preempted
+  job is queued again by the scheduler and keeps its remaining run time;
+- ``node_down``/``gpu_down`` mark hardware bad: no new work lands there, running jobs keep running
+  (the core does not stop them, and the replay does not invent failures);
+- ``reconfigure`` loads the named cluster (a path relative to the event file, or a built-in name).
+
+At one instant, job completions come first, then victims reaching the end of their grace period, then
+the script's events in file order. Decisions are written (one JSON line each, exactly the public format)
+as they happen. Everything is ordered by (time, kind, sequence number): no wall clock, no hashing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import RequestError
+from ..types import JobRequest, TaskGroup
+from .events import (
+    Event,
+    EventError,
+    FinishEvent,
+    GpuEvent,
+    NodeEvent,
+    ReconfigureEvent,
+    SubmitEvent,
+    load_events,
+)
+from .metrics import Metrics, compute_metrics
+from .shape import ClusterShape, cluster_shape
+
+__all__ = ["simulate", "SimResult", "POLICIES", "make_scheduler", "decision_line"]
+
+POLICIES = ("hived", "quota", "fifo")
+
+_COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
+
+
+@dataclass
+class SimResult:
+    policy: str
+    decisions: list[dict[str, Any]]
+    metrics: Metrics
+    end_time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "metrics": self.metrics.to_dict(), "end_time": self.end_time}
+
+
+@dataclass
+class _Run:
+    duration: float | None
+    remaining: float | None
+    running_since: float | None = None
+    generation: int = 0
+    done: bool = False
+
+
+def _num(t: float) -> float | int:
+    return int(t) if float(t).is_integer() else float(t)
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def decision_line(decision: Any, now: float) -> dict[str, Any]:
+    """A decision (core ``Decision``, baseline decision or dict) as the public decision line."""
+    raw = decision.to_json() if hasattr(decision, "to_json") else decision
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    event = raw["event"]
+    out: dict[str, Any] = {"t": _num(now), "job": raw["job"], "event": event}
+    if event == "started":
+        out["placement"] = [
+            {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or [])}
+            for p in raw.get("placement") or []
+        ]
+        out["opportunistic"] = bool(raw.get("opportunistic", False))
+    elif event in ("queued", "demoted"):
+        if raw.get("reason") is not None:
+            out["reason"] = raw["reason"]
+    elif event == "preempting":
+        out["victims"] = list(raw.get("victims") or [])
+    elif event == "preempted":
+        if raw.get("by") is not None:
+            out["by"] = raw["by"]
+    elif event == "rejected":
+        out["error"] = raw.get("error") or ""
+    return out
+
+
+def _load_config(source: Any) -> Any:
+    """A ``ClusterConfig`` (or ``ClusterShape``, enough for the baselines) from any cluster source."""
+    if isinstance(source, ClusterShape) or (hasattr(source, "to_dict") and not isinstance(source, dict)):
+        return source
+    from hive_scheduler import load_cluster_config
+
+    return load_cluster_config(source)
+
+
+def make_scheduler(policy: str, config: Any) -> Any:
+    """A scheduler for ``policy`` (``hived``: the core; ``quota``/``fifo``: the baselines)."""
+    if policy == "hived":
+        from hive_scheduler import Scheduler
+
+        return Scheduler(config)
+    if policy in ("quota", "fifo"):
+        from .baselines import make_baseline
+
+        return make_baseline(policy, config)
+    raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+
+
+def _request(ev: SubmitEvent) -> JobRequest:
+
+    tasks = tuple(
+        TaskGroup(name=t.name, count=t.count, gpus=t.gpus, gpu_type=t.gpu_type, cpus=t.cpus, memory_mb=t.memory_mb)
+        for t in ev.tasks
+    )
+    return JobRequest(
+        id=ev.job, vc=ev.vc, user=ev.user, tasks=tasks, priority=ev.priority, within=ev.within,
+        pinned_cell=ev.pinned_cell, lazy_preemption=ev.lazy_preemption, submit_time=float(ev.t),
+    )
+
+
+class _Replay:
+    def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str):
+        self.config = config
+        self.shape: ClusterShape = cluster_shape(config)
+        self.policy = policy
+        self.grace = float(grace)
+        self.sink = sink
+        self.source = source
+        self.sched = make_scheduler(policy, config)
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        self.runs: dict[str, _Run] = {}
+        self.stopping: set[str] = set()
+        self.decisions: list[dict[str, Any]] = []
+        self.now = 0.0
+
+    def push(self, t: float, kind: int, payload: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+
+    def record(self, decisions: Iterable[Any]) -> None:
+        now = self.now
+        for d in decisions:
+            line = decision_line(d, now)
+            self.decisions.append(line)
+            if self.sink is not None:
+                self.sink.write(json.dumps(line, separators=(",", ":")) + "\n")
+            self.apply(line)
+
+    def apply(self, d: dict[str, Any]) -> None:
+        job, event, now = d["job"], d["event"], self.now
+        run = self.runs.get(job)
+        if event == "started" and run is not None:
+            run.running_since = now
+            run.generation += 1
+            if run.remaining is not None:
+                self.push(now + run.remaining, _COMPLETION, (job, run.generation))
+        elif event == "preempting":
+            for victim in d["victims"]:
+                if victim not in self.stopping:
+                    self.stopping.add(victim)
+                    self.push(now + self.grace, _STOP, victim)
+        elif event == "preempted" and run is not None:
+            if run.running_since is not None and run.remaining is not None:
+                run.remaining = max(0.0, run.remaining - (now - run.running_since))
+            run.running_since = None
+            run.generation += 1
+        elif event in ("finished", "rejected") and run is not None:
+            run.done = True
+            run.running_since = None
+            run.generation += 1
+
+    def node_check(self, ev: NodeEvent | GpuEvent) -> None:
+        node = next((n for n in self.shape.nodes if n.name == ev.node), None)
+        if node is None:
+            known = ", ".join(n.name for n in self.shape.nodes[:5])
+            raise EventError(self.source, [(ev.line, f"{ev.op}: unknown node {ev.node!r} (nodes: {known}, ...)")])
+        if isinstance(ev, GpuEvent) and ev.gpu >= node.gpu_count:
+            raise EventError(
+                self.source,
+                [(ev.line, f"{ev.op}: node {ev.node!r} has GPUs 0..{node.gpu_count - 1}, got gpu {ev.gpu}")],
+            )
+
+    def external(self, ev: Event) -> None:
+        now = self.now
+        if isinstance(ev, SubmitEvent):
+            self.runs[ev.job] = _Run(duration=ev.duration, remaining=ev.duration)
+            try:
+                decisions = self.sched.submit(_request(ev), now)
+            except RequestError as exc:  # the policy refused it; nothing changed
+                decisions = [{"job": ev.job, "event": "rejected", "error": str(exc)}]
+            self.record(decisions)
+        elif isinstance(ev, FinishEvent):
+            run = self.runs.get(ev.job)
+            if run is not None and not run.done:
+                self.record(self.sched.finish(ev.job, now))
+        elif isinstance(ev, NodeEvent):
+            self.node_check(ev)
+            self.record(self.sched.set_node_health(ev.node, ev.up, now))
+        elif isinstance(ev, GpuEvent):
+            self.node_check(ev)
+            self.record(self.sched.set_gpu_health(ev.node, ev.gpu, ev.up, now))
+        elif isinstance(ev, ReconfigureEvent):
+            try:
+                config = _load_config(ev.resolved_cluster())
+            except (ValueError, OSError) as exc:
+                raise EventError(self.source, [(ev.line, f"reconfigure: {exc}")]) from None
+            self.shape = cluster_shape(config)
+            self.record(self.sched.reconfigure(config, now))
+
+    def run(self, events: Sequence[Event], progress: Callable[[int, int], None] | None) -> float:
+        total = len(events)
+        for i, ev in enumerate(events):
+            self.push(float(ev.t), _EXTERNAL, i)
+        done = 0
+        while self.heap:
+            t, kind, _, payload = heapq.heappop(self.heap)
+            self.now = t
+            if kind == _COMPLETION:
+                job, generation = payload
+                run = self.runs[job]
+                if run.generation == generation and not run.done:
+                    self.record(self.sched.finish(job, t))
+            elif kind == _STOP:
+                self.stopping.discard(payload)
+                run = self.runs.get(payload)
+                if run is not None and not run.done and run.running_since is not None:
+                    try:
+                        decisions = self.sched.preemption_done(payload, t, requeue=True)
+                    except RequestError:  # the preemption was called off (its preemptor left): keep running
+                        decisions = []
+                    self.record(decisions)
+            else:
+                self.external(events[payload])
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        return self.now
+
+
+def simulate(
+    cluster: Any,
+    events: Sequence[Event] | str | os.PathLike,
+    policy: str = "hived",
+    *,
+    grace: float = 0.0,
+    out: str | os.PathLike | io.TextIOBase | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
+
+    ``cluster``: a ``ClusterConfig`` or anything ``load_cluster_config`` takes (path, built-in name, dict).
+    ``out``: a path or text stream that receives the decision lines as they happen.
+    ``progress(done, total)`` is called after each script event.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if grace < 0:
+        raise ValueError(f"grace must be >= 0 seconds, got {grace}")
+    source = "<events>"
+    if isinstance(events, (str, os.PathLike)):
+        source = os.fspath(events)
+        events = load_events(events)
+    events = list(events)
+    config = _load_config(cluster)
+    sink: io.TextIOBase | None = None
+    close = False
+    if isinstance(out, (str, os.PathLike)):
+        sink = open(out, "w", encoding="utf-8")
+        close = True
+    elif out is not None:
+        sink = out
+    try:
+        replay = _Replay(config, policy, grace, sink, source)
+        end = replay.run(events, progress)
+    finally:
+        if close:
+            sink.close()
+    shape = cluster_shape(config)
+    metrics = compute_metrics(
+        policy,
+        [e for e in events if isinstance(e, SubmitEvent)],
+        replay.decisions,
+        total_gpus=shape.total_gpus,
+        vc_guaranteed={vc: shape.vc_total(vc) for vc in shape.vcs},
+    )
+    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end)

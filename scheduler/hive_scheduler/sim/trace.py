@@ -1,0 +1,147 @@
+"""Job traces (CSV) -> submit events.
+
+Schema (``../shared/traces/README.md``): ``job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status``.
+Read with :mod:`csv`, so empty fields stay empty strings.
+
+How a row becomes a job:
+
+- one task group ``worker``: a job needing at most one node's GPUs is one task of ``num_gpus`` GPUs;
+  a bigger one is ``num_gpus // G`` tasks of ``G`` GPUs (``G`` = GPUs per node of the cluster model),
+  plus one task with the rest when ``G`` does not divide it (group ``worker-rest``);
+- priority 0 (guaranteed), ``duration`` = ``duration_s``, ``gpu_type`` = the column or any type;
+- ``time_scale`` multiplies submit times (``0.1`` = arrivals ten times denser, durations unchanged): the
+  sample traces load a full-size model lightly, so queueing studies compress arrivals and say so;
+- an empty ``vc`` is filled synthetically: a stable hash of ``job_id`` (SHA-256, not Python's ``hash``)
+  picks a VC with probability proportional to its guaranteed GPUs, among the VCs whose guarantee can
+  hold the job at all (a 128-GPU job never lands in a 64-GPU VC). Same trace + same model = same VCs.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import hashlib
+import os
+from typing import Any, Mapping
+
+from .events import EventError, SubmitEvent, TaskSpec
+from .shape import ClusterShape, cluster_shape
+
+__all__ = ["load_trace", "trace_to_events", "assign_vc", "TRACE_COLUMNS"]
+
+TRACE_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus", "gpu_type", "vc", "user", "status")
+REQUIRED_COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus")
+
+
+def _stable_fraction(key: str) -> float:
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def assign_vc(job_id: str, gpus: int, vc_sizes: Mapping[str, int]) -> str | None:
+    """The VC for a trace job without one: proportional to guaranteed GPUs, by a stable hash of the id."""
+    candidates = sorted((vc, size) for vc, size in vc_sizes.items() if size >= gpus and size > 0)
+    if not candidates:
+        candidates = sorted((vc, size) for vc, size in vc_sizes.items() if size > 0)
+    if not candidates:
+        return None
+    bounds = []
+    total = 0
+    for _, size in candidates:
+        total += size
+        bounds.append(total)
+    point = _stable_fraction(job_id) * total
+    return candidates[bisect.bisect_right(bounds, point)][0]
+
+
+def _tasks(num_gpus: int, gpu_type: str | None, per_node: int) -> tuple[TaskSpec, ...]:
+    if per_node <= 0 or num_gpus <= per_node:
+        return (TaskSpec(name="worker", count=1, gpus=num_gpus, gpu_type=gpu_type),)
+    full, rest = divmod(num_gpus, per_node)
+    groups = [TaskSpec(name="worker", count=full, gpus=per_node, gpu_type=gpu_type)]
+    if rest:
+        groups.append(TaskSpec(name="worker-rest", count=1, gpus=rest, gpu_type=gpu_type))
+    return tuple(groups)
+
+
+def _number(text: str, column: str, *, integer: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"'{column}' must be a number, got {text!r}") from None
+    if integer and value != int(value):
+        raise ValueError(f"'{column}' must be a whole number, got {text!r}")
+    return int(value) if integer or value == int(value) else value
+
+
+def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0) -> list[SubmitEvent]:
+    """Read a trace CSV into submit events for ``cluster`` (a ``ClusterConfig``, HiveD dict or ``ClusterShape``).
+
+    Raises :class:`EventError` naming the file, the line and the field for each bad row.
+    """
+    path = os.fspath(path)
+    shape = cluster if isinstance(cluster, ClusterShape) else cluster_shape(cluster)
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise EventError(path, [(0, "file not found")]) from None
+    with fh:
+        return trace_to_events(fh, shape, source=path, time_scale=time_scale)
+
+
+def trace_to_events(
+    lines, shape: ClusterShape, source: str = "<trace>", time_scale: float = 1.0
+) -> list[SubmitEvent]:
+    if not time_scale > 0:
+        raise ValueError(f"time_scale must be > 0, got {time_scale}")
+    reader = csv.DictReader(lines)
+    header = reader.fieldnames or []
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise EventError(
+            source, [(1, f"missing column(s) {', '.join(missing)}; expected header {','.join(TRACE_COLUMNS)}")]
+        )
+    vc_sizes = {vc: shape.vc_total(vc) for vc in shape.vcs}
+    per_node_cache: dict[str | None, int] = {}
+    events: list[SubmitEvent] = []
+    errors: list[tuple[int, str]] = []
+    seen: dict[str, int] = {}
+    last_t = None
+    for row in reader:
+        line = reader.line_num
+        try:
+            job = (row.get("job_id") or "").strip()
+            if not job:
+                raise ValueError("'job_id' is empty")
+            if job in seen:
+                raise ValueError(f"job_id {job!r} already appeared on line {seen[job]}")
+            t = _number(row["submit_time_s"], "submit_time_s", integer=False)
+            if t < 0:
+                raise ValueError(f"'submit_time_s' must be >= 0, got {row['submit_time_s']!r}")
+            if last_t is not None and t < last_t:
+                raise ValueError(f"'submit_time_s' goes back in time ({t} after {last_t}); sort the trace by it")
+            duration = _number(row["duration_s"], "duration_s", integer=False)
+            if duration <= 0:
+                raise ValueError(f"'duration_s' must be > 0, got {row['duration_s']!r}")
+            gpus = _number(row["num_gpus"], "num_gpus", integer=True)
+            if gpus < 1:
+                raise ValueError(f"'num_gpus' must be >= 1, got {row['num_gpus']!r}")
+            gpu_type = (row.get("gpu_type") or "").strip() or None
+            vc = (row.get("vc") or "").strip() or assign_vc(job, gpus, vc_sizes)
+            if vc is None:
+                raise ValueError("'vc' is empty and the cluster model has no virtual clusters to spread jobs over")
+            if gpu_type not in per_node_cache:
+                per_node_cache[gpu_type] = shape.max_gpus_per_node(gpu_type)
+            events.append(
+                SubmitEvent(
+                    t=t * time_scale, job=job, vc=vc, tasks=_tasks(gpus, gpu_type, per_node_cache[gpu_type]),
+                    priority=0, user=(row.get("user") or ""), duration=duration, line=line,
+                )
+            )
+            seen[job] = line
+            last_t = t
+        except ValueError as exc:
+            errors.append((line, str(exc)))
+    if errors:
+        raise EventError(source, errors)
+    return events

@@ -1,0 +1,120 @@
+"""``hive-lab simulate`` end to end, as a user runs it (the installed console script, in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+HIVE_LAB = REPO / ".venv" / "bin" / "hive-lab"
+PHILLY_DEV = REPO / ".." / "shared" / "traces" / "philly-dev.csv"
+
+
+def hive_lab(*args: str, cwd: pathlib.Path = REPO) -> subprocess.CompletedProcess:
+    cmd = [str(HIVE_LAB)] if HIVE_LAB.exists() else [sys.executable, "-m", "hive_lab.cli"]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+EVENTS = [
+    {"t": 0, "op": "submit", "job": "a", "vc": "default", "priority": 0, "user": "ann",
+     "tasks": [{"name": "w", "count": 1, "gpus": 2}], "duration": 100},
+    {"t": 5, "op": "submit", "job": "b", "vc": "default", "priority": 0, "user": "bob",
+     "tasks": [{"name": "w", "count": 1, "gpus": 4}], "duration": 50},
+    {"t": 10, "op": "submit", "job": "c", "vc": "default", "tasks": [{"name": "w", "count": 1, "gpus": 1}]},
+    {"t": 20, "op": "finish", "job": "c"},
+]
+
+
+@pytest.fixture
+def events_file(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    return path
+
+
+def test_events_replay_prints_a_table_and_writes_decisions(events_file, tmp_path):
+    out = tmp_path / "decisions.jsonl"
+    proc = hive_lab("simulate", "--cluster", "default", "--events", str(events_file), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for label in ("hived", "JCT average", "queueing delay p95", "GPU utilisation", "sharing anomaly"):
+        assert label in proc.stdout
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(d["t"], d["job"], d["event"]) for d in lines if d["job"] == "a"] == [(0, "a", "started"), (100, "a", "finished")]
+    b = [d for d in lines if d["job"] == "b"]
+    assert b[0]["event"] == "queued" and b[0]["reason"]
+    assert b[-1] == {"t": 150, "job": "b", "event": "finished"}
+    started = next(d for d in lines if d["event"] == "started")
+    assert set(started) == {"t", "job", "event", "placement", "opportunistic"}
+    assert set(started["placement"][0]) == {"task", "node", "gpus"}
+
+
+def test_json_output_for_several_policies_and_one_file_per_policy(events_file, tmp_path):
+    out = tmp_path / "run.jsonl"
+    proc = hive_lab("simulate", "--cluster", "default", "--events", str(events_file), "--policy", "hived,quota,fifo",
+                    "--out", str(out), "--json", "--grace", "5")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert list(doc["policies"]) == ["hived", "quota", "fifo"]
+    # a runs 0..100; b (4 GPUs) waits for a and runs 100..150; c (1 GPU) fits beside a at t=10 and is
+    # ended by its finish at t=20, except under strict fifo where it waits behind b and is withdrawn
+    expected = {"hived": (3, 100.0), "quota": (3, 100.0), "fifo": (2, 122.5)}
+    for policy, metrics in doc["policies"].items():
+        assert metrics["jobs"] == 3
+        assert (metrics["finished"], metrics["median_jct_s"]) == expected[policy]
+        path = tmp_path / f"run.{policy}.jsonl"
+        assert doc["decisions"][policy] == str(path)
+        assert path.read_text().count("\n") >= 5
+
+
+def test_trace_slice_on_philly(tmp_path):
+    slice_path = tmp_path / "philly-200.csv"
+    with open(PHILLY_DEV) as fh:
+        slice_path.write_text("".join(line for _, line in zip(range(201), fh)))
+    out = tmp_path / "d.jsonl"
+    proc = hive_lab("simulate", "--cluster", "philly", "--trace", str(slice_path), "--policy", "hived,quota",
+                    "--json", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    for policy in ("hived", "quota"):
+        m = doc["policies"][policy]
+        assert m["jobs"] == 200 and m["finished"] + m["rejected"] + m["unfinished"] == 200
+        assert m["finished"] > 190
+        decisions = [json.loads(line) for line in (tmp_path / f"d.{policy}.jsonl").read_text().splitlines()]
+        assert sum(d["event"] == "finished" for d in decisions) == m["finished"]
+
+
+def test_trace_path_relative_to_the_repo_root_is_how_ci_refers_to_it():
+    proc = hive_lab("simulate", "--help")
+    assert proc.returncode == 0 and "--trace" in proc.stdout and "--grace" in proc.stdout
+    assert PHILLY_DEV.exists(), "CI runs with ../shared beside the repository"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policy", "hived,lottery"], "unknown lottery"),
+        (["--grace", "-1"], "--grace must be >= 0"),
+        (["--cluster", "no-such-model"], "--cluster no-such-model"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(events_file, args, message):
+    base = {"--cluster": "default", "--events": str(events_file)}
+    argv = ["simulate"]
+    for key, value in base.items():
+        if key not in args:
+            argv += [key, value]
+    proc = hive_lab(*argv, *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_bad_event_file_names_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(EVENTS[0]) + "\n" + '{"t":1,"op":"submit","job":"x","vc":"default","tasks":[]}\n')
+    proc = hive_lab("simulate", "--cluster", "default", "--events", str(bad))
+    assert proc.returncode == 2
+    assert "bad.jsonl line 2: submit: 'tasks' must be a non-empty list" in proc.stderr
