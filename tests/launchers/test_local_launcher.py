@@ -1,0 +1,135 @@
+"""The local launcher with real subprocesses: env, logs, exit codes, SIGTERM/SIGKILL, and finding its
+tasks again from a fresh launcher instance (what a restarted server does)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import psutil
+import pytest
+
+from hive_lab_server.launchers import make_launcher
+from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.launchers.local import LocalLauncher
+
+
+def _request(tmp_path, job_id, commands, env=None):
+    wd = tmp_path / job_id
+    wd.mkdir(exist_ok=True)
+    tasks = tuple(
+        TaskLaunch(job_id=job_id, task=f"main-{i}", group="main", index=i, rank=i, node="node-0",
+                   gpu_indices=(i,), gpu_uuids=None, command=cmd,
+                   env={"HIVE_JOB_ID": job_id, "HIVE_TASK_NAME": f"main-{i}", **(env or {})},
+                   working_dir=str(wd), log_path=str(wd / "logs" / f"main-{i}.log"))
+        for i, cmd in enumerate(commands)
+    )
+    return LaunchRequest(job_id=job_id, user="ann", kind="batch", tasks=tasks)
+
+
+async def _wait_exits(launcher, n, timeout=10):
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += await launcher.poll()
+        await asyncio.sleep(0.02)
+    return out
+
+
+def test_make_launcher_resolves_builtin_and_import_path(tmp_path):
+    assert isinstance(make_launcher("local", state_dir=str(tmp_path), parent=None), LocalLauncher)
+    assert isinstance(make_launcher("hive_lab_server.launchers.local:LocalLauncher", state_dir=str(tmp_path)), LocalLauncher)
+    with pytest.raises(ValueError, match="cannot import"):
+        make_launcher("no_such_module_xyz", state_dir=str(tmp_path))
+
+
+async def test_env_cwd_logs_and_exit_codes(tmp_path):
+    launcher = LocalLauncher(tmp_path / "state")
+    req = _request(tmp_path, "j1", ['echo "$HIVE_JOB_ID $HIVE_TASK_NAME $EXTRA $(pwd)"; echo err >&2', "exit 3"],
+                   env={"EXTRA": "x1"})
+    await launcher.start(req)
+    exits = sorted(await _wait_exits(launcher, 2), key=lambda e: e.task)
+    assert [(e.task, e.exit_code) for e in exits] == [("main-0", 0), ("main-1", 3)]
+    log = (tmp_path / "j1" / "logs" / "main-0.log").read_text()
+    assert f"j1 main-0 x1 {tmp_path / 'j1'}" in log and "err" in log
+    assert await launcher.poll() == []  # each exit reported once
+    assert await launcher.running() == {}
+
+
+async def test_secrets_are_not_inherited(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_TOKEN", "s3cret")
+    launcher = LocalLauncher(tmp_path / "state")
+    await launcher.start(_request(tmp_path, "j1", ['echo "token=[$JUPYTER_TOKEN]"']))
+    await _wait_exits(launcher, 1)
+    assert "token=[]" in (tmp_path / "j1" / "logs" / "main-0.log").read_text()
+
+
+async def test_stop_sends_sigterm_then_sigkill(tmp_path):
+    launcher = LocalLauncher(tmp_path / "state")
+    polite = "trap 'echo got-term; exit 0' TERM; while true; do sleep 0.05; done"
+    stubborn = "trap 'echo ignoring-term' TERM; while true; do sleep 0.05; done"
+    await launcher.start(_request(tmp_path, "p", [polite]))
+    await launcher.start(_request(tmp_path, "s", [stubborn]))
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    await launcher.stop("p", grace_s=5)
+    assert time.monotonic() - t0 < 3  # it left on SIGTERM, no need to wait for the grace
+    t0 = time.monotonic()
+    await launcher.stop("s", grace_s=0.5)
+    assert time.monotonic() - t0 >= 0.5
+    exits = {e.job_id: e for e in await _wait_exits(launcher, 2)}
+    assert exits["p"].exit_code == 0
+    assert exits["s"].exit_code == 137  # SIGKILL
+    assert "got-term" in (tmp_path / "p" / "logs" / "main-0.log").read_text()
+    assert "ignoring-term" in (tmp_path / "s" / "logs" / "main-0.log").read_text()
+
+
+async def test_tasks_outlive_the_launcher_and_are_found_again(tmp_path):
+    state = tmp_path / "state"
+    first = LocalLauncher(state)
+    go = tmp_path / "go"
+    await first.start(_request(tmp_path, "j1", [f"while [ ! -e {go} ]; do sleep 0.05; done; exit 7"]))
+    await first.start(_request(tmp_path, "j2", ["exit 5"]))
+    await asyncio.sleep(0.5)
+    del first  # the "server" is gone; its children keep running in their own sessions
+
+    second = LocalLauncher(state)
+    assert await second.running() == {"j1": {"main-0"}}
+    await second.adopt(_request(tmp_path, "j1", ["unused"]))
+    # j2 ended while nobody watched: its exit code comes from the exit file
+    exits = await second.poll()
+    assert [(e.job_id, e.exit_code) for e in exits] == [("j2", 5)]
+    go.touch()
+    exits = await _wait_exits(second, 1)
+    assert [(e.job_id, e.task, e.exit_code) for e in exits] == [("j1", "main-0", 7)]
+
+
+async def test_adopted_task_can_be_stopped(tmp_path):
+    state = tmp_path / "state"
+    first = LocalLauncher(state)
+    await first.start(_request(tmp_path, "j1", ["sleep 30"]))
+    pid = next(iter(first._tasks["j1"].values())).pid
+    second = LocalLauncher(state)
+    await second.adopt(_request(tmp_path, "j1", ["unused"]))
+    await second.stop("j1", grace_s=2)
+    first._tasks["j1"]["main-0"].proc.wait(5)  # reap (the test process is its parent)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_unknown_task_is_reported_lost(tmp_path):
+    launcher = LocalLauncher(tmp_path / "state")
+    await launcher.adopt(_request(tmp_path, "ghost", ["unused"]))
+    exits = await launcher.poll()
+    assert [(e.job_id, e.exit_code, e.reason) for e in exits] == [("ghost", None, "lost")]
+
+
+async def test_bad_working_dir_is_a_launch_error(tmp_path):
+    from hive_lab_server.launchers.base import LaunchError
+
+    launcher = LocalLauncher(tmp_path / "state")
+    req = _request(tmp_path, "j1", ["true"])
+    req = dataclasses.replace(req, tasks=(dataclasses.replace(req.tasks[0], working_dir=str(tmp_path / "nowhere")),))
+    with pytest.raises(LaunchError, match="cannot start task main-0"):
+        await launcher.start(req)
+    assert await launcher.running() == {}

@@ -1,0 +1,201 @@
+"""The REST API against a real in-process Jupyter server with authentication required (jp_fetch)."""
+
+import json
+import pathlib
+import re
+
+import pytest
+import yaml
+
+from hive_lab_server.handlers import ROUTES
+
+
+SPEC = yaml.safe_load((pathlib.Path(__import__("hive_lab_server").__file__).parent / "openapi.yaml").read_text())
+
+
+def test_every_endpoint_requires_authentication(jp_fetch, hive, run):
+    for path in ["jobs", "jobs/j-000001", "jobs/j-000001/logs", "cluster", "vcs", "me", "metrics", "spec.yaml",
+                 "jobs/j-000001/outputs", "nope"]:
+        r = run(jp_fetch("hive_lab", "api", *path.split("/"), headers={"Authorization": "token wrong"},
+                           raise_error=False))
+        assert r.code == 403, path
+    r = run(jp_fetch("hive_lab", "api", "jobs", method="POST", body=json.dumps({"command": "true"}),
+                       headers={"Authorization": ""}, raise_error=False))
+    assert r.code == 403
+    r = run(jp_fetch("hive_lab", "api", "nodes", "node-0", "drain", method="POST", body=b"",
+                       headers={"Authorization": "token wrong"}, raise_error=False))
+    assert r.code == 403
+
+
+def test_me_is_the_server_owner_and_admin(api):
+    import getpass
+
+    code, me = api("GET", "me")
+    assert code == 200
+    assert me == {"user": getpass.getuser(), "admin": True, "vcs": ["default"], "groups": []}
+
+
+def test_submit_run_and_history(api, wait_state, hive):
+    code, job = api("POST", "jobs", {"name": "hello", "command": "echo hello-from-$HIVE_JOB_ID",
+                                           "tasks": [{"gpus": 2}]})
+    assert code == 201, job
+    assert job["state"] in ("scheduled", "running") and job["gpus"] == 2
+    assert len(job["placement"]) == 1 and len(job["placement"][0]["gpus"]) == 2
+    done = wait_state(job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded" and done["exit_code"] == 0
+    assert [h["state"] for h in done["history"]] == ["submitted", "scheduled", "running", "succeeded"]
+    assert all(h["at"].endswith("Z") and h["reason"] for h in done["history"])
+    code, logs = api("GET", f"jobs/{job['id']}/logs")
+    assert code == 200 and logs["data"] == f"hello-from-{job['id']}\n" and logs["eof"] is True
+    assert logs["tasks"] == ["main-0"] and logs["next_offset"] == len(logs["data"])
+    code, more = api("GET", f"jobs/{job['id']}/logs?offset={logs['next_offset']}")
+    assert more["data"] == ""
+
+
+def test_queue_when_full_and_cancel(api, wait_state):
+    code, big = api("POST", "jobs", {"command": "sleep 30", "tasks": [{"gpus": 4}]})
+    assert code == 201
+    wait_state(big["id"], "running")
+    code, waiting = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 1}]})
+    assert code == 201 and waiting["state"] == "queued" and waiting["reason"]
+    code, listed = api("GET", "jobs?state=queued")
+    assert [j["id"] for j in listed["jobs"]] == [waiting["id"]] and listed["total"] == 1
+    code, cancelled = api("DELETE", f"jobs/{waiting['id']}")
+    assert code == 200 and cancelled["state"] == "cancelled"
+    code, err = api("DELETE", f"jobs/{waiting['id']}")
+    assert code == 409 and waiting["id"] in err["error"]
+    code, stopped = api("DELETE", f"jobs/{big['id']}")
+    assert code == 200 and stopped["state"] == "cancelled", stopped
+    assert stopped["exit_code"] in (143, 137, None)
+
+
+def test_list_filters_and_pagination(api):
+    ids = []
+    for i in range(5):
+        code, job = api("POST", "jobs", {"name": f"j{i}", "command": "true", "tasks": [{"gpus": 0}]})
+        ids.append(job["id"])
+    code, page = api("GET", "jobs?limit=2&offset=1&user=me&vc=default")
+    assert code == 200 and page["total"] == 5 and page["limit"] == 2 and page["offset"] == 1
+    assert [j["id"] for j in page["jobs"]] == [ids[3], ids[2]]  # newest first
+    code, none = api("GET", "jobs?user=nobody")
+    assert none["total"] == 0 and none["jobs"] == []
+
+
+@pytest.mark.parametrize(
+    "body, status, field, words",
+    [
+        ("{not json", 400, None, "not valid JSON"),
+        ({"command": "x", "tasks": [{"gpus": -1}]}, 400, "tasks[0].gpus", "greater than or equal to 0"),
+        ({"command": "x", "vc": "nope"}, 400, "vc", "does not exist"),
+        ({"command": "x", "tasks": [{"gpus": 64}]}, 400, None, ""),  # more GPUs than the cluster: the core says why
+        ({"command": "x", "tasks": [{"gpus": 1, "gpu_type": "H100"}]}, 400, None, ""),
+        ([1, 2], 400, None, "JSON object"),
+    ],
+)
+def test_bad_submissions_are_400_and_change_nothing(api, body, status, field, words):
+    code, err = api("POST", "jobs", body)
+    assert code == status, err
+    assert set(err) == {"error", "field"} and err["error"]
+    if field:
+        assert err["field"] == field
+    assert words in err["error"]
+    code, listed = api("GET", "jobs")
+    assert listed["total"] == 0
+
+
+@pytest.mark.parametrize(
+    "path, field",
+    [("jobs?limit=0", "limit"), ("jobs?limit=x", "limit"), ("jobs?offset=-1", "offset"), ("jobs?state=done", "state")],
+)
+def test_bad_query_parameters(api, path, field):
+    code, err = api("GET", path)
+    assert code == 400 and err["field"] == field and field in err["error"]
+
+
+def test_not_found_and_body_limit(api, hive):
+    for method, path in [("GET", "jobs/j-999999"), ("DELETE", "jobs/j-999999"), ("GET", "jobs/j-999999/logs"),
+                         ("GET", "no/such/thing")]:
+        code, err = api(method, path)
+        assert code == 404 and err["error"], (method, path)
+    hive.max_body_bytes = 1000
+    code, err = api("POST", "jobs", {"command": "x", "files": {"a.txt": "y" * 2000}})
+    assert code == 413 and "1000 bytes" in err["error"]
+
+
+def test_cluster_vcs_metrics_spec(api, wait_state):
+    code, job = api("POST", "jobs", {"command": "sleep 30", "tasks": [{"gpus": 1}]})
+    wait_state(job["id"], "running")
+    code, cluster = api("GET", "cluster")
+    assert code == 200 and cluster["gpus_total"] == 4 and cluster["gpus_free"] == 3
+    assert len(cluster["gpus"]) == 4
+    used = [g for g in cluster["gpus"] if g["job"] == job["id"]]
+    assert len(used) == 1 and used[0]["state"] == "used" and used[0]["path"][0]
+    assert [n["name"] for n in cluster["nodes"]] == ["node-0"]
+    code, vcs = api("GET", "vcs")
+    (vc,) = vcs["vcs"]
+    assert vc["name"] == "default" and vc["guaranteed_gpus"] == 4 and vc["used_gpus"] == 1 and vc["mine"] is True
+    code, text = api("GET", "metrics")
+    assert code == 200
+    assert 'hive_lab_vc_gpus_used{vc="default"} 1.0' in text
+    assert 'hive_lab_jobs{state="running"} 1.0' in text
+    assert "hive_lab_scheduling_latency_seconds_count 1.0" in text
+    assert 'hive_lab_queue_length{vc="default"} 0.0' in text
+    code, spec = api("GET", "spec.yaml")
+    assert code == 200 and yaml.safe_load(spec) == SPEC
+    api("DELETE", f"jobs/{job['id']}")
+
+
+def test_events_websocket(jp_ws_fetch, api, run):
+    ws = run(jp_ws_fetch("hive_lab", "api", "events"))
+    hello = json.loads(run(ws.read_message()))
+    assert hello["type"] == "hello" and hello["user"]
+    code, job = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 1}]})
+    seen = []
+    while "succeeded" not in seen:
+        msg = json.loads(run(ws.read_message()))
+        if msg["type"] == "job" and msg["job"]["id"] == job["id"]:
+            assert "spec" not in msg["job"] and "history" not in msg["job"]
+            seen.append(msg["job"]["state"])
+        elif msg["type"] == "cluster":
+            assert msg["gpus_total"] == 4
+    assert seen[0] in ("scheduled", "submitted") and "running" in seen
+    ws.close()
+
+
+def test_drain_is_admin_only_and_blocks_new_work(api, wait_state):
+    code, r = api("POST", "nodes/node-0/gpus/0/drain")
+    assert code == 200 and r == {"node": "node-0", "gpu": 0, "drained": True}
+    code, cluster = api("GET", "cluster")
+    assert [g["drained"] for g in cluster["gpus"]] == [True, False, False, False]
+    code, job = api("POST", "jobs", {"command": "sleep 30", "tasks": [{"gpus": 4}]})
+    assert code == 201 and job["state"] == "queued"
+    code, _ = api("POST", "nodes/node-0/gpus/0/undrain")
+    wait_state(job["id"], "running")
+    code, err = api("POST", "nodes/nowhere/drain")
+    assert code == 404 and "nowhere" in err["error"]
+    code, err = api("POST", "nodes/node-0/gpus/9/drain")
+    assert code == 404
+    api("DELETE", f"jobs/{job['id']}")
+
+
+def _spec_paths():
+    return {path: set(ops) - {"parameters"} for path, ops in SPEC["paths"].items()}
+
+
+def test_routes_match_the_openapi_document():
+    sample = {"job_id": "j-000001", "path": "model.pt", "node": "node-0", "index": "3"}
+    routes = [(re.compile(pattern + "$"), handler) for pattern, handler in ROUTES]
+    matched_handlers = set()
+    for path, methods in _spec_paths().items():
+        concrete = "/hive_lab/api" + re.sub(r"\{(\w+)\}", lambda m: sample[m.group(1)], path)
+        handler = next(h for rx, h in routes if rx.match(concrete))
+        assert handler.__name__ != "NotFoundHandler", f"{path} is in openapi.yaml but has no handler"
+        matched_handlers.add(handler)
+        for method in methods:
+            assert method in handler.__dict__ or method == "get" and handler.__name__ == "EventsHandler", (path, method)
+        implemented = {m for m in ("get", "post", "delete", "put", "patch") if m in handler.__dict__}
+        if handler.__name__ == "DrainHandler":
+            implemented = {"post"}
+        assert implemented == set(methods), (path, implemented, methods)
+    all_handlers = {h for _, h in ROUTES if h.__name__ != "NotFoundHandler"}
+    assert all_handlers == matched_handlers, "every route is documented in openapi.yaml"
