@@ -144,3 +144,33 @@ def test_quota_rejects_bad_requests_and_changes_nothing(line, error):
     assert result.decisions[0]["event"] == "rejected" and error in result.decisions[0]["error"]
     assert result.decisions[1]["event"] == "started"
     assert result.metrics.rejected == 1
+
+
+@pytest.mark.parametrize("policy", ["quota", "fifo"])
+def test_reconfigure_keeps_running_jobs_and_applies_the_new_quotas(tmp_path, policy):
+    import yaml
+
+    (tmp_path / "new.yaml").write_text(yaml.safe_dump(two_nodes({"A": 2})))
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join([
+        submit(0, "a", "A", 4),
+        submit(0, "b", "B", 4),
+        '{"t":1,"op":"reconfigure","cluster":"new.yaml"}',
+        submit(2, "a2", "A", 4, duration=10),
+        '{"t":3,"op":"finish","job":"b"}',
+    ]) + "\n")
+    result = simulate(cluster_shape(two_nodes()), str(events), policy)
+    assert [(d["t"], d["job"], d["event"]) for d in result.decisions] == [
+        (0, "a", "started"), (0, "b", "started"), (2, "a2", "queued"),
+        (3, "b", "finished"), (3, "a2", "started"), (13, "a2", "finished"),
+    ]
+    assert result.decisions[4]["placement"][0]["node"] == "n2"
+
+
+def test_unknown_hardware_in_the_script_is_an_error_with_its_line():
+    from hive_scheduler.sim import EventError
+
+    with pytest.raises(EventError, match=r"line 2: gpu_down: node 'n1' has GPUs 0\.\.3, got gpu 9"):
+        run("fifo", [submit(0, "a", "A", 1), '{"t":1,"op":"gpu_down","node":"n1","gpu":9}'])
+    with pytest.raises(EventError, match=r"line 1: node_down: unknown node 'n7'"):
+        run("quota", ['{"t":1,"op":"node_down","node":"n7"}'])

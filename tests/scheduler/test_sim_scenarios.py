@@ -199,3 +199,15 @@ def test_same_input_gives_an_identical_decisions_file(tmp_path, policy):
         elif d["event"] in ("finished", "preempted"):
             for key in [k for k, j in in_use.items() if j == d["job"]]:
                 del in_use[key]
+
+
+def test_lazy_preemption_demotes_the_victim_and_lets_it_run_on():
+    r = replay([
+        submit(0, "low", "A", 4, priority=1, duration=100),  # lazy_preemption defaults to true
+        submit(10, "high", "A", 4, priority=100, duration=20),
+    ], grace=5)
+    low = of(r, "low")
+    assert [d["event"] for d in low] == ["started", "demoted", "finished"]
+    assert low[1]["t"] == 10 and low[2]["t"] == 100  # never stopped: its whole run in one go
+    assert of(r, "high")[0]["event"] == "started" and of(r, "high")[0]["t"] == 10
+    assert r.metrics.preemptions == 0
