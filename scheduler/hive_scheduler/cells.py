@@ -85,7 +85,7 @@ class VCell:
     root every virtual cell points at the physical cell with the same position (``pcell``)."""
 
     __slots__ = ("id", "vc", "chain", "type", "level", "parent", "children", "root", "offset", "size",
-                 "free", "held", "leaves", "pin", "bound", "pcell", "job", "index")
+                 "free", "held", "hp", "leaves", "pin", "bound", "pcell", "job", "index")
 
     def __init__(self, vc: str, chain: str, ctype: str, level: int, parent: "VCell | None", cid: int, index: int):
         self.id = cid
@@ -101,6 +101,7 @@ class VCell:
         self.size = 0
         self.free = 0              # leaves not held by a job of the VC and not known bad
         self.held = 0              # leaves held by a job of the VC
+        self.hp: dict[int, int] = {}  # priority -> leaves held by jobs of that priority
         self.leaves: list[VCell] = []
         self.pin = None
         self.bound: PCell | None = None   # roots only

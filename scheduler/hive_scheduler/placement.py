@@ -22,11 +22,16 @@ class PlacementMixin:
         if mode == 0 and v.pcell is not None:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0
+        if mode == 2 and v.hp:
+            cut = self._cut
+            return v.free + sum(n for p, n in v.hp.items() if p <= cut)
         return v.free
 
     def _vleaf_ok(self, v: VCell, mode: int) -> bool:
         if v.job is not None:
-            return False
+            if mode != 2:
+                return False
+            return self._jobs[v.job].req.priority <= self._cut
         p = v.pcell
         if p is None:
             return True
@@ -226,7 +231,10 @@ class PlacementMixin:
                     return None
                 node, leaves = found
                 for v in leaves:
-                    self._vhold(v, req.id, txn)
+                    if v.job is None:
+                        self._vhold(v, req.id, txn)
+                    else:
+                        self._vsteal(v, req.id, txn)
                 self._take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, [v.pcell for v in leaves]))

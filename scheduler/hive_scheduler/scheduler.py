@@ -14,6 +14,7 @@ from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
 from .placement import PlacementMixin
+from .recovery import RecoveryMixin
 from .policies import POLICIES, drf_order, static_key
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
@@ -48,7 +49,7 @@ class _Job:
 _FIFO_KEY = static_key("fifo")
 
 
-class Scheduler(ViewsMixin, PlacementMixin, StateMixin):
+class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
     """HiveD-style scheduler over one cluster config.
 
     ``policy`` orders jobs inside a VC (``fifo`` | ``priority`` | ``drf``). ``starvation_after``
@@ -463,22 +464,19 @@ class Scheduler(ViewsMixin, PlacementMixin, StateMixin):
     def _preempt_lower(self, j: _Job, now: float, out: list, txn: list):
         """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
         req = j.req
-        holders = [self._jobs[h] for h in self._holders[req.vc]]
-        holders = [x for x in holders if x.req.priority < req.priority]
         victims: list[_Job] = []
-        for cutoff in sorted({x.req.priority for x in holders}):
-            cand = [x for x in holders if x.req.priority <= cutoff]
+        for cutoff in sorted(p for p in self._vcs[req.vc].prio_count if p < req.priority):
+            # search as if the jobs of priority <= cutoff were gone (mode 2), then undo the search
             sim: list = []
             snap = self._dirty_snapshot()
-            for x in cand:
-                for v in x.vleaves:
-                    self._vunhold(v, sim)
-            res = self._place_guaranteed(j, 1, sim)
-            if res is not None:
-                victims = [x for x in cand if any(v.job == req.id for v in x.vleaves)]
+            self._cut = cutoff
+            res = self._place_guaranteed(j, 2, sim)
+            stolen = list(dict.fromkeys(self._stolen))
             self._rollback(sim)
+            self._cut = -1
             self._dirty_restore(snap)
             if res is not None:
+                victims = [self._jobs[v] for v in stolen]
                 break
         if not victims:
             return None, None

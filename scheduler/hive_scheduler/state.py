@@ -49,6 +49,7 @@ class StateMixin:
         self.config = cfg
         self._roots, self._cells, self._nodes = build_physical(cfg)
         self._node_list: list[Node] = list(self._nodes.values())
+        self._max_node_resources = (max(n.cpus for n in self._node_list), max(n.memory_mb for n in self._node_list))
         types = cfg.cell_types
         self._types = types
         self._node_level = {ch.name: types[ch.node_type].level for ch in cfg.chains.values()}
@@ -92,6 +93,8 @@ class StateMixin:
         self._node_down: set[str] = set()
         self._opp_dirty = True
         self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
+        self._stolen: list = []  # holders displaced during a preemption search
+        self._cut = -1           # preemption search: jobs of priority <= _cut may be displaced
 
     # ------------------------------------------------------------------ helpers
     def _task_level(self, chain: str, gpus: int) -> int | None:
@@ -154,12 +157,23 @@ class StateMixin:
             txn.append(lambda: self._leaf_set(leaf, *old))
 
     # ------------------------------------------------------------------ virtual leaves
-    def _vdelta(self, v: VCell, dfree: int, dheld: int) -> None:
+    def _vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
         x = v
-        while x is not None:
-            x.free += dfree
-            x.held += dheld
-            x = x.parent
+        if dheld:
+            while x is not None:
+                x.free += dfree
+                x.held += dheld
+                hp = x.hp
+                n = hp.get(prio, 0) + dheld
+                if n:
+                    hp[prio] = n
+                else:
+                    del hp[prio]
+                x = x.parent
+        else:
+            while x is not None:
+                x.free += dfree
+                x = x.parent
         root = v.root
         if root.pin is None:
             vc = self._vcs[v.vc]
@@ -173,18 +187,33 @@ class StateMixin:
         return v.pcell is not None and not v.pcell.healthy
 
     def _vhold(self, v: VCell, job_id: str, txn=None) -> None:
-        was_free = v.job is None and not self._vbad(v)
+        was_free = v.job is None and not (v.pcell is not None and not v.pcell.healthy)
         v.job = job_id
-        self._vdelta(v, -1 if was_free else 0, 1)
+        self._vdelta(v, -1 if was_free else 0, 1, self._jobs[job_id].req.priority)
         if txn is not None:
             txn.append(lambda: self._vunhold(v))
 
     def _vunhold(self, v: VCell, txn=None) -> None:
         old = v.job
         v.job = None
-        self._vdelta(v, 0 if self._vbad(v) else 1, -1)
+        self._vdelta(v, 0 if (v.pcell is not None and not v.pcell.healthy) else 1, -1,
+                     self._jobs[old].req.priority)
         if txn is not None:
             txn.append(lambda: self._vhold(v, old))
+
+    def _vsteal(self, v: VCell, job_id: str, txn: list) -> None:
+        """Tentatively hand a held virtual GPU to ``job_id`` (preemption search; always rolled back)."""
+        old = v.job
+        self._stolen.append(old)
+        self._vunhold(v)
+        self._vhold(v, job_id)
+
+        def undo():
+            self._vunhold(v)
+            self._vhold(v, old)
+            self._stolen.pop()
+
+        txn.append(undo)
 
     # ------------------------------------------------------------------ binding
     def _bind(self, root: VCell, pcell: PCell, txn=None) -> None:

@@ -30,8 +30,7 @@ def validate_request(s, req: JobRequest) -> None:
         raise RequestError("tasks", "a job needs at least one task group")
     names = set()
     gpu_types = set(s._chain_gpu.values())
-    max_cpus = max(n.cpus for n in s._node_list)
-    max_mem = max(n.memory_mb for n in s._node_list)
+    max_cpus, max_mem = s._max_node_resources
     for i, t in enumerate(req.tasks):
         f = f"tasks[{i}]"
         if not isinstance(t, TaskGroup):

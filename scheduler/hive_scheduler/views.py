@@ -120,6 +120,9 @@ class ViewsMixin:
         if req.total_gpus > free:
             need = f" and the job needs {req.total_gpus}" if req.total_gpus > 1 else ""
             return f"VC {req.vc} is using {held}/{total} guaranteed{tdesc} GPUs{need}{ahead_s}{doomed_s}"
+        if doomed and req.total_gpus > free - doomed:
+            return (f"VC {req.vc} has {free} free guaranteed{tdesc} GPUs but {doomed} of them are on bad hardware "
+                    f"(doomed); the job needs {req.total_gpus}{ahead_s}")
         big = max((t for t in req.tasks if t.gpus), key=lambda t: t.gpus, default=None)
         if big is None:
             return f"needs {desc}; no node has the CPUs/memory free{ahead_s}"
