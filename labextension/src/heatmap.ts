@@ -7,7 +7,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IGpu } from './api';
-import { colorFor, colorKey, gpuState, NONE_COLOR, STATE_COLORS } from './colors';
+import { colorFor, colorKey, gpuState, NONE_COLOR } from './colors';
 import { ClusterModel, ColorMode } from './model';
 import { hitTest, IHeatmapLayout, layoutHeatmap } from './layout';
 
@@ -193,12 +193,18 @@ export class HeatmapWidget extends Widget {
       const c = layout.cells[i];
       ctx.fillRect(c.x + 2, c.y + 2, c.w - 4, c.h - 4);
     }
-    ctx.strokeStyle = STATE_COLORS.bad;
-    ctx.lineWidth = 2;
+    // Bad or drained hardware in the VC/job/user modes: a cross over the cell.
+    ctx.strokeStyle = '#000';
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
     for (const i of bad) {
       const c = layout.cells[i];
-      ctx.strokeRect(c.x + 1, c.y + 1, c.w - 2, c.h - 2);
+      ctx.moveTo(c.x + 2, c.y + 2);
+      ctx.lineTo(c.x + c.w - 2, c.y + c.h - 2);
+      ctx.moveTo(c.x + c.w - 2, c.y + 2);
+      ctx.lineTo(c.x + 2, c.y + c.h - 2);
     }
+    ctx.stroke();
     this._hovered = -1;
 
     performance.mark('hive-heatmap:render-end');

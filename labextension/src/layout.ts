@@ -30,7 +30,6 @@ export interface IHeatmapLayout {
   groups: IBoxRect[];
 }
 
-export const CELL = 12;
 const GAP = 2;
 const SUBGROUP_GAP = 3;
 const NODE_PAD = 3;
@@ -82,8 +81,14 @@ function parentCell(gpu: IGpu): string {
   return path.length > nodeAt + 1 ? path[path.length - 1] : gpu.node;
 }
 
+/** Bigger cells for small clusters, smaller for thousands of GPUs. */
+export function cellSize(count: number): number {
+  return count <= 128 ? 18 : count <= 1024 ? 14 : 10;
+}
+
 /** Lays out every GPU as one cell, wrapping nodes into rows `width` pixels wide. */
 export function layoutHeatmap(gpus: IGpu[], width: number): IHeatmapLayout {
+  const CELL = cellSize(gpus.length);
   const cells: ICellRect[] = [];
   const nodes: IBoxRect[] = [];
   const groups: IBoxRect[] = [];

@@ -114,64 +114,48 @@ export class ClusterPanel extends Widget {
   private _renderJobs(): void {
     const m = this.model;
     const jobs = this._tab === 'mine' ? m.myJobs : m.allJobs;
-    const table = el('table', 'jp-HivePanel-table');
-    table.dataset.tab = this._tab;
-    const head = el('tr');
-    for (const title of ['job', 'state', 'GPUs', 'VC', 'user', 'age', '']) {
-      head.appendChild(el('th', undefined, title));
-    }
-    table.createTHead().appendChild(head);
-    const body = table.createTBody();
+    const list = el('ul', 'jp-HivePanel-jobList');
+    list.dataset.tab = this._tab;
     const now = Date.now();
     for (const job of jobs) {
-      body.appendChild(this._jobRow(job, now));
-      if (job.reason && ACTIVE_STATES.has(job.state)) {
-        const reasonRow = el('tr', 'jp-HivePanel-reasonRow');
-        reasonRow.dataset.jobId = job.id;
-        const cell = el('td', 'jp-HivePanel-reason', job.reason);
-        cell.colSpan = 7;
-        reasonRow.appendChild(cell);
-        body.appendChild(reasonRow);
-      }
+      list.appendChild(this._jobItem(job, now));
     }
     if (jobs.length === 0) {
-      const row = el('tr');
-      const cell = el('td', 'jp-HivePanel-empty', 'No jobs yet.');
-      cell.colSpan = 7;
-      row.appendChild(cell);
-      body.appendChild(row);
+      list.appendChild(el('li', 'jp-HivePanel-empty', 'No jobs yet.'));
     }
-    this._jobs.replaceChildren(table);
+    this._jobs.replaceChildren(list);
   }
 
-  private _jobRow(job: IJob, now: number): HTMLTableRowElement {
+  private _jobItem(job: IJob, now: number): HTMLLIElement {
     const mine = !!this.model.me && job.user === this.model.me.user;
-    const row = el('tr', 'jp-HivePanel-job');
-    row.dataset.jobId = job.id;
-    row.dataset.state = job.state;
-    row.classList.toggle('jp-mod-selected', this._logs.jobId === job.id);
-    const name = el('td', 'jp-HivePanel-name');
-    name.append(el('span', 'jp-HivePanel-jobName', job.name || job.id));
-    name.append(el('span', 'jp-HivePanel-jobId', job.id));
+    const item = el('li', 'jp-HivePanel-job');
+    item.dataset.jobId = job.id;
+    item.dataset.state = job.state;
+    item.classList.toggle('jp-mod-selected', this._logs.jobId === job.id);
+
+    const top = el('div', 'jp-HivePanel-jobTop');
+    const name = el('span', 'jp-HivePanel-jobName', job.name || job.id);
     name.title = `${job.id} (${job.kind}, priority ${job.opportunistic ? 'opportunistic' : job.priority})`;
-    const state = el('td');
     const badge = el('span', `jp-HivePanel-state jp-HivePanel-state-${job.state}`, job.state);
     if (job.exit_code !== null && job.exit_code !== undefined && !ACTIVE_STATES.has(job.state)) {
       badge.title = `exit code ${job.exit_code}`;
     }
-    state.appendChild(badge);
-    row.append(
-      name,
-      state,
-      el('td', 'jp-HivePanel-gpus', String(job.gpus)),
-      el('td', 'jp-HivePanel-vc', job.vc),
-      el('td', 'jp-HivePanel-user', job.user),
-      el('td', 'jp-HivePanel-age', age(job.submitted_at, now))
-    );
-    const actions = el('td', 'jp-HivePanel-rowActions');
+    top.append(name, el('span', 'jp-HivePanel-jobId', job.id), badge);
+
+    const meta = el('div', 'jp-HivePanel-jobMeta');
+    const gpus = el('span', 'jp-HivePanel-gpus', `${job.gpus} GPU${job.gpus === 1 ? '' : 's'}`);
+    gpus.dataset.gpus = String(job.gpus);
+    const vc = el('span', 'jp-HivePanel-vc', job.vc);
+    vc.title = 'virtual cluster';
+    const user = el('span', 'jp-HivePanel-user', job.user);
+    const ageText = el('span', 'jp-HivePanel-age', age(job.submitted_at, now));
+    ageText.title = `submitted ${job.submitted_at ?? ''}`;
+    meta.append(gpus, vc, user, ageText);
+
+    const actions = el('span', 'jp-HivePanel-rowActions');
     if (mine || this.model.me?.admin) {
       const logs = el('button', 'jp-HivePanel-logsButton', 'logs');
-      logs.title = 'Show (and follow) this job\'s logs';
+      logs.title = "Show (and follow) this job's logs";
       logs.onclick = event => {
         event.stopPropagation();
         this._logs.show(job);
@@ -187,7 +171,10 @@ export class ClusterPanel extends Widget {
         const answer = await showDialog({
           title: 'Cancel job',
           body: `Cancel ${job.name || job.id} (${job.id})? Its GPUs are released.`,
-          buttons: [Dialog.cancelButton({ label: 'Keep' }), Dialog.warnButton({ label: 'Cancel job' })]
+          buttons: [
+            Dialog.cancelButton({ label: 'Keep' }),
+            Dialog.warnButton({ label: 'Cancel job' })
+          ]
         });
         if (!answer.button.accept) {
           return;
@@ -200,46 +187,55 @@ export class ClusterPanel extends Widget {
       };
       actions.appendChild(cancel);
     }
-    row.appendChild(actions);
-    return row;
+    meta.appendChild(actions);
+    item.append(top, meta);
+    if (job.reason && ACTIVE_STATES.has(job.state)) {
+      item.appendChild(el('div', 'jp-HivePanel-reason', job.reason));
+    }
+    return item;
   }
 
   private _renderVcs(vcs: IVc[]): void {
-    const table = el('table', 'jp-HivePanel-table jp-HivePanel-vcTable');
-    const head = el('tr');
-    for (const title of ['VC', 'guaranteed', 'used', 'borrowed', 'queue', '']) {
-      head.appendChild(el('th', undefined, title));
-    }
-    table.createTHead().appendChild(head);
-    const body = table.createTBody();
+    const list = el('ul', 'jp-HivePanel-vcList');
     for (const vc of vcs) {
-      const row = el('tr', 'jp-HivePanel-vcRow');
-      row.dataset.vc = vc.name;
-      const name = el('td', 'jp-HivePanel-vcName', vc.name);
+      const item = el('li', 'jp-HivePanel-vcRow');
+      item.dataset.vc = vc.name;
+      const top = el('div', 'jp-HivePanel-vcTop');
+      const name = el('span', 'jp-HivePanel-vcName', vc.name);
       if (vc.mine) {
         name.classList.add('jp-mod-mine');
         name.title = 'You may submit to this VC';
       }
       const guaranteedUsed = Math.max(0, vc.used_gpus - vc.opportunistic_gpus);
-      const bar = el('td', 'jp-HivePanel-barCell');
+      const usage = el(
+        'span',
+        'jp-HivePanel-vcUsage',
+        `${guaranteedUsed} / ${vc.guaranteed_gpus} guaranteed GPUs`
+      );
+      usage.dataset.used = String(vc.used_gpus);
+      usage.dataset.guaranteed = String(vc.guaranteed_gpus);
+      top.append(name, usage);
       const track = el('div', 'jp-HivePanel-bar');
       const fill = el('div', 'jp-HivePanel-barFill');
       const share = vc.guaranteed_gpus > 0 ? Math.min(1, guaranteedUsed / vc.guaranteed_gpus) : 0;
       fill.style.width = `${Math.round(share * 100)}%`;
       track.appendChild(fill);
-      track.title = `${guaranteedUsed} of ${vc.guaranteed_gpus} guaranteed GPUs in use`;
-      bar.appendChild(track);
-      row.append(
-        name,
-        el('td', 'jp-HivePanel-num', String(vc.guaranteed_gpus)),
-        el('td', 'jp-HivePanel-num', String(vc.used_gpus)),
-        el('td', 'jp-HivePanel-num', String(vc.opportunistic_gpus)),
-        el('td', 'jp-HivePanel-num', String(vc.queue_length)),
-        bar
-      );
-      body.appendChild(row);
+      const meta = el('div', 'jp-HivePanel-vcMeta');
+      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `borrowed ${vc.opportunistic_gpus}`);
+      borrowed.title = 'GPUs used beyond the guarantee by opportunistic jobs';
+      const queue = el('span', 'jp-HivePanel-vcQueue', `queue ${vc.queue_length}`);
+      queue.dataset.queue = String(vc.queue_length);
+      meta.append(borrowed, queue, el('span', undefined, `running ${vc.running_jobs}`));
+      if (vc.doomed_gpus > 0) {
+        meta.appendChild(el('span', 'jp-HivePanel-vcDoomed', `bad ${vc.doomed_gpus}`));
+      }
+      item.append(top, track, meta);
+      list.appendChild(item);
     }
-    this._vcs.replaceChildren(table);
+    if (vcs.length === 0) {
+      list.appendChild(el('li', 'jp-HivePanel-empty', 'No virtual clusters.'));
+    }
+    this._vcs.replaceChildren(list);
   }
 
   private _tab: Tab = 'mine';
