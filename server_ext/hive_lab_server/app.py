@@ -7,6 +7,7 @@ Configure it like any Jupyter app, in ``jupyter_server_config.py`` or on the com
     c.HiveLabApp.launcher = "docker"                              # local | docker | slurm | pkg.module:Class
     c.HiveLabApp.vc_access = {"@students": ["cv-101"], "ann": ["research", "cv-101"]}
     c.HiveLabApp.admin_users = ["root"]
+    c.HiveLabApp.nvml_backend = "auto"                            # or "none", "fake:/path/hardware.yaml"
 
     jupyter lab --HiveLabApp.cluster_config=cluster.yaml --HiveLabApp.launcher=local
 """
@@ -68,6 +69,13 @@ class HiveLabApp(ExtensionApp):
     poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
+    nvml_backend = Unicode(
+        "auto", config=True,
+        help="""Where GPU inventory and health come from: "auto" (NVML via pynvml when a driver is
+        there), "none", or "fake:/path/to/hardware.yaml" (a described machine with scripted faults;
+        see hive_lab_server.hardware.fake_nvml).""",
+    )
+    gpu_sample_interval_s = Float(5.0, config=True, help="seconds between GPU samples (utilisation, health); 0 = off")
 
     @default("owner")
     def _owner_default(self) -> str:
@@ -81,7 +89,7 @@ class HiveLabApp(ExtensionApp):
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
         jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
         jobs_root.mkdir(parents=True, exist_ok=True)
-        self.cluster = resolve_cluster(self.cluster_config)
+        self.cluster = resolve_cluster(self.cluster_config, self.nvml_backend)
         from hive_scheduler import Scheduler
 
         scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
@@ -114,6 +122,11 @@ class HiveLabApp(ExtensionApp):
             events=self.events,
             metrics=self.metrics,
         )
+        from .hardware.integration import make_monitor
+
+        self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,
+                                     self.metrics_registry)
+        self.service.hardware = self.hardware
         self.access = AccessPolicy(
             self.vc_access,
             self.admin_users,
@@ -133,6 +146,8 @@ class HiveLabApp(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         await self.service.start()
+        await self.hardware.start()
 
     async def stop_extension(self) -> None:
+        await self.hardware.stop()
         await self.service.stop()

@@ -126,6 +126,7 @@ class HiveService:
         self.active: dict[str, ActiveJob] = {}
         self.drained_nodes: set[str] = set()
         self.drained_gpus: set[tuple[str, int]] = set()
+        self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
         self._seq = store.max_seq()
         self._last_now = 0.0
         self._ops: dict[str, asyncio.Task] = {}
@@ -290,7 +291,41 @@ class HiveService:
             else:
                 (self.drained_gpus.add if drained else self.drained_gpus.discard)((node, gpu))
                 decisions = self.scheduler.set_gpu_health(node, gpu, not drained, now)
+            if not drained:  # undraining never gives out a GPU the health rules marked bad
+                for g in self._bad_gpus(node):
+                    if gpu is None or g == gpu:
+                        decisions += self.scheduler.set_gpu_health(node, g, False, now)
             self._apply(conn, decisions, now, published)
+        self._publish(published, cluster=True)
+
+    # ------------------------------------------------------------------------------------------
+    # hardware health (called by hardware.monitor.HardwareMonitor)
+
+    def _bad_gpus(self, node: str) -> list[int]:
+        bad = self.hardware.state.bad if self.hardware is not None else {}
+        return sorted(g for n, g in bad if n == node)
+
+    def gpu_failed(self, node: str, gpu: int, reason: str) -> None:
+        """A GPU went bad: nothing new lands on it, and the jobs on it stop; each is retried elsewhere
+        while it has retries left (as a lost job), else it fails with the reason."""
+        now = self.now()
+        published: list[str] = []
+        with self.store.begin() as conn:
+            self._apply(conn, self.scheduler.set_gpu_health(node, gpu, False, now), now, published)
+        self._publish(published, cluster=True)
+        why = f"GPU {gpu} on {node} failed: {reason}"
+        for job in list(self.active.values()):
+            if job.stopping is None and any(p.node == node and gpu in p.gpus for p in job.placement):
+                self._begin_stop(job, "lost", why, self.stop_grace_s)
+
+    def gpu_repaired(self, node: str, gpu: int) -> None:
+        """An admin marked a bad GPU healthy: give it out again unless it (or its node) is drained."""
+        if node in self.drained_nodes or (node, gpu) in self.drained_gpus:
+            return
+        now = self.now()
+        published: list[str] = []
+        with self.store.begin() as conn:
+            self._apply(conn, self.scheduler.set_gpu_health(node, gpu, True, now), now, published)
         self._publish(published, cluster=True)
 
     def scheduler_nodes(self) -> dict[str, Any]:
@@ -849,6 +884,8 @@ class HiveService:
                     "drained": node in self.drained_nodes or (node, index) in self.drained_gpus,
                     "path": list(path),
                 })
+                if self.hardware is not None:  # live readings and the health rules' verdict
+                    gpus[-1].update(self.hardware.gpu_status(node, index))
                 return
             for child in children:
                 walk(child, path + [cell.get("address")])

@@ -18,7 +18,7 @@ ROUTES = [
     (rf"{PREFIX}/cluster/?", ClusterHandler),
     (rf"{PREFIX}/vcs/?", VcsHandler),
     (rf"{PREFIX}/me/?", MeHandler),
-    (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain)/?", DrainHandler),
+    (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain|healthy)/?", DrainHandler),
     (rf"{PREFIX}/events/?", EventsHandler),
     (rf"{PREFIX}/metrics/?", MetricsHandler),
     (rf"{PREFIX}/spec.yaml", SpecHandler),

@@ -1,4 +1,4 @@
-"""cluster, vcs, me, and the admins' node/GPU drains."""
+"""cluster, vcs, me, and the admins' node/GPU drains and health marks."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class MeHandler(HiveHandler):
 class DrainHandler(HiveHandler):
     @web.authenticated
     @authorized
-    def post(self, node: str, gpu: str | None, action: str) -> None:
+    async def post(self, node: str, gpu: str | None, action: str) -> None:
         caller = self.caller()
         if not caller.admin:
             raise HiveError(403, f"user {caller.user} may not {action} node {node}; only admins may")
@@ -43,5 +43,12 @@ class DrainHandler(HiveHandler):
                 index = int(gpu)
             except ValueError:
                 raise HiveError(400, f"GPU index must be an integer, got {gpu!r}", "index") from None
+        if action == "healthy":  # a bad GPU was reset or repaired (hardware health)
+            try:
+                fixed = await self.hive.hardware.mark_healthy(node, index)
+            except KeyError as exc:
+                raise HiveError(404, str(exc.args[0])) from None
+            self.reply({"node": node, "gpu": index, "healthy": True, "gpus": [g for _, g in fixed]})
+            return
         self.service_call(self.service.set_drain, node, index, action == "drain", caller.user)
         self.reply({"node": node, "gpu": index, "drained": action == "drain"})

@@ -67,7 +67,9 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
 
     return HardwareMonitor(
         nvml=nvml, node=node, gpus=gpus,
-        on_bad=service.gpu_failed, on_healthy=service.gpu_repaired, drained=drained,
+        # looked up when called, so the monitor can be built before the service grows these methods
+        on_bad=lambda node_, gpu, reason: service.gpu_failed(node_, gpu, reason),
+        on_healthy=lambda node_, gpu: service.gpu_repaired(node_, gpu), drained=drained,
         placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher)), job_labels=labels,
         registry=registry, interval_s=interval_s, inventory=inventory,
     )
