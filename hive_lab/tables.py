@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -16,9 +17,11 @@ GPU_GLYPHS = {"free": ("·", "dim"), "used": ("■", "green"), "opportunistic": 
 
 
 def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None) -> Table:
-    table = Table(title=title, expand=False, header_style="bold")
-    for column in ("job", "name", "state", "GPUs", "VC", "user", "priority", "age", "reason / where"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("job", "state"))
+    """Jobs as a table; the reason column takes what width is left."""
+    table = Table(title=title, expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None)
+    table.add_column("reason / where", overflow="fold", ratio=1, min_width=16)
     for row in job_rows(jobs, me):
         table.add_row(row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),
                       str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["reason"])
@@ -28,7 +31,7 @@ def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None
 
 
 def vcs_table(vcs: list[dict]) -> Table:
-    table = Table(title="virtual clusters", header_style="bold")
+    table = Table(title="virtual clusters", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("VC", "guaranteed", "used", "borrowed", "bad", "running", "queued", "usage", "yours"):
         table.add_column(column, justify="right" if column not in ("VC", "usage") else "left")
     for row in vc_rows(vcs):
@@ -50,11 +53,12 @@ def usage_bar(row: dict, width: int = 20) -> Text:
     return text
 
 
-def cluster_grid(cluster: dict, max_gpus: int = 4096) -> Table:
+def cluster_grid(cluster: dict, max_gpus: int = 4096) -> Group:
     """One character per GPU, one line per node (summary only above ``max_gpus``)."""
     gpus = cluster.get("gpus") or []
     title = f"cluster: {cluster.get('gpus_free', '?')} of {cluster.get('gpus_total', len(gpus))} GPUs free"
-    table = Table(title=title, show_header=False, box=None, padding=(0, 1))
+    heading = Text(title, style="bold")
+    table = Table(show_header=False, box=None, padding=(0, 1))
     table.add_column("node", style="bold")
     table.add_column("GPUs")
     if len(gpus) > max_gpus:
@@ -62,7 +66,7 @@ def cluster_grid(cluster: dict, max_gpus: int = 4096) -> Table:
         for g in gpus:
             counts[gpu_state(g)] = counts.get(gpu_state(g), 0) + 1
         table.add_row("", ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-        return table
+        return Group(heading, table)
     by_node: dict[str, list[dict]] = {}
     for g in gpus:
         by_node.setdefault(str(g.get("node")), []).append(g)
@@ -72,12 +76,11 @@ def cluster_grid(cluster: dict, max_gpus: int = 4096) -> Table:
             glyph, style = GPU_GLYPHS[gpu_state(g)]
             line.append(glyph, style=style)
         table.add_row(node, line)
-    legend = Text("  ")
+    legend = Text(" ")
     for state, (glyph, style) in GPU_GLYPHS.items():
         legend.append(glyph, style=style)
         legend.append(f" {state}  ")
-    table.caption = legend
-    return table
+    return Group(heading, table, legend)
 
 
 def overview(client, all_jobs: bool = True, limit: int = 30) -> Group:
@@ -89,13 +92,21 @@ def overview(client, all_jobs: bool = True, limit: int = 30) -> Group:
     return Group(cluster_grid(cluster), vcs_table(vcs), table)
 
 
+def console(**kwargs) -> Console:
+    """A console that is wide enough for the tables when the output is not a terminal (pipes, logs)."""
+    c = Console(**kwargs)
+    if not c.is_terminal and "width" not in kwargs:
+        c = Console(width=140, **kwargs)
+    return c
+
+
 def print_table(renderable) -> None:
-    Console().print(renderable)
+    console().print(renderable)
 
 
 def print_overview(client) -> None:
-    Console().print(overview(client))
+    console().print(overview(client))
 
 
 def print_status(job: dict) -> None:
-    Console().print(status_line(job))
+    console().print(status_line(job))

@@ -25,11 +25,10 @@ def run(args) -> int:
         if args.json:
             print_json(job)
         else:
-            from rich.console import Console
-
+            from .. import tables
             from ..format import status_line
 
-            console = Console()
+            console = tables.console()
             console.print(status_line(job))
             for h in job.get("history") or []:
                 console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")

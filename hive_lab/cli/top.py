@@ -23,14 +23,14 @@ def register(subparsers) -> None:
 
 @reports_errors
 def run(args) -> int:
-    from rich.console import Console
     from rich.live import Live
 
     from ..live import Debouncer, LiveFeed
+    from .. import tables
     from ..tables import overview
 
     client = client_from(args)
-    console = Console()
+    console = tables.console()
     if args.once:
         console.print(overview(client, all_jobs=not args.mine, limit=args.limit))
         return 0

@@ -107,7 +107,7 @@ class QueueView(LiveView):
             arrow = (" ▼" if self.sort_descending else " ▲") if column == self.sort_column else ""
             button.description = HEADERS[column] + arrow
         children: list[W.Widget] = list(self.header_buttons.values()) + [W.HTML("<b>action</b>")]
-        self.cancel_buttons = {}
+        cancel_buttons: dict[str, W.Button] = {}
         for row in self.rows:
             job_button = W.Button(description=row["id"], layout=W.Layout(width="auto"),
                                   tooltip="details and logs")
@@ -121,11 +121,12 @@ class QueueView(LiveView):
             if row["cancellable"]:
                 cancel = W.Button(description="cancel", button_style="danger", layout=W.Layout(width="auto"))
                 cancel.on_click(lambda _b, job_id=row["id"]: self.cancel(job_id))
-                self.cancel_buttons[row["id"]] = cancel
+                cancel_buttons[row["id"]] = cancel
                 children.append(cancel)
             else:
                 children.append(W.HTML(""))
         self.grid.children = children
+        self.cancel_buttons = cancel_buttons
         active = sum(1 for r in self.rows if r["state"] in ACTIVE)
         who = "everyone's" if self.all_users else "my"
         self.title.value = f"<b>{len(self.rows)} of {who} jobs</b> ({active} active)"

@@ -10,3 +10,46 @@ DATA = pathlib.Path(__file__).parent / "data"
 def recorded():
     """Recorded JSON shaped per docs/rest-api.md (cluster, vcs, jobs)."""
     return {name: json.loads((DATA / f"{name}.json").read_text()) for name in ("cluster", "vcs", "jobs")}
+
+
+# --- a REAL jupyter server with hive-lab, shared by this directory's live tests -----------------------
+
+LIVE_CLUSTER = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "A100", "levels": ["pair"],
+                "vcs": {"default": 2, "other": 2}}
+
+
+@pytest.fixture(scope="session")
+def hive_server(tmp_path_factory):
+    """One live server for the client tests: 4 A100 in VCs ``default`` (2) and ``other`` (2);
+    ann may use ``default`` only, bob both."""
+    from fixtures.live_server import LiveServer
+
+    srv = LiveServer(tmp_path_factory.mktemp("hive-client-srv"), cluster_config=LIVE_CLUSTER,
+                     users={"ann": {}, "bob": {}}, vc_access={"ann": ["default"], "bob": ["default", "other"]})
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def ann_env(hive_server, monkeypatch):
+    """The environment hive-lab's provisioner gives ann's kernels."""
+    for key in ("JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_SERVICE_PREFIX", "JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HIVE_LAB_URL", hive_server.url)
+    monkeypatch.setenv("HIVE_LAB_TOKEN", hive_server.tokens["ann"])
+    return hive_server
+
+
+@pytest.fixture
+def ann(ann_env):
+    from hive_lab import Client
+
+    client = Client()
+    yield client
+    # leave no job of ann's running for the next test
+    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
+        try:
+            client.cancel(job["id"])
+        except Exception:  # noqa: BLE001 - it may have just finished
+            pass

@@ -1,0 +1,59 @@
+"""`hive-lab` CLI commands as subprocesses against a REAL server."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+HIVE_LAB = str(pathlib.Path(sys.executable).parent / "hive-lab")
+
+
+def cli(srv, *args, user="ann", check=True):
+    command, *rest = args
+    out = subprocess.run([HIVE_LAB, command, "--url", srv.url, "--token", srv.tokens[user], *rest],
+                         capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_submit_wait_jobs_logs(hive_server):
+    out = cli(hive_server, "submit", "--wait", "--json", "--name", "cli", "--gpus", "1", "--",
+              "python3", "-c", "print('hello from cli')")
+    job = json.loads(out.stdout)
+    assert job["state"] == "succeeded" and job["exit_code"] == 0
+    listed = json.loads(cli(hive_server, "jobs", "--json").stdout)
+    assert job["id"] in [j["id"] for j in listed["jobs"]]
+    assert all(j["user"] == "ann" for j in listed["jobs"])
+    assert cli(hive_server, "logs", job["id"]).stdout == "hello from cli\n"
+    table = cli(hive_server, "jobs").stdout
+    assert job["id"] in table and "succeeded" in table
+    # cancelling a finished job: the server's 409 message, exit status 1
+    out = cli(hive_server, "cancel", job["id"], check=False)
+    assert out.returncode == 1 and job["id"] in out.stderr
+
+
+def test_submit_spec_file_cancel_and_failure_exit_code(hive_server, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: sleeper\nvc: default\ncommand: sleep 60\ntasks: [{name: main, count: 1, gpus: 1}]\n")
+    job = json.loads(cli(hive_server, "submit", str(spec), "--json").stdout)
+    assert job["name"] == "sleeper"
+    out = json.loads(cli(hive_server, "cancel", job["id"], "--json").stdout)
+    assert out["jobs"][0]["id"] == job["id"]
+    out = cli(hive_server, "submit", "--wait", "-c", "exit 3", check=False)
+    assert out.returncode == 3 and "failed (exit code 3)" in out.stderr
+
+
+def test_vcs_and_top(hive_server):
+    vcs = json.loads(cli(hive_server, "vcs", "--json").stdout)["vcs"]
+    assert {v["name"]: v["mine"] for v in vcs} == {"default": True, "other": False}
+    assert "default" in cli(hive_server, "vcs").stdout
+    top = cli(hive_server, "top", "--once").stdout
+    assert "GPUs free" in top and "virtual clusters" in top and "queue" in top
+
+
+def test_errors(hive_server, tmp_path):
+    out = cli(hive_server, "submit", "--vc", "other", "-c", "true", check=False)
+    assert out.returncode == 1 and "other" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([HIVE_LAB, "jobs", "--url", "http://127.0.0.1:9/"], capture_output=True, text=True)
+    assert out.returncode == 1 and "Cannot reach the hive-lab server at http://127.0.0.1:9/" in out.stderr
