@@ -90,6 +90,7 @@ class ActiveJob:
     stop_reason: str = ""
     stop_exit_code: int | None = None
     stop_seen: set[str] = field(default_factory=set)
+    stop_codes: dict[str, int] = field(default_factory=dict)
     stale_exits: set[str] = field(default_factory=set)  # exits of a stopped attempt still to come
     recovering: bool = False
 
@@ -152,6 +153,8 @@ class HiveService:
     # lifecycle
 
     async def start(self) -> None:
+        if self._loop_task is not None:
+            return
         await self._recover()
         self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
 
@@ -367,7 +370,8 @@ class HiveService:
                 for victim_id in victims:
                     victim = self.active.get(victim_id)
                     if victim is not None and victim.stopping is None:
-                        self._begin_stop(victim, "preempt", f"preempted by {job.id}", self.preemption_grace_s)
+                        self._begin_stop(victim, "preempt", f"preempted by {job.id}", self.preemption_grace_s,
+                                         conn=conn, published=published)
             elif event == "preempted":
                 by = getattr(d, "by", None) or "a higher-priority job"
                 job.retries += 1
@@ -565,16 +569,23 @@ class HiveService:
                              now, published, started_at=now)
         self._publish(published)
 
-    def _begin_stop(self, job: ActiveJob, why: str, reason: str, grace_s: float, exit_code: int | None = None) -> None:
+    def _begin_stop(self, job: ActiveJob, why: str, reason: str, grace_s: float, exit_code: int | None = None,
+                    conn=None, published: list[str] | None = None) -> None:
+        """Start stopping a job; pass ``conn``/``published`` when already inside a store transaction."""
         job.stopping = why
         job.stop_reason = reason
         job.stop_exit_code = exit_code
         job.stop_seen = set()
-        published: list[str] = []
+        job.stop_codes = {}
         now = self.now()
-        with self.store.begin() as conn:
-            self._transition(conn, job, job.state, f"stopping: {reason}", now, published, event=False)
-        self._publish(published)
+        if conn is None:
+            own: list[str] = []
+            with self.store.begin() as tx:
+                self._transition(tx, job, job.state, f"stopping: {reason}", now, own, event=False)
+            self._publish(own)
+        else:
+            self._transition(conn, job, job.state, f"stopping: {reason}", now, published if published is not None else [],
+                             event=False)
         self._enqueue(job.id, lambda: self._stop(job.id, grace_s))
 
     async def _stop(self, job_id: str, grace_s: float) -> None:
@@ -583,11 +594,16 @@ class HiveService:
             return
         try:
             await self.launcher.stop(job_id, grace_s)
+            exits = await self.launcher.poll()  # collect the stopped tasks' exit codes now
+            if exits:
+                self._handle_exits(exits)
         except Exception:
             log.exception("hive-lab: stopping %s failed", job_id)
         job = self.active.get(job_id)
         if job is None or job.stopping is None:
             return
+        if job.stop_exit_code is None and job.stop_codes:
+            job.stop_exit_code = job.stop_codes[sorted(job.stop_codes)[0]]
         # Exits of the stopped tasks not yet reported are stale from now on.
         job.stale_exits |= {p.task for p in job.placement} - job.stop_seen - (
             {p.task for p in job.placement} - job.tasks_left
@@ -652,6 +668,8 @@ class HiveService:
                     continue
                 if job.stopping is not None:
                     job.stop_seen.add(e.task)
+                    if e.exit_code is not None:
+                        job.stop_codes[e.task] = e.exit_code
                     continue
                 if e.task not in job.tasks_left:
                     continue
@@ -672,7 +690,8 @@ class HiveService:
                     why, reason = "failed", f"task {e.task} exited with code {e.exit_code}{detail}"
                 job.stop_seen = set()
                 if job.tasks_left:  # gang: the other tasks stop too
-                    self._begin_stop(job, why, reason, self.stop_grace_s, exit_code=e.exit_code)
+                    self._begin_stop(job, why, reason, self.stop_grace_s, exit_code=e.exit_code,
+                                     conn=conn, published=published)
                     job.stop_seen.add(e.task)
                 else:
                     decisions = self.scheduler.finish(job.id, now)
