@@ -77,7 +77,9 @@ class JobHandler(HiveHandler):
         if not caller.sees_private(row):
             raise HiveError(403, f"user {caller.user} may not cancel job {job_id} (it belongs to {row['user']})")
         try:
-            job = await self.service.cancel(job_id, caller.user, wait_s=self.hive.cancel_wait_s)
+            note = self.get_argument("reason", "").strip()[:300]  # e.g. why a kernel was culled
+            by = f"{caller.user} ({note})" if note else caller.user
+            job = await self.service.cancel(job_id, by, wait_s=self.hive.cancel_wait_s)
         except Exception as exc:
             from ..service import ServiceError
 

@@ -1,0 +1,130 @@
+"""Idle culling of GPU kernels: a kernel that holds GPUs and has executed nothing for too long goes.
+
+The culler listens to the kernel's IOPub broadcast like any frontend does (a SUB socket; nothing is
+sent to the kernel), so it sees every execution whoever asked for it: ``status: busy/idle`` messages
+whose parent is an ``execute_request``. Where NVML knows the kernel's GPUs (by UUID), a GPU that is
+busy counts as activity too, so a long training loop started from a cell is never "idle".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+
+def gpu_busy(uuids: list[str]) -> bool | None:
+    """Whether any of these GPUs shows utilisation now; None where NVML cannot tell."""
+    if not uuids:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        for uuid in uuids:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            if pynvml.nvmlDeviceGetUtilizationRates(handle).gpu > 0:
+                return True
+        return False
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+class IdleCuller:
+    def __init__(
+        self,
+        connection_info: dict,
+        limit_s: float,
+        on_idle: Callable[[float], Awaitable[None]],
+        *,
+        interval_s: float = 30.0,
+        gpu_uuids: Callable[[], list[str]] = lambda: [],
+    ):
+        self.connection_info = connection_info
+        self.limit_s = limit_s
+        self.on_idle = on_idle
+        self.interval_s = interval_s
+        self.gpu_uuids = gpu_uuids
+        self.last_activity = time.monotonic()
+        self.executing = False
+        self._task: asyncio.Task | None = None
+        self._socket = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="hive-kernel-culler")
+
+    def reset(self) -> None:
+        """The kernel (re)started: its idle time counts from now."""
+        self.last_activity = time.monotonic()
+        self.executing = False
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def idle_for(self) -> float:
+        return 0.0 if self.executing else time.monotonic() - self.last_activity
+
+    def _on_message(self, frames: list[bytes]) -> None:
+        try:
+            i = frames.index(b"<IDS|MSG>")
+            header = json.loads(frames[i + 2])
+            parent = json.loads(frames[i + 3])
+            content = json.loads(frames[i + 5])
+        except (ValueError, IndexError):
+            return
+        if header.get("msg_type") == "status" and parent.get("msg_type") == "execute_request":
+            self.executing = content.get("execution_state") == "busy"
+            self.last_activity = time.monotonic()
+
+    async def _listen(self) -> None:
+        import zmq
+        import zmq.asyncio
+
+        ctx = zmq.asyncio.Context.instance()
+        sock = ctx.socket(zmq.SUB)
+        sock.setsockopt(zmq.SUBSCRIBE, b"")
+        info = self.connection_info
+        sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}")
+        self._socket = sock
+        while True:
+            self._on_message(await sock.recv_multipart())
+
+    async def _run(self) -> None:
+        listener = asyncio.get_running_loop().create_task(self._listen())
+        try:
+            while True:
+                await asyncio.sleep(min(self.interval_s, max(self.limit_s / 4, 0.2)))
+                if listener.done() and listener.exception() is not None:
+                    log.warning("hive kernel culler: IOPub listener failed: %s", listener.exception())
+                idle = self.idle_for()
+                if idle < self.limit_s:
+                    continue
+                busy = await asyncio.get_running_loop().run_in_executor(None, gpu_busy, self.gpu_uuids())
+                if busy:
+                    self.last_activity = time.monotonic()
+                    continue
+                await self.on_idle(idle)
+                return
+        finally:
+            listener.cancel()

@@ -1,0 +1,74 @@
+"""A small async REST client for the provisioner (tornado, already in the Jupyter server process).
+
+Where the scheduler is: the provisioner's ``url``/``token`` config, else ``HIVE_LAB_URL`` /
+``HIVE_LAB_TOKEN``, else the Jupyter server running in this very process (its URL and token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+
+class HiveApiError(RuntimeError):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def find_server(url: str | None = None, token: str | None = None) -> tuple[str, str | None]:
+    url = url or os.environ.get("HIVE_LAB_URL")
+    token = token or os.environ.get("HIVE_LAB_TOKEN")
+    if not url:
+        try:
+            from jupyter_server.serverapp import ServerApp
+
+            if ServerApp.initialized():
+                app = ServerApp.instance()
+                url = app.connection_url
+                token = token or getattr(app.identity_provider, "token", None) or None
+        except Exception:
+            url = None
+    if not url:
+        raise RuntimeError(
+            "hive kernel: cannot find the hive-lab server; set HIVE_LAB_URL (the Jupyter server's URL) and "
+            "HIVE_LAB_TOKEN, or start the kernel from a Jupyter server running hive-lab"
+        )
+    return (url if url.endswith("/") else url + "/"), token
+
+
+class HiveRest:
+    def __init__(self, url: str, token: str | None):
+        self.url = url
+        self.token = token
+        self.api = url + "hive_lab/api/"
+        self._http = AsyncHTTPClient(force_instance=True)
+
+    async def request(self, method: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
+        target = self.api + path
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"token {self.token}"
+        req = HTTPRequest(
+            target, method=method, headers=headers, body=json.dumps(body) if body is not None else None,
+            request_timeout=30, allow_nonstandard_methods=True,
+        )
+        try:
+            resp = await self._http.fetch(req)
+        except HTTPClientError as exc:
+            message = str(exc)
+            if exc.response is not None and exc.response.body:
+                try:
+                    message = json.loads(exc.response.body).get("error") or message
+                except ValueError:
+                    pass
+            raise HiveApiError(exc.code, message) from None
+        return json.loads(resp.body) if resp.body else {}
+
+    def close(self) -> None:
+        self._http.close()

@@ -1,0 +1,347 @@
+"""``hive`` kernel provisioner: a notebook kernel is a scheduled hive-lab job holding GPUs.
+
+Install a kernelspec with ``hive-lab kernelspec install --name gpu-1 --gpus 1 [--image IMG]``. When
+Jupyter starts such a kernel, the provisioner submits a job of kind ``kernel`` (``POST jobs``) that
+runs the kernel command (see ``kernels.job``); the service schedules it like any job and its launcher
+starts it on the granted GPUs, in a container when the kernelspec names an image, else as a local
+process with ``CUDA_VISIBLE_DEVICES``.
+
+- Launching returns at once: the kernel's ZMQ ports are known before it runs, so Jupyter connects
+  and its first messages wait in the sockets until the grant arrives. While the job is queued the
+  server log says why (warning, repeated every ``queue_log_interval_s``); the hive-lab panel shows
+  the queued kernel job and its reason; and the first cell the kernel runs prints how long it
+  waited, why, and which GPUs it holds.
+- Restart keeps the job, hence the GPUs (the job's supervisor reruns the kernel); shutdown ends the
+  job (``DELETE jobs/{id}``), which releases them. If the service stops the job (cancel,
+  preemption), the kernel dies and Jupyter sees it.
+- Idle culling (``kernels.culler``): a kernel holding GPUs that executed nothing for ``idle_timeout``
+  seconds (the smaller of the kernelspec's value and its VC's ``idle_timeout_per_vc``) and whose GPUs
+  are not busy (NVML, where known) is cancelled with a reason the panel shows and shut down; the
+  next kernel of the same notebook says so in its first output.
+
+Server-side settings (``jupyter_server_config.py``)::
+
+    c.HiveProvisioner.idle_timeout = 3600                   # default for every GPU kernel (0 = never)
+    c.HiveProvisioner.idle_timeout_per_vc = {"cv-101": 900} # instructors' limit per VC (caps the above)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pathlib
+import time
+from typing import Any
+
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Dict, Float, Int, Unicode
+
+from .kernels.culler import IdleCuller
+from .kernels.job import CONNECTION_FILE, KERNEL_DIR, dumps_notice, kernel_argv, kernel_job_body, notice_lines
+from .kernels.rest import HiveApiError, HiveRest, find_server
+
+log = logging.getLogger("hive_lab_server.provisioner")
+
+FINAL = ("succeeded", "failed", "cancelled")
+# notebook (JPY_SESSION_NAME) -> what happened to its previous kernel (shown by the next one)
+CULLED_SESSIONS: dict[str, str] = {}
+
+
+class HiveProvisioner(LocalProvisioner):
+    # what the kernel asks for (kernelspec metadata.kernel_provisioner.config)
+    gpus = Int(1, config=True, help="GPUs the kernel holds")
+    gpu_type = Unicode(None, allow_none=True, config=True, help="GPU type (None: any the VC has)")
+    vc = Unicode(None, allow_none=True, config=True, help="virtual cluster (None: the server's default)")
+    image = Unicode(None, allow_none=True, config=True, help="run the kernel in this container image")
+    python = Unicode("python3", config=True, help="the Python that runs the kernel inside the image")
+    cpus = Float(0.0, config=True, help="CPU limit (0: none)")
+    memory_mb = Int(0, config=True, help="memory limit in MB (0: none)")
+    url = Unicode(None, allow_none=True, config=True, help="hive-lab server URL (default: HIVE_LAB_URL / this server)")
+    token = Unicode(None, allow_none=True, config=True, help="token for it (default: HIVE_LAB_TOKEN / this server's)")
+    # culling
+    idle_timeout = Float(3600.0, config=True, help="seconds without execution before a GPU kernel is shut down (0: never)")
+    idle_timeout_per_vc = Dict(config=True, help="VC name -> idle limit in seconds; caps idle_timeout for that VC")
+    cull_interval_s = Float(30.0, config=True, help="how often idleness is checked")
+    queue_log_interval_s = Float(30.0, config=True, help="how often a queued kernel's wait is logged")
+
+    job_id: str | None = None
+    _rest: HiveRest | None = None
+    _job: dict | None = None
+    _job_fetched = 0.0
+    _exits_seen = 0
+    _submitted = 0.0
+    _queue_reason = ""
+    _watch_task: asyncio.Task | None = None
+    _culler: IdleCuller | None = None
+    _session = ""
+    _culled = False
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def has_process(self) -> bool:
+        return self.job_id is not None
+
+    def _client(self) -> HiveRest:
+        if self._rest is None:
+            url, token = find_server(self.url, self.token)
+            self._rest = HiveRest(url, token)
+        return self._rest
+
+    @property
+    def _workdir(self) -> pathlib.Path | None:
+        wd = (self._job or {}).get("working_dir")
+        return pathlib.Path(wd) if wd and os.path.isdir(wd) else None
+
+    def _exit_count(self) -> tuple[int, int | None]:
+        wd = self._workdir
+        if wd is None:
+            return 0, None
+        try:
+            lines = (wd / KERNEL_DIR / "exits").read_text().split()
+        except OSError:
+            return 0, None
+        return len(lines), (int(lines[-1]) if lines and lines[-1].lstrip("-").isdigit() else None)
+
+    async def _refresh(self, max_age: float = 0.0) -> dict | None:
+        if self.job_id is None:
+            return None
+        if self._job is not None and time.monotonic() - self._job_fetched < max_age:
+            return self._job
+        try:
+            self._job = await self._client().request("GET", f"jobs/{self.job_id}")
+            self._job_fetched = time.monotonic()
+        except HiveApiError as exc:
+            if exc.status == 404:
+                self._job = {"id": self.job_id, "state": "failed", "exit_code": None}
+            else:
+                log.warning("hive kernel %s: cannot read job %s: %s", self.kernel_id, self.job_id, exc)
+        except Exception as exc:  # the server restarting: keep the last known state
+            log.warning("hive kernel %s: cannot reach hive-lab: %s", self.kernel_id, exc)
+        return self._job
+
+    def idle_limit(self) -> float:
+        limits = [t for t in (self.idle_timeout,) if t and t > 0]
+        vc = (self._job or {}).get("vc") or self.vc
+        if vc in self.idle_timeout_per_vc:
+            limits.append(float(self.idle_timeout_per_vc[vc]))
+        return min(limits) if limits else 0.0
+
+    # ------------------------------------------------------------------ launch
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict:
+        km = self.parent
+        connection_file = km.connection_file
+        text = pathlib.Path(connection_file).read_text()
+        if self.job_id is not None:
+            job = await self._refresh()
+            if job is not None and job.get("state") not in FINAL and self._workdir is not None:
+                # a restart inside the same grant: the supervisor reruns the kernel on the same GPUs
+                kdir = self._workdir / KERNEL_DIR
+                (kdir / "connection.json").write_text(text)
+                self._exits_seen = self._exit_count()[0]
+                (kdir / "go").write_text("")
+                if self._culler is not None:
+                    self._culler.reset()
+                log.info("hive kernel %s: restarted inside job %s (GPUs kept)", self.kernel_id, self.job_id)
+                return self.connection_info
+            await self._cancel("restart")
+        await self._submit(cmd, connection_file, text, kwargs.get("env") or {})
+        return self.connection_info
+
+    async def _submit(self, cmd: list[str], connection_file: str, text: str, env: dict) -> None:
+        rest = self._client()
+        self._session = env.get("JPY_SESSION_NAME", "")
+        job_env = {k: v for k, v in (self.kernel_spec.env or {}).items() if not k.startswith("HIVE_")}
+        if self._session:
+            job_env["JPY_SESSION_NAME"] = self._session
+        label = os.path.basename(self._session) or self.kernel_spec.display_name or "kernel"
+        body = kernel_job_body(
+            name=f"kernel: {label}"[:200],
+            argv=kernel_argv(list(cmd), connection_file, self.python if self.image else None),
+            connection_text=text,
+            url=rest.url,
+            token=rest.token,
+            gpus=self.gpus,
+            gpu_type=self.gpu_type,
+            vc=self.vc,
+            image=self.image,
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
+            env=job_env,
+        )
+        self._submitted = time.monotonic()
+        try:
+            job = await rest.request("POST", "jobs", body)
+        except HiveApiError as exc:
+            raise RuntimeError(f"hive-lab refused the kernel's GPU request: {exc}") from None
+        self.job_id = job["id"]
+        self._job = job
+        self._job_fetched = time.monotonic()
+        self._exits_seen = 0
+        self._culled = False
+        if job.get("state") == "queued":
+            self._queue_reason = job.get("reason") or ""
+            log.warning(
+                "hive kernel %s waits for %d GPU(s) as job %s: %s",
+                self.kernel_id, self.gpus, self.job_id, self._queue_reason or "queued",
+            )
+        self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"hive-kernel-{self.job_id}")
+
+    async def _watch(self) -> None:
+        """Follow the job: log the wait, write the first-cell notice, start the idle culler."""
+        job_id = self.job_id
+        last_log = time.monotonic()
+        while self.job_id == job_id:
+            job = await self._refresh()
+            state = (job or {}).get("state")
+            if state in ("queued", "submitted"):
+                self._queue_reason = job.get("reason") or self._queue_reason
+                if time.monotonic() - last_log >= self.queue_log_interval_s:
+                    last_log = time.monotonic()
+                    log.warning("hive kernel %s still waits for GPUs (job %s, %.0f s): %s", self.kernel_id,
+                                job_id, time.monotonic() - self._submitted, self._queue_reason)
+                await asyncio.sleep(0.2)
+                continue
+            if state in ("scheduled", "running") and self._workdir is not None:
+                self._on_running(job)
+                return
+            if state in FINAL or state is None:
+                return
+            await asyncio.sleep(0.2)
+
+    def _on_running(self, job: dict) -> None:
+        waited = time.monotonic() - self._submitted
+        limit = self.idle_limit()
+        previous = CULLED_SESSIONS.pop(self._session, None) if self._session else None
+        lines = notice_lines(job, waited, self._queue_reason, limit, previous)
+        try:
+            (self._workdir / KERNEL_DIR).mkdir(exist_ok=True)
+            (self._workdir / KERNEL_DIR / "notice.json").write_text(dumps_notice(lines))
+        except OSError as exc:
+            log.warning("hive kernel %s: cannot write its notice: %s", self.kernel_id, exc)
+        if waited >= 1.0:
+            log.warning("hive kernel %s got its GPUs after %.0f s (job %s)", self.kernel_id, waited, self.job_id)
+        if limit > 0 and self.gpus > 0 and self._culler is None:
+            self._culler = IdleCuller(
+                self.connection_info, limit, self._cull, interval_s=self.cull_interval_s,
+                gpu_uuids=lambda: [u for p in (self._job or {}).get("placement") or [] for u in (p.get("gpu_uuids") or [])],
+            )
+            self._culler.start()
+
+    async def _cull(self, idle_s: float) -> None:
+        limit = self.idle_limit()
+        vc = (self._job or {}).get("vc") or self.vc
+        gpus = self.gpus
+        why = (f"idle kernel culled: no execution for {idle_s / 60:.1f} min while holding {gpus} GPU"
+               f"{'s' if gpus != 1 else ''} (VC {vc} limit {limit / 60:.0f} min)")
+        log.warning("hive kernel %s (job %s): %s; shutting it down", self.kernel_id, self.job_id, why)
+        self._culled = True
+        if self._session:
+            CULLED_SESSIONS[self._session] = (
+                f"the previous kernel of this notebook was shut down at {time.strftime('%H:%M')} after "
+                f"{idle_s / 60:.0f} min without execution, to release its GPUs for others."
+            )
+        await self._cancel(why)
+        km = self.parent
+        multi = getattr(km, "parent", None)
+        try:
+            if multi is not None and hasattr(multi, "shutdown_kernel") and self.kernel_id in getattr(multi, "_kernels", {}):
+                await asyncio.ensure_future(multi.shutdown_kernel(self.kernel_id))
+            else:
+                await km.shutdown_kernel(now=True)
+        except Exception as exc:
+            log.warning("hive kernel %s: shutting down after culling: %s", self.kernel_id, exc)
+
+    async def _cancel(self, why: str) -> None:
+        job_id = self.job_id
+        if job_id is None:
+            return
+        self.job_id = None
+        if self._culler is not None:
+            await self._culler.stop()
+            self._culler = None
+        task, self._watch_task = self._watch_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        try:
+            await self._client().request("DELETE", f"jobs/{job_id}", query={"reason": why})
+        except HiveApiError as exc:
+            if exc.status not in (404, 409):
+                log.warning("hive kernel %s: cancelling job %s: %s", self.kernel_id, job_id, exc)
+        except Exception as exc:
+            log.warning("hive kernel %s: cancelling job %s: %s", self.kernel_id, job_id, exc)
+
+    # ------------------------------------------------------------------ process-like interface
+
+    async def poll(self) -> int | None:
+        if self.job_id is None:
+            return 0
+        count, rc = self._exit_count()
+        if count > self._exits_seen:
+            return rc if rc is not None else 1
+        job = await self._refresh(max_age=0.25)
+        if job is not None and job.get("state") in FINAL:
+            code = job.get("exit_code")
+            return code if code is not None else 1
+        return None
+
+    async def wait(self) -> int | None:
+        while True:
+            ret = await self.poll()
+            if ret is not None:
+                return ret
+            await asyncio.sleep(0.1)
+
+    async def send_signal(self, signum: int) -> None:
+        import signal
+
+        if signum in (signal.SIGKILL, signal.SIGTERM):
+            await self.kill()
+        else:  # the kernelspec uses interrupt_mode "message"; other signals cannot cross the launcher
+            log.info("hive kernel %s: signal %s not forwarded", self.kernel_id, signum)
+
+    async def kill(self, restart: bool = False) -> None:
+        if restart and await self.poll() is not None:
+            return  # the kernel process already ended; the supervisor waits for the relaunch
+        if restart:
+            log.warning("hive kernel %s: forced restart of a hung kernel; its GPUs are requested again",
+                        self.kernel_id)
+        await self._cancel("kernel killed" if not restart else "hung kernel restarted")
+
+    async def terminate(self, restart: bool = False) -> None:
+        await self.kill(restart=restart)
+
+    async def shutdown_requested(self, restart: bool = False) -> None:
+        if not restart and self._workdir is not None:
+            try:
+                (self._workdir / KERNEL_DIR / "keep").unlink()
+            except OSError:
+                pass
+
+    async def cleanup(self, restart: bool = False) -> None:
+        if not restart:
+            await self._cancel("kernel shut down")
+            if self._rest is not None:
+                self._rest.close()
+                self._rest = None
+        await super().cleanup(restart=restart)
+
+    async def get_provisioner_info(self) -> dict:
+        info = await super().get_provisioner_info()
+        info.update({"job_id": self.job_id})
+        return info
+
+    async def load_provisioner_info(self, provisioner_info: dict) -> None:
+        await super().load_provisioner_info(provisioner_info)
+        self.job_id = provisioner_info.get("job_id")
+
+    def get_shutdown_wait_time(self, recommended: float = 5.0) -> float:
+        return max(recommended, 10.0)
+
+    def get_stable_start_time(self, recommended: float = 10.0) -> float:
+        return recommended
+
+
+__all__ = ["HiveProvisioner", "CONNECTION_FILE"]

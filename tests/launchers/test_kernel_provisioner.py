@@ -1,0 +1,189 @@
+"""Notebook kernels as scheduled GPU jobs: the ``hive`` provisioner against a live hive-lab server.
+
+The kernels are started the way Jupyter starts them (``AsyncKernelManager`` with a kernelspec whose
+provisioner is ``hive``), and talk to a real server subprocess over REST.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+import pytest
+from jupyter_client.manager import AsyncKernelManager
+from traitlets.config import Config
+
+from hive_lab.cli.kernelspec import kernel_json
+
+ONE_GPU = {"nodes": 1, "gpus_per_node": 1, "gpu_type": "T4", "vcs": {"default": 1}}
+
+
+@pytest.fixture
+def hive_kernelspec(tmp_path, monkeypatch):
+    """``make(name, **config) -> name``: a hive kernelspec visible to jupyter_client in this test."""
+    root = tmp_path / "jupyter-path"
+    monkeypatch.setenv("JUPYTER_PATH", str(root))
+
+    def make(name="hive-gpu", gpus=1, image=None, **extra):
+        args = argparse.Namespace(gpus=gpus, gpu_type=None, vc=None, image=image, idle_timeout=None, cpus=0,
+                                  memory_mb=0, display_name=None)
+        spec = kernel_json(args)
+        spec["metadata"]["kernel_provisioner"]["config"].update(extra)
+        d = root / "kernels" / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "kernel.json").write_text(json.dumps(spec))
+        return name
+
+    return make
+
+
+def use_server(monkeypatch, srv):
+    monkeypatch.setenv("HIVE_LAB_URL", srv.url)
+    monkeypatch.setenv("HIVE_LAB_TOKEN", srv.token)
+
+
+async def run_code(km: AsyncKernelManager, code: str, timeout: float = 60) -> str:
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=timeout)
+        out: list[str] = []
+
+        def hook(msg):
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+
+        reply = await kc.execute_interactive(code, output_hook=hook, timeout=timeout)
+        assert reply["content"]["status"] == "ok", "".join(out)
+        return "".join(out)
+    finally:
+        kc.stop_channels()
+
+
+async def wait_job(srv, job_id: str, *states: str, timeout: float = 30) -> dict:
+    """``srv.wait_for_job`` off the event loop (the provisioner's watcher and culler run on it)."""
+    return await asyncio.to_thread(srv.wait_for_job, job_id, *states, timeout=timeout)
+
+
+def job_of(km: AsyncKernelManager) -> str:
+    return km.provisioner.job_id
+
+
+PROBE = "import os, sys; print('GPUS=' + os.environ['CUDA_VISIBLE_DEVICES'], 'JOB=' + os.environ['HIVE_JOB_ID'], " \
+        "'URL=' + os.environ.get('HIVE_LAB_URL', ''), 'TOKEN=' + os.environ.get('HIVE_LAB_TOKEN', ''), " \
+        "'PREFIX=' + sys.prefix)"
+
+
+async def test_kernel_runs_code_reports_gpus_restart_keeps_them_shutdown_releases(
+    live_server_factory, hive_kernelspec, monkeypatch
+):
+    srv = live_server_factory(launcher="local")
+    use_server(monkeypatch, srv)
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=2))
+    await km.start_kernel()
+    try:
+        job_id = job_of(km)
+        out = await run_code(km, PROBE)
+        job = await wait_job(srv, job_id, "running")
+        assert job["kind"] == "kernel"
+        gpus = job["placement"][0]["gpus"]
+        assert len(gpus) == 2
+        assert f"GPUS={','.join(map(str, gpus))}" in out
+        assert f"JOB={job_id}" in out and f"URL={srv.url}" in out and f"TOKEN={srv.token}" in out
+        assert f"hive-lab: this kernel is job {job_id}" in out  # the first cell's notice
+        assert srv.request("GET", "cluster").json()["gpus_free"] == 2
+
+        await run_code(km, "x = 41")
+        await km.restart_kernel()
+        assert job_of(km) == job_id
+        out = await run_code(km, "print('x' in globals()); " + PROBE)
+        assert "\nFalse\n" in out  # a fresh interpreter ...
+        assert f"GPUS={','.join(map(str, gpus))}" in out  # ... on the same GPUs, same job
+        assert (await wait_job(srv, job_id, "running"))["placement"][0]["gpus"] == gpus
+    finally:
+        await km.shutdown_kernel()
+    job = await wait_job(srv, job_id, "cancelled", "succeeded")
+    assert srv.request("GET", "cluster").json()["gpus_free"] == 4, job
+
+
+async def test_second_gpu_kernel_queues_until_the_first_shuts_down(live_server_factory, hive_kernelspec, monkeypatch):
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU)
+    use_server(monkeypatch, srv)
+    name = hive_kernelspec(gpus=1)
+    first = AsyncKernelManager(kernel_name=name)
+    second = AsyncKernelManager(kernel_name=name)
+    await first.start_kernel()
+    try:
+        await run_code(first, "print(1)")
+        t0 = time.monotonic()
+        await second.start_kernel()
+        assert time.monotonic() - t0 < 10  # launching returns while the kernel waits
+        queued = await wait_job(srv, job_of(second), "queued")
+        assert queued["reason"]  # a sentence saying why it waits
+        assert await second.is_alive()  # waiting, not dead
+        await asyncio.sleep(1.5)
+        assert (await wait_job(srv, job_of(second), "queued"))["state"] == "queued"
+
+        await first.shutdown_kernel()
+        out = await run_code(second, PROBE, timeout=60)
+        assert "GPUS=0" in out
+        assert "waited" in out and "in the queue for its GPUs" in out  # the user sees the wait and why
+    finally:
+        for km in (first, second):
+            if km.has_kernel:
+                await km.shutdown_kernel(now=True)
+
+
+async def test_idle_kernel_is_culled_and_its_gpu_released(live_server_factory, hive_kernelspec, monkeypatch):
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU)
+    use_server(monkeypatch, srv)
+    # the instructor's per-VC limit caps the kernelspec's own (longer) idle timeout
+    config = Config({"HiveProvisioner": {"idle_timeout_per_vc": {"default": 2.0}, "cull_interval_s": 0.3}})
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1, idle_timeout=3600), config=config)
+    await km.start_kernel()
+    try:
+        job_id = job_of(km)
+        out = await run_code(km, "import time; time.sleep(3.5); print('done')")  # executing is not idle
+        assert "done" in out and "shut down (and its GPUs released) after 2 s" in out
+        assert (await wait_job(srv, job_id, "running"))["state"] == "running"
+        job = await wait_job(srv, job_id, "cancelled", timeout=20)
+        assert "idle kernel culled" in job["reason"] and "VC default" in job["reason"]
+        assert srv.request("GET", "cluster").json()["gpus_free"] == 1
+        deadline = time.monotonic() + 20
+        while km.has_kernel and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert not await km.is_alive()
+    finally:
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
+
+
+@pytest.mark.docker
+async def test_kernel_runs_in_a_container_inside_its_grant(
+    live_server_factory, hive_kernelspec, monkeypatch, docker_engine, docker_test_image
+):
+    srv = live_server_factory(
+        launcher="docker", config={"DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False}}
+    )
+    use_server(monkeypatch, srv)
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1, image=docker_test_image))
+    await km.start_kernel()
+    try:
+        job_id = job_of(km)
+        out = await run_code(km, PROBE)
+        gpus = (await wait_job(srv, job_id, "running"))["placement"][0]["gpus"]
+        assert f"GPUS={gpus[0]}" in out and "PREFIX=/usr\n" in out  # the image's python3, not our venv
+        client = docker_engine.client()
+        (container,) = client.containers.list(filters={"label": f"hive-lab.job={job_id}"})
+        assert container.labels["hive-lab.kind"] == "kernel"
+    finally:
+        await km.shutdown_kernel()
+    await wait_job(srv, job_id, "cancelled", "succeeded")
+    deadline = time.monotonic() + 20
+    while client.containers.list(all=True, filters={"label": f"hive-lab.job={job_id}"}):
+        assert time.monotonic() < deadline, "the kernel's container was not removed"
+        await asyncio.sleep(0.2)
