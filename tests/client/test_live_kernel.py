@@ -1,0 +1,76 @@
+"""%%submit inside a REAL Jupyter kernel started by the live server: the client finds its server from
+the runtime file (the kernel's parent process), and the cell shows a live ipywidgets status line."""
+
+import json
+import time
+
+import pytest
+from jupyter_client.blocking import BlockingKernelClient
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def run(kc, code, timeout=60):
+    """Execute ``code``; return (iopub messages, execute_reply content)."""
+    msg_id = kc.execute(code)
+    messages = []
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = kc.get_shell_msg(timeout=10)
+    return messages, reply["content"]
+
+
+def text_of(messages, kind):
+    return "".join(m["content"].get("text", "") for m in messages
+                   if m["msg_type"] == "stream" and m["content"]["name"] == kind)
+
+
+@pytest.fixture
+def kernel(hive_server):
+    r = hive_server.request("POST", "/api/kernels", json={"name": "python3"})
+    assert r.status_code == 201, r.text
+    kernel_id = r.json()["id"]
+    kc = BlockingKernelClient()
+    kc.load_connection_file(str(hive_server.runtime_dir / f"kernel-{kernel_id}.json"))
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        yield kc
+    finally:
+        kc.stop_channels()
+        hive_server.request("DELETE", f"/api/kernels/{kernel_id}")
+
+
+def test_submit_in_a_kernel_finds_the_server_and_shows_a_widget(kernel):
+    messages, reply = run(kernel, "%load_ext hive_lab\nimport hive_lab\nprint(hive_lab.Client().server.source)")
+    assert reply["status"] == "ok", reply
+    assert "the Jupyter server that started this kernel" in text_of(messages, "stdout")
+
+    messages, reply = run(kernel, "%%submit --wait --name in-kernel\nprint('hello from the job')\n")
+    assert reply["status"] == "ok", reply
+    # a widget is displayed and its status line is updated in place until the job has finished
+    assert any(WIDGET_VIEW in m["content"].get("data", {}) for m in messages if m["msg_type"] == "display_data")
+    states = [json.dumps(m["content"]["data"].get("state", {})) for m in messages
+              if m["msg_type"] in ("comm_open", "comm_msg")]
+    assert any("succeeded (exit code 0)" in s for s in states)
+    assert any("hello from the job" in s for s in states)    # the log tail
+    result = next(m for m in messages if m["msg_type"] == "execute_result")
+    assert "in-kernel: succeeded" in result["content"]["data"]["text/plain"]
+
+    # the returned Job handle works in the kernel
+    messages, reply = run(kernel, "print(_.status, repr(_.logs()))")
+    assert text_of(messages, "stdout").strip() == "succeeded 'hello from the job\\n'"
+
+
+def test_hive_status_displays_the_dashboard(kernel):
+    messages, reply = run(kernel, "%load_ext hive_lab\n%hive_status")
+    assert reply["status"] == "ok", reply
+    assert any(WIDGET_VIEW in m["content"].get("data", {}) for m in messages if m["msg_type"] == "display_data")
+    opened = [m["content"]["data"]["state"].get("_model_name") for m in messages if m["msg_type"] == "comm_open"]
+    assert "BokehModel" in opened and "GridBoxModel" in opened
