@@ -153,6 +153,10 @@ def test_drain_through_cli_and_dashboard_metrics(hw_server):
     assert denied.returncode == 1 and "only admins" in denied.stderr
     out = subprocess.run(cli + ["undrain", "ws", "--gpu", str(g)] + auth, capture_output=True, text=True)
     assert out.returncode == 0 and gpus(srv)[g]["drained"] is False
+    out = subprocess.run(cli + ["healthy", "ws", "--gpu", str(g)] + auth, capture_output=True, text=True)
+    assert (out.returncode, out.stdout.strip()) == (0, f"GPU {g} of ws: marked healthy"), out.stderr
+    out = subprocess.run(cli + ["healthy", "nowhere"] + auth, capture_output=True, text=True)
+    assert out.returncode == 1 and "no node 'nowhere'" in out.stderr
 
     # every metric the Grafana dashboard queries is served (a family with no series yet counts:
     # no XID has happened, this GPU model remaps rows instead of retiring pages)
