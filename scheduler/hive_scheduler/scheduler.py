@@ -238,6 +238,8 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             v = self._jobs.get(vid)
             if v is not None and p.req.id in v.preemptors:
                 v.preemptors.remove(p.req.id)
+                if v.preempted_by == p.req.id and v.preemptors:
+                    v.preempted_by = v.preemptors[0]
         p.waiting_on = []
 
     def _victim_gone(self, victim_id: str, preemptors: list[str], now: float, out: list) -> None:
@@ -552,7 +554,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         for vid in victims:
             v = self._jobs[vid]
             v.preemptors.append(jid)
-            if v.preempted_by is None:
+            if v.preempted_by is None or v.preempted_by not in v.preemptors:
                 v.preempted_by = jid
         out.append(Decision("preempting", jid, now, victims=tuple(victims)))
 
