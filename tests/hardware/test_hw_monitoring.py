@@ -215,3 +215,21 @@ def test_capture_script_without_nvml_says_so():
     out = subprocess.run([sys.executable, "-m", "hive_lab_server.hardware.capture", "--backend", "none"],
                          capture_output=True, text=True)
     assert out.returncode == 1 and "NVML is not available" in out.stderr
+
+
+def _fake_proc(root, pid, ppid, cgroup="0::/user.slice\n"):
+    d = root / str(pid)
+    d.mkdir(parents=True)
+    (d / "stat").write_text(f"{pid} (python3 (x) y) S {ppid} 1 1 0 -1 4194560\n")
+    (d / "cgroup").write_text(cgroup)
+
+
+def test_job_resolver_pid_ancestry_and_containers(tmp_path):
+    cid = "ab" * 32
+    _fake_proc(tmp_path, 100, 1)
+    _fake_proc(tmp_path, 200, 100)  # a child of the task's process
+    _fake_proc(tmp_path, 300, 250)  # parent unknown, in a container
+    (tmp_path / "300" / "cgroup").write_text(f"0::/system.slice/docker-{cid}.scope\n")
+    _fake_proc(tmp_path, 400, 1)
+    resolve = JobResolver({100: "j-local"}, {cid[:12]: "j-docker"}, proc=str(tmp_path))
+    assert [resolve(p) for p in (100, 200, 300, 400, 999)] == ["j-local", "j-local", "j-docker", None, None]

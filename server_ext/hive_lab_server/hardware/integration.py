@@ -19,18 +19,38 @@ log = logging.getLogger(__name__)
 
 
 def _task_pids(launcher: Any) -> dict[int, str]:
-    """pid -> job of the tasks a launcher started (local launcher); empty when it cannot say."""
+    """pid -> job of the tasks a launcher started (local launcher, or the docker launcher's local
+    fallback for imageless jobs); empty when it cannot say. Launchers may offer ``task_pids()``."""
     fn = getattr(launcher, "task_pids", None)
     if callable(fn):
         return dict(fn())
-    tasks = getattr(launcher, "_tasks", None)  # LocalLauncher: {job: {task: _Task(pid=...)}}
     out: dict[int, str] = {}
+    tasks = getattr(launcher, "_tasks", None)  # LocalLauncher: {job: {task: _Task(pid=...)}}
     if isinstance(tasks, dict):
-        for job_id, by_task in tasks.items():
-            for t in (by_task or {}).values():
+        for job_id, by_task in list(tasks.items()):
+            for t in list((by_task or {}).values()):
                 pid = getattr(t, "pid", None)
                 if isinstance(pid, int):
                     out[pid] = job_id
+    inner = getattr(launcher, "_local", None)  # DockerLauncher runs imageless jobs locally
+    if inner is not None and inner is not launcher:
+        out.update(_task_pids(inner))
+    return out
+
+
+def _containers(launcher: Any) -> dict[str, str]:
+    """container id -> job (docker launcher: its watchers know each task's container)."""
+    fn = getattr(launcher, "task_containers", None)
+    if callable(fn):
+        return dict(fn())
+    out: dict[str, str] = {}
+    watchers = getattr(launcher, "_watchers", None)  # DockerLauncher: {job: {task: ContainerWatcher}}
+    if isinstance(watchers, dict):
+        for job_id, by_task in list(watchers.items()):
+            for w in list((by_task or {}).values()):
+                cid = getattr(w, "container_id", None)
+                if isinstance(cid, str) and cid:
+                    out[cid] = job_id
     return out
 
 
@@ -70,6 +90,6 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         # looked up when called, so the monitor can be built before the service grows these methods
         on_bad=lambda node_, gpu, reason: service.gpu_failed(node_, gpu, reason),
         on_healthy=lambda node_, gpu: service.gpu_repaired(node_, gpu), drained=drained,
-        placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher)), job_labels=labels,
+        placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher), _containers(service.launcher)), job_labels=labels,
         registry=registry, interval_s=interval_s, inventory=inventory,
     )
