@@ -390,6 +390,7 @@ class HiveService:
                     published: list[str]) -> None:
         job.placement = placement
         job.opportunistic = opportunistic or job.request.priority < 0
+        job.recovering = False
         job.attempt += 1
         job.tasks_left = {p.task for p in placement}
         job.stop_seen = set()
@@ -643,6 +644,7 @@ class HiveService:
         """Put a job whose run ended (lost) back into the core's queue."""
         if count_retry:
             job.retries += 1
+        job.recovering = False
         job.queued_at = now
         job.placement = []
         self.store.update_job(conn, job.id, retries=job.retries)
@@ -684,7 +686,8 @@ class HiveService:
                     continue
                 job.tasks_left.discard(e.task)
                 if e.exit_code is None:
-                    why, reason = "lost", f"task {e.task} was lost ({e.reason or 'gone without an exit code'})"
+                    detail = e.reason if e.reason and e.reason != "lost" else "gone without an exit code"
+                    why, reason = "lost", f"task {e.task} was lost ({detail})"
                 else:
                     detail = f", {e.reason}" if e.reason else ""
                     why, reason = "failed", f"task {e.task} exited with code {e.exit_code}{detail}"
@@ -804,7 +807,7 @@ class HiveService:
         alive = await self.launcher.running()
         lost: list[TaskExit] = []
         for job in list(self.active.values()):
-            if not job.recovering:
+            if not job.recovering or job.state != "running":
                 continue
             job.recovering = False
             if job.stopping is None:
