@@ -223,7 +223,7 @@ export class HeatmapWidget extends Widget {
       'aria-label',
       `GPU heatmap: ${gpus.length} GPUs, ${cluster.gpus_free} free`
     );
-    this._summary.textContent = `${cluster.gpus_free} of ${cluster.gpus_total} GPUs free · ${layout.nodes.length} nodes`;
+    this._summary.textContent = `${cluster.gpus_free} of ${cluster.gpus_total} GPUs free · ${layout.nodes.length} node${layout.nodes.length === 1 ? "" : "s"}`;
     this._renderLegend(counts, mode, fg2);
   }
 
