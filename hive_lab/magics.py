@@ -79,7 +79,11 @@ class HiveLabMagics(Magics):
             job = Job(self.client, self.client.submit(spec))
         except HiveLabError as exc:
             return self._fail(exc)
-        self._show(job, block=args.wait or args.follow, follow=args.follow)
+        try:
+            self._show(job, block=args.wait or args.follow, follow=args.follow)
+        except KeyboardInterrupt:
+            print(f"stopped waiting; {job.id} keeps going (job.cancel() or %hive_cancel {job.id} stops it)",
+                  file=sys.stderr)
         return job
 
     def _show(self, job: Job, *, block: bool, follow: bool) -> None:

@@ -10,17 +10,17 @@ from bokeh.plotting import figure
 from jupyter_bokeh import BokehModel
 
 from .base import LiveView, error_html
-from .layout import compute_layout
-from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend
+from .layout import Layout, compute_layout
+from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend, topology_key
 
 MAX_WIDTH_PX = 900
 MAX_CELL_PX = 40
 MAX_OUTLINES = 600  # node/rack outlines drawn up to this many groups
 
 
-def outline_columns(cluster: dict) -> dict[str, list]:
+def outline_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list]:
     """Rectangles around nodes and the groups above them (racks ...), for a second, unfilled glyph."""
-    layout = compute_layout(cluster.get("gpus") or [])
+    layout = layout or compute_layout(cluster.get("gpus") or [])
     node_depths = {b.depth for b in layout.groups if b.is_node}
     top = min(node_depths) if node_depths else 0
     boxes = [b for b in layout.groups if b.depth <= top]
@@ -46,8 +46,10 @@ class HeatmapView(LiveView):
         self.color_by = color_by
         self.cluster: dict = cluster or {"gpus": []}
         self.vc_names: list[str] = []
-        self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by))
-        self.outlines = ColumnDataSource(data=outline_columns(self.cluster))
+        self._topology = topology_key(self.cluster)
+        self._layout = compute_layout(self.cluster.get("gpus") or [])
+        self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by, layout=self._layout))
+        self.outlines = ColumnDataSource(data=outline_columns(self.cluster, self._layout))
         self.figure = figure(tools="pan,wheel_zoom,box_zoom,reset", toolbar_location="right",
                              x_axis_location=None, y_axis_location=None, match_aspect=True,
                              min_border=4, outline_line_color=None)
@@ -91,10 +93,14 @@ class HeatmapView(LiveView):
         self.cluster = cluster
         if vc_names is not None:
             self.vc_names = list(vc_names)
-        old_layout = (self.source.data.get("node"), self.source.data.get("index"))
-        self.source.data = heatmap_columns(cluster, self.color_by, self.vc_names)
-        if old_layout != (self.source.data["node"], self.source.data["index"]):
-            self.outlines.data = outline_columns(cluster)
+        topology = topology_key(cluster)
+        changed = topology != self._topology
+        if changed:  # the layout is recomputed only when GPUs or their cells change
+            self._topology = topology
+            self._layout = compute_layout(cluster.get("gpus") or [])
+        self.source.data = heatmap_columns(cluster, self.color_by, self.vc_names, layout=self._layout)
+        if changed:
+            self.outlines.data = outline_columns(cluster, self._layout)
             self._size()
         self._legend()
         self.status.value = (f"<span style='color:#555'>{cluster.get('gpus_free', '?')} of "

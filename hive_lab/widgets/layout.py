@@ -8,6 +8,7 @@ block (shelf packing of its children, with gaps growing with the group's level),
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -21,6 +22,10 @@ class _Group:
     key: tuple
     children: list = field(default_factory=list)  # _Group or int (GPU index into the list)
     height: int = 1  # levels below (1: children are GPUs)
+    by_address: dict = field(default_factory=dict)
+    w: float = 1.0
+    h: float = 1.0
+    offsets: list = field(default_factory=list)  # (x, y) of each child inside this group
 
 
 @dataclass(frozen=True)
@@ -43,28 +48,25 @@ class Layout:
     y: list[float]        # top edge (y grows downwards: flip the y range when drawing)
     width: float
     height: float
-    groups: list[GroupBox]
+    groups: list[GroupBox]  # nodes and the groups above them
 
 
-def _group_path(gpu: dict) -> tuple:
+def _group_path(gpu: dict) -> list:
     path = gpu.get("path")
     if path:
-        return tuple(str(p) for p in path)
-    return (str(gpu.get("node", "?")),)
+        return path
+    return [gpu.get("node", "?")]
 
 
 def _build_tree(gpus: list[dict]) -> _Group:
     root = _Group(key=())
-    index: dict[tuple, _Group] = {(): root}
     for i, gpu in enumerate(gpus):
-        path = _group_path(gpu)
         parent = root
-        for depth in range(1, len(path) + 1):
-            key = path[:depth]
-            group = index.get(key)
+        for address in _group_path(gpu):
+            group = parent.by_address.get(address)
             if group is None:
-                group = _Group(key=key)
-                index[key] = group
+                group = _Group(key=parent.key + (str(address),))
+                parent.by_address[address] = group
                 parent.children.append(group)
             parent = group
         parent.children.append(i)
@@ -86,40 +88,49 @@ def gap_for(height: int) -> float:
     return 0.0 if height <= 1 else 0.15 + 0.35 * (height - 2)
 
 
-def _pack(group: _Group, aspect: float) -> tuple[float, float, list, list]:
-    """Returns (w, h, [(gpu, x, y)], [(group, x0, y0, x1, y1)]) relative to the group's corner."""
-    blocks = []
+def _size(group: _Group, aspect: float) -> None:
+    """Set ``group.w/h`` and the offsets of its children (children first); O(GPUs) in all."""
+    sizes = []
     for child in group.children:
         if isinstance(child, _Group):
-            blocks.append(_pack(child, INNER_ASPECT) + (child,))
+            _size(child, INNER_ASPECT)
+            sizes.append((child.w, child.h))
         else:
-            blocks.append((1.0, 1.0, [(child, 0.0, 0.0)], [], None))
+            sizes.append((1.0, 1.0))
     gap = gap_for(group.height)
-    sizes = {(w, h) for w, h, *_ in blocks}
-    if len(sizes) == 1:
+    distinct = set(sizes)
+    if len(distinct) == 1:
         # equal blocks (the usual case): a regular grid with the best column count
-        (bw, bh), = sizes
-        cols = _best_columns(len(blocks), bw + gap, bh + gap, aspect)
-        target = cols * (bw + gap) - gap
+        (bw, bh), = distinct
+        cols = _best_columns(len(sizes), bw + gap, bh + gap, aspect)
+        target, slack = cols * (bw + gap) - gap, 1.0001
     else:
-        area = sum((w + gap) * (h + gap) for w, h, *_ in blocks)
-        target = max(max(w for w, *_ in blocks), math.sqrt(area * aspect))
-    cells, boxes = [], []
+        area = sum((w + gap) * (h + gap) for w, h in sizes)
+        target, slack = max(max(w for w, _ in sizes), math.sqrt(area * aspect)), WRAP_SLACK
+    offsets = []
     x = y = shelf_h = width = 0.0
-    for w, h, sub_cells, sub_boxes, child in blocks:
-        if x > 0 and x + w > target * (1.0001 if len(sizes) == 1 else WRAP_SLACK):
+    for w, h in sizes:
+        if x > 0 and x + w > target * slack:
             y += shelf_h + gap
             x = shelf_h = 0.0
-        cells.extend((g, x + cx, y + cy) for g, cx, cy in sub_cells)
-        boxes.extend((b, x + bx0, y + by0, x + bx1, y + by1) for b, bx0, by0, bx1, by1 in sub_boxes)
-        if child is not None:
-            boxes.append((child, x, y, x + w, y + h))
+        offsets.append((x, y))
         width = max(width, x + w)
         shelf_h = max(shelf_h, h)
         x += w + gap
-    return width, y + shelf_h, cells, boxes
+    group.w, group.h, group.offsets = width, y + shelf_h, offsets
 
 
+def _place(group: _Group, x0: float, y0: float, xs: list, ys: list, boxes: list) -> None:
+    for child, (ox, oy) in zip(group.children, group.offsets):
+        if isinstance(child, _Group):
+            boxes.append((child, x0 + ox, y0 + oy, x0 + ox + child.w, y0 + oy + child.h))
+            _place(child, x0 + ox, y0 + oy, xs, ys, boxes)
+        else:
+            xs[child] = x0 + ox
+            ys[child] = y0 + oy
+
+
+@functools.lru_cache(maxsize=4096)
 def _best_columns(n: int, w: float, h: float, aspect: float) -> int:
     """Column count for ``n`` equal ``w x h`` blocks: close to ``aspect``, few empty slots."""
     best, best_cost = n, float("inf")
@@ -144,21 +155,23 @@ def compute_layout(gpus: list[dict]) -> Layout:
     top = root
     while len(top.children) == 1 and isinstance(top.children[0], _Group):
         top = top.children[0]
-    w, h, cells, boxes = _pack(top, TOP_ASPECT)
+    _size(top, TOP_ASPECT)
+    w, h = top.w, top.h
     xs = [0.0] * len(gpus)
     ys = [0.0] * len(gpus)
-    for g, x, y in cells:
-        xs[g] = x
-        ys[g] = y
+    boxes: list = []
+    _place(top, 0.0, 0.0, xs, ys, boxes)
     node_names = {str(g.get("node")) for g in gpus}
     groups = []
     if top is not root:
         groups.append((top, 0.0, 0.0, w, h))
     groups.extend(boxes)
+    # nodes and the groups above them (racks ...); the small groups inside nodes are left out
+    node_depth = max((len(b.key) for b, *_ in groups if b.key[-1] in node_names), default=0)
     out = [
         GroupBox(address=b.key[-1], path=b.key, is_node=b.key[-1] in node_names, depth=len(b.key),
                  x0=x0, y0=y0, x1=x1, y1=y1)
-        for b, x0, y0, x1, y1 in groups
+        for b, x0, y0, x1, y1 in groups if len(b.key) <= node_depth or not node_depth
     ]
     out.sort(key=lambda b: (b.depth, b.y0, b.x0))
     return Layout(xs, ys, w, h, out)

@@ -9,7 +9,7 @@ import zlib
 from datetime import datetime
 
 from ..format import FINISHED, duration, placement_text, priority_text, seconds_between
-from .layout import compute_layout
+from .layout import Layout, compute_layout
 
 # -- GPU states and colours -------------------------------------------------------------------------
 
@@ -89,10 +89,18 @@ def gpu_colors(gpus: list[dict], by: str = "state", vcs: list[str] | None = None
     return colors, alphas
 
 
-def heatmap_columns(cluster: dict, by: str = "state", vcs: list[str] | None = None) -> dict[str, list]:
-    """``GET cluster`` -> the ColumnDataSource columns of the heatmap (one row per GPU)."""
+def topology_key(cluster: dict) -> tuple:
+    """What the layout depends on: the GPUs and their cell paths (not their states)."""
+    return tuple((g.get("node"), g.get("index"), tuple(g.get("path") or ())) for g in cluster.get("gpus") or [])
+
+
+def heatmap_columns(cluster: dict, by: str = "state", vcs: list[str] | None = None,
+                    layout: Layout | None = None) -> dict[str, list]:
+    """``GET cluster`` -> the ColumnDataSource columns of the heatmap (one row per GPU). Pass the
+    ``layout`` from an earlier call with the same ``topology_key`` to skip recomputing it."""
     gpus = cluster.get("gpus") or []
-    layout = compute_layout(gpus)
+    if layout is None:
+        layout = compute_layout(gpus)
     colors, alphas = gpu_colors(gpus, by, vcs)
     return {
         "x": [x + 0.5 for x in layout.x],          # rect glyphs are centred

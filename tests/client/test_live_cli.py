@@ -57,3 +57,11 @@ def test_errors(hive_server, tmp_path):
     assert out.returncode == 1 and "other" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run([HIVE_LAB, "jobs", "--url", "http://127.0.0.1:9/"], capture_output=True, text=True)
     assert out.returncode == 1 and "Cannot reach the hive-lab server at http://127.0.0.1:9/" in out.stderr
+
+
+def test_logs_follow_waits_for_the_job_and_streams(hive_server):
+    job = json.loads(cli(hive_server, "submit", "--json", "--",
+                         "sh", "-c", "for i in 1 2 3; do echo line$i; sleep 0.2; done").stdout)
+    out = cli(hive_server, "logs", "-f", job["id"])
+    assert out.stdout.split() == ["line1", "line2", "line3"]
+    assert "succeeded" in out.stderr
