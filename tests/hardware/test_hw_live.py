@@ -10,9 +10,11 @@ import sys
 import time
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from fixtures.fake_nvml import add_fault
+from hive_lab_server.hardware.fake_nvml import write_description
 
 DASHBOARD = pathlib.Path(__file__).parents[2] / "monitoring" / "grafana-dashboard.json"
 
@@ -168,3 +170,20 @@ def test_drain_through_cli_and_dashboard_metrics(hw_server):
         for target in panel.get("targets", []):
             wanted |= set(re.findall(r"\b(hive_lab_[a-z_]+)", target["expr"]))
     assert wanted and wanted <= names, sorted(wanted - names)
+
+
+def test_bad_gpu_stays_bad_across_restart(hw_server):
+    srv, hw = hw_server()
+    add_fault(hw, {"at": 0, "gpu": 1, "xid": 48})  # a double-bit ECC error: the GPU still answers
+    wait_until(lambda: gpus(srv)[1]["bad"], what="GPU 1 marked bad")
+    assert gpus(srv)[1]["utilization"] == 0  # readable, yet bad
+    desc = yaml.safe_load(hw.read_text())
+    desc["faults"] = []  # the event does not come again after the restart
+    write_description(hw, desc)
+    srv.restart()
+    assert gpus(srv)[1]["bad"] is True and "XID 48" in gpus(srv)[1]["bad_reason"]
+    job = srv.wait_for_job(submit(srv), "running", user="ann")
+    assert gpu_of(job) != 1
+    assert srv.request("POST", "nodes/ws/gpus/1/healthy").status_code == 200
+    srv.restart()
+    assert gpus(srv)[1]["bad"] is False

@@ -9,6 +9,7 @@ this server runs on (when that node is part of the scheduled cluster), reports b
 from __future__ import annotations
 
 import logging
+import pathlib
 from typing import Any
 
 from .monitor import HardwareMonitor
@@ -92,4 +93,5 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         on_healthy=lambda node_, gpu: service.gpu_repaired(node_, gpu), drained=drained,
         placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher), _containers(service.launcher)), job_labels=labels,
         registry=registry, interval_s=interval_s, inventory=inventory,
+        state_path=pathlib.Path(service.jobs_root) / ".hardware" / "health.json",
     )

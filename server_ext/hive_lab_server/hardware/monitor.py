@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
+import os
+import pathlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -50,7 +53,8 @@ class HardwareMonitor:
                  job_resolver: Callable[[], JobResolver | None] | None = None,
                  job_labels: Callable[[], dict[str, dict[str, str]]] | None = None,
                  registry: Any | None = None, interval_s: float = 5.0, rules: HealthRules | None = None,
-                 inventory: dict[tuple[str, int], dict] | None = None, on_event: Callable[[HealthEvent], Any] | None = None):
+                 inventory: dict[tuple[str, int], dict] | None = None, on_event: Callable[[HealthEvent], Any] | None = None,
+                 state_path: str | os.PathLike | None = None):
         self.nvml = nvml
         self.node = node
         self.gpus = sorted(gpus)
@@ -66,6 +70,7 @@ class HardwareMonitor:
         self.metrics.set_inventory(inventory or {})
         self.state = HardwareState()
         self.on_event = on_event
+        self.state_path = pathlib.Path(state_path) if state_path else None
         self.events: list[HealthEvent] = []  # history, newest last
         self._latest: dict[tuple[str, int], GpuSample] = {}
         self._sampler = GpuSampler(nvml, node) if nvml is not None and node else None
@@ -74,6 +79,7 @@ class HardwareMonitor:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        await self.restore(self._load_state())
         if self._sampler is not None:
             try:
                 await asyncio.to_thread(self._sampler.open)
@@ -130,6 +136,7 @@ class HardwareMonitor:
         self.events.append(event)
         self.metrics.count_health_event()
         self.metrics.set_state(bad=self.state.bad)
+        self._save_state()
         await _maybe_await(self.on_bad(event.node, event.gpu, event.reason))
         if self.on_event is not None:
             await _maybe_await(self.on_event(event))
@@ -156,6 +163,7 @@ class HardwareMonitor:
             if was_bad and self.on_healthy is not None:
                 await _maybe_await(self.on_healthy(key[0], key[1]))
         self.metrics.set_state(bad=self.state.bad)
+        self._save_state()
         return targets
 
     async def restore(self, bad: dict[tuple[str, int], str]) -> None:
@@ -166,6 +174,31 @@ class HardwareMonitor:
                 self.health.mark_bad(key[0], key[1], reason)
                 await _maybe_await(self.on_bad(key[0], key[1], reason))
         self.metrics.set_state(bad=self.state.bad)
+
+    # ------------------------------------------------------------------ persistence
+    def _load_state(self) -> dict[tuple[str, int], str]:
+        """Bad marks saved before a restart: a GPU stays bad until an admin says otherwise."""
+        if self.state_path is None or not self.state_path.exists():
+            return {}
+        try:
+            data = json.loads(self.state_path.read_text())
+            return {(str(b["node"]), int(b["gpu"])): str(b["reason"]) for b in data.get("bad", [])}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("hive-lab: cannot read GPU health state %s (%s); starting with every GPU healthy",
+                        self.state_path, exc)
+            return {}
+
+    def _save_state(self) -> None:
+        if self.state_path is None:
+            return
+        data = {"bad": [{"node": n, "gpu": g, "reason": r} for (n, g), r in sorted(self.state.bad.items())]}
+        try:
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_path.with_name(self.state_path.name + ".tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            os.replace(tmp, self.state_path)
+        except OSError as exc:
+            log.warning("hive-lab: cannot save GPU health state to %s: %s", self.state_path, exc)
 
     # ------------------------------------------------------------------ queries
     def gpu_status(self, node: str, gpu: int) -> dict:
