@@ -45,10 +45,12 @@ CONFIG_KEYS = (
 )
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+# Slurm ended the job itself: tasks killed by its signals are reported with Slurm's reason
+SLURM_KILLED = {"PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "TIMEOUT", "DEADLINE"}
 # pending reasons Slurm will never get past for a job pinned like ours
+# (ReqNodeNotAvail / NodeDown pass once a node answers again; start_timeout_s covers them)
 HOPELESS = {"BadConstraints", "PartitionNodeLimit", "PartitionConfig", "InvalidAccount", "InvalidQOS",
-            "ReqNodeNotAvail", "NodeDown", "PartitionDown", "PartitionInactive", "JobHeldAdmin",
-            "AssocMaxJobsLimit", "QOSMaxGRESPerJob"}
+            "PartitionDown", "PartitionInactive", "JobHeldAdmin", "QOSMaxGRESPerJob"}
 
 
 @dataclass
@@ -61,6 +63,7 @@ class _Job:
     seen_running: bool = False
     stopping: bool = False
     done: set[str] = field(default_factory=set)  # tasks already reported
+    signalled: dict[str, float] = field(default_factory=dict)  # task -> when its exit file showed a signal
 
 
 def _state(raw: dict[str, Any]) -> str:
@@ -233,7 +236,7 @@ class SlurmLauncher(Launcher):
                         extra_args=self.extra_args, base_env=base_env)
         try:
             if self.rest is not None:
-                slurm_id = await self.rest.submit(plan, user=request.user or None)
+                slurm_id = await self.rest.submit(plan, user=request.user or None, all_nodes=sorted(self._nodes))
             else:
                 args: tuple[str, ...] = ()
                 if self.submit_as_user and request.user and os.geteuid() == 0:
@@ -295,9 +298,16 @@ class SlurmLauncher(Launcher):
                 if task in job.done:
                     continue
                 e = self._exit_from_file(job, task)
-                if e is not None:
-                    job.done.add(task)
-                    out.append(e)
+                if e is None:
+                    continue
+                if e.exit_code is not None and e.exit_code >= 128 and not job.stopping:
+                    # killed by a signal: was it Slurm (preemption, node failure, time limit)? Slurm's
+                    # verdict comes with the job state; wait a few Slurm polls for it.
+                    first = job.signalled.setdefault(task, now)
+                    if now - first < 3 * self.slurm_poll_s + 2:
+                        continue
+                job.done.add(task)
+                out.append(e)
         if self._jobs and now - self._last_slurm >= self.slurm_poll_s:
             self._last_slurm = now
             try:
@@ -339,7 +349,7 @@ class SlurmLauncher(Launcher):
                 slurm_id = int(raw["job_id"])
                 break
         job = _Job(request.job_id, slurm_id, {t.task: t for t in request.tasks},
-                   {t.task: t.log_path for t in request.tasks}, seen_running=True)
+                   {t.task: t.log_path for t in request.tasks})
         self._jobs[request.job_id] = job
         if slurm_id is None:  # ended while we were away: exit files, else lost
             for t in request.tasks:
@@ -408,7 +418,7 @@ class SlurmLauncher(Launcher):
             reason = next((c.get("state_reason") or "" for c in comps if c.get("state_reason")), "")
             waited = time.monotonic() - job.submitted
             why = None
-            if job.seen_running:
+            if job.seen_running or any((c.get("restart_cnt") or 0) > 0 for c in comps):
                 why = f"Slurm requeued job {job.slurm_id} ({reason or 'no reason given'})"
             elif reason in HOPELESS:
                 why = f"Slurm cannot start job {job.slurm_id} where hive-lab placed it: {reason}"
@@ -442,15 +452,18 @@ class SlurmLauncher(Launcher):
                 code = 137
             elif state == "FAILED" and not reason:
                 reason = f"Slurm job {job.slurm_id} failed ({comps[0].get('state_reason') or 'no reason'})" if comps else ""
-        return self._finish(job, code, reason)
+        return self._finish(job, code, reason, slurm_killed=state in SLURM_KILLED)
 
-    def _finish(self, job: _Job, code: int | None, reason: str) -> list[TaskExit]:
+    def _finish(self, job: _Job, code: int | None, reason: str, slurm_killed: bool = False) -> list[TaskExit]:
         out = []
         for task in job.tasks:
             if task in job.done:
                 continue
             job.done.add(task)
             e = self._exit_from_file(job, task)
+            if e is not None and slurm_killed and (e.exit_code is None or e.exit_code >= 128):
+                # Slurm ended it (the task only saw the signal): Slurm's reason, and lost unless a time limit
+                e = TaskExit(job.job_id, task, e.exit_code if reason.startswith("Slurm time") else None, reason)
             if e is None:
                 # the task never wrote its exit file: Slurm ended it (or it never started)
                 e = TaskExit(job.job_id, task, code if job.stopping or reason == "OOMKilled" else None,

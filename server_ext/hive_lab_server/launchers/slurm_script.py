@@ -113,16 +113,21 @@ class SlurmJobPlan:
 
     # --- the REST form (slurmrestd v0.0.38 job_properties) ------------------------------------------
 
-    def rest_payload(self, environment: dict[str, str]) -> dict[str, Any]:
+    def rest_payload(self, environment: dict[str, str], all_nodes: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+        """v0.0.38 does not parse ``required_nodes`` (slurmrestd answers "Operation not permitted"), so
+        a component is pinned by excluding every other node of the cluster (``all_nodes``)."""
         jobs = []
         for comp in self.components:
+            others = sorted(set(all_nodes) - {comp.node})
             job: dict[str, Any] = {
-                "name": self.name, "comment": self.comment, "nodes": 1, "required_nodes": [comp.node],
+                "name": self.name, "comment": self.comment, "nodes": 1,
                 "tasks": len(comp.tasks), "cpus_per_task": comp.cpus_per_task, "requeue": False,
                 "standard_output": self.options["output"], "standard_error": self.options["output"],
                 "current_working_directory": self.options["chdir"], "environment": dict(environment),
                 "open_mode": "append",
             }
+            if others:
+                job["exclude_nodes"] = ",".join(others)
             if comp.memory_mb:
                 job["memory_per_node"] = comp.memory_mb
             if comp.gres:

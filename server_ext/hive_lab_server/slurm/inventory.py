@@ -30,7 +30,7 @@ from .cli import SlurmCLI
 PER_INDEX_TYPE = re.compile(r"^(?P<model>.+)_g(?P<index>\d+)$")
 BAD_STATES = {"down", "error", "fail", "failing", "future", "unknown"}
 BAD_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "MAINTENANCE", "MAINT", "REBOOT_REQUESTED",
-             "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "NOT_RESPONDING", "INVALID_REG"}
+             "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "INVALID_REG"}  # NOT_RESPONDING alone is transient: DOWN follows
 
 
 @dataclass(frozen=True)

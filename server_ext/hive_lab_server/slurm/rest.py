@@ -74,10 +74,11 @@ class SlurmREST:
     async def ping(self) -> dict[str, Any]:
         return await self.request("GET", "/ping")
 
-    async def submit(self, plan: Any, user: str | None = None) -> int:
-        """Submit a ``SlurmJobPlan`` as ``user``; the Slurm job id."""
+    async def submit(self, plan: Any, user: str | None = None, all_nodes: list[str] | tuple[str, ...] = ()) -> int:
+        """Submit a ``SlurmJobPlan`` as ``user``; the Slurm job id. ``all_nodes``: every node the job
+        could land on (pinning over REST excludes the others)."""
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
-        body = await self.request("POST", "/job/submit", user=user, json=plan.rest_payload(env))
+        body = await self.request("POST", "/job/submit", user=user, json=plan.rest_payload(env, all_nodes))
         job_id = body.get("job_id")
         if not isinstance(job_id, int):
             raise SlurmError(f"slurmrestd accepted the job but returned no job id: {body}")

@@ -1,0 +1,225 @@
+"""The slurm launcher and Slurm inventory against a REAL Slurm 22.05 cluster (tests/fixtures/slurm_cluster.py):
+4 nodes x 4 fake GPUs with per-index GRES, two racks. Tasks print where Slurm ran them; the tests check
+that against the placement hive-lab asked for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import time
+
+import pytest
+
+from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.launchers.slurm import SlurmLauncher
+from hive_lab_server.slurm.cli import SlurmCLI
+from hive_lab_server.slurm.inventory import cluster_config_from_inventory, read_inventory
+
+pytestmark = pytest.mark.slurm
+
+REPORT = 'echo "node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES idx=$HIVE_GPU_INDICES rank=${RANK:-}"'
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    slurm_cluster.cancel_all()
+    yield slurm_cluster
+    slurm_cluster.cancel_all()
+
+
+def task(root: pathlib.Path, job: str, name: str, rank: int, node: str, gpus, command: str = REPORT) -> TaskLaunch:
+    group, index = name.rsplit("-", 1)
+    return TaskLaunch(job_id=job, task=name, group=group, index=int(index), rank=rank, node=node,
+                      gpu_indices=tuple(gpus), gpu_uuids=None, command=command,
+                      env={"HIVE_JOB_ID": job, "RANK": str(rank), "CUDA_VISIBLE_DEVICES": "not-from-slurm"},
+                      working_dir=str(root), log_path=str(root / job / "logs" / f"{name}.log"))
+
+
+def launcher(cluster, root: pathlib.Path, **kw) -> SlurmLauncher:
+    kw.setdefault("slurm_poll_s", 0.2)
+    return SlurmLauncher(slurm_conf=cluster.slurm_conf, jobs_root=str(root), sync_node_health=False, **kw)
+
+
+async def collect(l: SlurmLauncher, n: int, timeout: float = 30) -> list:
+    out: list = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += await l.poll()
+        await asyncio.sleep(0.1)
+    assert len(out) >= n, f"only {out} after {timeout}s"
+    return out
+
+
+def log_of(root: pathlib.Path, job: str, task_name: str) -> str:
+    return (root / job / "logs" / f"{task_name}.log").read_text()
+
+
+def slurm_jobs(cluster) -> list[dict]:
+    return json.loads(cluster.run("squeue", "--json"))["jobs"]
+
+
+# --- inventory -----------------------------------------------------------------------------------
+
+
+def test_inventory_becomes_the_core_cell_tree(cluster):
+    from hive_scheduler import load_cluster_config
+
+    inv = read_inventory(SlurmCLI(cluster.slurm_conf))
+    assert sorted(inv.nodes) == ["n1", "n2", "n3", "n4"]
+    assert inv.racks == {"rack1": ["n1", "n2"], "rack2": ["n3", "n4"]}
+    n1 = inv.nodes["n1"]
+    assert [(g.index, g.model, g.gres_type) for g in n1.gpus] == [(i, "a100", f"a100_g{i}") for i in range(4)]
+    assert (n1.cpus, n1.memory_mb, n1.per_index, n1.bad) == (8, 16000, True, False)
+
+    cfg = cluster_config_from_inventory(inv, {"research": 6, "course": {"cells": {"node": 1}}})
+    core = load_cluster_config(cfg)
+    assert core.gpu_count() == 16
+    assert sorted(core.nodes) == ["n1", "n2", "n3", "n4"]
+    assert core.nodes["n3"].cpus == 8 and core.nodes["n3"].memory_mb == 16000
+    assert [c["cellAddress"] for c in cfg["physicalCluster"]["physicalCells"]] == ["rack1", "rack2"]
+    assert core.vc_gpus("research") == 6 and core.vc_gpus("course") == 4
+
+
+def test_drained_and_down_nodes_are_bad(cluster):
+    cluster.set_node_state("n2", "drain", "fan broken")
+    try:
+        inv = read_inventory(SlurmCLI(cluster.slurm_conf))
+        assert list(inv.bad_nodes) == ["n2"]
+        assert "DRAIN" in inv.bad_nodes["n2"] and "fan broken" in inv.bad_nodes["n2"]
+    finally:
+        cluster.set_node_state("n2", "resume")
+    assert read_inventory(SlurmCLI(cluster.slurm_conf)).bad_nodes == {}
+
+
+# --- placement -----------------------------------------------------------------------------------
+
+
+async def test_gang_is_one_slurm_job_on_the_placed_nodes_and_gpus(cluster, tmp_path):
+    l = launcher(cluster, tmp_path)
+    req = LaunchRequest("gang1", "root", "batch", (
+        task(tmp_path, "gang1", "worker-0", 0, "n2", [1, 3], REPORT + "; sleep 2"),
+        task(tmp_path, "gang1", "worker-1", 1, "n3", [0, 2], REPORT + "; sleep 2"),
+    ))
+    await l.start(req)
+    mine = [j for j in slurm_jobs(cluster) if j["name"] == "hive-lab:gang1"]
+    assert len({j["het_job_id"] for j in mine}) == 1 and len(mine) == 2  # one het job, one component per node
+    assert await l.running() == {"gang1": {"worker-0", "worker-1"}}
+    exits = await collect(l, 2)
+    assert sorted((e.task, e.exit_code) for e in exits) == [("worker-0", 0), ("worker-1", 0)]
+    assert "node=n2 cvd=1,3 idx=1,3 rank=0" in log_of(tmp_path, "gang1", "worker-0")
+    assert "node=n3 cvd=0,2 idx=0,2 rank=1" in log_of(tmp_path, "gang1", "worker-1")
+
+
+async def test_tasks_sharing_a_node_get_their_own_gpus(cluster, tmp_path):
+    l = launcher(cluster, tmp_path)
+    await l.start(LaunchRequest("share", "root", "batch", (
+        task(tmp_path, "share", "a-0", 0, "n4", [0]),
+        task(tmp_path, "share", "a-1", 1, "n4", [3], REPORT + "; exit 7"),
+        task(tmp_path, "share", "cpu-0", 2, "n4", []),
+    )))
+    exits = {e.task: e for e in await collect(l, 3)}
+    assert exits["a-0"].exit_code == 0 and exits["a-1"].exit_code == 7 and exits["cpu-0"].exit_code == 0
+    assert "node=n4 cvd=0 idx=0" in log_of(tmp_path, "share", "a-0")
+    assert "node=n4 cvd=3 idx=3" in log_of(tmp_path, "share", "a-1")
+    assert "node=n4 cvd= idx=" in log_of(tmp_path, "share", "cpu-0")
+
+
+async def test_count_gres_mismatch_never_runs_on_the_wrong_gpus(cluster, tmp_path):
+    """Without per-index GRES (gres_mode=count) Slurm picks the lowest free GPUs; the wrapper catches it."""
+    marker = tmp_path / "ran"
+    l = launcher(cluster, tmp_path, gres_mode="count")
+    await l.start(LaunchRequest("wrong", "root", "batch", (
+        task(tmp_path, "wrong", "main-0", 0, "n1", [2, 3], f"touch {marker}"),)))
+    [e] = await collect(l, 1)
+    assert e.exit_code is None  # lost -> the service requeues it (when retries remain)
+    assert "Slurm gave main-0 GPUs [0,1] on n1, hive-lab placed GPUs [2,3] on n1" in e.reason
+    assert not marker.exists()
+    assert "the task was not run" in log_of(tmp_path, "wrong", "main-0")
+
+
+async def test_job_slurm_cannot_start_where_placed_is_given_back(cluster, tmp_path):
+    """A foreign Slurm job holds the GPU hive-lab placed on: after start_timeout_s it is cancelled, reported lost."""
+    foreign = cluster.run("sbatch", "--parsable", "-w", "n1", "--gres=gpu:a100_g1:1", "--wrap", "sleep 60").strip()
+    l = launcher(cluster, tmp_path, start_timeout_s=2)
+    await l.start(LaunchRequest("blocked", "root", "batch", (task(tmp_path, "blocked", "main-0", 0, "n1", [1]),)))
+    [e] = await collect(l, 1)
+    assert e.exit_code is None and "did not start" in e.reason and "Resources" in e.reason
+    assert not [j for j in slurm_jobs(cluster) if j["name"] == "hive-lab:blocked" and j["job_state"] == "PENDING"]
+    cluster.run("scancel", foreign)
+
+
+# --- stop, preemption, recovery -------------------------------------------------------------------
+
+
+async def test_stop_sends_term_then_reports_stopped(cluster, tmp_path):
+    l = launcher(cluster, tmp_path)
+    cmd = 'trap "echo got-term; exit 143" TERM; echo started; sleep 60 & wait'
+    await l.start(LaunchRequest("long", "root", "batch", (task(tmp_path, "long", "main-0", 0, "n2", [0], cmd),)))
+    deadline = time.monotonic() + 20
+    while "started" not in (log_of(tmp_path, "long", "main-0") if (tmp_path / "long/logs/main-0.log").exists() else ""):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    await l.stop("long", grace_s=5)
+    [e] = await collect(l, 1)
+    assert e.exit_code == 143
+    assert "got-term" in log_of(tmp_path, "long", "main-0")
+    assert await l.running() == {}
+
+
+async def test_slurm_preemption_reports_the_task_lost(cluster, tmp_path):
+    """An admin's job in the higher-priority partition takes the node: Slurm preempts ours."""
+    l = launcher(cluster, tmp_path)
+    await l.start(LaunchRequest("opp", "root", "batch", (task(tmp_path, "opp", "main-0", 0, "n3", [0, 1, 2, 3], "sleep 60"),)))
+    deadline = time.monotonic() + 20
+    while await l.running() != {"opp": {"main-0"}} or not any(
+            j["name"] == "hive-lab:opp" and j["job_state"] == "RUNNING" for j in slurm_jobs(cluster)):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
+    cluster.run("sbatch", "-p", "high", "-w", "n3", "--gres=gpu:4", "--wrap", "sleep 1")
+    [e] = await collect(l, 1, timeout=40)
+    assert e.exit_code is None and e.reason == "preempted by Slurm"
+
+
+async def test_a_new_launcher_finds_and_adopts_running_jobs(cluster, tmp_path):
+    first = launcher(cluster, tmp_path)
+    tasks = (task(tmp_path, "keep", "w-0", 0, "n1", [0], "sleep 3; exit 5"),
+             task(tmp_path, "keep", "w-1", 1, "n4", [1], "sleep 3"))
+    await first.start(LaunchRequest("keep", "root", "batch", tasks))
+    await first.close()
+    other = launcher(cluster, tmp_path.parent / "another-server")  # another hive-lab instance sees nothing
+    assert await other.running() == {}
+    second = launcher(cluster, tmp_path)  # same server after a restart
+    assert await second.running() == {"keep": {"w-0", "w-1"}}
+    await second.adopt(LaunchRequest("keep", "root", "batch", tasks))
+    exits = {e.task: e.exit_code for e in await collect(second, 2)}
+    assert exits == {"w-0": 5, "w-1": 0}
+    assert await second.running() == {}
+
+
+# --- slurmrestd ----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/slurmrestd"), reason="slurmrestd not installed (Debian: slurmrestd)")
+async def test_rest_submits_as_the_user_with_jwt(cluster, tmp_path):
+    import glob
+
+    if not glob.glob("/usr/lib/*/slurm-wlm/auth_jwt.so"):
+        pytest.skip("Slurm's JWT plugin is not installed (Debian: slurm-wlm-jwt-plugin)")
+    sock = cluster.start_rest()
+    root = cluster.root / f"rest-{time.monotonic_ns()}"  # the job runs as nobody: a path it can reach
+    for d in (root, root / "rest", root / "rest" / "logs", root / "rest" / "logs" / ".slurm"):
+        d.mkdir()
+        d.chmod(0o777)
+    tmp_path = root
+    l = launcher(cluster, root, rest_url=f"unix://{sock}", jwt_key_file=cluster.jwt_key, rest_user="root")
+    cmd = REPORT + '; echo "user=$(id -un)"'
+    gang = (task(root, "rest", "w-0", 0, "n2", [2], cmd), task(root, "rest", "w-1", 1, "n3", [1, 3], cmd))
+    await l.start(LaunchRequest("rest", "nobody", "batch", gang))  # a het job over REST, as user nobody
+    exits = {e.task: e.exit_code for e in await collect(l, 2)}
+    out0, out1 = log_of(root, "rest", "w-0"), log_of(root, "rest", "w-1")
+    assert exits == {"w-0": 0, "w-1": 0}, out0 + out1
+    assert "node=n2 cvd=2 idx=2" in out0 and "user=nobody" in out0
+    assert "node=n3 cvd=1,3 idx=1,3" in out1 and "user=nobody" in out1
+    await l.close()
