@@ -233,3 +233,10 @@ def test_job_resolver_pid_ancestry_and_containers(tmp_path):
     _fake_proc(tmp_path, 400, 1)
     resolve = JobResolver({100: "j-local"}, {cid[:12]: "j-docker"}, proc=str(tmp_path))
     assert [resolve(p) for p in (100, 200, 300, 400, 999)] == ["j-local", "j-local", "j-docker", None, None]
+
+
+def test_gpu_lost_before_the_sampler_starts():
+    sampler, _ = make(faults=[{"at": 0, "gpu": 2, "lost": True}])
+    samples = sampler.sample()
+    assert [s.lost for s in samples] == [False, False, True, False]
+    assert HealthMonitor().observe(samples)[0].gpu == 2

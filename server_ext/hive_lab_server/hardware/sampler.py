@@ -86,7 +86,10 @@ class GpuSampler:
         except NVMLError as exc:
             log.info("NVML event sets unavailable (%s): XID errors will not be seen", exc)
         for index in range(self._count):
-            self._handle(index)
+            try:
+                self._handle(index)
+            except NVMLError as exc:  # a GPU already lost: reported by sample(), retried each round
+                log.warning("GPU %d: NVML cannot open it (%s)", index, exc)
 
     def close(self) -> None:
         if not self._open:
