@@ -97,6 +97,13 @@ async def test_kernel_runs_code_reports_gpus_restart_keeps_them_shutdown_release
         assert f"hive-lab: this kernel is job {job_id}" in out  # the first cell's notice
         assert srv.request("GET", "cluster").json()["gpus_free"] == 2
 
+        # the scheduler's client settings are in the kernel: %%submit works inside it
+        await run_code(km, "%load_ext hive_lab")
+        await run_code(km, "%%submit --gpus 1 --name from-kernel\nprint('inner')")
+        inner = [j for j in srv.request("GET", "jobs").json()["jobs"] if j["name"] == "from-kernel"]
+        assert len(inner) == 1 and inner[0]["kind"] == "batch"
+        await wait_job(srv, inner[0]["id"], "succeeded")
+
         await run_code(km, "x = 41")
         await km.restart_kernel()
         assert job_of(km) == job_id
@@ -187,3 +194,60 @@ async def test_kernel_runs_in_a_container_inside_its_grant(
     while client.containers.list(all=True, filters={"label": f"hive-lab.job={job_id}"}):
         assert time.monotonic() < deadline, "the kernel's container was not removed"
         await asyncio.sleep(0.2)
+
+
+async def test_kernels_started_by_the_jupyter_server_itself(live_server_factory, tmp_path):
+    """The provisioner inside the Jupyter server (JupyterLab's path): it finds its own server, and
+    culling goes through the server's kernel manager, so the notebook's next kernel can tell."""
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    specs = tmp_path / "specs"
+    args = argparse.Namespace(gpus=1, gpu_type=None, vc=None, image=None, idle_timeout=None, cpus=0,
+                              memory_mb=0, display_name=None)
+    (specs / "kernels" / "hive-gpu").mkdir(parents=True)
+    (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    srv = live_server_factory(
+        launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)},
+        config={"HiveProvisioner": {"idle_timeout_per_vc": {"default": 3.0}, "cull_interval_s": 0.3}},
+    )
+    body = {"path": "nb.ipynb", "name": "nb.ipynb", "type": "notebook", "kernel": {"name": "hive-gpu"}}
+
+    async def start_session() -> tuple[str, str]:
+        r = await asyncio.to_thread(srv.request, "POST", "/api/sessions", json=body)
+        assert r.status_code == 201, r.text
+        kernel_id = r.json()["kernel"]["id"]
+        jobs = (await asyncio.to_thread(srv.request, "GET", "jobs")).json()["jobs"]
+        (job,) = [j for j in jobs if j["kind"] == "kernel" and j["state"] not in ("cancelled", "succeeded", "failed")]
+        return kernel_id, job["id"]
+
+    async def execute(kernel_id: str, code: str) -> str:
+        kc = AsyncKernelClient(connection_file=str(srv.runtime_dir / f"kernel-{kernel_id}.json"))
+        kc.load_connection_file()
+        kc.start_channels()
+        out: list[str] = []
+        try:
+            await kc.wait_for_ready(timeout=60)
+            hook = lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None  # noqa: E731
+            await kc.execute_interactive(code, output_hook=hook, timeout=60)
+        finally:
+            kc.stop_channels()
+        return "".join(out)
+
+    kernel_id, job_id = await start_session()
+    assert job_id == "j-000001" and "nb.ipynb" in (await wait_job(srv, job_id, "running"))["name"]
+    out = await execute(kernel_id, "import os; print('GPUS=' + os.environ['CUDA_VISIBLE_DEVICES'])")
+    assert "GPUS=0" in out and "after 3 s without execution" in out
+
+    job = await wait_job(srv, job_id, "cancelled", timeout=30)
+    assert "idle kernel culled" in job["reason"]
+    deadline = time.monotonic() + 20
+    while kernel_id in [k["id"] for k in (await asyncio.to_thread(srv.request, "GET", "/api/kernels")).json()]:
+        assert time.monotonic() - deadline < 0, "the culled kernel is still listed by the Jupyter server"
+        await asyncio.sleep(0.2)
+
+    kernel_id, job_id = await start_session()  # the user comes back to the notebook
+    out = await execute(kernel_id, "print('back')")
+    assert "the previous kernel of this notebook was shut down" in out and "back" in out
+    r = await asyncio.to_thread(srv.request, "DELETE", f"/api/kernels/{kernel_id}")
+    assert r.status_code == 204
+    await wait_job(srv, job_id, "cancelled", "succeeded")

@@ -22,6 +22,7 @@ Jobs that name no image run as local processes (a ``LocalLauncher`` inside this 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -208,7 +209,10 @@ class DockerLauncher(Launcher):
     def _start_sync(self, request: LaunchRequest) -> list[tuple[str, str, str]]:
         import docker.errors
 
-        specs = [(t, container_kwargs(t, self._labels(request, t), self.policy)) for t in request.tasks]
+        policy = self.policy
+        if request.kind == "kernel":  # Jupyter reaches the kernel on its connection file's ports
+            policy = dataclasses.replace(policy, network_mode="host")
+        specs = [(t, container_kwargs(t, self._labels(request, t), policy)) for t in request.tasks]
         for image in sorted({kw["image"] for _, kw in specs}):
             self._ensure_image(image)
         client = self.client()
