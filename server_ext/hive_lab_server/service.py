@@ -322,8 +322,9 @@ class HiveService:
                 self._begin_stop(job, "lost", why, self.stop_grace_s)
 
     def gpu_repaired(self, node: str, gpu: int) -> None:
-        """An admin marked a bad GPU healthy: give it out again unless it (or its node) is drained."""
-        if node in self.drained_nodes or (node, gpu) in self.drained_gpus:
+        """An admin marked a bad GPU healthy: give it out again unless the GPU itself is drained (the
+        core keeps node health apart, so a drained node's GPU returns with the node's undrain)."""
+        if (node, gpu) in self.drained_gpus:
             return
         now = self.now()
         published: list[str] = []
