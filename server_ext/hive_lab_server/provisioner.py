@@ -176,6 +176,8 @@ class HiveProvisioner(LocalProvisioner):
             job = await rest.request("POST", "jobs", body)
         except HiveApiError as exc:
             raise RuntimeError(f"hive-lab refused the kernel's GPU request: {exc}") from None
+        except OSError as exc:
+            raise RuntimeError(f"hive kernel: cannot reach hive-lab at {rest.url} ({exc}); check HIVE_LAB_URL") from None
         self.job_id = job["id"]
         self._job = job
         self._job_fetched = time.monotonic()

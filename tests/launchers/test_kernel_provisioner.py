@@ -187,6 +187,23 @@ async def test_kernel_runs_in_a_container_inside_its_grant(
         client = docker_engine.client()
         (container,) = client.containers.list(filters={"label": f"hive-lab.job={job_id}"})
         assert container.labels["hive-lab.kind"] == "kernel"
+        # interrupting reaches the kernel in its container (interrupt_mode "message")
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=30)
+            msg_id = kc.execute("import time; time.sleep(60)")
+            await asyncio.sleep(1.0)
+            t0 = time.monotonic()
+            await km.interrupt_kernel()
+            while True:
+                reply = await kc.get_shell_msg(timeout=20)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    break
+            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+            assert time.monotonic() - t0 < 10
+        finally:
+            kc.stop_channels()
     finally:
         await km.shutdown_kernel()
     await wait_job(srv, job_id, "cancelled", "succeeded")
@@ -251,3 +268,17 @@ async def test_kernels_started_by_the_jupyter_server_itself(live_server_factory,
     r = await asyncio.to_thread(srv.request, "DELETE", f"/api/kernels/{kernel_id}")
     assert r.status_code == 204
     await wait_job(srv, job_id, "cancelled", "succeeded")
+
+
+async def test_a_request_the_cluster_cannot_grant_fails_with_the_reason(live_server_factory, hive_kernelspec, monkeypatch):
+    srv = live_server_factory(launcher="local")
+    use_server(monkeypatch, srv)
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=64))
+    with pytest.raises(RuntimeError, match="refused the kernel's GPU request: .*") as err:
+        await km.start_kernel()
+    assert "64" in str(err.value) or "gpus" in str(err.value), err.value  # says what to change
+    assert srv.request("GET", "jobs").json()["total"] == 0  # nothing half-applied
+    monkeypatch.setenv("HIVE_LAB_URL", "http://127.0.0.1:9/")  # nobody listens there
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1))
+    with pytest.raises(RuntimeError, match="cannot reach hive-lab at http://127.0.0.1:9/"):
+        await km.start_kernel()
