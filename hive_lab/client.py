@@ -218,6 +218,23 @@ class Client:
     def metrics(self) -> str:
         return self._request("GET", "metrics", raw=True).text
 
+    # -- admin: drains and GPU health -----------------------------------------------------------
+
+    def _node_path(self, node: str, gpu: int | None) -> str:
+        path = f"nodes/{quote(node, safe='')}/"
+        return path if gpu is None else path + f"gpus/{int(gpu)}/"
+
+    def drain(self, node: str, gpu: int | None = None) -> dict:
+        """Admins: nothing new starts on the node (or one GPU); running jobs finish."""
+        return self._request("POST", self._node_path(node, gpu) + "drain")
+
+    def undrain(self, node: str, gpu: int | None = None) -> dict:
+        return self._request("POST", self._node_path(node, gpu) + "undrain")
+
+    def mark_healthy(self, node: str, gpu: int | None = None) -> dict:
+        """Admins: the node's (or GPU's) bad GPUs were reset or repaired; give them out again."""
+        return self._request("POST", self._node_path(node, gpu) + "healthy")
+
     # -- live events ---------------------------------------------------------------------------
 
     def events_url(self) -> str:

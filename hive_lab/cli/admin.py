@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import quote
 
 from ._common import add_server_args, client_from, print_json, reports_errors
 
@@ -44,10 +43,8 @@ def register(subparsers) -> None:
 @reports_errors
 def run_node_action(args) -> int:
     client = client_from(args)
-    path = f"nodes/{quote(args.node, safe='')}/"
-    if args.gpu is not None:
-        path += f"gpus/{args.gpu}/"
-    result = client._request("POST", path + args.action)
+    action = {"drain": client.drain, "undrain": client.undrain, "healthy": client.mark_healthy}[args.action]
+    result = action(args.node, args.gpu)
     if args.json:
         print_json(result)
     else:
