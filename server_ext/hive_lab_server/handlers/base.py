@@ -45,6 +45,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         self.set_header("Content-Type", "application/json")
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         exc = kwargs.get("exc_info", (None, None, None))[1]
         field = None
         if isinstance(exc, HiveError):
@@ -59,6 +61,10 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(json.dumps({"error": message, "field": field}))
 
     # --- helpers --------------------------------------------------------------------------------
+
+    def allowed_methods(self) -> list[str]:
+        return [m for m in ("GET", "POST", "PUT", "PATCH", "DELETE")
+                if getattr(type(self), m.lower()) is not getattr(web.RequestHandler, m.lower())]
 
     def caller(self) -> Caller:
         if not hasattr(self, "_hive_caller"):
