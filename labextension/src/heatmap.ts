@@ -114,12 +114,14 @@ export class HeatmapWidget extends Widget {
     performance.mark('hive-heatmap:render-start');
     const gpus = cluster.gpus;
     const width = Math.max(this._scroller.clientWidth, 200);
-    if (!this._cellLayout || this._layoutGpus !== gpus || this._layoutWidth !== width) {
+    const relayout =
+      !this._cellLayout || this._layoutGpus !== gpus || this._layoutWidth !== width;
+    if (relayout) {
       this._cellLayout = layoutHeatmap(gpus, width);
       this._layoutGpus = gpus;
       this._layoutWidth = width;
     }
-    const layout = this._cellLayout;
+    const layout = this._cellLayout!;
     const ratio = window.devicePixelRatio || 1;
     const canvas = this.canvas;
     const pixelW = Math.round(layout.width * ratio);
@@ -207,7 +209,9 @@ export class HeatmapWidget extends Widget {
     ctx.stroke();
     this._hovered = -1;
 
-    performance.mark('hive-heatmap:render-end');
+    performance.mark('hive-heatmap:render-end', {
+      detail: { width: layout.width, cells: layout.cells.length, relayout }
+    });
     const measure = performance.measure(
       'hive-heatmap:render',
       'hive-heatmap:render-start',
