@@ -187,3 +187,17 @@ def test_bad_gpu_stays_bad_across_restart(hw_server):
     assert srv.request("POST", "nodes/ws/gpus/1/healthy").status_code == 200
     srv.restart()
     assert gpus(srv)[1]["bad"] is False
+
+
+def test_mixed_models_machine(live_server_factory, fake_hardware):
+    """Two GPU models on one machine: two chains; jobs asking for a type get that type's GPUs and UUIDs."""
+    path = fake_hardware("mixed")  # A100s at indices 0 and 2, V100s at 1 and 3
+    srv = live_server_factory(cluster_config=None, users={"ann": {}}, vc_access={"ann": ["default"]},
+                              config={"HiveLabApp": {"nvml_backend": f"fake:{path}", "gpu_sample_interval_s": 0}})
+    assert {g["index"]: g["type"] for g in srv.request("GET", "cluster").json()["gpus"]} == {
+        0: "A100", 1: "V100", 2: "A100", 3: "V100"}
+    jobs = [srv.wait_for_job(submit(srv, tasks=[{"gpus": 1, "gpu_type": t}]), "running", user="ann")
+            for t in ("V100", "V100", "A100")]
+    assert [gpu_of(j) for j in jobs[:2]] in ([1, 3], [3, 1]) and gpu_of(jobs[2]) in (0, 2)
+    uuids = {g["index"]: g["uuid"] for g in srv.request("GET", "cluster").json()["gpus"]}
+    assert all(j["placement"][0]["gpu_uuids"] == [uuids[gpu_of(j)]] for j in jobs)
