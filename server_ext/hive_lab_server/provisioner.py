@@ -64,6 +64,7 @@ class HiveProvisioner(LocalProvisioner):
     idle_timeout_per_vc = Dict(config=True, help="VC name -> idle limit in seconds; caps idle_timeout for that VC")
     cull_interval_s = Float(30.0, config=True, help="how often idleness is checked")
     queue_log_interval_s = Float(30.0, config=True, help="how often a queued kernel's wait is logged")
+    heartbeat_lease_s = Int(60, config=True, help="a kernel whose Jupyter server sent no heartbeat for this long stops")
 
     job_id: str | None = None
     _rest: HiveRest | None = None
@@ -170,6 +171,7 @@ class HiveProvisioner(LocalProvisioner):
             cpus=self.cpus,
             memory_mb=self.memory_mb,
             env=job_env,
+            lease_s=self.heartbeat_lease_s,
         )
         self._submitted = time.monotonic()
         try:
@@ -192,12 +194,17 @@ class HiveProvisioner(LocalProvisioner):
         self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"hive-kernel-{self.job_id}")
 
     async def _watch(self) -> None:
-        """Follow the job: log the wait, write the first-cell notice, start the idle culler."""
+        """Follow the job: log the wait, write the first-cell notice, start the idle culler, and keep
+        the kernel's heartbeat fresh while it runs."""
         job_id = self.job_id
         last_log = time.monotonic()
+        announced = False
+        beat_every = max(0.5, self.heartbeat_lease_s / 6)
         while self.job_id == job_id:
             job = await self._refresh()
             state = (job or {}).get("state")
+            if state in FINAL or state is None:
+                return
             if state in ("queued", "submitted"):
                 self._queue_reason = job.get("reason") or self._queue_reason
                 if time.monotonic() - last_log >= self.queue_log_interval_s:
@@ -206,12 +213,19 @@ class HiveProvisioner(LocalProvisioner):
                                 job_id, time.monotonic() - self._submitted, self._queue_reason)
                 await asyncio.sleep(0.2)
                 continue
-            if state in ("scheduled", "running") and self._workdir is not None:
+            wd = self._workdir
+            if wd is None:
+                await asyncio.sleep(0.2)
+                continue
+            try:
+                (wd / KERNEL_DIR).mkdir(exist_ok=True)
+                (wd / KERNEL_DIR / "alive").write_text(str(int(time.time())))
+            except OSError as exc:
+                log.warning("hive kernel %s: heartbeat: %s", self.kernel_id, exc)
+            if not announced and state in ("scheduled", "running"):
+                announced = True
                 self._on_running(job)
-                return
-            if state in FINAL or state is None:
-                return
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(beat_every)
 
     def _on_running(self, job: dict) -> None:
         waited = time.monotonic() - self._submitted

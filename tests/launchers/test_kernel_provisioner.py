@@ -282,3 +282,26 @@ async def test_a_request_the_cluster_cannot_grant_fails_with_the_reason(live_ser
     km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1))
     with pytest.raises(RuntimeError, match="cannot reach hive-lab at http://127.0.0.1:9/"):
         await km.start_kernel()
+
+
+async def test_a_kernel_whose_jupyter_server_died_stops_and_frees_its_gpu(live_server_factory, tmp_path):
+    specs = tmp_path / "specs"
+    args = argparse.Namespace(gpus=1, gpu_type=None, vc=None, image=None, idle_timeout=None, cpus=0,
+                              memory_mb=0, display_name=None)
+    (specs / "kernels" / "hive-gpu").mkdir(parents=True)
+    (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)},
+                              config={"HiveProvisioner": {"heartbeat_lease_s": 4}})
+    r = srv.request("POST", "/api/kernels", json={"name": "hive-gpu"})
+    assert r.status_code == 201, r.text
+    (job,) = srv.request("GET", "jobs").json()["jobs"]
+    await wait_job(srv, job["id"], "running")
+    await asyncio.sleep(6)  # heartbeats keep a held kernel alive past its lease
+    assert (await wait_job(srv, job["id"], "running"))["state"] == "running"
+
+    await asyncio.to_thread(srv.kill)  # the Jupyter server holding the kernel dies; nobody can reach it now
+    await asyncio.to_thread(srv.start)
+    job = await wait_job(srv, job["id"], "succeeded", "failed", "cancelled", timeout=40)
+    assert srv.request("GET", "cluster").json()["gpus_free"] == 1, job
+    log = srv.request("GET", f"jobs/{job['id']}/logs", params={"task": "kernel-0"}).json()["data"]
+    assert "no heartbeat from the Jupyter server" in log

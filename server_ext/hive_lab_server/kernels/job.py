@@ -10,7 +10,10 @@ keeps the job, hence its GPUs:
   for the provisioner to write ``.hive-kernel/go`` and runs the kernel again on the same GPUs;
   without ``keep`` (a real shutdown) it exits, the job ends and the GPUs are released;
 - each kernel exit is appended to ``.hive-kernel/exits``, which is how the provisioner sees a
-  restarting kernel go down while the job stays.
+  restarting kernel go down while the job stays;
+- the provisioner writes the time into ``.hive-kernel/alive`` every few seconds; when that heartbeat
+  is older than the lease (the Jupyter server holding the kernel died or restarted: nobody can reach
+  this kernel any more), a watchdog stops the kernel and the job ends, releasing its GPUs.
 
 The scheduler's client settings reach the kernel through this command (``HIVE_*`` variables are
 reserved in job specs): ``HIVE_LAB_URL`` inline, ``HIVE_LAB_TOKEN`` from a staged file of the
@@ -69,21 +72,36 @@ def kernel_argv(argv: list[str], connection_file: str, python: str | None) -> li
     return out
 
 
-def supervisor_command(argv: list[str], url: str | None) -> str:
+def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> str:
     k = KERNEL_DIR
     exports = []
     if url:
         exports.append(f"export HIVE_LAB_URL={shlex.quote(url)}")
     exports.append(f'[ -r {k}/token ] && export HIVE_LAB_TOKEN="$(cat {k}/token)"')
     loops = RESTART_WAIT_S * 10
+    check = max(1, min(5, lease_s // 3))
+    # the watchdog: no heartbeat from the provisioner (its Jupyter server is gone) for lease_s -> stop
+    watchdog = (
+        f"( while sleep {check}; do now=$(date +%s); beat=$(cat {k}/alive 2>/dev/null) || beat=$start; "
+        f"[ \"$beat\" -ge \"$start\" ] 2>/dev/null || beat=$start; "
+        f"if [ $((now - beat)) -gt {int(lease_s)} ]; then "
+        f"echo 'hive-lab: no heartbeat from the Jupyter server holding this kernel for {int(lease_s)} s; stopping it' >&2; "
+        f"rm -f {k}/keep; kill $kpid; exit; fi; done ) &"
+    )
     return "\n".join(
         [
             *exports,
             f"mkdir -p {k} && touch {k}/keep",
             "while :; do",
             f"  rm -f {k}/go",
-            f"  {shlex.join(argv)}",
+            "  start=$(date +%s)",
+            f"  {shlex.join(argv)} &",
+            "  kpid=$!",
+            f"  {watchdog}",
+            "  wpid=$!",
+            "  wait $kpid",
             "  rc=$?",
+            "  kill $wpid 2>/dev/null",
             f'  echo "$rc" >> {k}/exits',
             "  i=0",
             f"  while [ -e {k}/keep ] && [ ! -e {k}/go ] && [ $i -lt {loops} ]; do i=$((i+1)); sleep 0.1; done",
@@ -107,6 +125,7 @@ def kernel_job_body(
     cpus: float,
     memory_mb: int,
     env: dict[str, str],
+    lease_s: int = 60,
 ) -> dict:
     """The ``POST jobs`` body of a kernel job."""
     files = {CONNECTION_FILE: connection_text, NOTICE_SCRIPT: NOTICE_CODE}
@@ -117,7 +136,7 @@ def kernel_job_body(
     body = {
         "name": name,
         "kind": "kernel",
-        "command": supervisor_command(argv, url),
+        "command": supervisor_command(argv, url, lease_s),
         "tasks": [task],
         "image": image,
         "env": env,
