@@ -246,9 +246,11 @@ class HiveService:
             if not any(_decision_job(d) == job_id for d in decisions):
                 self._transition(conn, job, "queued", self._core_reason(job_id) or "waiting", now, published)
             self._apply(conn, decisions, now, published)
-        self._publish(published)
+        placement = [self._placement_row(p, job.opportunistic) for p in job.placement] if job.state != "queued" else []
+        obj = self.job_object(job_id, detail=False, private=True, row=row, placement=placement, live_reason=False)
+        self._publish(published, fresh={job_id: obj})
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
-        return self.job_object(job_id, detail=False, private=True)
+        return obj
 
     async def cancel(self, job_id: str, by: str, wait_s: float = 5.0) -> dict[str, Any]:
         job = self.active.get(job_id)
@@ -432,12 +434,16 @@ class HiveService:
         self._transition(conn, job, state, reason, now, published, finished_at=now, exit_code=exit_code)
         self.active.pop(job.id, None)
 
-    def _publish(self, job_ids: list[str], cluster: bool = False) -> None:
+    def _publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
         if self.events.subscriber_count == 0:
             return
         for job_id in job_ids:
             try:
-                self.events.publish({"type": "job", "job": self.job_object(job_id, detail=False, private=False)})
+                if fresh and job_id in fresh:
+                    obj = {k: v for k, v in fresh[job_id].items() if k not in ("spec", "working_dir", "output_dir")}
+                else:
+                    obj = self.job_object(job_id, detail=False, private=False)
+                self.events.publish({"type": "job", "job": obj})
             except Exception:
                 log.exception("hive-lab: publishing job %s failed", job_id)
         if job_ids or cluster:
@@ -847,14 +853,14 @@ class HiveService:
     # views for handlers
 
     def job_object(self, job_id: str, *, detail: bool, private: bool, row: dict[str, Any] | None = None,
-                   placement: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                   placement: list[dict[str, Any]] | None = None, live_reason: bool = True) -> dict[str, Any]:
         row = row or self.store.get_job(job_id)
         if row is None:
             raise ServiceError(404, f"job {job_id} does not exist")
         if placement is None:
             placement = self.store.placements([job_id])[job_id]
         reason = row["reason"]
-        if row["state"] == "queued" and job_id in self.active and not self.active[job_id].stopping:
+        if live_reason and row["state"] == "queued" and job_id in self.active and not self.active[job_id].stopping:
             reason = self._core_reason(job_id) or reason
         obj: dict[str, Any] = {
             "id": row["id"], "name": row["name"], "user": row["user"], "vc": row["vc"], "kind": row["kind"],

@@ -13,12 +13,12 @@ from typing import Any, Iterable, Iterator
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from .models import Base, Drain, Job, JobEvent, Placement
 
-__all__ = ["Store", "Base", "Job", "JobEvent", "Placement", "Drain", "migrate"]
+__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "migrate"]
 
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -37,6 +37,42 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+class Batch:
+    """Writes collected by ``Store.begin()``; ``flush`` sends them in dependency order."""
+
+    def __init__(self) -> None:
+        self.new_jobs: dict[str, dict[str, Any]] = {}
+        self.updates: dict[str, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.placements: dict[str, list[dict[str, Any]]] = {}
+        self.drains: list[tuple[str, int | None, dict[str, Any] | None]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains)
+
+    def flush(self, conn: Connection) -> None:
+        if self.new_jobs:
+            conn.execute(insert(_jobs), list(self.new_jobs.values()))
+        by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for job_id, fields in self.updates.items():
+            by_columns.setdefault(tuple(sorted(fields)), []).append({"_id": job_id, **fields})
+        for columns, rows in by_columns.items():
+            stmt = update(_jobs).where(_jobs.c.id == bindparam("_id")).values({c: bindparam(c) for c in columns})
+            conn.execute(stmt, rows)
+        if self.placements:
+            conn.execute(delete(_placements).where(_placements.c.job_id.in_(list(self.placements))))
+            rows = [r for rs in self.placements.values() for r in rs]
+            if rows:
+                conn.execute(insert(_placements), rows)
+        if self.events:
+            conn.execute(insert(_events), self.events)
+        for node, gpu, row in self.drains:
+            cond = _drains.c.gpu.is_(None) if gpu is None else _drains.c.gpu == gpu
+            conn.execute(delete(_drains).where(_drains.c.node == node, cond))
+            if row is not None:
+                conn.execute(insert(_drains), [row])
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -66,37 +102,41 @@ class Store:
         self.engine.dispose()
 
     @contextlib.contextmanager
-    def begin(self) -> Iterator[Connection]:
-        with self.engine.begin() as conn:
-            yield conn
+    def begin(self) -> Iterator["Batch"]:
+        """A unit of work: the writes made through it are merged (one row per new job, one UPDATE per
+        changed job, events and placements in bulk) and committed together in one transaction."""
+        batch = Batch()
+        yield batch
+        if batch:
+            with self.engine.begin() as conn:
+                batch.flush(conn)
 
-    # --- writes (all take an open transaction) -------------------------------------------------
+    # --- writes (all go through a Batch from begin()) --------------------------------------------
 
-    def insert_job(self, conn: Connection, row: dict[str, Any]) -> None:
-        conn.execute(insert(_jobs), [row])
+    def insert_job(self, batch: "Batch", row: dict[str, Any]) -> None:
+        batch.new_jobs[row["id"]] = row  # later updates in the same batch land in this row
 
-    def update_job(self, conn: Connection, job_id: str, **fields: Any) -> None:
-        conn.execute(update(_jobs).where(_jobs.c.id == job_id).values(**fields))
+    def update_job(self, batch: "Batch", job_id: str, **fields: Any) -> None:
+        row = batch.new_jobs.get(job_id)
+        if row is not None:
+            row.update(fields)
+        else:
+            batch.updates.setdefault(job_id, {}).update(fields)
 
-    def add_event(self, conn: Connection, job_id: str, state: str, at: float, reason: str) -> None:
-        conn.execute(insert(_events), [{"job_id": job_id, "state": state, "at": at, "reason": reason}])
+    def add_event(self, batch: "Batch", job_id: str, state: str, at: float, reason: str) -> None:
+        batch.events.append({"job_id": job_id, "state": state, "at": at, "reason": reason})
 
-    def set_placement(self, conn: Connection, job_id: str, attempt: int, rows: Iterable[dict[str, Any]]) -> None:
-        conn.execute(delete(_placements).where(_placements.c.job_id == job_id))
-        rows = [dict(r, job_id=job_id, attempt=attempt) for r in rows]
-        if rows:
-            conn.execute(insert(_placements), rows)
+    def set_placement(self, batch: "Batch", job_id: str, attempt: int, rows: Iterable[dict[str, Any]]) -> None:
+        batch.placements[job_id] = [dict(r, job_id=job_id, attempt=attempt) for r in rows]
 
-    def clear_placement(self, conn: Connection, job_id: str) -> None:
-        conn.execute(delete(_placements).where(_placements.c.job_id == job_id))
+    def clear_placement(self, batch: "Batch", job_id: str) -> None:
+        batch.placements[job_id] = []
 
-    def add_drain(self, conn: Connection, node: str, gpu: int | None, at: float, by: str) -> None:
-        self.remove_drain(conn, node, gpu)
-        conn.execute(insert(_drains), [{"node": node, "gpu": gpu, "at": at, "by": by}])
+    def add_drain(self, batch: "Batch", node: str, gpu: int | None, at: float, by: str) -> None:
+        batch.drains.append((node, gpu, {"node": node, "gpu": gpu, "at": at, "by": by}))
 
-    def remove_drain(self, conn: Connection, node: str, gpu: int | None) -> None:
-        cond = _drains.c.gpu.is_(None) if gpu is None else _drains.c.gpu == gpu
-        conn.execute(delete(_drains).where(_drains.c.node == node, cond))
+    def remove_drain(self, batch: "Batch", node: str, gpu: int | None) -> None:
+        batch.drains.append((node, gpu, None))
 
     # --- reads ---------------------------------------------------------------------------------
 

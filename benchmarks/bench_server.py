@@ -1,0 +1,128 @@
+"""Figures for the server extension, against a real ``jupyter server`` process:
+
+1. submit latency (p50/p99) and throughput with ``--clients`` concurrent clients (default 50) posting
+   jobs (1 GPU each, into a 4-GPU VC, so almost all of them queue: the core, the store and the REST
+   layer all do their work);
+2. submit-to-running time for a local job when GPUs are free (client side: from sending the POST to
+   the first GET that sees ``running``; server side: ``started_at - submitted_at``).
+
+    .venv/bin/python benchmarks/bench_server.py [--submits 2000] [--clients 50] [--runs 20]
+
+Targets: >= 200 submits/s, p99 <= 50 ms, submit to running <= 0.3 s. A measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import datetime as dt
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import httpx
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fixtures.live_server import LiveServer  # noqa: E402
+
+
+def pct(values: list[float], q: float) -> float:
+    xs = sorted(values)
+    k = (len(xs) - 1) * q / 100
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+async def submit_load(srv: LiveServer, total: int, clients: int) -> tuple[list[float], float, int]:
+    body = {"command": "sleep 600", "tasks": [{"gpus": 1}]}
+    latencies: list[float] = []
+    errors = 0
+    counter = iter(range(total))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=srv.api_url, headers=srv.headers(), limits=limits, timeout=60) as client:
+        for _ in range(20):  # warm up connections and code paths
+            await client.post("jobs", json=body)
+
+        async def worker() -> None:
+            nonlocal errors
+            for _ in counter:
+                t0 = time.perf_counter()
+                r = await client.post("jobs", json=body)
+                latencies.append(time.perf_counter() - t0)
+                if r.status_code != 201:
+                    errors += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    return latencies, wall, errors
+
+
+def iso_seconds(value: str) -> float:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def submit_to_running(srv: LiveServer, runs: int) -> tuple[list[float], list[float]]:
+    client_side, server_side = [], []
+    with httpx.Client(base_url=srv.api_url, headers=srv.headers(), timeout=30) as client:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            job = client.post("jobs", json={"command": "sleep 600", "tasks": [{"gpus": 1}]}).json()
+            while True:
+                seen = client.get(f"jobs/{job['id']}").json()
+                if seen["state"] == "running":
+                    client_side.append(time.perf_counter() - t0)
+                    break
+                if seen["state"] not in ("submitted", "queued", "scheduled"):
+                    raise RuntimeError(f"job ended as {seen['state']}: {seen['reason']}")
+                time.sleep(0.005)
+            server_side.append(iso_seconds(seen["started_at"]) - iso_seconds(seen["submitted_at"]))
+            client.delete(f"jobs/{job['id']}")
+    return client_side, server_side
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--submits", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    cluster = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "vcs": {"default": 4}}
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (client and server share them)")
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = LiveServer(pathlib.Path(tmp) / "a", cluster_config=cluster,
+                         config={"HiveLabApp": {"poll_interval_s": 0.1}, "ServerApp": {"log_level": "WARN"}})
+        try:
+            srv.start()
+            lat, wall, errors = asyncio.run(submit_load(srv, args.submits, args.clients))
+        finally:
+            srv.close()
+        ms = [x * 1000 for x in lat]
+        print(f"submit, {args.clients} concurrent clients, {len(lat)} jobs (4 run, the rest queue):")
+        print(f"  throughput  {len(lat) / wall:8.1f} submits/s   (target >= 200)")
+        print(f"  latency p50 {statistics.median(ms):8.1f} ms         p90 {pct(ms, 90):.1f} ms")
+        print(f"  latency p99 {pct(ms, 99):8.1f} ms         (target <= 50)   max {max(ms):.1f} ms   errors {errors}")
+
+        srv = LiveServer(pathlib.Path(tmp) / "b", cluster_config=cluster,
+                         config={"HiveLabApp": {"poll_interval_s": 0.1}, "ServerApp": {"log_level": "WARN"}})
+        try:
+            srv.start()
+            client_side, server_side = submit_to_running(srv, args.runs)
+        finally:
+            srv.close()
+        print(f"submit to running, local launcher, free GPUs, {args.runs} jobs:")
+        print(f"  client side median {statistics.median(client_side) * 1000:7.1f} ms   max {max(client_side) * 1000:.1f} ms"
+              f"   (target <= 300)")
+        print(f"  server side median {statistics.median(server_side) * 1000:7.1f} ms   max {max(server_side) * 1000:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
