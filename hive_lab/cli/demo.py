@@ -1,0 +1,130 @@
+"""``hive-lab demo``: JupyterLab with hive-lab on the default simulated cluster, plus a few sample jobs.
+
+Starts ``jupyter lab`` (local launcher, the built-in ``default`` cluster: one node, 4 simulated GPUs,
+one VC ``default``; a fresh store and jobs dir unless ``--dir`` is given), waits until it answers,
+submits sample jobs (a 2-GPU training run, a 2-task gang, an opportunistic job, one that has to queue)
+and prints the URL. Ctrl-C stops JupyterLab; the sample jobs are short and end on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SAMPLE_JOBS = [
+    {"name": "train-resnet", "command": "for e in 1 2 3 4 5 6; do echo epoch $e/6 on GPUs $CUDA_VISIBLE_DEVICES; sleep 10; done",
+     "tasks": [{"gpus": 2}]},
+    {"name": "ddp-gang", "command": "echo rank $RANK of $WORLD_SIZE, master $MASTER_ADDR:$MASTER_PORT; sleep 45",
+     "tasks": [{"name": "worker", "count": 2, "gpus": 1}]},
+    {"name": "sweep-opportunistic", "priority": "opportunistic", "max_retries": 2,
+     "command": "for i in $(seq 1 9); do echo trial $i; sleep 5; done", "tasks": [{"gpus": 1}]},
+    {"name": "big-eval", "command": "echo evaluating on 4 GPUs: $CUDA_VISIBLE_DEVICES; sleep 20",
+     "tasks": [{"gpus": 4}]},
+]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("demo", help="start JupyterLab with hive-lab on a simulated 4-GPU cluster and sample jobs")
+    p.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--cluster", default="default", help="cluster config: a file or a built-in model (default: default)")
+    p.add_argument("--dir", default=None, help="keep the demo's store and jobs here (default: a fresh temp dir)")
+    p.add_argument("--no-jobs", action="store_true", help="do not submit the sample jobs")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--token", default=None, help="server token (default: a random one)")
+    p.set_defaults(func=run)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(url: str, headers: dict, proc: subprocess.Popen, timeout: float = 120) -> None:
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"hive-lab demo: JupyterLab exited with code {proc.returncode}")
+        try:
+            if requests.get(url + "hive_lab/api/me", headers=headers, timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"hive-lab demo: JupyterLab did not answer within {timeout:.0f}s")
+
+
+def submit_samples(url: str, headers: dict) -> list[dict]:
+    import requests
+
+    jobs = []
+    for body in SAMPLE_JOBS:
+        r = requests.post(url + "hive_lab/api/jobs", json=body, headers=headers, timeout=30)
+        r.raise_for_status()
+        jobs.append(r.json())
+    return jobs
+
+
+def run(args) -> int:
+    workdir = args.dir or tempfile.mkdtemp(prefix="hive-lab-demo-")
+    os.makedirs(workdir, exist_ok=True)
+    port = args.port or _free_port()
+    token = args.token or secrets.token_hex(16)
+    url = f"http://{args.ip}:{port}/"
+    cmd = [
+        sys.executable, "-m", "jupyterlab", f"--ServerApp.port={port}", f"--ServerApp.ip={args.ip}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
+        f"--HiveLabApp.cluster_config={args.cluster}", "--HiveLabApp.launcher=local",
+        f"--HiveLabApp.db_url=sqlite:///{os.path.join(workdir, 'hive_lab.sqlite')}",
+        f"--HiveLabApp.jobs_root={os.path.join(workdir, 'jobs')}",
+        "--HiveLabApp.nvml_backend=none",
+    ]
+    if args.no_browser:
+        cmd.append("--no-browser")
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    proc = subprocess.Popen(cmd)
+    headers = {"Authorization": f"token {token}"}
+    try:
+        _wait_ready(url, headers, proc)
+        if not args.no_jobs:
+            for job in submit_samples(url, headers):
+                print(f"hive-lab demo: submitted {job['id']} {job['name']:<20} {job['state']:<10} {job['reason']}")
+        print(f"hive-lab demo: JupyterLab with hive-lab is at {url}lab?token={token}")
+        print(f"hive-lab demo: try `hive-lab jobs --url {url} --token {token}`; Ctrl-C stops the demo")
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not args.dir:
+            _kill_tasks(os.path.join(workdir, "jobs"))
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kill_tasks(jobs_root: str) -> None:
+    """The local launcher's tasks outlive the server on purpose; a throw-away demo ends them."""
+    import glob
+    import json
+    import signal
+
+    for info in glob.glob(os.path.join(jobs_root, ".*launcher", "*", "*.json")):
+        try:
+            with open(info) as f:
+                os.killpg(int(json.load(f)["pid"]), signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
