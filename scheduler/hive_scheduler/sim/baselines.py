@@ -153,6 +153,8 @@ class _FirstFit:
 
     def _fit(self, req: Any, extra: dict[str, set[int]] | None = None) -> list[dict[str, Any]] | None:
         """First-fit placement of every task, or None. ``extra``: GPUs to treat as free (held ones)."""
+        extra = extra or {}
+        empty: set[int] = set()
         taken: dict[str, set[int]] = {}
         cpu_taken: dict[str, float] = {}
         mem_taken: dict[str, int] = {}
@@ -160,13 +162,13 @@ class _FirstFit:
         for task, gpus, gpu_type, cpus, mem in _task_list(req):
             chosen = None
             for name, node in self._nodes.items():
-                if node.down:
-                    continue
+                extra_here = extra.get(name, empty)
+                if node.down or (node.shape.gpu_count - len(node.used) < gpus and not extra_here):
+                    continue  # cheap test first: used GPUs alone already leave too few
                 if node.cpus_used + cpu_taken.get(name, 0) + cpus > node.shape.cpus:
                     continue
                 if node.mem_used + mem_taken.get(name, 0) + mem > node.shape.memory_mb:
                     continue
-                extra_here = (extra or {}).get(name, set())
                 free_all = sorted(
                     (set(node.free_gpus(None)) | {g for g in extra_here if g not in node.bad})
                     - taken.get(name, set())
@@ -308,6 +310,10 @@ class FifoScheduler(_FirstFit):
 class QuotaScheduler(_FirstFit):
     name = "quota"
 
+    def __init__(self, config: Any):
+        self._holders: dict[str, None] = {}  # preemptors holding GPUs freed by their victims (insertion order)
+        super().__init__(config)
+
     def _is_opportunistic(self, req: Any) -> bool:
         return req.priority < 0
 
@@ -375,7 +381,7 @@ class QuotaScheduler(_FirstFit):
         )
 
     def _all_held(self) -> set[tuple[str, int]]:
-        return {h for j in self._jobs.values() for h in j.held}
+        return {h for job_id in self._holders for h in self._jobs[job_id].held}
 
     def _fit_outside_holds(self, job: _Job, own: Iterable[tuple[str, int]] = ()) -> list[dict[str, Any]] | None:
         """First fit that neither uses GPUs held for another preemptor nor ignores ``own`` held GPUs."""
@@ -421,6 +427,7 @@ class QuotaScheduler(_FirstFit):
 
     def _start_with_holds(self, job: _Job, placement, now: float, out: list) -> None:
         job.held = []
+        self._holders.pop(job.req.id, None)
         job.victims = set()
         out.append(self._start(job, placement, now))
 
@@ -444,6 +451,7 @@ class QuotaScheduler(_FirstFit):
         preemptor = self._jobs.get(victim.held_for or "")
         if preemptor is not None and preemptor.state == "waiting":
             preemptor.held += gpus
+            self._holders[preemptor.req.id] = None
             preemptor.victims.discard(victim.req.id)
 
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[BaselineDecision]:
@@ -472,6 +480,7 @@ class QuotaScheduler(_FirstFit):
             if v in self._jobs:
                 self._jobs[v].held_for = None
         job.held = []
+        self._holders.pop(job.req.id, None)
         super()._drop(job, now)
 
 

@@ -9,6 +9,7 @@ total GPUs) only need this much; it is derived from the core's HiveD-form config
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 __all__ = ["NodeShape", "ClusterShape", "cluster_shape"]
@@ -43,15 +44,21 @@ class ClusterShape:
     def vcs(self) -> list[str]:
         return sorted(self.vc_gpus)
 
-    @property
+    @cached_property
     def gpu_types(self) -> list[str]:
         return sorted({t for n in self.nodes for t in n.gpu_types})
 
+    @cached_property
+    def _max_per_node(self) -> dict[str | None, int]:
+        most: dict[str | None, int] = {None: 0}
+        for n in self.nodes:
+            most[None] = max(most[None], n.gpu_count)
+            for t in set(n.gpu_types):
+                most[t] = max(most.get(t, 0), n.gpu_types.count(t))
+        return most
+
     def max_gpus_per_node(self, gpu_type: str | None = None) -> int:
-        counts = [
-            sum(1 for t in n.gpu_types if gpu_type is None or t == gpu_type) for n in self.nodes
-        ]
-        return max(counts, default=0)
+        return self._max_per_node.get(gpu_type, 0)
 
 
 def _default_resources(gpus: int) -> tuple[float, int]:
