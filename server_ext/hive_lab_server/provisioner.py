@@ -38,7 +38,15 @@ from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Dict, Float, Int, Unicode
 
 from .kernels.culler import IdleCuller
-from .kernels.job import CONNECTION_FILE, KERNEL_DIR, dumps_notice, kernel_argv, kernel_job_body, notice_lines
+from .kernels.job import (
+    CONNECTION_FILE,
+    KERNEL_DIR,
+    duration,
+    dumps_notice,
+    kernel_argv,
+    kernel_job_body,
+    notice_lines,
+)
 from .kernels.rest import HiveApiError, HiveRest, find_server
 
 log = logging.getLogger("hive_lab_server.provisioner")
@@ -191,6 +199,13 @@ class HiveProvisioner(LocalProvisioner):
                 "hive kernel %s waits for %d GPU(s) as job %s: %s",
                 self.kernel_id, self.gpus, self.job_id, self._queue_reason or "queued",
             )
+        limit = self.idle_limit()
+        if limit > 0 and self.gpus > 0:
+            self._culler = IdleCuller(
+                self.connection_info, limit, self._cull, interval_s=self.cull_interval_s,
+                gpu_uuids=lambda: [u for p in (self._job or {}).get("placement") or [] for u in (p.get("gpu_uuids") or [])],
+            )
+            self._culler.listen()  # subscribed before the kernel runs: no execution goes unseen
         self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"hive-kernel-{self.job_id}")
 
     async def _watch(self) -> None:
@@ -239,25 +254,21 @@ class HiveProvisioner(LocalProvisioner):
             log.warning("hive kernel %s: cannot write its notice: %s", self.kernel_id, exc)
         if waited >= 1.0:
             log.warning("hive kernel %s got its GPUs after %.0f s (job %s)", self.kernel_id, waited, self.job_id)
-        if limit > 0 and self.gpus > 0 and self._culler is None:
-            self._culler = IdleCuller(
-                self.connection_info, limit, self._cull, interval_s=self.cull_interval_s,
-                gpu_uuids=lambda: [u for p in (self._job or {}).get("placement") or [] for u in (p.get("gpu_uuids") or [])],
-            )
+        if self._culler is not None:
             self._culler.start()
 
     async def _cull(self, idle_s: float) -> None:
         limit = self.idle_limit()
         vc = (self._job or {}).get("vc") or self.vc
         gpus = self.gpus
-        why = (f"idle kernel culled: no execution for {idle_s / 60:.1f} min while holding {gpus} GPU"
-               f"{'s' if gpus != 1 else ''} (VC {vc} limit {limit / 60:.0f} min)")
+        why = (f"idle kernel culled: no execution for {duration(idle_s)} while holding {gpus} GPU"
+               f"{'s' if gpus != 1 else ''} (VC {vc} limit {duration(limit)})")
         log.warning("hive kernel %s (job %s): %s; shutting it down", self.kernel_id, self.job_id, why)
         self._culled = True
         if self._session:
             CULLED_SESSIONS[self._session] = (
                 f"the previous kernel of this notebook was shut down at {time.strftime('%H:%M')} after "
-                f"{idle_s / 60:.0f} min without execution, to release its GPUs for others."
+                f"{duration(idle_s)} without execution, to release its GPUs for others."
             )
         await self._cancel(why)
         km = self.parent

@@ -60,10 +60,20 @@ class IdleCuller:
         self.last_activity = time.monotonic()
         self.executing = False
         self._task: asyncio.Task | None = None
+        self._listener: asyncio.Task | None = None
         self._socket = None
 
+    def listen(self) -> None:
+        """Subscribe to IOPub now (before the kernel runs), so no execution is ever missed."""
+        if self._listener is None:
+            self._listener = asyncio.get_running_loop().create_task(self._listen(), name="hive-kernel-iopub")
+
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="hive-kernel-culler")
+        """The kernel runs: idle time counts from now; check it every ``interval_s``."""
+        self.listen()
+        self.reset()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="hive-kernel-culler")
 
     def reset(self) -> None:
         """The kernel (re)started: its idle time counts from now."""
@@ -71,13 +81,15 @@ class IdleCuller:
         self.executing = False
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        for name in ("_task", "_listener"):
+            task = getattr(self, name)
+            setattr(self, name, None)
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
@@ -104,6 +116,9 @@ class IdleCuller:
         ctx = zmq.asyncio.Context.instance()
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
+        # the kernel binds later (maybe after a long queue): keep trying, join within ~0.2 s once it does
+        sock.setsockopt(zmq.RECONNECT_IVL, 10)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
         info = self.connection_info
         sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}")
         self._socket = sock
@@ -111,20 +126,19 @@ class IdleCuller:
             self._on_message(await sock.recv_multipart())
 
     async def _run(self) -> None:
-        listener = asyncio.get_running_loop().create_task(self._listen())
-        try:
-            while True:
-                await asyncio.sleep(min(self.interval_s, max(self.limit_s / 4, 0.2)))
-                if listener.done() and listener.exception() is not None:
-                    log.warning("hive kernel culler: IOPub listener failed: %s", listener.exception())
-                idle = self.idle_for()
-                if idle < self.limit_s:
-                    continue
-                busy = await asyncio.get_running_loop().run_in_executor(None, gpu_busy, self.gpu_uuids())
-                if busy:
-                    self.last_activity = time.monotonic()
-                    continue
-                await self.on_idle(idle)
+        while True:
+            await asyncio.sleep(min(self.interval_s, max(self.limit_s / 4, 0.2)))
+            listener = self._listener
+            if listener is not None and listener.done() and not listener.cancelled() and listener.exception():
+                log.warning("hive kernel culler: IOPub listener failed (%s); not culling", listener.exception())
                 return
-        finally:
-            listener.cancel()
+            idle = self.idle_for()
+            if idle < self.limit_s:
+                continue
+            busy = await asyncio.get_running_loop().run_in_executor(None, gpu_busy, self.gpu_uuids())
+            if busy:
+                self.last_activity = time.monotonic()
+                continue
+            self._task = None  # on_idle may stop() this culler
+            await self.on_idle(idle)
+            return

@@ -161,12 +161,12 @@ def notice_lines(job: dict, waited_s: float, queue_reason: str, idle_limit_s: fl
         lines.append(f"hive-lab: it waited {waited_s:.0f} s in the queue for its GPUs{why}.")
     if idle_limit_s and n:
         lines.append(
-            f"hive-lab: it is shut down (and its GPUs released) after {_duration(idle_limit_s)} without execution."
+            f"hive-lab: it is shut down (and its GPUs released) after {duration(idle_limit_s)} without execution."
         )
     return lines
 
 
-def _duration(s: float) -> str:
+def duration(s: float) -> str:
     if s >= 3600 and s % 3600 == 0:
         return f"{int(s // 3600)} h"
     if s >= 60:
