@@ -17,27 +17,34 @@ from typing import Awaitable, Callable
 log = logging.getLogger(__name__)
 
 
-def gpu_busy(uuids: list[str]) -> bool | None:
-    """Whether any of these GPUs shows utilisation now; None where NVML cannot tell."""
+def gpu_busy(uuids: list[str], nvml=None) -> bool | None:
+    """Whether any of these GPUs shows utilisation now; None where NVML cannot tell.
+
+    ``nvml``: the ``pynvml`` module (default) or anything with its API (the fake NVML in tests).
+    """
     if not uuids:
         return None
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
     except Exception:
         return None
     try:
-        for uuid in uuids:
-            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-            if pynvml.nvmlDeviceGetUtilizationRates(handle).gpu > 0:
-                return True
-        return False
+        wanted, seen = set(uuids), set()
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            uuid = nvml.nvmlDeviceGetUUID(handle)
+            if uuid in wanted:
+                seen.add(uuid)
+                if nvml.nvmlDeviceGetUtilizationRates(handle).gpu > 0:
+                    return True
+        return False if seen else None
     except Exception:
         return None
     finally:
         try:
-            pynvml.nvmlShutdown()
+            nvml.nvmlShutdown()
         except Exception:
             pass
 
