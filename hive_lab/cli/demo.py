@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -93,6 +94,7 @@ def run(args) -> int:
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     proc = subprocess.Popen(cmd)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop JupyterLab on SIGTERM too (finally below)
     headers = {"Authorization": f"token {token}"}
     try:
         _wait_ready(url, headers, proc)
@@ -120,7 +122,6 @@ def _kill_tasks(jobs_root: str) -> None:
     """The local launcher's tasks outlive the server on purpose; a throw-away demo ends them."""
     import glob
     import json
-    import signal
 
     for info in glob.glob(os.path.join(jobs_root, ".*launcher", "*", "*.json")):
         try:
