@@ -229,3 +229,24 @@ def test_a_preemptor_does_not_start_on_reserved_cells_whose_node_went_down():
     after = replay(jobs + [json.dumps({"t": 0.5, "op": "node_down", "node": node})], grace=5, config=config)
     start = next((d for d in of(after, "high") if d["event"] == "started"), None)
     assert start is None or node not in {p["node"] for p in start["placement"]}
+
+
+def test_reconfigure_demotes_what_lost_its_guarantee_and_a_victim_may_finish_within_its_grace(tmp_path):
+    import yaml
+
+    (tmp_path / "new.yaml").write_text(yaml.safe_dump(cluster(vcs={"A": 2})))
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join([
+        submit(0, "a", "A", 4),
+        submit(0, "b", "B", 4),
+        '{"t":1,"op":"reconfigure","cluster":"new.yaml"}',  # VC B is gone, A owns both nodes
+        submit(2, "a2", "A", 4, duration=10),
+        '{"t":3,"op":"finish","job":"b"}',  # before its grace period ends at t=4
+    ]) + "\n")
+    r = simulate(cluster(), str(events), "hived", grace=2)
+    assert [(d["t"], d["job"], d["event"]) for d in r.decisions] == [
+        (0, "a", "started"), (0, "b", "started"), (1, "b", "demoted"), (2, "a2", "preempting"),
+        (3, "b", "finished"), (3, "a2", "started"), (13, "a2", "finished"),
+    ]
+    assert r.decisions[3]["victims"] == ["b"]
+    assert r.metrics.preemptions == 0  # b was never stopped by the preemption
