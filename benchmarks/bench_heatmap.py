@@ -29,7 +29,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fixtures.browser import launch_chromium, open_palette  # noqa: E402
+from fixtures.browser import launch_chromium, run_from_palette  # noqa: E402
 from fixtures.live_server import LiveServer  # noqa: E402
 
 OPEN_LABEL = "GPU cluster: open topology heatmap"
@@ -55,9 +55,7 @@ def one_run(browser, srv: LiveServer) -> dict:
     try:
         page.goto(f"{srv.url}lab?reset&token={srv.token}")  # a fresh workspace: no heatmap restored
         page.locator(".jp-HiveStatus-free[data-total='2816']").wait_for(state="attached")
-        open_palette(page)
-        page.locator(".lm-CommandPalette-input").fill(OPEN_LABEL)
-        page.locator(".lm-CommandPalette-item", has_text=OPEN_LABEL).first.click()
+        run_from_palette(page, OPEN_LABEL)
         page.locator("canvas.jp-HiveHeatmap-canvas[data-cells='2816']").wait_for(state="attached")
         page.wait_for_timeout(300)
         first = page.evaluate(
