@@ -93,7 +93,8 @@ def test_optional_submit_fields_have_defaults():
 )
 def test_bad_lines_are_named_with_their_line_number(line, message):
     with pytest.raises(EventError) as info:
-        parse_events(['{"t":0,"op":"finish","job":"x"}', line], source="e.jsonl")
+        parse_events(['{"t":0,"op":"submit","job":"x","vc":"v","tasks":[{"name":"w","count":1,"gpus":1}]}', line],
+                     source="e.jsonl")
     assert info.value.errors[0][0] == 2
     assert str(info.value).startswith("e.jsonl line 2: ")
     assert message in str(info.value)
@@ -114,9 +115,14 @@ def test_time_must_not_go_back_and_job_ids_are_unique():
     assert 'job id "a" was already submitted on line 1' in str(info.value)
 
 
+def test_finish_must_name_a_submitted_job():
+    with pytest.raises(EventError, match=r'line 1: finish: job "ghost" is not submitted on an earlier line'):
+        parse_events(['{"t":0,"op":"finish","job":"ghost"}'])
+
+
 def test_all_errors_are_reported_not_just_the_first(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text("\n".join(["{", '{"t":0}', '{"t":0,"op":"finish","job":"ok"}', "oops"]) + "\n")
+    path.write_text("\n".join(["{", '{"t":0}', '{"t":0,"op":"node_down","node":"ok"}', "oops"]) + "\n")
     with pytest.raises(EventError) as info:
         load_events(path)
     assert [line for line, _ in info.value.errors] == [1, 2, 4]

@@ -57,7 +57,9 @@ def script(steps, gaps) -> list[str]:
                 ev["duration"] = arg["duration"]
             n += 1
         elif op == "finish":
-            ev = {"t": t, "op": "finish", "job": f"j{arg}"}
+            if n == 0:
+                continue
+            ev = {"t": t, "op": "finish", "job": f"j{arg % n}"}
         else:  # hardware changes at half seconds: never at the same instant as a job event or decision
             t += 1
             if op in ("node_down", "node_up"):

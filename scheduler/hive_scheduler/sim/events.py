@@ -11,7 +11,7 @@ Formats (a public contract, see the README):
 
 ``t`` is in seconds and non-decreasing. The loader checks the *format* (types, required fields, unknown
 fields, time order, duplicate job ids); whether a request makes sense for the cluster (unknown VC, priority
-range, ...) is the scheduler's call and shows up as a ``rejected`` decision.
+range, ...) is the scheduler's call; a ``finish`` must name a job submitted on an earlier line and shows up as a ``rejected`` decision.
 """
 
 from __future__ import annotations
@@ -323,6 +323,8 @@ def parse_events(lines: Iterable[str], source: str = "<events>", base_dir: str |
                 if ev.job in submitted:
                     raise _Invalid(f"submit: job id {json.dumps(ev.job)} was already submitted on line {submitted[ev.job]}")
                 submitted[ev.job] = lineno
+            elif isinstance(ev, FinishEvent) and ev.job not in submitted:
+                raise _Invalid(f"finish: job {json.dumps(ev.job)} is not submitted on an earlier line")
             last_t = ev.t
             events.append(ev)
         except _Invalid as exc:
