@@ -87,6 +87,23 @@ def test_trace_slice_on_philly(tmp_path):
         assert sum(d["event"] == "finished" for d in decisions) == m["finished"]
 
 
+def test_time_scale_compresses_trace_arrivals(tmp_path):
+    slice_path = tmp_path / "philly-50.csv"
+    with open(PHILLY_DEV) as fh:
+        rows = [line for _, line in zip(range(51), fh)]
+    slice_path.write_text("".join(rows))
+    last_submit = int(rows[-1].split(",")[1])
+    out = tmp_path / "d.jsonl"
+    proc = hive_lab("simulate", "--cluster", "philly", "--trace", str(slice_path), "--time-scale", "0.01",
+                    "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["time_scale"] == 0.01
+    starts = [json.loads(line)["t"] for line in out.read_text().splitlines() if '"started"' in line]
+    assert len(starts) == 50 and max(starts) == pytest.approx(last_submit * 0.01)
+    proc = hive_lab("simulate", "--cluster", "default", "--events", str(out), "--time-scale", "0.5")
+    assert proc.returncode == 2 and "--time-scale applies to --trace only" in proc.stderr
+
+
 def test_trace_path_relative_to_the_repo_root_is_how_ci_refers_to_it():
     proc = hive_lab("simulate", "--help")
     assert proc.returncode == 0 and "--trace" in proc.stdout and "--grace" in proc.stdout
