@@ -11,7 +11,8 @@ import pytest
 from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.docker import DockerLauncher
 
-pytestmark = pytest.mark.docker
+# the first docker test may build the test image (debootstrap, minutes on a fresh machine)
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 
 def make_request(tmp_path, command, *, job_id=None, image=None, **task_kw) -> LaunchRequest:

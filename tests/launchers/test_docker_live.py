@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.docker
+# the first docker test may build the test image (debootstrap, minutes on a fresh machine)
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 
 @pytest.fixture

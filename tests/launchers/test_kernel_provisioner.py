@@ -170,6 +170,7 @@ async def test_idle_kernel_is_culled_and_its_gpu_released(live_server_factory, h
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(900)  # may build the test image first
 async def test_kernel_runs_in_a_container_inside_its_grant(
     live_server_factory, hive_kernelspec, monkeypatch, docker_engine, docker_test_image
 ):
