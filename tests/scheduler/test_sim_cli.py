@@ -14,9 +14,9 @@ HIVE_LAB = REPO / ".venv" / "bin" / "hive-lab"
 PHILLY_DEV = REPO / ".." / "shared" / "traces" / "philly-dev.csv"
 
 
-def hive_lab(*args: str, cwd: pathlib.Path = REPO) -> subprocess.CompletedProcess:
+def hive_lab(*args: str, cwd: pathlib.Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [str(HIVE_LAB)] if HIVE_LAB.exists() else [sys.executable, "-m", "hive_lab.cli"]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=120, env=env)
 
 
 EVENTS = [
@@ -102,6 +102,34 @@ def test_time_scale_compresses_trace_arrivals(tmp_path):
     assert len(starts) == 50 and max(starts) == pytest.approx(last_submit * 0.01)
     proc = hive_lab("simulate", "--cluster", "default", "--events", str(out), "--time-scale", "0.5")
     assert proc.returncode == 2 and "--time-scale applies to --trace only" in proc.stderr
+
+
+def test_decisions_do_not_depend_on_the_process_hash_seed(tmp_path):
+    import os
+    import random
+
+    rng = random.Random(5)
+    lines, t = [], 0
+    for i in range(150):
+        t += rng.choice([0, 1, 7, 30])
+        gpus, count = rng.choice([(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (8, 4)])
+        lines.append(json.dumps({"t": t, "op": "submit", "job": f"job-{rng.randrange(10**9)}-{i}",
+                                 "vc": rng.choice(["6214e9", "7f04ca", "ed69ec", "103959"]),
+                                 "priority": rng.choice([-1, 0, 0, 10]), "user": f"user{rng.randrange(5)}",
+                                 "tasks": [{"name": "w", "count": count, "gpus": gpus}],
+                                 "duration": rng.randint(10, 5000)}))
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(lines) + "\n")
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"seed{seed}.jsonl"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        proc = hive_lab("simulate", "--cluster", "philly", "--events", str(events), "--policy", "hived,quota,fifo",
+                        "--grace", "10", "--out", str(out), "--json", env=env)
+        assert proc.returncode == 0, proc.stderr
+        outputs.append([(tmp_path / f"seed{seed}.{p}.jsonl").read_bytes() for p in ("hived", "quota", "fifo")])
+    assert outputs[0] == outputs[1]
+    assert all(len(o.splitlines()) > 150 for o in outputs[0])
 
 
 def test_trace_path_relative_to_the_repo_root_is_how_ci_refers_to_it():
