@@ -70,8 +70,33 @@ class LiveView:
         pass
 
     # display ---------------------------------------------------------------------------------------
+    needs_bokehjs = False
+
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        if self.needs_bokehjs:
+            load_bokehjs()
+        display(self.widget)
+
+
+_bokehjs_loaded = False
+
+
+def load_bokehjs() -> None:
+    """Put BokehJS into the page once per kernel (jupyter_bokeh's widget needs it), inline so it works
+    without internet access."""
+    global _bokehjs_loaded
+    if _bokehjs_loaded:
+        return
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(resources=INLINE, hide_banner=True)
+    _bokehjs_loaded = True
 
 
 def error_html(message: str) -> str:

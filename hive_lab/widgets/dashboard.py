@@ -15,6 +15,7 @@ from .vcs import VCUsageView
 class Dashboard(LiveView):
     """All views share the client's one event stream; each refetches on its own debounce."""
 
+    needs_bokehjs = True
     refetch_on = ("hello", "cluster")
 
     def __init__(self, client=None, *, live: bool = True, all_users: bool = True, **kwargs):

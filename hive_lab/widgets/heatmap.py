@@ -15,6 +15,7 @@ from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend, topology_key
 
 MAX_WIDTH_PX = 900
 MAX_CELL_PX = 40
+MIN_WIDTH_PX = 320
 MAX_OUTLINES = 600  # node/rack outlines drawn up to this many groups
 
 
@@ -36,6 +37,7 @@ def outline_columns(cluster: dict, layout: Layout | None = None) -> dict[str, li
 
 
 class HeatmapView(LiveView):
+    needs_bokehjs = True
     refetch_on = ("hello", "job", "cluster", "vcs")
 
     def __init__(self, client=None, *, color_by: str = "state", live: bool = True, cluster: dict | None = None,
@@ -50,8 +52,8 @@ class HeatmapView(LiveView):
         self._layout = compute_layout(self.cluster.get("gpus") or [])
         self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by, layout=self._layout))
         self.outlines = ColumnDataSource(data=outline_columns(self.cluster, self._layout))
-        self.figure = figure(tools="pan,wheel_zoom,box_zoom,reset", toolbar_location="right",
-                             x_axis_location=None, y_axis_location=None, match_aspect=True,
+        self.figure = figure(tools="pan,wheel_zoom,box_zoom,reset", toolbar_location="above",
+                             x_axis_location=None, y_axis_location=None,
                              min_border=4, outline_line_color=None)
         self.figure.grid.visible = False
         self.figure.y_range = Range1d(1, 0)  # rows go downwards
@@ -64,8 +66,10 @@ class HeatmapView(LiveView):
         self.figure.add_tools(HoverTool(renderers=[self.renderer], tooltips=[
             ("GPU", "@node #@index (@type)"), ("state", "@state"), ("VC", "@vc"), ("job", "@job"),
             ("user", "@user"), ("cells", "@path"), ("util", "@util")]))
-        self._size()
+        self.model = None
+        self._size()  # ranges and size must be right before the model is made (its first snapshot)
         self.model = BokehModel(self.figure)
+        self._size()
         self.mode = W.ToggleButtons(options=list(COLOR_MODES), value=color_by, description="colour by",
                                     style={"button_width": "70px"})
         self.mode.observe(self._mode_changed, names="value")
@@ -122,11 +126,20 @@ class HeatmapView(LiveView):
             w = max([x + 0.5 for x in xs] + list(right))
             h = max([y + 0.5 for y in ys] + list(self.outlines.data["bottom"]))
         pad = 0.3
-        self.figure.x_range.start, self.figure.x_range.end = min([0.0] + list(left)) - pad, w + pad
-        self.figure.y_range.start, self.figure.y_range.end = h + pad, min([0.0] + list(self.outlines.data["top"])) - pad
+        x0 = min([0.0] + list(left)) - pad
         cell_px = max(1.5, min(MAX_CELL_PX, MAX_WIDTH_PX / (w + 2 * pad)))
-        self.figure.width = int((w + 2 * pad) * cell_px) + 40
-        self.figure.height = int(min(700, max(60, (h + 2 * pad) * cell_px))) + 10
+        # square cells: a small cluster gets a wider x range rather than stretched cells
+        x_units = max(w + pad - x0, (MIN_WIDTH_PX - 10) / cell_px)
+        self.figure.x_range.start, self.figure.x_range.end = x0, x0 + x_units
+        self.figure.y_range.start, self.figure.y_range.end = h + pad, min([0.0] + list(self.outlines.data["top"])) - pad
+        self.figure.width = int(x_units * cell_px) + 10
+        self.renderer.glyph.line_color = "#bdbdbd" if cell_px >= 8 else None
+        self.figure.height = int(min(700, max(60, (h + 2 * pad) * cell_px))) + 40  # + the toolbar above
+        if self.model is None:
+            return
+        # the widget's box must be as big as the figure, or the page squeezes it
+        self.model.layout.width = f"{self.figure.width + 4}px"
+        self.model.layout.height = f"{self.figure.height + 4}px"
 
     def _legend(self) -> None:
         items = heatmap_legend(self.source.data, self.color_by)

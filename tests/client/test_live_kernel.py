@@ -31,6 +31,24 @@ def text_of(messages, kind):
                    if m["msg_type"] == "stream" and m["content"]["name"] == kind)
 
 
+def wait_for_kernel_info(kc, timeout=60.0):
+    import queue
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = kc.kernel_info()
+        try:
+            while kc.get_shell_msg(timeout=2)["parent_header"].get("msg_id") != msg_id:
+                pass
+            # iopub is subscribed too once the kernel's busy/idle for this request comes through
+            while kc.get_iopub_msg(timeout=2)["parent_header"].get("msg_id") != msg_id:
+                pass
+            return
+        except queue.Empty:
+            continue
+    raise AssertionError(f"the kernel did not answer kernel_info within {timeout} s")
+
+
 @pytest.fixture
 def kernel(hive_server):
     r = hive_server.request("POST", "/api/kernels", json={"name": "python3"})
@@ -38,9 +56,9 @@ def kernel(hive_server):
     kernel_id = r.json()["id"]
     kc = BlockingKernelClient()
     kc.load_connection_file(str(hive_server.runtime_dir / f"kernel-{kernel_id}.json"))
-    kc.start_channels()
+    kc.start_channels(hb=False)  # a loaded 2-core machine misses heartbeats; ask for kernel_info instead
     try:
-        kc.wait_for_ready(timeout=60)
+        wait_for_kernel_info(kc)
         yield kc
     finally:
         kc.stop_channels()

@@ -1,0 +1,104 @@
+"""The notebook side in a real Chromium: a JupyterLab notebook runs `%hive_status` and `%%submit`, and
+the ipywidgets/bokeh views really render (widget manager + jupyter_bokeh front ends)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+CELLS = [
+    "%load_ext hive_lab\n%hive_status",
+    "%%submit --wait --name from-browser\nprint('hello from the browser job')",
+]
+
+
+@pytest.fixture
+def jp_asyncio_loop():
+    # Playwright's sync API runs its own loop on this thread; leave it alone (as tests/ui does)
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def jp_server_cleanup():
+    yield
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium through Playwright, stopped at the end of this module (Playwright's loop
+    must not outlive it: the other client tests use pytest-jupyter's loop fixtures)."""
+    import os
+    import shutil
+
+    from fixtures.browser import CHROMIUM, launch_chromium
+
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (scripts/system-deps.sh does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        yield chromium
+        chromium.close()
+
+
+def run_all(page):
+    """Run > Run All Cells once the kernel is connected and idle (as a person would)."""
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    expect(page.locator(".jp-StatusBar-Widget", has_text="Idle").first).to_be_visible(timeout=60_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def write_notebook(path):
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+                   "source": src} for i, src in enumerate(CELLS)],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb))
+
+
+def test_dashboard_and_submit_render_in_jupyterlab(lab_server, browser):
+    write_notebook(lab_server.root_dir / "widgets.ipynb")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text))
+    page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    try:
+        page.goto(f"{lab_server.url}lab/tree/widgets.ipynb?token={lab_server.token}")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+        run_all(page)
+        first_out = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+        # the dashboard: header text, VC grid, and the bokeh heatmap drawn on a canvas
+        expect(first_out).to_contain_text("GPUs free", timeout=60_000)
+        expect(first_out).to_contain_text("Virtual clusters")
+        first_out.locator("canvas").first.wait_for(timeout=30_000)
+        assert first_out.locator(".widget-gridbox").count() >= 2
+        # the submitted cell's live status line ends with the exit code and the log tail
+        second_out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea")
+        expect(second_out).to_contain_text("from-browser: succeeded (exit code 0)", timeout=60_000)
+        expect(second_out).to_contain_text("hello from the browser job")
+        expect(second_out).to_contain_text("<Job j-")
+        # the heatmap and queue picked the job up from the event stream
+        expect(first_out).to_contain_text("from-browser", timeout=30_000)
+        from fixtures.browser import RESULTS
+
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(RESULTS / "notebook-widgets.png"), full_page=True)
+        # every widget got a view (a missing BokehJS shows up as exactly this)
+        assert not [m for m in console if "Could not create a view" in m], console
+    finally:
+        context.close()
