@@ -47,7 +47,7 @@ class SubmitForm extends Widget {
     super();
     this.addClass('jp-HiveSubmit');
     const info = document.createElement('p');
-    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy lands in the job's outputs.`;
+    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy (${name.replace(/\.ipynb$/, '')}.executed.ipynb) is written to the job's working directory.`;
     this.vc = document.createElement('select');
     this.vc.className = 'jp-mod-styled';
     for (const vc of vcs) {

@@ -7,6 +7,8 @@ GPUs, local launcher); every test leaves no active job behind.
 
 from __future__ import annotations
 
+import json
+import pathlib
 import re
 import time
 
@@ -228,3 +230,42 @@ def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(lab_page
     expect(tooltip.locator("[data-key='job']")).to_contain_text(job["id"])
     expect(tooltip.locator("[data-key='GPU']")).to_contain_text(f"{target['node']} #{target['index']}")
     lab_page.screenshot("heatmap")
+
+
+def test_submit_the_current_notebook_as_a_job(lab_page):
+    srv = lab_page.server
+    notebook = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+                   "source": "print('answer', 6 * 7)"}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    r = srv.request("PUT", "/api/contents/submit-me.ipynb", json={"type": "notebook", "format": "json",
+                                                                    "content": notebook})
+    assert r.status_code in (200, 201), r.text
+    lab_page.page.goto(f"{srv.url}lab/tree/submit-me.ipynb")
+    lab_page.page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(state="visible", timeout=60_000)
+    lab_page.command("hive-lab:submit-notebook")
+    dialog = lab_page.page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("submit-me.ipynb")
+    dialog.locator(".jp-HiveSubmit input[type='number']").fill("1")
+    lab_page.screenshot("submit-dialog")
+    dialog.locator("button", has_text="Submit").click()
+    expect(dialog).to_have_count(0)
+
+    deadline = time.monotonic() + 20
+    jobs = []
+    while time.monotonic() < deadline and not jobs:
+        jobs = [j for j in srv.request("GET", "jobs?limit=500").json()["jobs"] if j["name"] == "submit-me"]
+        time.sleep(0.2)
+    assert len(jobs) == 1, jobs
+    job = srv.request("GET", f"jobs/{jobs[0]['id']}").json()
+    assert job["gpus"] == 1 and job["vc"] == "default"
+    assert "nbconvert --to notebook --execute" in job["spec"]["command"]
+    assert "submit-me.ipynb" in job["spec"]["files"]
+    lab_page.open_panel()
+    expect(job_item(lab_page, job["id"])).to_be_attached()
+    done = srv.wait_for_job(job["id"], "succeeded", "failed", timeout=120)
+    assert done["state"] == "succeeded", srv.request("GET", f"jobs/{job['id']}/logs").json()["data"]
+    executed = json.loads((pathlib.Path(job["working_dir"]) / "submit-me.executed.ipynb").read_text())
+    assert "answer 42" in "".join(executed["cells"][0]["outputs"][0]["text"])
