@@ -324,6 +324,12 @@ class SlurmLauncher(Launcher):
 
     async def running(self) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
+        # tracked tasks whose exit is not reported yet count as running: the next poll() reports them
+        # (a job that ends while the service recovers is not mistaken for a lost one)
+        for job_id, job in self._jobs.items():
+            for task in job.tasks:
+                if task not in job.done:
+                    found.setdefault(job_id, set()).add(task)
         for raw in await self._raw_jobs():
             parsed = parse_comment(raw.get("comment") or "")
             if parsed is None or parsed[1] != self.instance or _state(raw) in TERMINAL:
