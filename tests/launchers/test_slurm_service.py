@@ -161,3 +161,51 @@ def test_restart_finds_its_slurm_jobs_again(srv, slurm_cluster, tmp_path):
         open("/tmp/hs-fail.log", "w").write(srv.log())
     assert done["state"] == "succeeded", done["reason"]
     assert "finished" in logs(srv, job["id"], "w-1")
+
+
+async def test_notebook_kernel_runs_inside_a_slurm_grant(srv, slurm_cluster, tmp_path, monkeypatch):
+    """A ``hive`` kernel is a Slurm job on the node and GPUs the core chose; Jupyter talks to it over ZMQ
+    (the test cluster's nodes are all 127.0.0.1, so the connection file's address is the node's)."""
+    import argparse
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from hive_lab.cli.kernelspec import kernel_json
+
+    spec = kernel_json(argparse.Namespace(gpus=2, gpu_type=None, vc="a", image=None, idle_timeout=None, cpus=0,
+                                          memory_mb=0, display_name=None))
+    kdir = tmp_path / "jupyter-path" / "kernels" / "slurm-gpu"
+    kdir.mkdir(parents=True)
+    (kdir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter-path"))
+    monkeypatch.setenv("HIVE_LAB_URL", srv.url)
+    monkeypatch.setenv("HIVE_LAB_TOKEN", srv.tokens["ann"])
+    km = AsyncKernelManager(kernel_name="slurm-gpu")
+    await km.start_kernel()
+    try:
+        job_id = km.provisioner.job_id
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            out: list[str] = []
+            code = "import os; print('NODE=' + os.environ['SLURMD_NODENAME'], 'CVD=' + os.environ['CUDA_VISIBLE_DEVICES'])"
+            reply = await kc.execute_interactive(
+                code, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None,
+                timeout=60)
+            assert reply["content"]["status"] == "ok", out
+        finally:
+            kc.stop_channels()
+        job = await asyncio.to_thread(srv.wait_for_job, job_id, "running")
+        p = job["placement"][0]
+        assert job["kind"] == "kernel" and len(p["gpus"]) == 2
+        assert f"NODE={p['node']} CVD={','.join(map(str, p['gpus']))}" in "".join(out)
+        assert f"hive-lab:{job_id}" in slurm_names(slurm_cluster)
+    finally:
+        await km.shutdown_kernel()
+    await asyncio.to_thread(srv.wait_for_job, job_id, "cancelled", "succeeded")
+    deadline = time.monotonic() + 20
+    while f"hive-lab:{job_id}" in slurm_names(slurm_cluster):  # the Slurm job ends with the kernel
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
