@@ -238,14 +238,25 @@ class HiveService:
             "output_dir": output_dir, "updated_at": now,
         }
         published: list[str] = []
-        with self.store.begin() as conn:
-            self.store.insert_job(conn, row)
-            self.store.add_event(conn, job_id, "submitted", now, f"submitted by {user} to VC {vc}")
-            self.metrics.transitions.labels("submitted").inc()
-            published.append(job_id)
-            if not any(_decision_job(d) == job_id for d in decisions):
-                self._transition(conn, job, "queued", self._core_reason(job_id) or "waiting", now, published)
-            self._apply(conn, decisions, now, published)
+        try:
+            with self.store.begin() as conn:
+                self.store.insert_job(conn, row)
+                self.store.add_event(conn, job_id, "submitted", now, f"submitted by {user} to VC {vc}")
+                published.append(job_id)
+                if not any(_decision_job(d) == job_id for d in decisions):
+                    self._transition(conn, job, "queued", self._core_reason(job_id) or "waiting", now, published)
+                self._apply(conn, decisions, now, published)
+        except Exception:
+            # not stored: the core must forget it too (nothing half-applied)
+            log.exception("hive-lab: storing %s failed; withdrawing it", job_id)
+            self.active.pop(job_id, None)
+            op = self._ops.pop(job_id, None)
+            if op is not None:
+                op.cancel()
+            with contextlib.suppress(Exception):
+                self.scheduler.finish(job_id, self.now())
+            raise
+        self.metrics.transitions.labels("submitted").inc()
         placement = [self._placement_row(p, job.opportunistic) for p in job.placement] if job.state != "queued" else []
         obj = self.job_object(job_id, detail=False, private=True, row=row, placement=placement, live_reason=False)
         self._publish(published, fresh={job_id: obj})
