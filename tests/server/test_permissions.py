@@ -150,3 +150,25 @@ def test_cancel_only_own_jobs(srv, anns_job):
     assert "cancelled by carol" in r.json()["reason"]
     r = srv.request("DELETE", f"jobs/{jid}", user="ann")
     assert r.status_code == 409
+
+
+def test_browser_login_with_a_personal_token(srv):
+    import requests
+
+    session = requests.Session()
+    session.get(srv.url + "login", timeout=10)
+    xsrf = session.cookies.get("_xsrf")
+    r = session.post(srv.url + "login", data={"password": srv.tokens["bob"], "_xsrf": xsrf}, allow_redirects=False,
+                     timeout=10)
+    assert r.status_code == 302, r.text[:300]
+    me = session.get(srv.api_url + "me", headers={"X-XSRFToken": xsrf}, timeout=10).json()
+    assert me["user"] == "bob" and me["groups"] == ["students"]
+    r = session.post(srv.api_url + "jobs", json={"command": "true", "tasks": [{"gpus": 0}]},
+                     headers={"X-XSRFToken": xsrf}, timeout=10)
+    assert r.status_code == 201 and r.json()["user"] == "bob" and r.json()["vc"] == "b"
+    other = requests.Session()
+    other.get(srv.url + "login", timeout=10)
+    r = other.post(srv.url + "login", data={"password": "wrong", "_xsrf": other.cookies.get("_xsrf")},
+                   allow_redirects=False, timeout=10)
+    assert r.status_code != 302
+    assert other.get(srv.api_url + "me", timeout=10).status_code == 403
