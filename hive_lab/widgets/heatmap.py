@@ -46,8 +46,14 @@ class HeatmapView(LiveView):
         if color_by not in COLOR_MODES:
             raise ValueError(f"color_by must be one of {', '.join(COLOR_MODES)}, got {color_by!r}")
         self.color_by = color_by
-        self.cluster: dict = cluster or {"gpus": []}
         self.vc_names: list[str] = []
+        if cluster is None and self.client is not None:
+            # the first snapshot of the bokeh document is what the page draws first: make it real
+            try:
+                cluster, self.vc_names = self.fetch()
+            except Exception as exc:  # noqa: BLE001 - shown in the status line; the stream retries
+                self.error = str(exc)
+        self.cluster: dict = cluster or {"gpus": []}
         self._topology = topology_key(self.cluster)
         self._layout = compute_layout(self.cluster.get("gpus") or [])
         self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by, layout=self._layout))
@@ -77,7 +83,9 @@ class HeatmapView(LiveView):
         self.status = W.HTML()
         self.widget = W.VBox([W.HBox([self.mode, self.status]), self.model, self.legend])
         self._legend()
-        if cluster is None:
+        if self.error:
+            self.show_error(self.error)
+        if self.client is not None and live:
             self.start()
 
     def fetch(self):
@@ -106,6 +114,9 @@ class HeatmapView(LiveView):
         if changed:
             self.outlines.data = outline_columns(cluster, self._layout)
             self._size()
+            if self.model is not None:
+                # a new shape: send the whole document again rather than a pile of patches
+                self.model.update_from_model(self.figure)
         self._legend()
         self.status.value = (f"<span style='color:#555'>{cluster.get('gpus_free', '?')} of "
                              f"{cluster.get('gpus_total', len(cluster.get('gpus') or []))} GPUs free</span>")
