@@ -6,6 +6,10 @@ a cell merges it with its buddies when they are all free. Cells holding a bad GP
 so that every cell in a free list is whole and healthy. Because cell sizes in a chain divide each
 other, the top-down greedy check (``shortfall``) tells exactly whether the VCs' unbound cells still
 fit; a bind is refused when it would make that worse (a split never takes a cell owed to another VC).
+
+That check runs on the *structural* view (``scount``: the free cells as if all hardware were
+healthy), so a bind made while some GPUs are bad can never cost another VC its cells once they
+are repaired. The health-aware view (the free lists) tells how many cells are doomed right now.
 """
 
 from __future__ import annotations
@@ -25,8 +29,64 @@ class Buddy:
         self.free: dict[int, dict[int, PCell]] = {lvl: {} for lvl in range(1, self.top + 1)}
         self.demand: dict[int, int] = {lvl: 0 for lvl in range(1, self.top + 1)}  # unbound VC cells per level
         self.roots = roots
+        self.scount: dict[int, int] = {lvl: 0 for lvl in range(1, self.top + 1)}
         for r in roots:
+            self._init_structural(r)
             self.release(r)
+
+    # ------------------------------------------------------------------ structural view
+    def _init_structural(self, c: PCell) -> None:
+        if c.pinned_id:
+            for x in _subtree(c):
+                x.nbound = x.size
+            return
+        if not c.has_pin:
+            self.scount[c.level] += 1
+            return
+        for ch in c.children:
+            self._init_structural(ch)
+        c.nbound = sum(ch.nbound for ch in c.children)
+
+    def _scount_after_bind(self, c: PCell, counts: dict[int, int]) -> dict[int, int]:
+        counts = dict(counts)
+        x = c
+        while x.parent is not None and x.parent.nbound == 0:
+            x = x.parent
+            counts[x.level - 1] += self.child_number[x.level] - 1
+        counts[x.level] -= 1
+        return counts
+
+    def on_bind(self, c: PCell) -> None:
+        self.scount = self._scount_after_bind(c, self.scount)
+        x = c
+        while x is not None:
+            x.nbound += c.size
+            x = x.parent
+
+    def on_unbind(self, c: PCell) -> None:
+        x = c
+        while x is not None:
+            x.nbound -= c.size
+            x = x.parent
+        self.scount[c.level] += 1
+        x = c.parent
+        while x is not None and x.nbound == 0:
+            self.scount[x.level - 1] -= self.child_number[x.level]
+            self.scount[x.level] += 1
+            x = x.parent
+
+    def structural_shortfall(self) -> int:
+        return self.shortfall(self.scount, self.demand)
+
+    def bind_ok(self, c: PCell, own_demand: bool = True) -> bool:
+        """Would binding ``c`` (for a VC owed a cell of its level) keep every other VC's cells safe?"""
+        if c.nbound:
+            return False
+        before = self.shortfall(self.scount, self.demand)
+        d = dict(self.demand)
+        if own_demand:
+            d[c.level] -= 1
+        return self.shortfall(self._scount_after_bind(c, self.scount), d) <= before
 
     # ------------------------------------------------------------------ free lists
     def release(self, c: PCell) -> None:
@@ -87,6 +147,17 @@ class Buddy:
             cur = nxt
         target.state = INSIDE  # caller sets BOUND / BADLEAF
 
+    def _reclaim(self, cell: PCell) -> bool:
+        """Take back a split cell whose parts are all free or bad (undoing its release)."""
+        parts = list(_subtree(cell))
+        if any(p.state in (BOUND, PINNED) for p in parts):
+            return False
+        for p in parts:
+            if p.state == FREE:
+                del self.free[p.level][p.id]
+            p.state = INSIDE
+        return True
+
     def mark_bad(self, leaf: PCell) -> None:
         """A GPU went bad: if it sits in a free cell, split that cell around it."""
         top = self.free_ancestor(leaf)
@@ -119,22 +190,6 @@ class Buddy:
             carry = (avail - need) * self.child_number[lvl] if lvl > 1 else 0
         return short
 
-    def _counts_after_take(self, level: int, from_level: int) -> dict[int, int]:
-        f = self.counts()
-        f[from_level] -= 1
-        for lvl in range(from_level - 1, level - 1, -1):
-            f[lvl] += self.child_number[lvl + 1] - 1
-        return f
-
-    def take_ok(self, level: int, from_level: int, own_demand: bool = True) -> bool:
-        """Would taking a level-``level`` cell out of a free level-``from_level`` cell keep the others' cells safe?"""
-        before = self.shortfall(self.counts(), self.demand)
-        d = dict(self.demand)
-        if own_demand:
-            d[level] -= 1
-        after = self.shortfall(self._counts_after_take(level, from_level), d)
-        return after <= before
-
     # ------------------------------------------------------------------ allocation
     def take(self, level: int, pred: Callable[[PCell], bool] | None = None,
              key: Callable[[PCell], tuple] | None = None) -> PCell | None:
@@ -144,24 +199,17 @@ class Buddy:
             pool = self.free[from_level]
             if not pool:
                 continue
-            if not self.take_ok(level, from_level):
-                return None
             if from_level == level:
-                best = None
-                best_k = None
-                for c in pool.values():
-                    if pred is not None and not pred(c):
-                        continue
-                    k = key(c)
-                    if best_k is None or k < best_k:
-                        best, best_k = c, k
-                if best is None:
-                    continue
-                del pool[best.id]
-                best.state = INSIDE
-                return best
+                cands = [c for c in pool.values() if pred is None or pred(c)]
+                cands.sort(key=key)
+                for best in cands:
+                    if self.bind_ok(best):
+                        del pool[best.id]
+                        best.state = INSIDE
+                        return best
+                continue
             for c in sorted(pool.values(), key=key):
-                target = _find_below(c, level, pred, key)
+                target = _find_below(c, level, pred, key, self.bind_ok)
                 if target is not None:
                     self._split_down_to(c, target)
                     return target
@@ -171,8 +219,11 @@ class Buddy:
         """Take this particular cell (recovery/reconfiguration); False if it is not free."""
         top = self.free_ancestor(cell)
         if top is None:
+            if force and cell.state == SPLIT and self._reclaim(cell):
+                cell.state = INSIDE
+                return True
             return False
-        if not force and not self.take_ok(cell.level, top.level):
+        if not force and not self.bind_ok(cell):
             return False
         if top is cell:
             del self.free[cell.level][cell.id]
@@ -182,15 +233,21 @@ class Buddy:
         return True
 
 
+def _subtree(c: PCell):
+    yield c
+    for ch in c.children:
+        yield from _subtree(ch)
+
+
 def _default_key(c: PCell) -> tuple:
     return (c.opp > 0, c.opp, c.id)
 
 
-def _find_below(c: PCell, level: int, pred, key) -> PCell | None:
+def _find_below(c: PCell, level: int, pred, key, ok) -> PCell | None:
     if c.level == level:
-        return c if pred is None or pred(c) else None
+        return c if (pred is None or pred(c)) and ok(c) else None
     for ch in sorted(c.children, key=key):
-        r = _find_below(ch, level, pred, key)
+        r = _find_below(ch, level, pred, key, ok)
         if r is not None:
             return r
     return None

@@ -20,7 +20,7 @@ class PCell:
     __slots__ = (
         "id", "type", "level", "chain", "parent", "children", "address", "node", "gpu", "pinned_id",
         "has_pin", "leaves", "size", "state", "vcell", "used", "opp", "bad", "reserved", "avail",
-        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin",
+        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin", "nbound",
     )
 
     def __init__(self, spec: PhysicalCellSpec, cid: int, parent: "PCell | None", index: int):
@@ -51,6 +51,7 @@ class PCell:
         self.node_obj = None
         self.jopp = False          # leaf: the job here holds no virtual cell (opportunistic / losing its cell)
         self.in_pin = False        # inside a pinned cell
+        self.nbound = 0            # leaves inside bound or pinned cells (structural buddy view)
 
     @property
     def gused(self) -> int:

@@ -318,8 +318,8 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         else:
             self._release_idle_roots(roots.values())
 
-    def _demote(self, x: _Job, now: float, out: list, reason: str) -> None:
-        self._strip_guarantee(x)
+    def _demote(self, x: _Job, now: float, out: list, reason: str, keep_bound: list | None = None) -> None:
+        self._strip_guarantee(x, keep_bound)
         x.demoted = True
         out.append(Decision("demoted", x.req.id, now, reason=reason))
 
@@ -421,15 +421,19 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             if res is None and self._opp_leaves > 0:
                 self._rollback(txn)
                 res = self._place_guaranteed(j, 1, txn)
+        changed = False
         if res is None and lowp:
             self._rollback(txn)
             self._dirty_restore(snap)
             res, forced = self._preempt_lower(j, now, out, txn)
-            if forced is not None and memo is not None:
-                memo.clear()  # demotions changed the VC
+            if forced is not None:
+                changed = True  # victims were demoted / reservations taken over
+                if memo is not None:
+                    memo.clear()
         if res is None:
             self._rollback(txn)
-            self._dirty_restore(snap)
+            if not changed:
+                self._dirty_restore(snap)
             j.fail = "nofit"
             if memo is not None:
                 memo[key] = "nofit"
@@ -484,22 +488,41 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             return None, None
         forced: list[str] = []
         keep: list = []
+        lazy_roots: list = []
         for x in sorted(victims, key=lambda x: x.seq):
             if x.state == "preempting":
                 self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
                                                       f"(priority {req.priority} > {x.req.priority})")
             elif x.req.lazy_preemption:
                 self._demote(x, now, out, f"lazy preemption: {req.id} (priority {req.priority}) needs its "
-                                          f"guaranteed GPUs; it keeps running as opportunistic until they are needed")
+                                          f"guaranteed GPUs; it keeps running as opportunistic until they are needed",
+                             lazy_roots)
             else:
                 self._strip_guarantee(x, keep)
                 forced.append(x.req.id)
-        res = self._place_guaranteed(j, 0, txn)
+        # First let the lazily demoted victims' idle cells go back to the buddy pool, so the
+        # preemptor may bind cells elsewhere and they keep running; if that fails (e.g. no healthy
+        # free cell), keep the cells where they are, as the search above did. A non-lazy victim's
+        # cells stay bound: the preemptor takes exactly those.
+        keep.extend(lazy_roots)
+        mark = len(txn)
+        for r in dict.fromkeys(lazy_roots):
+            if r.held == 0 and r.pin is None and r.bound is not None:
+                self._unbind(r, txn)
+        res = self._place_best(j, txn)
         if res is None:
-            self._rollback(txn)
-            res = self._place_guaranteed(j, 1, txn)
+            self._rollback(txn, mark)
+            res = self._place_best(j, txn)
         self._pending_idle = keep
         return res, forced
+
+    def _place_best(self, j: _Job, txn: list):
+        mark = len(txn)
+        res = self._place_guaranteed(j, 0, txn)
+        if res is None:
+            self._rollback(txn, mark)
+            res = self._place_guaranteed(j, 1, txn)
+        return res
 
     def _commit(self, j: _Job, res: list, forced: list[str], now: float, out: list) -> None:
         req = j.req

@@ -220,7 +220,9 @@ class StateMixin:
         root.bound = pcell
         if not pcell.pinned_id:
             pcell.state = BOUND
-            self._buddies[root.chain].demand[root.level] -= 1
+            buddy = self._buddies[root.chain]
+            buddy.demand[root.level] -= 1
+            buddy.on_bind(pcell)
         for v, p in zip(_walk(root), _walk(pcell)):
             v.pcell = p
             p.vcell = v
@@ -243,6 +245,7 @@ class StateMixin:
         root.bound = None
         buddy = self._buddies[root.chain]
         buddy.demand[root.level] += 1
+        buddy.on_unbind(pcell)
         buddy.release(pcell)
         if mark_dirty:  # buddy space grew: binding may work again anywhere
             for vc in self._vcs.values():

@@ -118,9 +118,32 @@ def check_invariants(s: Scheduler) -> None:
     # node resources never over-committed
     for n in s._nodes.values():
         assert n.cpus_free >= -1e-9 and n.memory_free >= 0
+    # buddy consistency: every GPU is covered by exactly one free / bound / pinned cell or is a bad leaf
+    for name, b in s._buddies.items():
+        listed = {c.id for d in b.free.values() for c in d.values()}
+        for d in b.free.values():
+            for c in d.values():
+                assert c.state == "free"
+        for leaf in (c for c in s._cells if c.level == 1 and c.chain == name):
+            owners = []
+            x = leaf
+            while x is not None:
+                if x.state in ("free", "bound", "pinned", "badleaf"):
+                    owners.append(x)
+                x = x.parent
+            assert len(owners) == 1, f"{leaf} covered by {owners}"
+            o = owners[0]
+            assert (o.state == "free") == (o.id in listed)
+            if o.state == "badleaf":
+                assert not leaf.healthy
+            if o.state == "bound":
+                assert o.vcell is not None and o.vcell.root.bound is o
     # safety: every VC's unbound cells still fit the free buddy cells; bound cells hold no other VC's work
     for name, b in s._buddies.items():
+        # structurally (as if all hardware were healthy) every VC's unbound cells still fit
+        assert b.structural_shortfall() == 0, f"chain {name} lost its VCs' guarantee"
         if not any(not leaf.healthy for leaf in s._cells if leaf.level == 1 and leaf.chain == name):
+            assert b.counts() == b.scount
             assert b.shortfall(b.counts(), b.demand) == 0, f"chain {name} lost its VCs' guarantee"
     for vc in s._vcs.values():
         for roots in list(vc.roots.values()) + [[p] for p in vc.pins.values()]:

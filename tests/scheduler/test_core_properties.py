@@ -1,0 +1,127 @@
+"""Property-based tests: random call sequences, invariants after every step.
+
+After each step: no GPU used twice; gangs all-or-nothing; every VC's guarantee is safe (its unbound
+cells still fit the free buddy cells, and its bound cells hold no other VC's guaranteed work, so it
+can get all its cells by preempting only opportunistic and its own lower-priority jobs);
+opportunistic jobs never cause preemption; no guaranteed job of another VC is ever a victim.
+At the end, releasing everything restores the initial state.
+"""
+
+import os
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from core_helpers import HIVED_EXAMPLE, SMALL, check_invariants, job
+from hive_scheduler import RequestError, Scheduler
+
+SMALL_B = dict(SMALL, vcs={"a": 8, "b": 16, "c": {"cells": {"socket": 2}}})
+CLUSTERS = {
+    "small": (SMALL, SMALL_B, ["a", "b", "c"], ["node-0", "node-1", "node-2", "node-3"], [None, "A100-NODE", "A100-socket"]),
+    "hived": (HIVED_EXAMPLE, None, ["VC1", "VC2"], ["n1", "n2"], [None, "V100-NODE", "V100-SWITCH"]),
+}
+
+submit = st.tuples(st.just("submit"), st.integers(0, 2), st.sampled_from([1, 1, 2, 3, 4, 8]), st.integers(1, 3),
+                   st.sampled_from([-1, -1, 0, 0, 5, 50]), st.booleans(), st.integers(0, 2), st.booleans())
+ops = st.one_of(
+    submit, submit, submit,
+    st.tuples(st.just("finish"), st.integers(0, 50)),
+    st.tuples(st.just("stop"), st.integers(0, 50), st.booleans()),
+    st.tuples(st.just("gpu"), st.integers(0, 3), st.integers(0, 7), st.booleans()),
+    st.tuples(st.just("node"), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("reconfigure"), st.booleans()),
+)
+
+
+def snapshot(s):
+    return {jid: (j.state, j.opp, j.req.vc, j.req.priority) for jid, j in s._jobs.items()}
+
+
+def check_decisions(s, before, ds, step):
+    preemptors = {}
+    reconfig_demoted = set()
+    for d in ds:
+        if d.event == "demoted" and step[0] == "reconfigure":
+            reconfig_demoted.add(d.job)  # the new config no longer guarantees it: opportunistic now
+        if d.event == "preempting":
+            p = s._jobs[d.job]
+            assert p.req.priority >= 0, f"opportunistic job {d.job} caused preemption"
+            preemptors[d.job] = p
+            for v in d.victims:
+                state, opp, vc, prio = before.get(v, (None, True, None, None))
+                if opp or v in reconfig_demoted:
+                    continue  # was running opportunistically already
+                assert vc == p.req.vc, f"{d.job} (VC {p.req.vc}) preempts guaranteed {v} of VC {vc}"
+                assert prio < p.req.priority, f"{d.job} preempts {v} of equal/higher priority"
+        if d.event == "demoted" and step[0] != "reconfigure" and d.job in before:
+            state, opp, vc, prio = before[d.job]
+            assert any(p.req.vc == vc and p.req.priority > prio for p in s._jobs.values() if p.state != "waiting"), \
+                f"{d.job} demoted without a higher-priority job of its VC"
+
+
+def canonical(s):
+    free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s._buddies.items()}
+    return s.cluster_view(), s.vc_view(), free, s.free_gpu_count()
+
+
+@settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "70")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=8, max_size=60),
+       policy=st.sampled_from(["fifo", "priority", "drf"]))
+def test_invariants_hold_after_every_step(cluster, steps, policy):
+    config, alt, vcs, nodes, withins = CLUSTERS[cluster]
+    s = Scheduler(config, policy=policy, starvation_after=30)
+    current = config
+    t = 0.0
+    n = 0
+    victims: list[str] = []
+    for step in steps:
+        t += 1
+        before = snapshot(s)
+        ds = []
+        op = step[0]
+        if op == "submit":
+            _, vi, g, count, prio, lazy, wi, pin = step
+            vc = vcs[vi % len(vcs)]
+            n += 1
+            kw = {"within": withins[wi]}
+            if pin and vc == "VC2" and prio >= 0:
+                kw = {"pinned_cell": "pin1"}
+            try:
+                ds = s.submit(job(f"j{n}", vc, g, count, prio, user=f"u{n % 3}", lazy_preemption=lazy,
+                                  cpus=2 * (n % 3), **kw), t)
+            except RequestError:
+                assert snapshot(s) == before
+                continue
+        elif op == "finish":
+            ids = list(s._jobs)
+            if ids:
+                ds = s.finish(ids[step[1] % len(ids)], t)
+        elif op == "stop":
+            pending = [v for v in victims if v in s._jobs and s._jobs[v].preempted_by is not None]
+            if pending:
+                ds = s.preemption_done(pending[step[1] % len(pending)], t, requeue=step[2])
+        elif op == "gpu":
+            node = nodes[step[1] % len(nodes)]
+            gpus = sorted(s._nodes[node].gpu_leaves)
+            ds = s.set_gpu_health(node, gpus[step[2] % len(gpus)], step[3], t)
+        elif op == "node":
+            ds = s.set_node_health(nodes[step[1] % len(nodes)], step[2], t)
+        elif op == "reconfigure" and alt is not None:
+            current = alt if current is config else config
+            ds = s.reconfigure(current, t)
+        for d in ds:
+            event(d.event)
+            if d.event == "preempting":
+                victims.extend(d.victims)
+        check_decisions(s, before, ds, step)
+        check_invariants(s)
+
+    # release everything: hardware back, stop victims, finish all jobs
+    for node in nodes:
+        s.set_node_health(node, True, t)
+        for g in sorted(s._nodes[node].gpu_leaves):
+            s.set_gpu_health(node, g, True, t)
+    while s._jobs:
+        s.finish(next(iter(s._jobs)), t)
+        check_invariants(s)
+    assert canonical(s) == canonical(Scheduler(current, policy=policy))
