@@ -50,6 +50,27 @@ def browser():
         chromium.close()
 
 
+def green_pixels(locator) -> int:
+    """Pixels of the "used" colour (#2ca02c) in a screenshot of the element."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(locator.screenshot())).convert("RGB")
+    return sum(1 for r, g, b in image.getdata() if abs(r - 44) < 12 and abs(g - 160) < 12 and abs(b - 44) < 12)
+
+
+def eventually(check, timeout=20.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.3)
+    return False
+
+
 def run_all(page):
     """Run > Run All Cells once the kernel is connected and idle (as a person would)."""
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
@@ -98,6 +119,16 @@ def test_dashboard_and_submit_render_in_jupyterlab(lab_server, browser):
 
         RESULTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(RESULTS / "notebook-widgets.png"), full_page=True)
+        # the heatmap canvas follows the event stream: a running 2-GPU job turns two cells green
+        canvas = first_out.locator("canvas").first
+        assert green_pixels(canvas) == 0
+        r = lab_server.request("POST", "jobs", json={"command": "sleep 60", "tasks": [{"name": "main", "count": 1, "gpus": 2}]})
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+        lab_server.wait_for_job(job_id, "running")
+        assert eventually(lambda: green_pixels(canvas) > 200), "the heatmap did not show the running job"
+        lab_server.request("DELETE", f"jobs/{job_id}")
+        assert eventually(lambda: green_pixels(canvas) == 0), "the heatmap did not show the GPUs freed"
         # every widget got a view (a missing BokehJS shows up as exactly this)
         assert not [m for m in console if "Could not create a view" in m], console
     finally:

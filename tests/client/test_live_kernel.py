@@ -2,6 +2,7 @@
 the runtime file (the kernel's parent process), and the cell shows a live ipywidgets status line."""
 
 import json
+import re
 import time
 
 import pytest
@@ -92,3 +93,17 @@ def test_hive_status_displays_the_dashboard(kernel):
     assert any(WIDGET_VIEW in m["content"].get("data", {}) for m in messages if m["msg_type"] == "display_data")
     opened = [m["content"]["data"]["state"].get("_model_name") for m in messages if m["msg_type"] == "comm_open"]
     assert "BokehModel" in opened and "GridBoxModel" in opened
+
+
+def test_submit_without_wait_returns_at_once_and_keeps_watching(kernel):
+    messages, reply = run(kernel, "%load_ext hive_lab")
+    messages, reply = run(kernel, "%%submit --name bg\nimport time; time.sleep(1); print('bg done')\n")
+    assert reply["status"] == "ok", reply
+    result = next(m for m in messages if m["msg_type"] == "execute_result")
+    assert re.search(r"bg: (submitted|queued|scheduled|running)", result["content"]["data"]["text/plain"])
+    code = ("m = get_ipython().magics_manager.registry['HiveLabMagics']\n"
+            "job = _\n"
+            "m.watchers[job.id].join(60)\n"
+            "print(job.state, m.watchers[job.id].is_alive(), repr(job.logs()))")
+    messages, reply = run(kernel, code, timeout=90)
+    assert text_of(messages, "stdout").strip() == "succeeded False 'bg done\\n'"
