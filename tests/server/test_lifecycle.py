@@ -162,3 +162,21 @@ def test_preempted_job_is_retried_then_fails_without_retries(srv):
     assert runs.read_text().count("start") == 2
     states = [h["state"] for h in failed["history"]]
     assert states[:4] == ["submitted", "scheduled", "running", "queued"] and states[-1] == "failed"
+
+
+def test_gpus_are_given_by_uuid_when_nvml_knows_them(live_server_factory, tmp_path):
+    """With (the fake) NVML describing the machine, tasks see their GPUs' UUIDs, not indices."""
+    hw = tmp_path / "hardware.yaml"
+    hw.write_text("hostname: ws\ngpus:\n" + "".join(
+        f"- {{model: NVIDIA A100-SXM4-80GB, memory_mb: 81920, uuid: GPU-0000000{i}-aaaa-4bbb-8ccc-00000000000{i}}}\n"
+        for i in range(2)))
+    srv = live_server_factory(cluster_config=None, config={"HiveLabApp": {"nvml_backend": f"fake:{hw}",
+                                                                          "gpu_sample_interval_s": 0}})
+    r = srv.request("POST", "jobs", json={"command": "echo $CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES",
+                                          "tasks": [{"gpus": 2}]})
+    assert r.status_code == 201, r.text
+    done = srv.wait_for_job(r.json()["id"], "succeeded", "failed")
+    uuids = [f"GPU-0000000{i}-aaaa-4bbb-8ccc-00000000000{i}" for i in range(2)]
+    assert done["placement"][0]["gpu_uuids"] == uuids
+    logs = srv.request("GET", f"jobs/{done['id']}/logs").json()["data"]
+    assert logs == f"{','.join(uuids)}/{','.join(uuids)}\n"
