@@ -191,6 +191,7 @@ class HiveProvisioner(LocalProvisioner):
         self.job_id = job["id"]
         self._job = job
         self._job_fetched = time.monotonic()
+        self._heartbeat(create=True)
         self._exits_seen = 0
         self._culled = False
         if job.get("state") == "queued":
@@ -208,6 +209,19 @@ class HiveProvisioner(LocalProvisioner):
             self._culler.listen()  # subscribed before the kernel runs: no execution goes unseen
         self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"hive-kernel-{self.job_id}")
 
+    def _heartbeat(self, create: bool = False) -> None:
+        """Tell the kernel's supervisor that this Jupyter server still holds it (see kernels.job)."""
+        wd = (self._job or {}).get("working_dir")
+        if not wd or not os.path.isdir(os.path.dirname(wd)):
+            return  # the jobs' dirs are not visible here: no heartbeat, the watchdog stays off
+        if not create and not os.path.isdir(wd):
+            return
+        try:
+            os.makedirs(os.path.join(wd, KERNEL_DIR), exist_ok=True)
+            pathlib.Path(wd, KERNEL_DIR, "alive").write_text(str(int(time.time())))
+        except OSError as exc:
+            log.warning("hive kernel %s: heartbeat: %s", self.kernel_id, exc)
+
     async def _watch(self) -> None:
         """Follow the job: log the wait, write the first-cell notice, start the idle culler, and keep
         the kernel's heartbeat fresh while it runs."""
@@ -215,11 +229,15 @@ class HiveProvisioner(LocalProvisioner):
         last_log = time.monotonic()
         announced = False
         beat_every = max(0.5, self.heartbeat_lease_s / 6)
+        last_beat = time.monotonic()
         while self.job_id == job_id:
             job = await self._refresh()
             state = (job or {}).get("state")
             if state in FINAL or state is None:
                 return
+            if time.monotonic() - last_beat >= beat_every:
+                last_beat = time.monotonic()
+                self._heartbeat()
             if state in ("queued", "submitted"):
                 self._queue_reason = job.get("reason") or self._queue_reason
                 if time.monotonic() - last_log >= self.queue_log_interval_s:
@@ -228,17 +246,12 @@ class HiveProvisioner(LocalProvisioner):
                                 job_id, time.monotonic() - self._submitted, self._queue_reason)
                 await asyncio.sleep(0.2)
                 continue
-            wd = self._workdir
-            if wd is None:
+            if self._workdir is None:
                 await asyncio.sleep(0.2)
                 continue
-            try:
-                (wd / KERNEL_DIR).mkdir(exist_ok=True)
-                (wd / KERNEL_DIR / "alive").write_text(str(int(time.time())))
-            except OSError as exc:
-                log.warning("hive kernel %s: heartbeat: %s", self.kernel_id, exc)
             if not announced and state in ("scheduled", "running"):
                 announced = True
+                self._heartbeat()
                 self._on_running(job)
             await asyncio.sleep(beat_every)
 

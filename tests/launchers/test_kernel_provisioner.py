@@ -244,7 +244,14 @@ async def test_kernels_started_by_the_jupyter_server_itself(live_server_factory,
         kc.start_channels()
         out: list[str] = []
         try:
-            await kc.wait_for_ready(timeout=60)
+            deadline = time.monotonic() + 60
+            while True:  # a client without the kernel's manager reads "not beating yet" as dead
+                try:
+                    await kc.wait_for_ready(timeout=60)
+                    break
+                except RuntimeError:
+                    assert time.monotonic() < deadline, "the kernel never answered"
+                    await asyncio.sleep(0.3)
             hook = lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None  # noqa: E731
             await kc.execute_interactive(code, output_hook=hook, timeout=60)
         finally:
@@ -306,3 +313,27 @@ async def test_a_kernel_whose_jupyter_server_died_stops_and_frees_its_gpu(live_s
     assert srv.request("GET", "cluster").json()["gpus_free"] == 1, job
     log = srv.request("GET", f"jobs/{job['id']}/logs", params={"task": "kernel-0"}).json()["data"]
     assert "no heartbeat from the Jupyter server" in log
+
+
+async def test_a_queued_kernel_whose_server_died_never_holds_the_gpu(live_server_factory, tmp_path):
+    """The Jupyter server dies while its kernel waits in the queue; when the GPU frees up, the kernel
+    starts, finds no heartbeat and stops at once instead of holding the GPU for nobody."""
+    specs = tmp_path / "specs"
+    args = argparse.Namespace(gpus=1, gpu_type=None, vc=None, image=None, idle_timeout=None, cpus=0,
+                              memory_mb=0, display_name=None)
+    (specs / "kernels" / "hive-gpu").mkdir(parents=True)
+    (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)},
+                              config={"HiveProvisioner": {"heartbeat_lease_s": 3}})
+    blocker = srv.request("POST", "jobs", json={"command": "sleep 8", "tasks": [{"name": "main", "count": 1, "gpus": 1}]})
+    assert blocker.status_code == 201
+    r = srv.request("POST", "/api/kernels", json={"name": "hive-gpu"})
+    assert r.status_code == 201, r.text  # returns while the kernel waits
+    (kernel,) = [j for j in srv.request("GET", "jobs").json()["jobs"] if j["kind"] == "kernel"]
+    assert kernel["state"] == "queued"
+    await asyncio.to_thread(srv.kill)
+    await asyncio.to_thread(srv.start)
+    job = await wait_job(srv, kernel["id"], "succeeded", "failed", "cancelled", timeout=60)
+    log = srv.request("GET", f"jobs/{job['id']}/logs", params={"task": "kernel-0"}).json()["data"]
+    assert "no heartbeat from the Jupyter server" in log
+    assert srv.request("GET", "cluster").json()["gpus_free"] == 1

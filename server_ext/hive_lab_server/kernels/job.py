@@ -11,9 +11,11 @@ keeps the job, hence its GPUs:
   without ``keep`` (a real shutdown) it exits, the job ends and the GPUs are released;
 - each kernel exit is appended to ``.hive-kernel/exits``, which is how the provisioner sees a
   restarting kernel go down while the job stays;
-- the provisioner writes the time into ``.hive-kernel/alive`` every few seconds; when that heartbeat
-  is older than the lease (the Jupyter server holding the kernel died or restarted: nobody can reach
-  this kernel any more), a watchdog stops the kernel and the job ends, releasing its GPUs.
+- the provisioner writes the time into ``.hive-kernel/alive`` every few seconds from submission on
+  (queued or running); when that heartbeat is older than the lease (the Jupyter server holding the
+  kernel died or restarted: nobody can reach this kernel any more), a watchdog stops the kernel and
+  the job ends, releasing its GPUs. Where the provisioner cannot see the job's working dir (no shared
+  filesystem) there is no heartbeat file and the watchdog stays off.
 
 The scheduler's client settings reach the kernel through this command (``HIVE_*`` variables are
 reserved in job specs): ``HIVE_LAB_URL`` inline, ``HIVE_LAB_TOKEN`` from a staged file of the
@@ -82,8 +84,8 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
     check = max(1, min(5, lease_s // 3))
     # the watchdog: no heartbeat from the provisioner (its Jupyter server is gone) for lease_s -> stop
     watchdog = (
-        f"( while sleep {check}; do now=$(date +%s); beat=$(cat {k}/alive 2>/dev/null) || beat=$start; "
-        f"[ \"$beat\" -ge \"$start\" ] 2>/dev/null || beat=$start; "
+        f"( while sleep {check}; do now=$(date +%s); beat=$(cat {k}/alive 2>/dev/null) || continue; "
+        f"[ \"$beat\" -gt 0 ] 2>/dev/null || continue; "
         f"if [ $((now - beat)) -gt {int(lease_s)} ]; then "
         f"echo 'hive-lab: no heartbeat from the Jupyter server holding this kernel for {int(lease_s)} s; stopping it' >&2; "
         f"rm -f {k}/keep; kill $kpid; exit; fi; done ) &"
@@ -94,7 +96,6 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
             f"mkdir -p {k} && touch {k}/keep",
             "while :; do",
             f"  rm -f {k}/go",
-            "  start=$(date +%s)",
             f"  {shlex.join(argv)} &",
             "  kpid=$!",
             f"  {watchdog}",
