@@ -184,7 +184,8 @@ class HiveService:
             await asyncio.sleep(self.poll_interval_s)
 
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
-        """``listener(job_id, state, reason)`` after each stored transition (e.g. the kernel provisioner)."""
+        """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
+        the transaction is committed, so it may call ``submit``/``cancel``)."""
         self._state_listeners.append(listener)
 
     # ------------------------------------------------------------------------------------------
@@ -433,11 +434,15 @@ class HiveService:
             self.metrics.transitions.labels(state).inc()
         if job.id not in published:
             published.append(job.id)
-        for listener in self._state_listeners:
-            try:
-                listener(job.id, state, reason)
-            except Exception:
-                log.exception("hive-lab: state listener failed")
+        for listener in self._state_listeners:  # after the store transaction: listeners may call back in
+            asyncio.get_running_loop().call_soon(self._notify, listener, job.id, state, reason)
+
+    @staticmethod
+    def _notify(listener: Callable[[str, str, str], None], job_id: str, state: str, reason: str) -> None:
+        try:
+            listener(job_id, state, reason)
+        except Exception:
+            log.exception("hive-lab: state listener failed")
 
     def _finalize(self, conn, job: ActiveJob, state: str, reason: str, now: float, published: list[str], *,
                   exit_code: int | None, core_done: bool = False) -> None:

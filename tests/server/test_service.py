@@ -1,0 +1,64 @@
+"""The service without HTTP: state listeners, a store failure leaves the core untouched."""
+
+import asyncio
+
+import pytest
+
+from hive_lab_server.launchers.local import LocalLauncher
+from hive_lab_server.service import HiveService
+from hive_lab_server.spec import parse_job_spec
+from hive_lab_server.store import Store
+from hive_scheduler import Scheduler, load_cluster_config
+
+
+@pytest.fixture
+def service(tmp_path):
+    cfg = load_cluster_config({"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"default": 2}})
+    svc = HiveService(scheduler=Scheduler(cfg), config=cfg, store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"),
+                      launcher=LocalLauncher(tmp_path / "state"), jobs_root=tmp_path / "jobs", poll_interval_s=0.02)
+    return svc
+
+
+def test_listeners_run_after_commit_and_may_call_back(service):
+    async def main():
+        await service.start()
+        seen = []
+
+        def listener(job_id, state, reason):
+            seen.append((job_id, state))
+            if state == "running" and len([s for s in seen if s[1] == "running"]) == 1:
+                service.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 0, "cpus": 1}]}), "ann", "default")
+
+        service.on_state_change(listener)
+        first = service.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "default")
+        for _ in range(200):
+            if sum(1 for _, st in seen if st == "succeeded") >= 2:
+                break
+            await asyncio.sleep(0.02)
+        await service.stop()
+        return first, seen
+
+    first, seen = asyncio.run(main())
+    assert (first["id"], "scheduled") in seen and (first["id"], "succeeded") in seen
+    assert ("j-000002", "succeeded") in seen  # submitted from inside a listener
+
+
+def test_store_failure_withdraws_the_job_from_the_core(service, monkeypatch):
+    async def main():
+        await service.start()
+        spec = parse_job_spec({"command": "true", "tasks": [{"gpus": 2}]})
+
+        def broken(batch, row):
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(service.store, "insert_job", broken)
+        with pytest.raises(RuntimeError, match="disk full"):
+            service.submit(spec, "ann", "default")
+        assert service.scheduler.free_gpu_count() == 2 and service.active == {}
+        monkeypatch.undo()
+        job = service.submit(spec, "ann", "default")  # the GPUs were not leaked
+        assert job["state"] == "scheduled"
+        await service.launcher.stop(job["id"], 0)
+        await service.stop()
+
+    asyncio.run(main())
