@@ -133,3 +133,49 @@ def test_dashboard_and_submit_render_in_jupyterlab(lab_server, browser):
         assert not [m for m in console if "Could not create a view" in m], console
     finally:
         context.close()
+        for s in lab_server.request("GET", "/api/sessions").json():
+            lab_server.request("DELETE", f"/api/sessions/{s['id']}")
+
+
+def wait_kernel_idle(server, timeout=60.0) -> None:
+    """Until the page's notebook session has a kernel that is idle (ready to run cells)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sessions = server.request("GET", "/api/sessions").json()
+        if sessions and all(s["kernel"]["execution_state"] == "idle" for s in sessions):
+            return
+        time.sleep(0.3)
+    raise AssertionError("no idle kernel for the notebook")
+
+
+def test_submit_and_dashboard_render_in_notebook_7(lab_server, browser):
+    pytest.importorskip("notebook", minversion="7", reason="Notebook 7 is not installed (test extra)")
+    write_notebook(lab_server.root_dir / "nb7.ipynb")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    console: list[str] = []
+    page.on("console", lambda m: console.append(m.text))
+    try:
+        page.goto(f"{lab_server.url}notebooks/nb7.ipynb?token={lab_server.token}")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+        wait_kernel_idle(lab_server)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        first_out = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea")
+        expect(first_out).to_contain_text("GPUs free", timeout=60_000)
+        first_out.locator("canvas").first.wait_for(timeout=30_000)
+        second_out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea")
+        expect(second_out).to_contain_text("from-browser: succeeded (exit code 0)", timeout=60_000)
+        expect(second_out).to_contain_text("hello from the browser job")
+        from fixtures.browser import RESULTS
+
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(RESULTS / "notebook7-widgets.png"), full_page=True)
+        assert not [m for m in console if "Could not create a view" in m], console
+    finally:
+        context.close()
+        for s in lab_server.request("GET", "/api/sessions").json():
+            lab_server.request("DELETE", f"/api/sessions/{s['id']}")
