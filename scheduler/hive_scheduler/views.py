@@ -117,12 +117,13 @@ class ViewsMixin:
         free = sum(vc.free[c] for c in chains)
         types = sorted({self._chain_gpu[c] for c in chains})
         tdesc = f" {'/'.join(types)}" if len(self._chains) > 1 else ""
-        if req.total_gpus > free:
+        nominal = total - held
+        if req.total_gpus > nominal:
             need = f" and the job needs {req.total_gpus}" if req.total_gpus > 1 else ""
             return f"VC {req.vc} is using {held}/{total} guaranteed{tdesc} GPUs{need}{ahead_s}{doomed_s}"
-        if doomed and req.total_gpus > free - doomed:
-            return (f"VC {req.vc} has {free} free guaranteed{tdesc} GPUs but {doomed} of them are on bad hardware "
-                    f"(doomed); the job needs {req.total_gpus}{ahead_s}")
+        if doomed and req.total_gpus > nominal - doomed:
+            return (f"VC {req.vc} has {nominal} free guaranteed{tdesc} GPUs but {doomed} of them are on bad "
+                    f"hardware (doomed); the job needs {req.total_gpus}{ahead_s}")
         big = max((t for t in req.tasks if t.gpus), key=lambda t: t.gpus, default=None)
         if big is None:
             return f"needs {desc}; no node has the CPUs/memory free{ahead_s}"
