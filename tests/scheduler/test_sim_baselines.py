@@ -174,3 +174,16 @@ def test_unknown_hardware_in_the_script_is_an_error_with_its_line():
         run("fifo", [submit(0, "a", "A", 1), '{"t":1,"op":"gpu_down","node":"n1","gpu":9}'])
     with pytest.raises(EventError, match=r"line 1: node_down: unknown node 'n7'"):
         run("quota", ['{"t":1,"op":"node_down","node":"n7"}'])
+
+
+def test_quota_calls_off_the_preemption_when_the_preemptor_is_withdrawn():
+    lines = [
+        submit(0, "a", "A", 2, duration=100),
+        submit(1, "opp", "B", 4, priority=-1, duration=50),
+        submit(2, "g", "B", 4, duration=10),
+        '{"t":4,"op":"finish","job":"g"}',  # withdrawn while opp is in its grace period
+    ]
+    d = by_job(run("quota", lines, grace=5))
+    assert {"t": 2, "job": "g", "event": "preempting", "victims": ["opp"]} in d["g"]
+    assert d["g"][-1] == {"t": 4, "job": "g", "event": "finished"}
+    assert [(x["t"], x["event"]) for x in d["opp"]] == [(1, "started"), (51, "finished")]  # never stopped

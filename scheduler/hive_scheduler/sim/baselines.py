@@ -248,7 +248,7 @@ class _FirstFit:
     def finish(self, job_id: str, now: float) -> list[BaselineDecision]:
         job = self._jobs.get(job_id)
         if job is None:
-            return []
+            raise RequestError("job_id", f"unknown job {job_id!r}")
         out = [BaselineDecision(now, job_id, "finished")]
         self._drop(job, now)
         return out + self.schedule(now)
@@ -258,15 +258,18 @@ class _FirstFit:
         if job.state != "waiting":
             self._release(job)
 
+    def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[BaselineDecision]:
+        raise RequestError("job_id", f"job {job_id!r} is not being preempted ({self.name} never preempts)")
+
     def set_node_health(self, node: str, healthy: bool, now: float) -> list[BaselineDecision]:
         if node not in self._nodes:
-            raise KeyError(f"unknown node {node!r}")
+            raise RequestError("node", f"unknown node {node!r}")
         self._nodes[node].down = not healthy
         return self.schedule(now) if healthy else []
 
     def set_gpu_health(self, node: str, gpu: int, healthy: bool, now: float) -> list[BaselineDecision]:
         if node not in self._nodes or not 0 <= gpu < self._nodes[node].shape.gpu_count:
-            raise KeyError(f"unknown GPU {gpu} on node {node!r}")
+            raise RequestError("gpu", f"unknown GPU {gpu} on node {node!r}")
         bad = self._nodes[node].bad
         if healthy:
             bad.discard(gpu)
@@ -457,7 +460,7 @@ class QuotaScheduler(_FirstFit):
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[BaselineDecision]:
         victim = self._jobs.get(job_id)
         if victim is None or victim.state != "stopping":
-            return []
+            raise RequestError("job_id", f"job {job_id!r} is not being preempted (no preempting decision named it)")
         self._hand_over(victim)
         by = victim.stopped_by
         self._release(victim)
@@ -476,9 +479,11 @@ class QuotaScheduler(_FirstFit):
     def _drop(self, job: _Job, now: float) -> None:
         if job.state == "stopping":
             self._hand_over(job)
-        for v in job.victims:  # a withdrawn preemptor: its victims are already being stopped; let them go
-            if v in self._jobs:
-                self._jobs[v].held_for = None
+        for v in sorted(job.victims):  # a withdrawn preemptor: the preemption of its victims is called off
+            victim = self._jobs.get(v)
+            if victim is not None and victim.state == "stopping" and victim.stopped_by == job.req.id:
+                victim.state = "running"
+                victim.held_for = victim.stopped_by = None
         job.held = []
         self._holders.pop(job.req.id, None)
         super()._drop(job, now)
