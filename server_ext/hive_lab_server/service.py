@@ -908,6 +908,13 @@ class HiveService:
     def job_active(self, job_id: str) -> bool:
         return job_id in self.active
 
+    def task_active(self, job_id: str, task: str) -> bool:
+        """The task may still write to its log (not started yet, or running)."""
+        job = self.active.get(job_id)
+        if job is None:
+            return False
+        return job.state != "running" or job.stopping is not None or task in job.tasks_left
+
     def cluster_object(self) -> dict[str, Any]:
         view = self.scheduler.cluster_view()
         cells = view.get("cells", [])

@@ -180,3 +180,16 @@ def test_gpus_are_given_by_uuid_when_nvml_knows_them(live_server_factory, tmp_pa
     assert done["placement"][0]["gpu_uuids"] == uuids
     logs = srv.request("GET", f"jobs/{done['id']}/logs").json()["data"]
     assert logs == f"{','.join(uuids)}/{','.join(uuids)}\n"
+
+
+def test_follow_ends_with_its_task_not_the_job(srv):
+    job = submit(srv, {"vc": "a", "tasks": [{"name": "quick", "gpus": 0, "cpus": 1, "command": "echo done-quick"},
+                                            {"name": "slow", "gpus": 0, "cpus": 1, "command": "sleep 20"}]})
+    srv.wait_for_job(job["id"], "running", user="ann")
+    t0 = time.monotonic()
+    r = srv.request("GET", f"jobs/{job['id']}/logs", user="ann", params={"task": "quick-0", "follow": "1"}, timeout=15)
+    assert r.text == "done-quick\n" and time.monotonic() - t0 < 10
+    chunk = srv.request("GET", f"jobs/{job['id']}/logs", user="ann", params={"task": "quick-0"}).json()
+    assert chunk["eof"] is True
+    assert srv.request("GET", f"jobs/{job['id']}/logs", user="ann", params={"task": "slow-0"}).json()["eof"] is False
+    srv.request("DELETE", f"jobs/{job['id']}", user="ann")

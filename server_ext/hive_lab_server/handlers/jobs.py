@@ -112,7 +112,7 @@ class JobLogsHandler(_OwnedJob):
         path = self.service.log_path(job_id, task)
         if not follow:
             data, next_offset = _read(path, offset)
-            eof = not self.service.job_active(job_id) and next_offset >= _size(path)
+            eof = not self.service.task_active(job_id, task) and next_offset >= _size(path)
             self.reply({"task": task, "tasks": tasks, "offset": offset, "next_offset": next_offset,
                         "data": data.decode("utf-8", "replace"), "eof": eof})
             return
@@ -122,7 +122,7 @@ class JobLogsHandler(_OwnedJob):
         pos = offset
         try:
             while True:
-                active = self.service.job_active(job_id)
+                active = self.service.task_active(job_id, task)
                 data, pos = _read(path, pos)
                 if data:
                     self.write(data)
