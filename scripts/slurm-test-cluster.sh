@@ -103,7 +103,7 @@ MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=2,bf_interval=2
+SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100

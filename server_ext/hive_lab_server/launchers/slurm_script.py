@@ -91,7 +91,7 @@ class SlurmJobPlan:
             opts = [
                 f"--job-name={self.name}", f"--comment={self.comment}", f"--nodes=1", f"--nodelist={comp.node}",
                 f"--ntasks={len(comp.tasks)}", f"--cpus-per-task={comp.cpus_per_task}", "--no-requeue",
-                f"--output={self.options['output']}", "--open-mode=append", "--export=NONE",
+                f"--output={self.options['output']}", "--open-mode=append", "--export=ALL",
                 f"--chdir={self.options['chdir']}",
             ]
             if comp.memory_mb:

@@ -27,7 +27,16 @@ class SlurmCLI:
 
     # --- plumbing ------------------------------------------------------------------------------
 
-    def env(self) -> dict[str, str]:
+    def env(self, minimal: bool = False) -> dict[str, str]:
+        """The tools' environment. ``minimal``: only what sbatch needs, because a batch job inherits
+        sbatch's environment (``--export=ALL``; ``--export=NONE`` makes slurmd load the user's login
+        environment, which costs about 2 s per job), and the server's secrets must not reach jobs."""
+        if minimal:
+            env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ")
+                   if k in os.environ}
+            if self.slurm_conf:
+                env["SLURM_CONF"] = self.slurm_conf
+            return env
         env = dict(os.environ)
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
@@ -42,9 +51,9 @@ class SlurmCLI:
                              "install Slurm's client tools (Debian: slurm-client) or set SlurmLauncher.bin_dir")
         return path
 
-    async def run(self, name: str, *args: str, stdin: str | None = None) -> str:
+    async def run(self, name: str, *args: str, stdin: str | None = None, minimal_env: bool = False) -> str:
         proc = await asyncio.create_subprocess_exec(
-            self.tool(name), *args, env=self.env(),
+            self.tool(name), *args, env=self.env(minimal_env),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
@@ -71,7 +80,7 @@ class SlurmCLI:
 
     async def submit(self, script: str, args: tuple[str, ...] = ()) -> int:
         """``sbatch --parsable`` the script (its ``#SBATCH`` lines carry the options); the job id."""
-        out = await self.run("sbatch", "--parsable", *args, stdin=script)
+        out = await self.run("sbatch", "--parsable", *args, stdin=script, minimal_env=True)
         first = out.strip().split(";")[0]  # "<id>[;cluster]"
         try:
             return int(first)
