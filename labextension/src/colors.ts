@@ -64,7 +64,11 @@ export function gpuState(gpu: IGpu): string {
 }
 
 /** The key a GPU is coloured by in a mode (null: no owner, drawn with NONE_COLOR). */
-export function colorKey(gpu: IGpu, mode: ColorMode): string | null {
+export function colorKey(
+  gpu: IGpu,
+  mode: ColorMode,
+  jobVcs?: ReadonlyMap<string, string>
+): string | null {
   switch (mode) {
     case 'state':
       return gpuState(gpu);
@@ -74,7 +78,8 @@ export function colorKey(gpu: IGpu, mode: ColorMode): string | null {
       return gpu.user;
     case 'vc':
     default:
-      return gpu.vc;
+      // Opportunistic GPUs are bound to no VC: they show the VC of the job borrowing them.
+      return gpu.vc ?? (gpu.job ? jobVcs?.get(gpu.job) ?? null : null);
   }
 }
 

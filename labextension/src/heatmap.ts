@@ -85,6 +85,7 @@ export class HeatmapWidget extends Widget {
    */
   cells(): { node: string; index: number; x: number; y: number; w: number; h: number; color: string }[] {
     const gpus = this.model.cluster?.gpus ?? [];
+    const jobVcs = this._jobVcs();
     return (this._cellLayout?.cells ?? []).map(c => ({
       node: gpus[c.gpu].node,
       index: gpus[c.gpu].index,
@@ -92,7 +93,7 @@ export class HeatmapWidget extends Widget {
       y: c.y,
       w: c.w,
       h: c.h,
-      color: this.colorOf(gpus[c.gpu])
+      color: colorFor(colorKey(gpus[c.gpu], this._mode, jobVcs), this._mode)
     }));
   }
 
@@ -163,9 +164,11 @@ export class HeatmapWidget extends Widget {
     const counts = new Map<string, number>();
     const faded: number[] = [];
     const bad: number[] = [];
+    const borrowed: number[] = [];
+    const jobVcs = this._jobVcs();
     layout.cells.forEach((cell, i) => {
       const gpu = gpus[cell.gpu];
-      const key = colorKey(gpu, mode);
+      const key = colorKey(gpu, mode, jobVcs);
       const color = colorFor(key, mode);
       const label = key ?? 'none';
       counts.set(label, (counts.get(label) ?? 0) + 1);
@@ -181,6 +184,9 @@ export class HeatmapWidget extends Widget {
       if (mode !== 'state' && (gpu.bad || gpu.drained)) {
         bad.push(i);
       }
+      if (mode !== 'state' && gpu.opportunistic && gpu.job) {
+        borrowed.push(i);
+      }
     });
     for (const [color, indices] of batches) {
       ctx.fillStyle = color;
@@ -194,6 +200,13 @@ export class HeatmapWidget extends Widget {
     for (const i of faded) {
       const c = layout.cells[i];
       ctx.fillRect(c.x + 2, c.y + 2, c.w - 4, c.h - 4);
+    }
+    // Opportunistic (borrowed) GPUs: a white dot in the middle.
+    ctx.fillStyle = '#ffffff';
+    for (const i of borrowed) {
+      const c = layout.cells[i];
+      const d = Math.max(2, Math.round(c.w / 4));
+      ctx.fillRect(c.x + (c.w - d) / 2, c.y + (c.h - d) / 2, d, d);
     }
     // Bad or drained hardware in the VC/job/user modes: a cross over the cell.
     ctx.strokeStyle = '#000';
@@ -233,7 +246,15 @@ export class HeatmapWidget extends Widget {
 
   /** The CSS colour a GPU is painted with in the current mode (tests compare pixels with it). */
   colorOf(gpu: IGpu): string {
-    return colorFor(colorKey(gpu, this._mode), this._mode);
+    return colorFor(colorKey(gpu, this._mode, this._jobVcs()), this._mode);
+  }
+
+  private _jobVcs(): Map<string, string> {
+    const map = new Map<string, string>();
+    for (const job of this.model.allJobs) {
+      map.set(job.id, job.vc);
+    }
+    return map;
   }
 
   protected onAfterShow(msg: Message): void {

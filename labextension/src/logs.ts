@@ -19,6 +19,7 @@ export class LogViewer {
     this._title.className = 'jp-HiveLogs-title';
     this._tasks = document.createElement('select');
     this._tasks.className = 'jp-HiveLogs-task';
+    this._tasks.style.display = 'none';
     this._tasks.onchange = () => this._switchTask(this._tasks.value);
     this._status = document.createElement('span');
     this._status.className = 'jp-HiveLogs-status';
@@ -94,7 +95,7 @@ export class LogViewer {
             return option;
           })
         );
-        this._tasks.hidden = chunk.tasks.length < 2;
+        this._tasks.style.display = chunk.tasks.length < 2 ? 'none' : '';
       }
       this._task = chunk.task;
       this._tasks.value = chunk.task;

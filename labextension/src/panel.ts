@@ -12,6 +12,9 @@ import { age, ClusterModel } from './model';
 
 type Tab = 'mine' | 'all';
 
+/** States whose reason says why the job waits (running jobs' reasons are just launch notes). */
+const WAITING_STATES: ReadonlySet<string> = new Set(['submitted', 'queued', 'scheduled']);
+
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
   className?: string,
@@ -76,9 +79,9 @@ export class ClusterPanel extends Widget {
       this._error,
       tabs,
       this._jobs,
+      this._logs.node,
       el('h3', 'jp-HivePanel-section', 'Virtual clusters'),
-      this._vcs,
-      this._logs.node
+      this._vcs
     );
     model.changed.connect(this.render, this);
     this._ageTimer = window.setInterval(() => this._renderJobs(), 15000);
@@ -189,7 +192,7 @@ export class ClusterPanel extends Widget {
     }
     meta.appendChild(actions);
     item.append(top, meta);
-    if (job.reason && ACTIVE_STATES.has(job.state)) {
+    if (job.reason && WAITING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-reason', job.reason));
     }
     return item;
@@ -206,7 +209,8 @@ export class ClusterPanel extends Widget {
         name.classList.add('jp-mod-mine');
         name.title = 'You may submit to this VC';
       }
-      const guaranteedUsed = Math.max(0, vc.used_gpus - vc.opportunistic_gpus);
+      // used_gpus counts the guarantee in use; opportunistic_gpus are borrowed beyond it.
+      const guaranteedUsed = vc.used_gpus;
       const usage = el(
         'span',
         'jp-HivePanel-vcUsage',
