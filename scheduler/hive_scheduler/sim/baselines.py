@@ -112,6 +112,8 @@ class _FirstFit:
     def __init__(self, config: Any):
         self._seq = 0
         self._used: dict[str, dict[str | None, int]] = {}
+        self._queue: dict[str, _Job] = {}  # waiting jobs, in the order they (re)entered the queue
+        self._used_total = 0  # GPUs of running jobs (an upper bound on what is free follows from it)
         self._jobs: dict[str, _Job] = {}
         self._load(config)
 
@@ -127,6 +129,7 @@ class _FirstFit:
                 node.bad = {g for g in old[ns.name].bad if g < ns.gpu_count}
                 node.down = old[ns.name].down
             self._nodes[ns.name] = node
+        self._used_total = 0
         for job in self._jobs.values():
             if job.state != "waiting":
                 self._occupy(job.placement, job.req)
@@ -144,16 +147,21 @@ class _FirstFit:
             if node is None:  # the node left the cluster in a reconfiguration
                 continue
             _, _, _, cpus, mem = tasks[p["task"]]
+            before = len(node.used)
             if sign > 0:
                 node.used.update(g for g in p["gpus"] if g < node.shape.gpu_count)
             else:
                 node.used.difference_update(p["gpus"])
+            self._used_total += len(node.used) - before
             node.cpus_used += sign * cpus
             node.mem_used += sign * mem
 
     def _fit(self, req: Any, extra: dict[str, set[int]] | None = None) -> list[dict[str, Any]] | None:
         """First-fit placement of every task, or None. ``extra``: GPUs to treat as free (held ones)."""
         extra = extra or {}
+        demand = sum(g.count * g.gpus for g in req.tasks)
+        if demand > self.shape.total_gpus - self._used_total + sum(len(v) for v in extra.values()):
+            return None  # not enough GPUs free in the whole cluster: no need to look at nodes
         empty: set[int] = set()
         taken: dict[str, set[int]] = {}
         cpu_taken: dict[str, float] = {}
@@ -222,6 +230,7 @@ class _FirstFit:
 
     def _start(self, job: _Job, placement: list[dict[str, Any]], now: float) -> BaselineDecision:
         job.state = "running"
+        self._queue.pop(job.req.id, None)
         job.placement = placement
         self._occupy(placement, job.req)
         self._account(job, +1)
@@ -238,6 +247,7 @@ class _FirstFit:
         self._seq += 1
         gpus = sum(g.count * g.gpus for g in job.tasks)
         self._jobs[job.id] = _Job(req=job, seq=self._seq, gpus=gpus, opportunistic=self._is_opportunistic(job))
+        self._queue[job.id] = self._jobs[job.id]
         out = self.schedule(now)
         rec = self._jobs.get(job.id)
         if rec is not None and rec.state == "waiting" and rec.last_reason is None:
@@ -255,6 +265,7 @@ class _FirstFit:
 
     def _drop(self, job: _Job, now: float) -> None:
         del self._jobs[job.req.id]
+        self._queue.pop(job.req.id, None)
         if job.state != "waiting":
             self._release(job)
 
@@ -282,7 +293,8 @@ class _FirstFit:
         return self.schedule(now)
 
     def _waiting(self) -> list[_Job]:
-        return [j for j in self._jobs.values() if j.state == "waiting"]
+        """Waiting jobs in seq order (the queue is kept in the order jobs (re)entered it)."""
+        return list(self._queue.values())
 
     # subclasses: _is_opportunistic, _reason, schedule
 
@@ -294,7 +306,11 @@ class FifoScheduler(_FirstFit):
         return False
 
     def _reason(self, job: _Job) -> str:
-        ahead = sum(1 for j in self._waiting() if j.seq < job.seq)
+        ahead = 0
+        for j in self._queue.values():  # in seq order
+            if j.seq >= job.seq:
+                break
+            ahead += 1
         if ahead:
             return f"{ahead} job(s) ahead in the global FIFO queue"
         free = self.free_gpu_count()
@@ -302,7 +318,7 @@ class FifoScheduler(_FirstFit):
 
     def schedule(self, now: float) -> list[BaselineDecision]:
         out = []
-        for job in sorted(self._waiting(), key=lambda j: j.seq):
+        for job in self._waiting():
             placement = self._fit(job.req)
             if placement is None:
                 break  # strict FIFO: the head blocks the queue
@@ -470,6 +486,7 @@ class QuotaScheduler(_FirstFit):
             victim.state = "waiting"
             self._seq += 1
             victim.seq = self._seq
+            self._queue[job_id] = victim
             out.append(BaselineDecision(now, job_id, "preempted", by=by))
         else:
             del self._jobs[job_id]

@@ -22,7 +22,7 @@ class NodeShape:
     cpus: float
     memory_mb: int
 
-    @property
+    @cached_property
     def gpu_count(self) -> int:
         return len(self.gpu_types)
 
@@ -33,7 +33,7 @@ class ClusterShape:
     vc_gpus: Mapping[str, Mapping[str, int]]  # vc -> gpu type -> guaranteed GPUs
     pinned: Mapping[str, str] = field(default_factory=dict)  # pinned cell id -> vc
 
-    @property
+    @cached_property
     def total_gpus(self) -> int:
         return sum(n.gpu_count for n in self.nodes)
 
