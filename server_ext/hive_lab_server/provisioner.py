@@ -217,8 +217,11 @@ class HiveProvisioner(LocalProvisioner):
         if not create and not os.path.isdir(wd):
             return
         try:
-            os.makedirs(os.path.join(wd, KERNEL_DIR), exist_ok=True)
-            pathlib.Path(wd, KERNEL_DIR, "alive").write_text(str(int(time.time())))
+            kdir = os.path.join(wd, KERNEL_DIR)
+            os.makedirs(kdir, mode=0o700, exist_ok=True)
+            if create:
+                os.chmod(kdir, 0o700)  # it holds the kernel's connection key and the user's token
+            pathlib.Path(kdir, "alive").write_text(str(int(time.time())))
         except OSError as exc:
             log.warning("hive kernel %s: heartbeat: %s", self.kernel_id, exc)
 

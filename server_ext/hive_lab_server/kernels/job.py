@@ -93,7 +93,7 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
     return "\n".join(
         [
             *exports,
-            f"mkdir -p {k} && touch {k}/keep",
+            f"mkdir -p {k} && chmod 700 {k} && touch {k}/keep",
             "while :; do",
             f"  rm -f {k}/go",
             f"  {shlex.join(argv)} &",
