@@ -29,6 +29,8 @@ def register(subparsers: Any) -> None:
     src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
     src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
     p.add_argument("--policy", default="hived", help="comma-separated policies among hived, quota, fifo (default: hived)")
+    p.add_argument("--order", default="fifo", choices=["fifo", "priority", "drf"],
+                   help="how hived orders jobs inside a VC (default fifo); quota and fifo keep their own order")
     p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
@@ -136,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
                 task = progress.add_task(f"simulate {policy}", total=len(events))
                 callback = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
             try:
-                results.append(simulate(config, events, policy, grace=args.grace, out=paths[policy], progress=callback))
+                results.append(simulate(config, events, policy, grace=args.grace, out=paths[policy],
+                                        progress=callback, order=args.order))
             except (EventError, ValueError, OSError) as exc:
                 if progress is not None:
                     progress.stop()
@@ -150,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
             "cluster": args.cluster,
             "source": source,
             "grace": args.grace,
+            "order": args.order,
             "time_scale": args.time_scale,
             "policies": {r.policy: r.metrics.to_dict() for r in results},
             "decisions": {p: path for p, path in paths.items() if path},

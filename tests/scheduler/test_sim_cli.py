@@ -55,9 +55,10 @@ def test_events_replay_prints_a_table_and_writes_decisions(events_file, tmp_path
 def test_json_output_for_several_policies_and_one_file_per_policy(events_file, tmp_path):
     out = tmp_path / "run.jsonl"
     proc = hive_lab("simulate", "--cluster", "default", "--events", str(events_file), "--policy", "hived,quota,fifo",
-                    "--out", str(out), "--json", "--grace", "5")
+                    "--out", str(out), "--json", "--grace", "5", "--order", "priority")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
+    assert (doc["grace"], doc["order"]) == (5.0, "priority")
     assert list(doc["policies"]) == ["hived", "quota", "fifo"]
     # a runs 0..100; b (4 GPUs) waits for a and runs 100..150; c (1 GPU) fits beside a at t=10 and is
     # ended by its finish at t=20, except under strict fifo where it waits behind b and is withdrawn

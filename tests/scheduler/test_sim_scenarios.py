@@ -250,3 +250,18 @@ def test_reconfigure_demotes_what_lost_its_guarantee_and_a_victim_may_finish_wit
     ]
     assert r.decisions[3]["victims"] == ["b"]
     assert r.metrics.preemptions == 0  # b was never stopped by the preemption
+
+
+def test_order_inside_a_vc_is_the_cores_policy():
+    lines = [
+        submit(0, "run", "A", 4, priority=100, duration=10),  # nobody below may preempt it
+        submit(1, "first", "A", 4, priority=0, duration=10),
+        submit(2, "urgent", "A", 4, priority=50, duration=10),
+    ]
+    config = cluster(nodes=2, vcs={"A": 1, "B": 1})
+    for order, expected in (("fifo", "first"), ("priority", "urgent")):
+        r = simulate(config, parse_events(lines), "hived", order=order)
+        starts_at_10 = [d["job"] for d in r.decisions if d["event"] == "started" and d["t"] == 10]
+        assert starts_at_10[:1] == [expected], (order, r.decisions)
+    with pytest.raises(ValueError, match="unknown order 'lottery'"):
+        simulate(config, parse_events(lines), "hived", order="lottery")

@@ -40,9 +40,10 @@ from .events import (
 from .metrics import Metrics, compute_metrics
 from .shape import ClusterShape, cluster_shape
 
-__all__ = ["simulate", "SimResult", "POLICIES", "make_scheduler", "decision_line"]
+__all__ = ["simulate", "SimResult", "POLICIES", "ORDERS", "make_scheduler", "decision_line"]
 
 POLICIES = ("hived", "quota", "fifo")
+ORDERS = ("fifo", "priority", "drf")  # the core's orders inside a VC (hive_scheduler.policies)
 
 _COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
 
@@ -110,12 +111,12 @@ def _load_config(source: Any) -> Any:
     return load_cluster_config(source)
 
 
-def make_scheduler(policy: str, config: Any) -> Any:
-    """A scheduler for ``policy`` (``hived``: the core; ``quota``/``fifo``: the baselines)."""
+def make_scheduler(policy: str, config: Any, order: str = "fifo") -> Any:
+    """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC; ``quota``/``fifo``: the baselines)."""
     if policy == "hived":
         from hive_scheduler import Scheduler
 
-        return Scheduler(config)
+        return Scheduler(config, policy=order)
     if policy in ("quota", "fifo"):
         from .baselines import make_baseline
 
@@ -136,14 +137,15 @@ def _request(ev: SubmitEvent) -> JobRequest:
 
 
 class _Replay:
-    def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str):
+    def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
+                 order: str = "fifo"):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config)
+        self.sched = make_scheduler(policy, config, order)
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.runs: dict[str, _Run] = {}
@@ -263,17 +265,21 @@ def simulate(
     grace: float = 0.0,
     out: str | os.PathLike | io.TextIOBase | None = None,
     progress: Callable[[int, int], None] | None = None,
+    order: str = "fifo",
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
     ``cluster``: a ``ClusterConfig`` or anything ``load_cluster_config`` takes (path, built-in name, dict).
     ``out``: a path or text stream that receives the decision lines as they happen.
     ``progress(done, total)`` is called after each script event.
+    ``order``: how ``hived`` orders jobs inside a VC (``fifo``, ``priority`` or ``drf``; the core's policies).
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     if grace < 0:
         raise ValueError(f"grace must be >= 0 seconds, got {grace}")
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
     source = "<events>"
     if isinstance(events, (str, os.PathLike)):
         source = os.fspath(events)
@@ -288,7 +294,7 @@ def simulate(
     elif out is not None:
         sink = out
     try:
-        replay = _Replay(config, policy, grace, sink, source)
+        replay = _Replay(config, policy, grace, sink, source, order)
         end = replay.run(events, progress)
     finally:
         if close:
