@@ -99,3 +99,24 @@ def test_event_stream_says_hello_and_reports_jobs(ann):
         assert "running" in states or "succeeded" in states
     finally:
         stream.close()
+
+
+def test_jupyterhub_environment_and_a_base_url(live_server_factory, monkeypatch):
+    """A single-user server under /user/ann/ found from the JupyterHub variables; REST and events work."""
+    import queue
+
+    srv = live_server_factory(base_url="/user/ann/", users={"ann": {}}, vc_access={"ann": ["default"]})
+    for key in ("HIVE_LAB_URL", "HIVE_LAB_TOKEN", "JUPYTERHUB_SERVICE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/ann/")
+    monkeypatch.setenv("JUPYTERHUB_API_URL", f"http://127.0.0.1:{srv.port}/hub/api")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", srv.tokens["ann"])
+    client = Client()
+    assert client.base_url == srv.url and client.server.source.startswith("JupyterHub")
+    assert client.me()["user"] == "ann"
+    got: "queue.Queue[dict]" = queue.Queue()
+    stream = client.subscribe(got.put)
+    try:
+        assert got.get(timeout=10)["type"] == "hello"
+    finally:
+        stream.close()
