@@ -209,3 +209,21 @@ async def test_notebook_kernel_runs_inside_a_slurm_grant(srv, slurm_cluster, tmp
     while f"hive-lab:{job_id}" in slurm_names(slurm_cluster):  # the Slurm job ends with the kernel
         assert time.monotonic() < deadline
         await asyncio.sleep(0.2)
+
+
+def test_job_preempted_by_slurm_is_requeued_and_placed_again(srv, slurm_cluster, tmp_path):
+    """An admin's job in Slurm's higher-priority partition takes the node: Slurm preempts hive-lab's
+    job, hive-lab requeues it (one retry) and the core places it again; the second run completes."""
+    marker = tmp_path / "runs"
+    job = submit(srv, "ann", "a", REPORT + f"; echo run >> {marker}; [ $(wc -l < {marker}) -ge 2 ] || sleep 120",
+                 count=1, gpus=4, max_retries=1)
+    running = srv.wait_for_job(job["id"], "running", timeout=30)
+    wait_log(srv, job["id"], "w-0", "task=w-0")
+    node = running["placement"][0]["node"]
+    slurm_cluster.run("sbatch", "-p", "high", "-w", node, "--gres=gpu:4", "--wrap", "sleep 2")
+    done = srv.wait_for_job(job["id"], "succeeded", "failed", timeout=60)
+    assert done["state"] == "succeeded", done
+    hist = srv.request("GET", f"jobs/{job['id']}").json()["history"]
+    assert any(h["state"] == "queued" and "preempted by Slurm" in h["reason"] and "retry 1/1" in h["reason"]
+               for h in hist), hist
+    assert marker.read_text().count("run") == 2
