@@ -82,6 +82,16 @@ class Load:
             tries += 1
             self.track(self.call(self.sched.submit, self.request(opportunistic=tries % 10 == 0))[1])
 
+    def backlog(self, waiting: int) -> None:
+        """Submit guaranteed jobs until ``waiting`` of them queue (or 10x that many submissions)."""
+        queued = 0
+        for _ in range(10 * waiting):
+            if queued >= waiting:
+                break
+            decisions = self.call(self.sched.submit, self.request())[1]
+            queued += sum(1 for d in decisions if d.event == "queued")
+            self.track(decisions)
+
     def measure(self, samples: int) -> dict[str, list[tuple[float, float]]]:
         times: dict[str, list[tuple[float, float]]] = {"submit": [], "finish": []}
         for i in range(samples):
@@ -101,14 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--load", type=float, default=0.85, help="fraction of GPUs busy before measuring")
     ap.add_argument("--models", default="philly,big20k")
+    ap.add_argument("--backlog", type=int, default=0,
+                    help="after filling, keep submitting until this many jobs wait (a queue behind the full cluster)")
     args = ap.parse_args(argv)
     load1, _, _ = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load1:.1f} (figures are only comparable on a quiet machine)")
-    print(f"decision latency, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs")
+    print(f"decision latency, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs"
+          + (f" and queueing {args.backlog} more jobs" if args.backlog else ""))
     for model in args.models.split(","):
         t0 = time.perf_counter()
         load = Load(model)
         load.fill(args.load)
+        load.backlog(args.backlog)
         setup = time.perf_counter() - t0
         busy = load.sched.gpu_count() - load.sched.free_gpu_count()
         times = load.measure(args.samples)
