@@ -198,6 +198,21 @@ async def test_a_new_launcher_finds_and_adopts_running_jobs(cluster, tmp_path):
     assert await second.running() == {}
 
 
+async def test_cli_can_submit_as_the_job_owner(cluster):
+    """``submit_as_user`` (server running as root): ``sbatch --uid=<owner>``; the task runs as the owner."""
+    root = cluster.root / f"uid-{time.monotonic_ns()}"  # the job runs as nobody: a path it can reach
+    for d in (root, root / "own", root / "own" / "logs", root / "own" / "logs" / ".slurm"):
+        d.mkdir()
+        d.chmod(0o777)
+    l = launcher(cluster, root, submit_as_user=True)
+    await l.start(LaunchRequest("own", "nobody", "batch",
+                                (task(root, "own", "main-0", 0, "n1", [3], REPORT + '; echo "user=$(id -un)"'),)))
+    [e] = await collect(l, 1)
+    out = log_of(root, "own", "main-0")
+    assert e.exit_code == 0, out
+    assert "node=n1 cvd=3 idx=3" in out and "user=nobody" in out
+
+
 # --- slurmrestd ----------------------------------------------------------------------------------
 
 
