@@ -12,7 +12,6 @@ import pathlib
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -111,9 +110,6 @@ def main() -> None:
     bench_debounce()
     if args.live:
         bench_live()
-    for t in threading.enumerate():
-        if t.name.startswith("hive-lab"):
-            pass
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
@@ -63,8 +62,8 @@ class HiveLabMagics(Magics):
         """Run this cell's code as a hive-lab batch job and return its ``Job`` handle.
 
         The code (and ``--files``) is staged into the job's working dir and run with a fresh Python
-        in the job's image (or locally). Write results to ``$HIVE_OUTPUT_DIR`` (else the working dir)
-        and fetch them with ``job.outputs()`` / ``job.download()``.
+        in the job's image (or locally). Write results to ``$HIVE_OUTPUT_DIR`` and fetch them with
+        ``job.outputs()`` / ``job.download()``.
         """
         args = parse_argstring(self.submit, line)
         try:
@@ -231,4 +230,3 @@ def _parse_env(items) -> dict[str, str]:
 
 def load_ipython_extension(ipython) -> None:
     ipython.register_magics(HiveLabMagics(ipython))
-    os.environ.setdefault("HIVE_LAB_MAGICS", "1")

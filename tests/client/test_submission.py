@@ -1,6 +1,5 @@
 """Spec building for %%submit and `hive-lab submit` (files staged, flags applied, clear errors)."""
 
-import argparse
 import json
 
 import pytest
