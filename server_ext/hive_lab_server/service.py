@@ -172,6 +172,7 @@ class HiveService:
         self.store.close()
 
     async def _loop(self) -> None:
+        last_error, last_logged = "", 0.0
         while True:
             try:
                 exits = await self.launcher.poll()
@@ -179,8 +180,11 @@ class HiveService:
                     self._handle_exits(exits)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("hive-lab: polling the launcher failed")
+            except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
+                now = time.monotonic()
+                if repr(exc) != last_error or now - last_logged > 60:
+                    log.exception("hive-lab: polling the %s launcher failed", self.launcher.name)
+                    last_error, last_logged = repr(exc), now
             await asyncio.sleep(self.poll_interval_s)
 
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
