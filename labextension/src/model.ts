@@ -99,22 +99,31 @@ export class ClusterModel {
     }
   }
 
-  async refresh(): Promise<void> {
+  /**
+   * Refetches jobs and VCs, and the per-GPU view when it is needed: while the heatmap is open,
+   * before the first counts arrive, or when the event stream (which pushes the counts) is down.
+   * For big clusters `GET cluster` is megabytes, so it is not fetched just for the status bar.
+   */
+  async refresh(withCluster?: boolean): Promise<void> {
+    const fetchCluster =
+      withCluster ?? (!this.connected || this.gpusTotal === null || this._clusterWatchers > 0);
     try {
       if (!this.me) {
         this.me = await this.api.me();
       }
-      const [mine, all, vcs, counts] = await Promise.all([
+      const [mine, all, vcs, cluster] = await Promise.all([
         this.api.jobs({ user: 'me', limit: 200 }),
         this.api.jobs({ limit: 200 }),
         this.api.vcs(),
-        this.api.cluster()
+        fetchCluster ? this.api.cluster() : Promise.resolve(null)
       ]);
       this.myJobs = sortJobs(mine.jobs);
       this.allJobs = sortJobs(all.jobs);
       this.allJobsTotal = all.total;
       this.vcs = vcs;
-      this._setCluster(counts);
+      if (cluster) {
+        this._setCluster(cluster);
+      }
       this.error = null;
     } catch (error) {
       this.error = (error as Error).message;
@@ -241,7 +250,11 @@ export class ClusterModel {
 
   private _refreshSoon(): void {
     window.clearTimeout(this._debounce);
-    this._debounce = window.setTimeout(() => void this.refresh(), 250);
+    // The per-GPU view follows events through _refreshClusterSoon; counts come with the events.
+    this._debounce = window.setTimeout(
+      () => void this.refresh(this.gpusTotal === null),
+      250
+    );
   }
 
   private _refreshClusterSoon(): void {
