@@ -103,6 +103,27 @@ def test_plan_refuses_what_slurm_cannot_do():
                  inv.nodes, instance="i")
 
 
+async def test_container_images_are_refused_with_a_reason(tmp_path):
+    import dataclasses
+
+    from hive_lab_server.launchers.slurm import SlurmLauncher
+
+    l = SlurmLauncher(slurm_conf=str(tmp_path / "no-slurm.conf"), jobs_root=str(tmp_path))  # no Slurm needed
+    t = dataclasses.replace(_task("w-0", 0, "n1", [0]), image="pytorch/pytorch:2.3.0")
+    with pytest.raises(LaunchError, match="cannot run container images .*pytorch/pytorch:2.3.0"):
+        await l.start(LaunchRequest("j-1", "ann", "batch", (t,)))
+
+
+def test_unknown_launcher_options_are_named():
+    from types import SimpleNamespace
+
+    from hive_lab_server.launchers.slurm import SlurmLauncher
+
+    parent = SimpleNamespace(config={"SlurmLauncher": {"partiton": "gpu"}})
+    with pytest.raises(ValueError, match="unknown option.*partiton.*known: .*partition"):
+        SlurmLauncher(parent=parent)
+
+
 def test_slurm_exit_status():
     assert _exit_code({"exit_code": 3 << 8}) == 3
     assert _exit_code({"exit_code": 15}) == 143

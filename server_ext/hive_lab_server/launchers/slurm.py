@@ -218,6 +218,10 @@ class SlurmLauncher(Launcher):
     # --- Launcher interface ---------------------------------------------------------------------
 
     async def start(self, request: LaunchRequest) -> None:
+        images = sorted({t.image for t in request.tasks if t.image})
+        if images:
+            raise LaunchError(f"the slurm launcher runs tasks as processes on the nodes and cannot run container "
+                              f"images ({', '.join(images)}); submit the job without an image")
         if request.job_id in self._jobs:
             raise LaunchError(f"job {request.job_id} is already running in Slurm (job {self._jobs[request.job_id].slurm_id})")
         if not self._nodes or any(t.node not in self._nodes for t in request.tasks):

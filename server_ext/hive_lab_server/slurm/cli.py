@@ -45,6 +45,8 @@ class SlurmCLI:
         return env
 
     def tool(self, name: str) -> str:
+        if self.slurm_conf and not os.path.exists(self.slurm_conf):
+            raise SlurmError(f"Slurm config {self.slurm_conf} does not exist (SlurmLauncher.slurm_conf / SLURM_CONF)")
         path = os.path.join(self.bin_dir, name) if self.bin_dir else shutil.which(name)
         if not path or not os.path.exists(path):
             raise SlurmError(f"{name} not found{' in ' + self.bin_dir if self.bin_dir else ' on PATH'}; "
@@ -70,8 +72,11 @@ class SlurmCLI:
         return out.decode(errors="replace")
 
     def run_sync(self, name: str, *args: str) -> str:
-        proc = subprocess.run([self.tool(name), *args], env=self.env(), capture_output=True, text=True,
-                              timeout=self.timeout_s, stdin=subprocess.DEVNULL)
+        try:
+            proc = subprocess.run([self.tool(name), *args], env=self.env(), capture_output=True, text=True,
+                                  timeout=self.timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{name} {' '.join(args)}: no answer within {self.timeout_s:.0f}s") from None
         if proc.returncode != 0:
             raise SlurmError(f"{name}: {(proc.stderr or proc.stdout).strip() or f'exit code {proc.returncode}'}")
         return proc.stdout
