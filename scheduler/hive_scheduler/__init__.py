@@ -22,6 +22,9 @@ __all__ = [
     "TaskGroup",
     "TaskPlacement",
     "load_cluster_config",
+    "load_events",
+    "load_trace",
+    "simulate",
 ]
 
 

@@ -103,6 +103,7 @@ class PlacementMixin:
         if pc is None:
             return False
         self._bind(root, pc, txn)
+        self._pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
         return True
 
     def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
@@ -214,7 +215,7 @@ class PlacementMixin:
                     chains.insert(0, last_chain)
             for ti in range(tg.count):
                 if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, vcs)
+                    node = self._cpu_node(job, tg, used_nodes, vcs, scope.pcell if scope is not None else None)
                     if node is None:
                         return None
                     self._take_node(node, tg, txn)
@@ -253,14 +254,19 @@ class PlacementMixin:
 
         txn.append(undo)
 
-    def _cpu_node(self, job, tg: TaskGroup, used_nodes: list, vcs):
-        """A node for a CPU-only task: one the job already uses, else the fullest that fits."""
+    def _cpu_node(self, job, tg: TaskGroup, used_nodes: list, vcs, scope: PCell | None = None):
+        """A node for a CPU-only task: one the job already uses, else the fullest that fits
+        (inside ``scope`` when the job asked for ``within``)."""
+        if scope is not None:
+            nodes = list(dict.fromkeys(leaf.node_obj for leaf in scope.leaves))
+        else:
+            nodes = self._node_list
         for n in used_nodes:
-            if n.fits(tg.cpus, tg.memory_mb):
+            if n.fits(tg.cpus, tg.memory_mb) and (scope is None or n in nodes):
                 return n
         best = None
         best_k = None
-        for n in self._node_list:
+        for n in nodes:
             if not n.fits(tg.cpus, tg.memory_mb):
                 continue
             k = (n.cpus_free, n.memory_free, n.order)
@@ -373,7 +379,7 @@ class PlacementMixin:
                 chains = [c for c in self._chains if tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type]
             for ti in range(tg.count):
                 if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, None)
+                    node = self._cpu_node(job, tg, used_nodes, None, scope)
                     if node is None:
                         return None
                     self._take_node(node, tg, txn)

@@ -513,7 +513,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         if res is None:
             self._rollback(txn, mark)
             res = self._place_best(j, txn)
-        self._pending_idle = keep
+        self._pending_idle.extend(keep)
         return res, forced
 
     def _place_best(self, j: _Job, txn: list):

@@ -23,6 +23,31 @@ virtualClusters:
         pinnedCells: [{pinnedCellId: pin1}]}
 """
 
+# two chains (GPU types); node m1 holds cells of both
+MIXED = {
+    "physicalCluster": {
+        "cellTypes": {
+            "V100-PAIR": {"childCellType": "V100", "childCellNumber": 2},
+            "V100-NODE": {"childCellType": "V100-PAIR", "childCellNumber": 2, "isNodeLevel": True},
+            "K80-NODE": {"childCellType": "K80", "childCellNumber": 2, "isNodeLevel": True},
+            "K80-POOL": {"childCellType": "K80-NODE", "childCellNumber": 2},
+        },
+        "physicalCells": [
+            {"cellType": "V100-NODE", "cellAddress": "m1"},
+            {"cellType": "V100-NODE", "cellAddress": "m2"},
+            {"cellType": "K80-POOL", "cellChildren": [{"cellAddress": "m1"}, {"cellAddress": "k1"}]},
+        ],
+    },
+    "virtualClusters": {
+        "v": {"virtualCells": [{"cellType": "V100-NODE", "cellNumber": 1},
+                               {"cellType": "V100-NODE.V100-PAIR", "cellNumber": 1}]},
+        "k": {"virtualCells": [{"cellType": "K80-POOL.K80-NODE", "cellNumber": 1}]},
+        "mix": {"virtualCells": [{"cellType": "V100-NODE.V100-PAIR", "cellNumber": 1},
+                                 {"cellType": "K80-POOL.K80-NODE", "cellNumber": 1}]},
+    },
+    "nodeResources": {"*": {"cpus": 16, "memoryMB": 65536}},
+}
+
 # 4 nodes x 8 GPUs, two racks; VC a: 2 nodes, VC b: 1 node, VC c: 2 sockets (4 GPUs each)
 SMALL = {
     "nodes": 4, "gpus_per_node": 8, "gpu_type": "A100", "levels": ["pair", "socket"], "racks": 2,

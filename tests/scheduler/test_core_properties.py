@@ -12,17 +12,20 @@ import os
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core_helpers import HIVED_EXAMPLE, SMALL, check_invariants, job
+from core_helpers import HIVED_EXAMPLE, MIXED, SMALL, check_invariants, job
 from hive_scheduler import RequestError, Scheduler
 
 SMALL_B = dict(SMALL, vcs={"a": 8, "b": 16, "c": {"cells": {"socket": 2}}})
 CLUSTERS = {
     "small": (SMALL, SMALL_B, ["a", "b", "c"], ["node-0", "node-1", "node-2", "node-3"], [None, "A100-NODE", "A100-socket"]),
     "hived": (HIVED_EXAMPLE, None, ["VC1", "VC2"], ["n1", "n2"], [None, "V100-NODE", "V100-SWITCH"]),
+    "mixed": (MIXED, None, ["v", "k", "mix"], ["m1", "m2", "k1"], [None, "V100-NODE", "K80-NODE"]),
 }
+GPU_TYPES = {"small": [None], "hived": [None], "mixed": [None, "V100", "K80"]}
 
 submit = st.tuples(st.just("submit"), st.integers(0, 2), st.sampled_from([1, 1, 2, 3, 4, 8]), st.integers(1, 3),
-                   st.sampled_from([-1, -1, 0, 0, 5, 50]), st.booleans(), st.integers(0, 2), st.booleans())
+                   st.sampled_from([-1, -1, 0, 0, 5, 50]), st.booleans(), st.integers(0, 2), st.booleans(),
+                   st.integers(0, 2))
 ops = st.one_of(
     submit, submit, submit,
     st.tuples(st.just("finish"), st.integers(0, 50)),
@@ -80,12 +83,15 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
         ds = []
         op = step[0]
         if op == "submit":
-            _, vi, g, count, prio, lazy, wi, pin = step
+            _, vi, g, count, prio, lazy, wi, pin, ti = step
             vc = vcs[vi % len(vcs)]
             n += 1
-            kw = {"within": withins[wi]}
+            types = GPU_TYPES[cluster]
+            kw = {"within": withins[wi], "gpu_type": types[ti % len(types)]}
             if pin and vc == "VC2" and prio >= 0:
                 kw = {"pinned_cell": "pin1"}
+            if n % 7 == 0:
+                g = 0  # a CPU-only task
             try:
                 ds = s.submit(job(f"j{n}", vc, g, count, prio, user=f"u{n % 3}", lazy_preemption=lazy,
                                   cpus=2 * (n % 3), **kw), t)
