@@ -8,7 +8,7 @@ import { Widget } from '@lumino/widgets';
 
 import { IGpu } from './api';
 import { colorFor, colorKey, gpuState, NONE_COLOR } from './colors';
-import { ClusterModel, ColorMode } from './model';
+import { ClusterModel, ColorMode, IHiveSettings } from './model';
 import { hitTest, IHeatmapLayout, layoutHeatmap } from './layout';
 
 const MODES: { value: ColorMode; label: string }[] = [
@@ -67,8 +67,10 @@ export class HeatmapWidget extends Widget {
     this.canvas.addEventListener('mouseleave', () => (this._tooltip.hidden = true));
 
     this._mode = model.settings.colorMode;
+    this._settingsMode = model.settings.colorMode;
     (this.canvas as any).hiveCells = () => this.cells();
     model.clusterChanged.connect(this._onClusterChanged, this);
+    model.settingsChanged.connect(this._onSettingsChanged, this);
     model.watchCluster(true);
   }
 
@@ -103,6 +105,7 @@ export class HeatmapWidget extends Widget {
     }
     this.model.watchCluster(false);
     this.model.clusterChanged.disconnect(this._onClusterChanged, this);
+    this.model.settingsChanged.disconnect(this._onSettingsChanged, this);
     super.dispose();
   }
 
@@ -269,6 +272,15 @@ export class HeatmapWidget extends Widget {
     this.render();
   }
 
+  private _onSettingsChanged(_: ClusterModel, settings: IHiveSettings): void {
+    if (settings.colorMode !== this._settingsMode) {
+      this._settingsMode = settings.colorMode;
+      this._mode = settings.colorMode;
+      this._select.value = settings.colorMode;
+      this.render();
+    }
+  }
+
   private _renderLegend(counts: Map<string, number>, mode: ColorMode, fg: string): void {
     const entries = [...counts.entries()].sort((a, b) =>
       a[0] === 'none' ? 1 : b[0] === 'none' ? -1 : a[0].localeCompare(b[0])
@@ -319,6 +331,7 @@ export class HeatmapWidget extends Widget {
   private _scroller: HTMLDivElement;
   private _tooltip: HTMLDivElement;
   private _mode: ColorMode;
+  private _settingsMode: ColorMode;
   private _cellLayout: IHeatmapLayout | null = null;
   private _layoutGpus: IGpu[] | null = null;
   private _layoutWidth = 0;

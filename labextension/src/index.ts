@@ -7,7 +7,12 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, MainAreaWidget, WidgetTracker } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  IThemeManager,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
@@ -34,13 +39,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'GPU cluster panel, topology heatmap and status bar for hive-lab.',
   autoStart: true,
-  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILayoutRestorer],
+  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILayoutRestorer, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     statusBar: IStatusBar | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    themes: IThemeManager | null
   ) => {
     const model = new ClusterModel(new HiveApi(app.serviceManager.serverSettings));
     const { commands, shell } = app;
@@ -129,6 +135,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         })
         .catch(reason => console.warn('hive-lab: settings not loaded', reason));
     }
+
+    // The canvas reads theme colours when it paints: repaint after a theme switch.
+    themes?.themeChanged.connect(() => {
+      window.setTimeout(() => heatmaps.forEach(w => w.content.render()), 200);
+    });
 
     model.start();
   }

@@ -51,6 +51,11 @@ export class ClusterModel {
     return this._clusterChanged;
   }
 
+  /** Emitted after the user's settings changed. */
+  get settingsChanged(): ISignal<this, IHiveSettings> {
+    return this._settingsChanged;
+  }
+
   /** Emitted when a job object arrives over the event stream. */
   get jobEvent(): ISignal<this, IJob> {
     return this._jobEvent;
@@ -87,8 +92,8 @@ export class ClusterModel {
     if (this._started && before !== this.settings.refreshInterval) {
       this._schedule();
     }
+    this._settingsChanged.emit(this.settings);
     this._changed.emit();
-    this._clusterChanged.emit();
   }
 
   /** The heatmap asks for per-GPU data; only then is `GET cluster` polled. */
@@ -268,6 +273,7 @@ export class ClusterModel {
   private _changed = new Signal<this, void>(this);
   private _clusterChanged = new Signal<this, void>(this);
   private _jobEvent = new Signal<this, IJob>(this);
+  private _settingsChanged = new Signal<this, IHiveSettings>(this);
   private _started = false;
   private _disposed = false;
   private _timer = 0;

@@ -269,3 +269,39 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     assert done["state"] == "succeeded", srv.request("GET", f"jobs/{job['id']}/logs").json()["data"]
     executed = json.loads((pathlib.Path(job["working_dir"]) / "submit-me.executed.ipynb").read_text())
     assert "answer 42" in "".join(executed["cells"][0]["outputs"][0]["text"])
+
+
+def test_settings_choose_the_heatmap_colours_and_the_dark_theme_restyles_the_panel(lab_server, chromium):
+    from fixtures.browser import open_lab
+
+    def put_settings(raw: dict) -> None:
+        r = lab_server.request("PUT", "/lab/api/settings/hive-lab:plugin", json={"raw": json.dumps(raw)})
+        assert r.status_code == 204, r.text
+
+    put_settings({"colorMode": "state", "refreshInterval": 5})
+    context, lab = open_lab(chromium, lab_server, None)
+    try:
+        lab.command("hive-lab:open-heatmap")
+        expect(lab.page.locator("canvas.jp-HiveHeatmap-canvas")).to_have_attribute("data-mode", "state", timeout=15_000)
+        expect(lab.page.locator(".jp-HiveHeatmap-mode")).to_have_value("state")
+        lab.open_panel()
+        panel = lab.page.locator("#hive-lab-panel")
+        light = panel.evaluate("n => getComputedStyle(n).backgroundColor")
+        lab.page.keyboard.press("Escape")
+        from fixtures.browser import run_from_palette
+
+        run_from_palette(lab.page, "Use Theme: JupyterLab Dark")
+        expect(lab.page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=20_000)
+        lab.page.wait_for_function(
+            "light => getComputedStyle(document.querySelector('#hive-lab-panel')).backgroundColor !== light",
+            arg=light,
+        )
+        dark = panel.evaluate("n => getComputedStyle(n).backgroundColor")
+        channels = [int(c) for c in re.findall(r"\d+", dark)[:3]]
+        assert sum(channels) < 3 * 100, dark
+        lab.screenshot("dark-theme")
+        run_from_palette(lab.page, "Use Theme: JupyterLab Light")
+        expect(lab.page.locator("body[data-jp-theme-light='true']")).to_have_count(1, timeout=20_000)
+    finally:
+        context.close()
+        put_settings({})
