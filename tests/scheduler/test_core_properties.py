@@ -33,6 +33,7 @@ ops = st.one_of(
     st.tuples(st.just("gpu"), st.integers(0, 3), st.integers(0, 7), st.booleans()),
     st.tuples(st.just("node"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("reconfigure"), st.booleans()),
+    st.tuples(st.just("restart"), st.booleans()),
 )
 
 
@@ -44,7 +45,7 @@ def check_decisions(s, before, ds, step):
     preemptors = {}
     reconfig_demoted = set()
     for d in ds:
-        if d.event == "demoted" and step[0] == "reconfigure":
+        if d.event == "demoted" and step[0] in ("reconfigure", "restart"):
             reconfig_demoted.add(d.job)  # the new config no longer guarantees it: opportunistic now
         if d.event == "preempting":
             p = s._jobs[d.job]
@@ -56,7 +57,7 @@ def check_decisions(s, before, ds, step):
                     continue  # was running opportunistically already
                 assert vc == p.req.vc, f"{d.job} (VC {p.req.vc}) preempts guaranteed {v} of VC {vc}"
                 assert prio < p.req.priority, f"{d.job} preempts {v} of equal/higher priority"
-        if d.event == "demoted" and step[0] != "reconfigure" and d.job in before:
+        if d.event == "demoted" and step[0] not in ("reconfigure", "restart") and d.job in before:
             state, opp, vc, prio = before[d.job]
             assert any(p.req.vc == vc and p.req.priority > prio for p in s._jobs.values() if p.state != "waiting"), \
                 f"{d.job} demoted without a higher-priority job of its VC"
@@ -115,6 +116,24 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
         elif op == "reconfigure" and alt is not None:
             current = alt if current is config else config
             ds = s.reconfigure(current, t)
+        elif op == "restart":
+            # a server restart: a fresh core adopts what runs and gets the rest submitted again
+            s2 = Scheduler(current, policy=policy, starvation_after=30)
+            for node in sorted(s._node_down):
+                s2.set_node_health(node, False, t)
+            for node, g in sorted(s._gpu_down):
+                s2.set_gpu_health(node, g, False, t)
+            for j in sorted(s._jobs.values(), key=lambda j: j.seq):
+                if j.state == "running":
+                    ds += s2.adopt(j.req, [p.to_dict() for p in j.placement], j.opp, t)
+            for j in sorted(s._jobs.values(), key=lambda j: j.seq):
+                if j.state != "running":
+                    ds += s2.submit(j.req, t)
+            for jid, j in s._jobs.items():
+                if j.state == "running" and not j.opp:
+                    assert not s2._jobs[jid].opp or any(d.event == "demoted" and d.job == jid for d in ds)
+            s = s2
+            victims = []
         for d in ds:
             event(d.event)
             if d.event == "preempting":
