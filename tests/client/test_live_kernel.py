@@ -107,3 +107,41 @@ def test_submit_without_wait_returns_at_once_and_keeps_watching(kernel):
             "print(job.state, m.watchers[job.id].is_alive(), repr(job.logs()))")
     messages, reply = run(kernel, code, timeout=90)
     assert text_of(messages, "stdout").strip() == "succeeded False 'bg done\\n'"
+
+
+def test_submit_from_a_gpu_kernel_started_by_the_hive_provisioner(live_server_factory, tmp_path):
+    """The whole path: a notebook's GPU kernel is itself a scheduled job (hive provisioner), which
+    injects HIVE_LAB_URL/HIVE_LAB_TOKEN; %%submit inside it finds the server through them."""
+    import argparse
+
+    from hive_lab.cli.kernelspec import kernel_json
+
+    specs = tmp_path / "specs" / "kernels" / "hive-gpu"
+    specs.mkdir(parents=True)
+    args = argparse.Namespace(gpus=1, gpu_type=None, vc=None, image=None, idle_timeout=None, cpus=0,
+                              memory_mb=0, display_name=None)
+    (specs / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    srv = live_server_factory(env={"JUPYTER_PATH": str(tmp_path / "specs")})
+    r = srv.request("POST", "/api/sessions", json={"path": "nb.ipynb", "name": "nb.ipynb", "type": "notebook",
+                                                    "kernel": {"name": "hive-gpu"}})
+    assert r.status_code == 201, r.text
+    kernel_id = r.json()["kernel"]["id"]
+    kc = BlockingKernelClient()
+    kc.load_connection_file(str(srv.runtime_dir / f"kernel-{kernel_id}.json"))
+    kc.start_channels(hb=False)
+    try:
+        wait_for_kernel_info(kc)
+        messages, reply = run(kc, "%load_ext hive_lab\nimport hive_lab\nprint(hive_lab.Client().server.source)")
+        assert reply["status"] == "ok", reply
+        assert text_of(messages, "stdout").strip().splitlines()[-1] == "HIVE_LAB_URL"  # after the kernel's banner
+        messages, reply = run(kc, "%%submit --wait --gpus 1 --name from-gpu-kernel\nimport os\n"
+                                  "print('job GPUs', os.environ['CUDA_VISIBLE_DEVICES'])\n")
+        assert reply["status"] == "ok", reply
+        result = next(m for m in messages if m["msg_type"] == "execute_result")
+        assert "from-gpu-kernel: succeeded (exit code 0)" in result["content"]["data"]["text/plain"]
+        jobs = srv.request("GET", "jobs?limit=10").json()["jobs"]
+        kinds = {j["name"]: j["kind"] for j in jobs}
+        assert kinds["from-gpu-kernel"] == "batch" and "kernel" in kinds.values()
+    finally:
+        kc.stop_channels()
+        srv.request("DELETE", f"/api/sessions/{r.json()['id']}")
