@@ -95,3 +95,17 @@ def test_imageless_jobs_still_run_as_local_processes(docker_server):
     job = srv.wait_for_job(job_id, "succeeded", "failed", timeout=30)
     assert job["state"] == "succeeded", job
     assert f"local-{job_id}" in logs(srv, job_id)
+
+
+def test_service_rides_out_a_docker_daemon_restart(docker_server, docker_engine, docker_test_image):
+    if not docker_engine.started:
+        pytest.skip("the engine was not started by this session; it cannot be restarted here")
+    srv = docker_server()
+    job_id = submit(srv, image=docker_test_image, command="echo before; sleep 5; echo after; exit 3")
+    srv.wait_for_job(job_id, "running", timeout=60)
+    docker_engine.restart()  # --live-restore: the container keeps running while the daemon is away
+    job = srv.wait_for_job(job_id, "failed", "succeeded", timeout=60)
+    assert job["exit_code"] == 3 and "code 3" in job["reason"], job
+    assert logs(srv, job_id).split() == ["before", "after"]
+    ok = submit(srv, image=docker_test_image, command="echo fresh")  # and new jobs start again
+    assert srv.wait_for_job(ok, "succeeded", "failed", timeout=60)["state"] == "succeeded"
