@@ -68,7 +68,7 @@ def canonical(s):
     return s.cluster_view(), s.vc_view(), free, s.free_gpu_count()
 
 
-@settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "70")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=8, max_size=60),
        policy=st.sampled_from(["fifo", "priority", "drf"]))
 def test_invariants_hold_after_every_step(cluster, steps, policy):
