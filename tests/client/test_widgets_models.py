@@ -49,6 +49,11 @@ def test_heatmap_document_has_one_glyph_per_gpu_with_state_colours(recorded):
     assert data["color"][:2] == [STATE_COLORS["used"]] * 2
     assert data["color"][13] == STATE_COLORS["bad"] and data["color"][11] == STATE_COLORS["opportunistic"]
     assert data["color"].count(STATE_COLORS["free"]) == 11
+    # hover names the GPU's job, user and VC
+    from bokeh.models import HoverTool
+
+    [hover] = view.figure.select({"type": HoverTool})
+    assert {"job", "user", "VC", "state"} <= {label for label, _ in hover.tooltips}
     # the bundle the browser receives carries the same source
     assert view.model.render_bundle["docs_json"]
     view.mode.value = "vc"
