@@ -155,6 +155,9 @@ class HiveProvisioner(LocalProvisioner):
                     self._culler.reset()
                 log.info("hive kernel %s: restarted inside job %s (GPUs kept)", self.kernel_id, self.job_id)
                 return self.connection_info
+            if job is not None and job.get("state") in FINAL and self._session and job.get("reason"):
+                # e.g. preempted by a higher-priority job: the new kernel's first output says so
+                CULLED_SESSIONS.setdefault(self._session, f"the previous kernel of this notebook ended: {job['reason']}.")
             await self._cancel("restart")
         await self._submit(cmd, connection_file, text, kwargs.get("env") or {})
         return self.connection_info

@@ -337,3 +337,29 @@ async def test_a_queued_kernel_whose_server_died_never_holds_the_gpu(live_server
     log = srv.request("GET", f"jobs/{job['id']}/logs", params={"task": "kernel-0"}).json()["data"]
     assert "no heartbeat from the Jupyter server" in log
     assert srv.request("GET", "cluster").json()["gpus_free"] == 1
+
+
+async def test_a_preempted_kernel_says_why_in_the_next_kernel(live_server_factory, hive_kernelspec, monkeypatch):
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, config={"HiveLabApp": {"preemption_grace_s": 0.5}})
+    use_server(monkeypatch, srv)
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1))
+    await km.start_kernel(env={"JPY_SESSION_NAME": "train.ipynb"})
+    try:
+        first = job_of(km)
+        await run_code(km, "print(1)")
+        urgent = srv.request("POST", "jobs", json={"command": "sleep 2", "priority": 500,
+                                                   "tasks": [{"name": "main", "count": 1, "gpus": 1}]})
+        assert urgent.status_code == 201, urgent.text
+        job = await wait_job(srv, first, "failed", "cancelled", "queued", timeout=30)
+        assert "preempted" in job["reason"], job
+        deadline = time.monotonic() + 20
+        while await km.is_alive():
+            assert time.monotonic() < deadline, "the preempted kernel still looks alive"
+            await asyncio.sleep(0.2)
+        await km.restart_kernel()  # what Jupyter's restarter does; it queues behind the urgent job
+        out = await run_code(km, "print('again')", timeout=60)
+        assert job_of(km) != first
+        assert "the previous kernel of this notebook ended: preempted" in out and "again" in out
+    finally:
+        if km.has_kernel:
+            await km.shutdown_kernel(now=True)
