@@ -269,7 +269,14 @@ class PlacementMixin:
         for n in nodes:
             if not n.fits(tg.cpus, tg.memory_mb):
                 continue
-            k = (n.cpus_free, n.memory_free, n.order)
+            # guaranteed CPU tasks prefer nodes of their own VC's cells, opportunistic ones nodes
+            # without guaranteed work; then the fullest node (packing)
+            if vcs is not None:
+                pref = not any(leaf.vcell is not None and leaf.vcell.vc == vcs.name
+                               for leaf in n.gpu_leaves.values())
+            else:
+                pref = any(c.used - c.opp > 0 for c in n.cells)
+            k = (pref, n.cpus_free, n.memory_free, n.order)
             if best_k is None or k < best_k:
                 best, best_k = n, k
         return best
