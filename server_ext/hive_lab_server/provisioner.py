@@ -17,7 +17,9 @@ process with ``CUDA_VISIBLE_DEVICES``.
 - Idle culling (``kernels.culler``): a kernel holding GPUs that executed nothing for ``idle_timeout``
   seconds (the smaller of the kernelspec's value and its VC's ``idle_timeout_per_vc``) and whose GPUs
   are not busy (NVML, where known) is cancelled with a reason the panel shows and shut down; the
-  next kernel of the same notebook says so in its first output.
+  next kernel of the same notebook says so in its first output (also after a preemption).
+- Heartbeat: while this server holds the kernel it refreshes ``.hive-kernel/alive`` in the job's
+  working dir; a kernel whose server died (unreachable for ever) stops after ``heartbeat_lease_s``.
 
 Server-side settings (``jupyter_server_config.py``)::
 
