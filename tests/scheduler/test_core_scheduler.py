@@ -203,3 +203,40 @@ SCRIPT_PREEMPT = [
 def test_script_preemption_of_own_lower_priority_job():
     s = Scheduler(SMALL)
     run_script(s, SCRIPT_PREEMPT)
+
+
+def test_cluster_view_shows_reserved_and_bad_cells():
+    s = Scheduler(SMALL)
+    s.submit(job("lo", "b", 8, lazy_preemption=False), 0)
+    s.submit(job("hi", "b", 2, priority=9), 1)
+    v = s.job("hi")
+    assert v.state == "preempting" and len(v.reserved_cells) == 2 and v.waiting_for == ("lo",)
+    node = s.job("lo").placement[0].node
+    s.set_gpu_health(node, 7, False, 2)
+    cells = {}
+
+    def walk(c):
+        cells[c["address"]] = c
+        for ch in c["children"]:
+            walk(ch)
+
+    for c in s.cluster_view()["cells"]:
+        walk(c)
+    for addr in v.reserved_cells:
+        assert cells[addr]["reserved_by"] == "hi" and cells[addr]["jobs"] == ["lo"]
+    assert cells[f"{node}/gpu7"]["state"] == "bad"
+    assert cells[node]["vc"] == "b" and cells[node]["jobs"] == ["lo"]
+    s.preemption_done("lo", 3)
+    assert s.job("hi").state == "running" and s.job("hi").reserved_cells == ()
+
+
+def test_core_uses_no_clock_or_randomness():
+    import pathlib
+    import re
+
+    import hive_scheduler
+
+    root = pathlib.Path(hive_scheduler.__file__).parent
+    for path in sorted(root.glob("*.py")):
+        text = path.read_text()
+        assert not re.search(r"^\s*(import|from)\s+(time|random|datetime|uuid|secrets)\b", text, re.M), path.name
