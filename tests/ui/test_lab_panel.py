@@ -39,6 +39,20 @@ def no_active_jobs_after(lab_server):
         lab_server.wait_for_job(job["id"], "cancelled", "succeeded", "failed", timeout=30)
 
 
+def put_lab_settings(server, raw: dict) -> None:
+    """Stores hive-lab's JupyterLab settings on the server (read by pages opened afterwards)."""
+    r = server.request("PUT", "/lab/api/settings/hive-lab:plugin", json={"raw": json.dumps(raw)})
+    assert r.status_code == 204, r.text
+
+
+@pytest.fixture
+def events_only(lab_server):
+    """No periodic refetch (an hour): whatever changes on the page came through the event stream."""
+    put_lab_settings(lab_server, {"refreshInterval": 3600})
+    yield
+    put_lab_settings(lab_server, {})
+
+
 def job_item(lab, job_id):
     return lab.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{job_id}']")
 
@@ -103,9 +117,13 @@ def test_cancel_from_the_panel_cancels_the_job_and_updates_the_state(lab_page):
     expect(item.locator(".jp-HivePanel-cancel")).to_have_count(0)
 
 
-def test_status_bar_shows_free_gpus_and_my_queued_jobs(lab_page):
+def test_status_bar_shows_free_gpus_and_my_queued_jobs(events_only, lab_page):
     srv = lab_page.server
     status = lab_page.page.locator(".jp-HiveStatus")
+    # Counts loaded and the event stream connected (the header says "offline, polling" otherwise).
+    expect(lab_page.page.locator("#hive-lab-panel .jp-HivePanel-counts")).to_have_text(
+        re.compile(r"^\d+ / \d+ GPUs free · \S+( \(admin\))?$"), timeout=15_000
+    )
     expect(status.locator(".jp-HiveStatus-free")).to_have_text("GPUs 4/4 free", timeout=15_000)
     expect(status.locator(".jp-HiveStatus-queued")).to_have_attribute("data-queued", "0")
     a = submit(srv, gpus=3)
@@ -187,7 +205,7 @@ def _pixel(lab_page, cell):
     )
 
 
-def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(lab_page):
+def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(events_only, lab_page):
     srv = lab_page.server
     lab_page.command("hive-lab:open-heatmap")
     canvas = lab_page.page.locator("canvas.jp-HiveHeatmap-canvas")
@@ -275,8 +293,7 @@ def test_settings_choose_the_heatmap_colours_and_the_dark_theme_restyles_the_pan
     from fixtures.browser import open_lab
 
     def put_settings(raw: dict) -> None:
-        r = lab_server.request("PUT", "/lab/api/settings/hive-lab:plugin", json={"raw": json.dumps(raw)})
-        assert r.status_code == 204, r.text
+        put_lab_settings(lab_server, raw)
 
     put_settings({"colorMode": "state", "refreshInterval": 5})
     context, lab = open_lab(chromium, lab_server, None)
