@@ -20,7 +20,7 @@ class PCell:
     __slots__ = (
         "id", "type", "level", "chain", "parent", "children", "address", "node", "gpu", "pinned_id",
         "has_pin", "leaves", "size", "state", "vcell", "used", "opp", "bad", "reserved", "avail",
-        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin", "nbound",
+        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin", "nbound", "flat",
     )
 
     def __init__(self, spec: PhysicalCellSpec, cid: int, parent: "PCell | None", index: int):
@@ -52,6 +52,7 @@ class PCell:
         self.jopp = False          # leaf: the job here holds no virtual cell (opportunistic / losing its cell)
         self.in_pin = False        # inside a pinned cell
         self.nbound = 0            # leaves inside bound or pinned cells (structural buddy view)
+        self.flat = None           # cached depth-first list of the subtree (see state._flat)
 
     @property
     def gused(self) -> int:
@@ -86,7 +87,7 @@ class VCell:
     root every virtual cell points at the physical cell with the same position (``pcell``)."""
 
     __slots__ = ("id", "vc", "chain", "type", "level", "parent", "children", "root", "offset", "size",
-                 "free", "held", "hp", "leaves", "pin", "bound", "pcell", "job", "index")
+                 "free", "held", "hp", "leaves", "pin", "bound", "pcell", "job", "index", "flat")
 
     def __init__(self, vc: str, chain: str, ctype: str, level: int, parent: "VCell | None", cid: int, index: int):
         self.id = cid
@@ -108,6 +109,7 @@ class VCell:
         self.bound: PCell | None = None   # roots only
         self.pcell: PCell | None = None   # set while the root is bound
         self.job = None            # leaves: the job holding it
+        self.flat = None
 
     def __repr__(self):
         return f"VCell({self.vc} {self.type}#{self.id})"

@@ -163,10 +163,59 @@ class PlacementMixin:
                     levels.add(r.level)
                     yield None, r
 
+    def _whole_cells_free(self, vcs, chain: str, level: int, mode: int, need: int) -> bool:
+        """Are there at least ``need`` wholly free level-``level`` cells in the VC (cheap pre-check)?"""
+        size = self._types[self.config.chains[chain].type_at(level)].leaf_count
+        n = 0
+        for r in vcs.roots.get(chain, ()):
+            if r.level < level:
+                continue
+            if r.bound is None:
+                n += r.size // size
+            else:
+                stack = [r]
+                while stack:
+                    v = stack.pop()
+                    if v.free < size:  # an upper bound in every mode: only used to reject
+                        continue
+                    if v.level == level:
+                        n += 1
+                    else:
+                        stack.extend(v.children)
+            if n >= need:
+                return True
+        return False
+
+    def _surely_unplaceable(self, req, vcs, mode: int) -> bool:
+        """Quick reject for gangs of whole cells (e.g. 4 x 8 GPUs) that cannot fit: saves a
+        hold-and-roll-back of the first tasks."""
+        if req.within is not None or req.pinned_cell is not None or mode == 2:
+            return False
+        chains = self._job_chains(req, vcs)
+        if len(chains) != 1:
+            return False
+        chain = chains[0]
+        need: dict[int, int] = {}
+        for t in req.tasks:
+            if not t.gpus:
+                continue
+            level = self._task_level(chain, t.gpus)
+            if level is None:
+                return False
+            if self._types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
+                return False
+            need[level] = need.get(level, 0) + t.count
+        if len(need) != 1:
+            return False
+        (level, count), = need.items()
+        return count > 1 and not self._whole_cells_free(vcs, chain, level, mode, count)
+
     def _place_guaranteed(self, job, mode: int, txn: list):
         """Hold virtual GPUs for every task of ``job`` (all or nothing). Returns the task list or None."""
         req = job.req
         vcs = self._vcs[req.vc]
+        if self._surely_unplaceable(req, vcs, mode):
+            return None
         order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
         if req.pinned_cell is not None:
             return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)

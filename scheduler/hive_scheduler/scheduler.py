@@ -471,7 +471,16 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
         req = j.req
         victims: list[_Job] = []
-        for cutoff in sorted(p for p in self._vcs[req.vc].prio_count if p < req.priority):
+        vc = self._vcs[req.vc]
+        if req.pinned_cell is not None:
+            roots = [vc.pins[req.pinned_cell]]
+        else:
+            roots = [r for c in self._job_chains(req, vc) for r in vc.roots.get(c, ())]
+        free = sum(r.free for r in roots)
+        for cutoff in sorted(p for p in vc.prio_count if p < req.priority):
+            # quick bound: even displacing every job of priority <= cutoff would not free enough
+            if free + sum(n for r in roots for p, n in r.hp.items() if p <= cutoff) < req.total_gpus:
+                continue
             # search as if the jobs of priority <= cutoff were gone (mode 2), then undo the search
             sim: list = []
             snap = self._dirty_snapshot()

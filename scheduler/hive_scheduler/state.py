@@ -42,6 +42,14 @@ def _walk(c):
         yield from _walk(ch)
 
 
+def _flat(c) -> list:
+    """The cells of ``c``'s subtree in depth-first order (cached on the cell: binding walks it often)."""
+    got = c.flat
+    if got is None:
+        got = c.flat = list(_walk(c))
+    return got
+
+
 class StateMixin:
     """Mixed into Scheduler: owns the cells and the counters."""
 
@@ -223,7 +231,7 @@ class StateMixin:
             buddy = self._buddies[root.chain]
             buddy.demand[root.level] -= 1
             buddy.on_bind(pcell)
-        for v, p in zip(_walk(root), _walk(pcell)):
+        for v, p in zip(_flat(root), _flat(pcell)):
             v.pcell = p
             p.vcell = v
         if pcell.bad:
@@ -239,7 +247,7 @@ class StateMixin:
             for leaf in pcell.leaves:
                 if not leaf.healthy and leaf.vcell.job is None:
                     self._vdelta(leaf.vcell, 1, 0)
-        for v, p in zip(_walk(root), _walk(pcell)):
+        for v, p in zip(_flat(root), _flat(pcell)):
             v.pcell = None
             p.vcell = None
         root.bound = None
