@@ -114,8 +114,9 @@ export class LogViewer {
       this._offset = chunk.next_offset;
       eof = chunk.eof;
     } catch (error) {
+      // No log yet (queued job) or a passing error: retry while the job may still write one.
       this._status.textContent = (error as Error).message;
-      if (generation === this._generation) {
+      if (generation === this._generation && ACTIVE_STATES.has(this._currentState())) {
         this._timer = window.setTimeout(() => void this._poll(generation), FOLLOW_MS * 3);
       }
       return;
