@@ -11,7 +11,7 @@ performance marks:
 - repaint: one render after an event (new colours, same layout);
 - GET cluster: fetching and parsing the per-GPU JSON the heatmap draws.
 
-    .venv/bin/python benchmarks/bench_heatmap.py [--runs 5]
+    .venv/bin/python benchmarks/bench_heatmap.py [--runs 5] [--cluster philly|big20k]
 
 Target: open -> painted <= 500 ms.
 """
@@ -48,25 +48,26 @@ def populate(srv: LiveServer) -> int:
     return submitted
 
 
-def one_run(browser, srv: LiveServer) -> dict:
+def one_run(browser, srv: LiveServer, total: int) -> dict:
     context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
     page = context.new_page()
     page.set_default_timeout(60_000)
     try:
         page.goto(f"{srv.url}lab?reset&token={srv.token}")  # a fresh workspace: no heatmap restored
-        page.locator(".jp-HiveStatus-free[data-total='2816']").wait_for(state="attached")
+        page.locator(f".jp-HiveStatus-free[data-total='{total}']").wait_for(state="attached")
         run_from_palette(page, OPEN_LABEL)
-        page.locator("canvas.jp-HiveHeatmap-canvas[data-cells='2816']").wait_for(state="attached")
+        page.locator(f"canvas.jp-HiveHeatmap-canvas[data-cells='{total}']").wait_for(state="attached")
         page.wait_for_timeout(300)
         first = page.evaluate(
-            """() => {
+            """total => {
                 const open = performance.getEntriesByName('hive-heatmap:open').pop().startTime;
                 const ends = performance.getEntriesByName('hive-heatmap:render-end').filter(e => e.startTime > open);
                 // The first paint at the widget's settled width (an earlier one may be at a provisional width).
                 const width = ends[ends.length - 1].detail.width;
-                const full = ends.find(e => e.detail.width === width && e.detail.cells === 2816);
+                const full = ends.find(e => e.detail.width === width && e.detail.cells === total);
                 return {open_to_painted: full.startTime - open, renders: ends.length};
-            }"""
+            }""",
+            total,
         )
         # Layout + paint at a new width (what a resize costs), and a repaint with new colours.
         layouts, repaints = [], []
@@ -79,14 +80,14 @@ def one_run(browser, srv: LiveServer) -> dict:
             page.wait_for_timeout(50)
             repaints.append(float(page.locator("canvas.jp-HiveHeatmap-canvas").get_attribute("data-render-ms")))
         fetch_ms = page.evaluate(
-            """async ([url, token]) => {
+            """async ([url, token, total]) => {
                 const t0 = performance.now();
                 const r = await fetch(url, {headers: {Authorization: 'token ' + token}});
                 const data = await r.json();
-                if (data.gpus.length !== 2816) throw new Error('unexpected GPU count ' + data.gpus.length);
+                if (data.gpus.length !== total) throw new Error('unexpected GPU count ' + data.gpus.length);
                 return performance.now() - t0;
             }""",
-            [srv.api_url + "cluster", srv.token],
+            [srv.api_url + "cluster", srv.token, total],
         )
         return {**first, "layout_paint": statistics.median(layouts), "repaint": statistics.median(repaints),
                 "fetch": fetch_ms}
@@ -97,12 +98,13 @@ def one_run(browser, srv: LiveServer) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cluster", default="philly", help="built-in model (philly: 2,816 GPUs; big20k: 20,000)")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory() as tmp:
-        srv = LiveServer(tmp, cluster_config="philly", lab=True)
+        srv = LiveServer(tmp, cluster_config=args.cluster, lab=True)
         srv.start(timeout=120)
         try:
             jobs = populate(srv)
@@ -112,7 +114,7 @@ def main() -> None:
             with sync_playwright() as pw:
                 browser = launch_chromium(pw)
                 try:
-                    runs = [one_run(browser, srv) for _ in range(args.runs)]
+                    runs = [one_run(browser, srv, cluster["gpus_total"]) for _ in range(args.runs)]
                 finally:
                     browser.close()
         finally:
@@ -121,7 +123,7 @@ def main() -> None:
     def med(key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
-    print(f"heatmap, philly model: {cluster['gpus_total']} GPUs, {cluster['gpus_total'] - cluster['gpus_free']} busy "
+    print(f"heatmap, {args.cluster} model: {cluster['gpus_total']} GPUs, {cluster['gpus_total'] - cluster['gpus_free']} busy "
           f"({jobs} jobs), GET cluster {size / 1024:.0f} KiB; Chromium headless, {args.runs} runs (medians)")
     print(f"  open -> painted        {med('open_to_painted'):8.1f} ms   (target <= 500 ms)")
     print(f"  layout + paint (all)   {med('layout_paint'):8.1f} ms")
