@@ -21,7 +21,7 @@ class RecoveryMixin:
         """Put back a job that is really running with exactly ``placement`` (list of TaskPlacement or dicts)."""
         if not isinstance(job, JobRequest):
             raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
-        validate_request(self, job)
+        validate_request(self, job, as_opportunistic=bool(opportunistic))
         res = self._resolve_placement(job, placement)
         now = self._tick(now)
         from .scheduler import _Job

@@ -126,13 +126,21 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         self._release(j)
         j.preempted_by = None
         out.append(Decision("preempted", job_id, now, by=by))
+        error = None
         if requeue:
+            try:  # a job demoted by a reconfiguration may no longer fit its VC at all
+                self._validate_for_reconfig(j.req)
+            except RequestError as e:
+                error = str(e)
+        if requeue and error is None:
             j.opp = j.req.priority == -1
             j.demoted = False
             j.started_at = None
             self._enqueue(j)
         else:
             del self._jobs[job_id]
+            if error is not None:
+                out.append(Decision("rejected", job_id, now, error=f"cannot be queued again: {error}"))
         self._victim_gone(job_id, preemptors, now, out)
         self._schedule(now, out)
         return out

@@ -10,7 +10,9 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def validate_request(s, req: JobRequest) -> None:
+def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None:
+    """Raise RequestError if ``req`` can never run. ``as_opportunistic``: it will run opportunistically
+    whatever its priority (a demoted job being adopted), so its VC's guarantee does not bound it."""
     if not isinstance(req.id, str) or not req.id:
         raise RequestError("id", "a job needs a non-empty string id")
     if req.id in s._jobs:
@@ -57,13 +59,13 @@ def validate_request(s, req: JobRequest) -> None:
         if t.gpus == 0 and (t.cpus == 0 and t.memory_mb == 0):
             raise RequestError(f"{f}", "a CPU-only task (gpus=0) must ask for cpus or memory_mb")
 
-    guaranteed = p != -1
+    guaranteed = p != -1 and not as_opportunistic
     vc = s._vcs[req.vc]
     if req.pinned_cell is not None:
         if req.pinned_cell not in vc.pins:
             raise RequestError("pinned_cell", f"VC {req.vc} has no pinned cell {req.pinned_cell!r} "
                                f"(its pinned cells: {', '.join(sorted(vc.pins)) or 'none'})")
-        if not guaranteed:
+        if p == -1:
             raise RequestError("pinned_cell", "pinned cells hold guaranteed work only; use a priority 0..1000")
     if req.within is not None:
         if req.within not in s._types or s._types[req.within].child_type is None:

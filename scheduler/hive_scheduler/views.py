@@ -77,7 +77,7 @@ class ViewsMixin:
                     stack.extend(v.children)
         return best
 
-    def _reason(self, j) -> str | None:
+    def _reason(self, j, ahead: int | None = None) -> str | None:
         req = j.req
         if j.state == "running":
             if j.preempted_by is not None:
@@ -93,7 +93,8 @@ class ViewsMixin:
                     f"{self.starvation_after:g} s) can start first")
         if isinstance(fail, tuple) and fail[0] == "taken":
             return fail[1]
-        ahead = self._jobs_ahead(j)
+        if ahead is None:
+            ahead = self._jobs_ahead(j)
         ahead_s = f"; {_plural(ahead, 'job')} ahead" if ahead else ""
         desc = self._describe(req)
         if req.priority == -1:
@@ -145,10 +146,10 @@ class ViewsMixin:
         return f"needs {desc}; not enough free guaranteed GPUs of the right shape in VC {req.vc}{ahead_s}{doomed_s}"
 
     # ------------------------------------------------------------------ queries
-    def _view(self, j) -> JobView:
+    def _view(self, j, ahead: int | None = None) -> JobView:
         return JobView(
             id=j.req.id, vc=j.req.vc, user=j.req.user, state=j.state, priority=j.req.priority,
-            opportunistic=j.opp, placement=j.placement, reason=self._reason(j),
+            opportunistic=j.opp, placement=j.placement, reason=self._reason(j, ahead),
             reserved_cells=tuple(leaf.address for leaf in j.reserved), preempted_by=j.preempted_by,
             waiting_for=tuple(j.waiting_on), submit_time=j.req.submit_time, gpus=j.req.total_gpus,
             demoted=j.demoted,
@@ -167,13 +168,18 @@ class ViewsMixin:
         for _, jid in self._opp_queue:
             j = self._jobs[jid]
             opp_wait[j.req.vc].append(j)
+        opp_pos = {jid: i for i, (_, jid) in enumerate(self._opp_queue)}
         for name in self._vc_order:
             running = sorted(by_vc[name], key=lambda j: j.seq)
             waiting = [self._jobs[jid] for _, jid in self._vcs[name].queue]
+            pos = {j.req.id: i for i, j in enumerate(waiting)}
             if self.policy == "drf":
                 from .policies import drf_order
                 waiting = list(drf_order(waiting, self._drf_usage(name), self._drf_capacity(name)))
-            out.extend(self._view(j) for j in running + waiting + opp_wait[name])
+                pos = None  # DRF: "ahead" counts earlier submissions (see _jobs_ahead)
+            out.extend(self._view(j) for j in running)
+            out.extend(self._view(j, pos[j.req.id] if pos is not None else None) for j in waiting)
+            out.extend(self._view(j, opp_pos[j.req.id]) for j in opp_wait[name])
         return out
 
     def gpu_count(self) -> int:
