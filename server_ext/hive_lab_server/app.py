@@ -67,6 +67,11 @@ class HiveLabApp(ExtensionApp):
     stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
     cancel_wait_s = Float(5.0, config=True, help="how long DELETE jobs/{id} waits for the job to stop before answering")
     poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
+    recovery_wait_s = Float(
+        30.0, config=True,
+        help="""After a restart hive-lab first recovers its jobs (store + what the launcher runs); a request
+        arriving meanwhile waits up to this many seconds, then gets 503 (retry later).""",
+    )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     nvml_backend = Unicode(
@@ -145,6 +150,8 @@ class HiveLabApp(ExtensionApp):
         self.handlers.extend(ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
+        # jupyter_server already serves (its own endpoints are not held up); hive-lab's handlers wait
+        # for the end of this recovery (``HiveService.wait_ready``)
         await self.service.start()
         await self.hardware.start()
 

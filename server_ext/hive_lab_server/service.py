@@ -134,6 +134,8 @@ class HiveService:
         self._loop_task: asyncio.Task | None = None
         self._stopping = False
         self._state_listeners: list[Callable[[str, str, str], None]] = []
+        self._ready = asyncio.Event()  # set once recovery is over (binds to the running loop on first use)
+        self._recovery_error: str | None = None
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -153,10 +155,35 @@ class HiveService:
     # lifecycle
 
     async def start(self) -> None:
+        """Recover the jobs of an earlier server process, then watch the launcher. Requests wait for
+        ``wait_ready`` so nobody sees (or changes) the state from before recovery."""
         if self._loop_task is not None:
             return
-        await self._recover()
+        try:
+            await self._recover()
+        except BaseException as exc:
+            self._recovery_error = f"{type(exc).__name__}: {exc}"
+            self._ready.set()
+            raise
         self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
+        self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        """Recovery is over and it succeeded: requests may be served."""
+        return self._ready.is_set() and self._recovery_error is None
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Return once recovery is over; raise ServiceError(503) if it takes longer than ``timeout_s``
+        or failed."""
+        if not self._ready.is_set():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._ready.wait()), max(0.0, timeout_s))
+            except asyncio.TimeoutError:
+                raise ServiceError(503, "hive-lab is recovering its jobs; retry in a moment") from None
+        if self._recovery_error is not None:
+            raise ServiceError(503, f"hive-lab could not recover its jobs ({self._recovery_error}); "
+                                    "an admin must see the server log and restart the server")
 
     async def stop(self) -> None:
         """Stop the service; running jobs keep running (the next start adopts them)."""
@@ -827,11 +854,20 @@ class HiveService:
                 await self.launcher.adopt(self._launch_request(job, master_port=0))
             except Exception:
                 log.exception("hive-lab: the launcher could not adopt %s", job.id)
-        # exits that happened while the server was down (the launcher may know them)
+        # What runs now, THEN the exits the launcher knows (also those from while the server was down).
+        # In this order a task that ends between the two calls is in the snapshot and its exit in the
+        # poll, so it is recorded with its real exit code; only a task missing from the snapshot whose
+        # exit nobody reports is lost. (Polling first would call a task ending in between lost.)
+        alive = {job_id: set(tasks) for job_id, tasks in (await self.launcher.running()).items()}
         exits = await self.launcher.poll()
         if exits:
             self._handle_exits(exits)
-        alive = await self.launcher.running()
+        for e in exits:  # reported exits are authoritative: these tasks are over, whatever the snapshot says
+            tasks = alive.get(e.job_id)
+            if tasks is not None:
+                tasks.discard(e.task)
+                if not tasks:
+                    del alive[e.job_id]
         lost: list[TaskExit] = []
         for job in list(self.active.values()):
             if not job.recovering or job.state != "running":

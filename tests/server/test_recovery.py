@@ -3,15 +3,24 @@ happen while it is down (a task ends normally, another is killed), and a restart
 core back together from the store and what really runs. No job is lost, none runs twice, no GPU is
 given twice."""
 
+import asyncio
 import collections
 import json
 import os
+import pathlib
 import signal
+import threading
 import time
 
 import pytest
 
 from fixtures.live_server import LiveServer
+from hive_lab_server.launchers.local import LocalLauncher
+from hive_lab_server.service import HiveService
+from hive_lab_server.spec import parse_job_spec
+from hive_lab_server.store import Store
+from hive_scheduler import Scheduler, load_cluster_config
+from recovery_gates import ExitBetweenCallsLauncher
 
 # Each task appends "start|end <job> <attempt> <gpus> <time>" to RUNS and waits for its go-file.
 TASK = ('echo "start $HIVE_JOB_ID $HIVE_ATTEMPT $CUDA_VISIBLE_DEVICES $(date +%s.%N)" >> "$RUNS"; '
@@ -140,3 +149,120 @@ def test_sigkill_and_restart_loses_nothing(tmp_path):
                 assert s2 >= e1 - 0.05, f"GPU {g} given to {j1} and {j2} at once"
     finally:
         srv.close()
+
+
+# --- the service answers only once recovery is over; a task ending during recovery keeps its exit ---
+
+SERVER_TESTS = pathlib.Path(__file__).resolve().parent
+WAIT_FOR_GO = 'while [ ! -e "$GO" ]; do sleep 0.02; done; exit {code}'
+
+
+@pytest.mark.timeout(120)
+def test_requests_wait_for_recovery_and_see_its_result(tmp_path):
+    """A real server whose recovery is held at a gate (the real local launcher's first running() waits
+    for a file): jupyter_server itself answers, hive-lab's REST answers 503 after recovery_wait_s, and a
+    request arriving during recovery is answered after it, with the recovered state (the job that ended
+    while the server was down is succeeded, not "running" as stored before the restart)."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    go = tmp_path / "go"
+    srv = LiveServer(
+        tmp_path / "srv", launcher="recovery_gates:GatedLocalLauncher",
+        config={"HiveLabApp": {"recovery_wait_s": 2.0}},
+        env={"HIVE_TEST_RECOVERY_GATE": str(gate),
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(SERVER_TESTS), os.environ.get("PYTHONPATH")]))},
+    )
+    try:
+        srv.start()
+        r = srv.request("POST", "jobs", json={"command": WAIT_FOR_GO.format(code=0), "tasks": [{"gpus": 1}],
+                                              "env": {"GO": str(go)}})
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+        srv.wait_for_job(job_id, "running")
+        exit_file = next(srv.jobs_root.glob(f".*launcher/{job_id}/*.json")).with_suffix(".exit")
+
+        srv.kill()
+        go.touch()  # the job ends while the server is down
+        deadline = time.monotonic() + 10
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert exit_file.exists()
+        gate.unlink()
+
+        started: dict = {}
+        starter = threading.Thread(target=lambda: started.update(srv=srv.start()), daemon=True)
+        starter.start()
+        waiting = pathlib.Path(f"{gate}.waiting")
+        deadline = time.monotonic() + 60
+        while not waiting.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert waiting.exists(), srv.log()[-3000:]
+
+        # recovery is held: jupyter_server's own API is not
+        assert srv.request("GET", "/api/status", timeout=10).status_code == 200
+        # hive-lab's REST waits recovery_wait_s, then says to retry
+        r = srv.request("GET", f"jobs/{job_id}", timeout=30)
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "hive-lab is recovering its jobs; retry in a moment"
+        assert r.headers["Retry-After"] == "1"
+        r = srv.request("POST", "jobs", json={"command": "true", "tasks": [{"gpus": 1}]}, timeout=30)
+        assert r.status_code == 503, r.text  # nothing is submitted while the core is being rebuilt
+
+        # a request that arrives during recovery is answered once it is over, with its outcome
+        answer: dict = {}
+        getter = threading.Thread(target=lambda: answer.update(r=srv.request("GET", f"jobs/{job_id}", timeout=30)),
+                                  daemon=True)
+        getter.start()
+        time.sleep(0.5)  # well inside recovery_wait_s: the request is waiting in the server
+        gate.touch()
+        getter.join(30)
+        r = answer["r"]
+        assert r.status_code == 200, r.text
+        assert r.json()["state"] == "succeeded" and r.json()["exit_code"] == 0, r.json()
+        starter.join(60)
+        assert started.get("srv") is srv
+        jobs = srv.request("GET", "jobs").json()
+        assert [j["id"] for j in jobs["jobs"]] == [job_id]  # the refused submit stored nothing
+    finally:
+        gate.touch()
+        srv.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("code", [0, 7])
+def test_a_task_ending_during_recovery_keeps_its_exit_code(tmp_path, code):
+    """The real local launcher; the task ends exactly between the recovery's two launcher calls after
+    adopting it (whichever order they come in). It is recorded with its real exit code, not as lost."""
+    cfg = load_cluster_config({"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"default": 2}})
+    db = f"sqlite:///{tmp_path / 's.sqlite'}"
+    go = tmp_path / "go"
+
+    def service(launcher):
+        return HiveService(scheduler=Scheduler(cfg), config=cfg, store=Store(db), launcher=launcher,
+                           jobs_root=tmp_path / "jobs", poll_interval_s=0.02)
+
+    async def main():
+        first = service(LocalLauncher(tmp_path / "state"))
+        await first.start()
+        spec = parse_job_spec({"command": WAIT_FOR_GO.format(code=code), "tasks": [{"gpus": 1}],
+                               "max_retries": 2, "env": {"GO": str(go)}})
+        job_id = first.submit(spec, "ann", "default")["id"]
+        for _ in range(500):
+            if first.store.get_job(job_id)["state"] == "running":
+                break
+            await asyncio.sleep(0.02)
+        await first.stop()  # the task keeps running
+
+        launcher = ExitBetweenCallsLauncher(tmp_path / "state", job_id=job_id, go_file=go)
+        second = service(launcher)
+        try:
+            await second.start()
+            assert go.exists() and not launcher.armed, launcher.calls  # the task ended during recovery
+            return job_id, second.store.get_job(job_id), second.store.history(job_id)
+        finally:
+            await second.stop()
+
+    job_id, row, history = asyncio.run(main())
+    assert row["state"] == ("succeeded" if code == 0 else "failed"), (row, history)
+    assert row["exit_code"] == code and row["retries"] == 0, row
+    assert not any("lost" in h["reason"] for h in history), history

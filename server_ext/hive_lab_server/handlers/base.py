@@ -18,10 +18,21 @@ AUTH_RESOURCE = "hive_lab"
 class HiveError(web.HTTPError):
     """An error answered as ``{"error": message, "field": field}``."""
 
-    def __init__(self, status: int, message: str, field: str | None = None):
+    def __init__(self, status: int, message: str, field: str | None = None, retry_after_s: int | None = None):
         super().__init__(status, log_message=message.replace("%", "%%"))
         self.message = message
         self.field = field
+        self.retry_after_s = retry_after_s
+
+
+async def wait_for_recovery(handler: Any) -> None:
+    """Hold a request until hive-lab has recovered its jobs after a restart (so nobody sees or changes
+    the state from before recovery); 503 with Retry-After when that takes longer than ``recovery_wait_s``."""
+    hive = handler.settings["hive_lab"]
+    try:
+        await hive.service.wait_ready(hive.recovery_wait_s)
+    except ServiceError as exc:
+        raise HiveError(exc.status, exc.message, exc.field, retry_after_s=1) from None
 
 
 class HiveHandler(ExtensionHandlerMixin, APIHandler):
@@ -37,6 +48,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
+        await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
         length = self.request.headers.get("Content-Length")
         size = len(self.request.body or b"")
@@ -51,6 +63,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         field = None
         if isinstance(exc, HiveError):
             message, field = exc.message, exc.field
+            if exc.retry_after_s is not None:
+                self.set_header("Retry-After", str(exc.retry_after_s))
         elif isinstance(exc, web.HTTPError):
             message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
             if status_code == 403 and not message:

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from ..access import identify
-from .base import AUTH_RESOURCE, HiveHandler
+from .base import AUTH_RESOURCE, HiveHandler, wait_for_recovery
 
 SPEC_PATH = pathlib.Path(__file__).resolve().parent.parent / "openapi.yaml"
 
@@ -29,6 +29,7 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         ok = await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE))
         if not ok:
             raise web.HTTPError(403, "not authorized to read hive_lab")
+        await wait_for_recovery(self)  # a 503 (HiveError) while recovery takes too long
 
     @ws_authenticated
     async def get(self, *args, **kwargs):
