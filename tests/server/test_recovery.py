@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+import websocket
 
 from fixtures.live_server import LiveServer
 from hive_lab_server.launchers.local import LocalLauncher
@@ -207,6 +208,9 @@ def test_requests_wait_for_recovery_and_see_its_result(tmp_path):
         assert r.headers["Retry-After"] == "1"
         r = srv.request("POST", "jobs", json={"command": "true", "tasks": [{"gpus": 1}]}, timeout=30)
         assert r.status_code == 503, r.text  # nothing is submitted while the core is being rebuilt
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:  # nor the live updates
+            websocket.create_connection(srv.ws_url(), header=[f"Authorization: token {srv.token}"], timeout=30)
+        assert refused.value.status_code == 503
 
         # a request that arrives during recovery is answered once it is over, with its outcome
         answer: dict = {}
@@ -223,6 +227,9 @@ def test_requests_wait_for_recovery_and_see_its_result(tmp_path):
         assert started.get("srv") is srv
         jobs = srv.request("GET", "jobs").json()
         assert [j["id"] for j in jobs["jobs"]] == [job_id]  # the refused submit stored nothing
+        ws = websocket.create_connection(srv.ws_url(), header=[f"Authorization: token {srv.token}"], timeout=10)
+        assert json.loads(ws.recv())["type"] == "hello"
+        ws.close()
     finally:
         gate.touch()
         srv.close()
