@@ -6,11 +6,16 @@ runs the kernel command (see ``kernels.job``); the service schedules it like any
 starts it on the granted GPUs, in a container when the kernelspec names an image, else as a local
 process with ``CUDA_VISIBLE_DEVICES``.
 
-- Launching returns at once: the kernel's ZMQ ports are known before it runs, so Jupyter connects
-  and its first messages wait in the sockets until the grant arrives. While the job is queued the
-  server log says why (warning, repeated every ``queue_log_interval_s``); the hive-lab panel shows
-  the queued kernel job and its reason; and the first cell the kernel runs prints how long it
-  waited, why, and which GPUs it holds.
+- Launching waits only for the scheduler's decision (at most ``placement_wait_s``), not for GPUs to
+  free up: when the job is placed at once (GPUs free), the connection info's ``ip`` is set to the
+  placed node's address (``placement[].address``, Slurm's NodeAddr) before Jupyter connects, and the
+  kernel binds that address (``0.0.0.0`` where it is a host name; see ``kernels.job``). A kernel that
+  must wait returns at once as before; its connection info gets the node's address when the grant
+  arrives (clients made from then on use it; on a single machine nothing changes). Its ZMQ ports
+  are chosen before it runs, so Jupyter connects and its first messages wait in the sockets until
+  the kernel starts. While the job is queued the server log says why (warning, repeated every
+  ``queue_log_interval_s``); the hive-lab panel shows the queued kernel job and its reason; and the
+  first cell the kernel runs prints how long it waited, why, and which GPUs it holds.
 - Restart keeps the job, hence the GPUs (the job's supervisor reruns the kernel); shutdown ends the
   job (``DELETE jobs/{id}``), which releases them. If the service stops the job (cancel,
   preemption), the kernel dies and Jupyter sees it.
@@ -50,6 +55,7 @@ from .kernels.job import (
     notice_lines,
 )
 from .kernels.rest import HiveApiError, HiveRest, find_server
+from .staging import private_dir, write_private
 
 log = logging.getLogger("hive_lab_server.provisioner")
 
@@ -75,6 +81,7 @@ class HiveProvisioner(LocalProvisioner):
     cull_interval_s = Float(30.0, config=True, help="how often idleness is checked")
     queue_log_interval_s = Float(30.0, config=True, help="how often a queued kernel's wait is logged")
     heartbeat_lease_s = Int(60, config=True, help="a kernel whose Jupyter server sent no heartbeat for this long stops")
+    placement_wait_s = Float(10.0, config=True, help="how long launching waits for the scheduler to place or queue the kernel's job")
 
     job_id: str | None = None
     _rest: HiveRest | None = None
@@ -87,6 +94,7 @@ class HiveProvisioner(LocalProvisioner):
     _culler: IdleCuller | None = None
     _session = ""
     _culled = False
+    _launched = True  # launch_kernel returned (Jupyter holds the connection info)
 
     # ------------------------------------------------------------------ helpers
 
@@ -150,7 +158,7 @@ class HiveProvisioner(LocalProvisioner):
             if job is not None and job.get("state") not in FINAL and self._workdir is not None:
                 # a restart inside the same grant: the supervisor reruns the kernel on the same GPUs
                 kdir = self._workdir / KERNEL_DIR
-                (kdir / "connection.json").write_text(text)
+                write_private(kdir / "connection.json", text)  # its HMAC key: 0600, still the job owner's
                 self._exits_seen = self._exit_count()[0]
                 (kdir / "go").write_text("")
                 if self._culler is not None:
@@ -161,8 +169,42 @@ class HiveProvisioner(LocalProvisioner):
                 # e.g. preempted by a higher-priority job: the new kernel's first output says so
                 CULLED_SESSIONS.setdefault(self._session, f"the previous kernel of this notebook ended: {job['reason']}.")
             await self._cancel("restart")
+        self._launched = False
         await self._submit(cmd, connection_file, text, kwargs.get("env") or {})
+        await self._await_decision()
+        self._launched = True
         return self.connection_info
+
+    async def _await_decision(self) -> None:
+        """Wait (at most ``placement_wait_s``) until the job is placed or queued; once placed, Jupyter
+        connects to the node's address. A queued kernel returns at once (its wait is logged)."""
+        deadline = time.monotonic() + self.placement_wait_s
+        job = self._job or {}
+        while job.get("state") == "submitted" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            job = await self._refresh() or {}
+        if job.get("state") in ("scheduled", "running"):
+            self._use_node_address(job, launched=False)
+
+    def _use_node_address(self, job: dict, launched: bool = True) -> None:
+        """Point the kernel's connection info at the node its job was placed on (``placement[].address``)."""
+        placement = job.get("placement") or []
+        address = placement[0].get("address") if placement else None
+        info = self.connection_info
+        if not address or not info or info.get("ip") == address:
+            return
+        previous, info["ip"] = info.get("ip"), address
+        km = self.parent
+        if launched and km is not None and getattr(km, "ip", address) != address:
+            # launched while queued: Jupyter already holds the old address; clients made from now on
+            # connect to the node (the kernel manager's connection file is rewritten)
+            km.ip = address
+            km.cleanup_connection_file()
+            km.write_connection_file()
+            log.warning("hive kernel %s runs on %s (%s); clients opened while it was queued connected to %s and "
+                        "must reconnect", self.kernel_id, placement[0].get("node"), address, previous)
+        else:
+            log.info("hive kernel %s is placed on %s: connecting to %s", self.kernel_id, placement[0].get("node"), address)
 
     async def _submit(self, cmd: list[str], connection_file: str, text: str, env: dict) -> None:
         rest = self._client()
@@ -223,7 +265,7 @@ class HiveProvisioner(LocalProvisioner):
             return
         try:
             kdir = os.path.join(wd, KERNEL_DIR)
-            os.makedirs(kdir, mode=0o700, exist_ok=True)
+            private_dir(pathlib.Path(kdir))  # the job's dir too: created 0700, like the service does
             if create:
                 os.chmod(kdir, 0o700)  # it holds the kernel's connection key and the user's token
             pathlib.Path(kdir, "alive").write_text(str(int(time.time())))
@@ -257,6 +299,8 @@ class HiveProvisioner(LocalProvisioner):
             if self._workdir is None:
                 await asyncio.sleep(0.2)
                 continue
+            if state in ("scheduled", "running") and self._launched:
+                self._use_node_address(job)
             if not announced and state in ("scheduled", "running"):
                 announced = True
                 self._heartbeat()

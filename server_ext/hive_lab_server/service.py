@@ -30,6 +30,7 @@ from .events import EventBus
 from .launchers.base import LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
 from .metrics import Metrics
 from .spec import JobSpec
+from .staging import private_dir, write_private
 from .store import ACTIVE_STATES, TERMINAL_STATES, Store
 
 log = logging.getLogger("hive_lab_server")
@@ -541,6 +542,7 @@ class HiveService:
             "HIVE_ATTEMPT": str(job.attempt),
             "HIVE_OUTPUT_DIR": job.output_dir,
             "HIVE_WORKING_DIR": job.working_dir,
+            "HIVE_NODE_ADDRESS": self.node_address(p.node),
         })
         if job.spec.get("data_dir"):
             env["HIVE_DATA_DIR"] = job.spec["data_dir"]
@@ -577,16 +579,27 @@ class HiveService:
                              labels={"hive-lab.job": job.id, "hive-lab.user": job.user, "hive-lab.vc": job.vc,
                                      "hive-lab.attempt": str(job.attempt)})
 
+    def node_address(self, node: str) -> str:
+        """Where a task on ``node`` is reached (a kernel's ZMQ ports): the launcher's ``host_address``
+        (Slurm's NodeAddr), else this machine."""
+        host = getattr(self.launcher, "host_address", None)
+        return host(node) if callable(host) else "127.0.0.1"
+
     def _stage(self, job: ActiveJob) -> None:
+        """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as
+        (see ``staging``)."""
+        task_owner = getattr(self.launcher, "task_owner", None)
+        owner = task_owner(job.user) if callable(task_owner) else None
         root = pathlib.Path(job.working_dir)
-        (root / "logs").mkdir(parents=True, exist_ok=True)
-        pathlib.Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+        private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
+        private_dir(root / "logs", owner, stop_at=root)
+        private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
         for rel, text in (job.spec.get("files") or {}).items():
             target = (root / rel).resolve()
             if root.resolve() not in target.parents:
                 raise LaunchError(f"files: {rel!r} points outside the working dir")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            private_dir(target.parent, owner, stop_at=root.resolve())
+            write_private(target, text, owner)
 
     async def _launch(self, job_id: str) -> None:
         job = self.active.get(job_id)
@@ -926,8 +939,8 @@ class HiveService:
             "submitted_at": iso(row["submitted_at"]), "started_at": iso(row["started_at"]),
             "finished_at": iso(row["finished_at"]), "exit_code": row["exit_code"], "retries": row["retries"],
             "max_retries": row["max_retries"],
-            "placement": [{"task": p["task"], "node": p["node"], "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]}
-                          for p in placement],
+            "placement": [{"task": p["task"], "node": p["node"], "address": self.node_address(p["node"]),
+                           "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
         }
         if private:
             obj["spec"] = row["spec"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import pathlib
 import time
 
 import pytest
@@ -95,6 +96,12 @@ async def test_kernel_runs_code_reports_gpus_restart_keeps_them_shutdown_release
         assert f"GPUS={','.join(map(str, gpus))}" in out
         assert f"JOB={job_id}" in out and f"URL={srv.url}" in out and f"TOKEN={srv.token}" in out
         assert f"hive-lab: this kernel is job {job_id}" in out  # the first cell's notice
+        # the connection key and the user's token are the owner's alone (created so, never widened)
+        wd = pathlib.Path(job["working_dir"])
+        private = {".hive-kernel": 0o700, ".hive-kernel/connection.json": 0o600, ".hive-kernel/token": 0o600,
+                   ".hive-kernel/notice.py": 0o600, "": 0o700}
+        assert {rel: (wd / rel).stat().st_mode & 0o777 for rel in private} == private
+        assert km.connection_file and json.loads(open(km.connection_file).read())["ip"] == job["placement"][0]["address"]
         assert srv.request("GET", "cluster").json()["gpus_free"] == 2
 
         # the scheduler's client settings are in the kernel: %%submit works inside it
@@ -111,6 +118,7 @@ async def test_kernel_runs_code_reports_gpus_restart_keeps_them_shutdown_release
         assert "\nFalse\n" in out  # a fresh interpreter ...
         assert f"GPUS={','.join(map(str, gpus))}" in out  # ... on the same GPUs, same job
         assert (await wait_job(srv, job_id, "running"))["placement"][0]["gpus"] == gpus
+        assert (wd / ".hive-kernel/connection.json").stat().st_mode & 0o777 == 0o600  # rewritten by the restart
     finally:
         await km.shutdown_kernel()
     job = await wait_job(srv, job_id, "cancelled", "succeeded")

@@ -218,6 +218,41 @@ async def test_cli_can_submit_as_the_job_owner(cluster):
     assert "node=n1 cvd=3 idx=3" in out and "user=nobody" in out
 
 
+async def test_staged_files_of_a_job_run_as_its_owner_are_private_and_theirs(cluster):
+    """With ``submit_as_user`` the job's dirs (0700) and staged files (0600) belong to the owner, who
+    alone can read them; the job, running as that user, reads its staged secret."""
+    import dataclasses
+    import pwd
+
+    from hive_lab_server.staging import private_dir, write_private
+
+    root = cluster.root / f"stage-{time.monotonic_ns()}"
+    root.mkdir()
+    root.chmod(0o755)
+    l = launcher(cluster, root, submit_as_user=True)
+    owner = l.task_owner("nobody")
+    assert owner == (pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
+    wd = root / "own"
+    private_dir(wd, owner)
+    private_dir(wd / "logs", owner, stop_at=wd)
+    private_dir(wd / ".hive-kernel", owner, stop_at=wd)
+    write_private(wd / ".hive-kernel" / "token", "s3cret-token", owner)
+    for path, mode in ((wd, 0o700), (wd / "logs", 0o700), (wd / ".hive-kernel", 0o700),
+                       (wd / ".hive-kernel" / "token", 0o600)):
+        st = path.stat()
+        assert (st.st_mode & 0o777, st.st_uid) == (mode, owner[0]), path
+    t = dataclasses.replace(task(root, "own", "main-0", 0, "n1", [0], 'echo "user=$(id -un) token=$(cat .hive-kernel/token)"'),
+                            working_dir=str(wd))
+    await l.start(LaunchRequest("own", "nobody", "batch", (t,)))
+    [e] = await collect(l, 1)
+    out = log_of(root, "own", "main-0")
+    assert e.exit_code == 0, out
+    assert "user=nobody token=s3cret-token" in out
+    with pytest.raises(Exception, match="no Unix account"):
+        l.task_owner("no-such-unix-user-here")
+    assert launcher(cluster, root).task_owner("nobody") is None  # runs as the server's user: nothing to hand over
+
+
 # --- slurmrestd ----------------------------------------------------------------------------------
 
 

@@ -201,6 +201,11 @@ async def test_notebook_kernel_runs_inside_a_slurm_grant(srv, slurm_cluster, tmp
         p = job["placement"][0]
         assert job["kind"] == "kernel" and len(p["gpus"]) == 2
         assert f"NODE={p['node']} CVD={','.join(map(str, p['gpus']))}" in "".join(out)
+        # Jupyter talks to the kernel at its node's address (Slurm's NodeAddr), given by the job object
+        node_addr = slurm_cluster.run("scontrol", "show", "node", p["node"]).split("NodeAddr=")[1].split()[0]
+        assert p["address"] == node_addr
+        assert km.provisioner.connection_info["ip"] == p["address"] and km.ip == p["address"]
+        assert json.loads(open(km.connection_file).read())["ip"] == p["address"]
         assert f"hive-lab:{job_id}" in slurm_names(slurm_cluster)
     finally:
         await km.shutdown_kernel()

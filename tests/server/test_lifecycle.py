@@ -80,6 +80,21 @@ def test_files_are_staged_and_outputs_served(srv):
     assert r.status_code == 404
 
 
+def test_staged_files_are_private_from_the_start(srv):
+    """Spec ``files`` (secrets, for kernels: the connection key and the user's token) are created 0600
+    in dirs created 0700; the job sees them that way from its first instruction."""
+    job = submit(srv, {"vc": "a", "tasks": [{"gpus": 0}], "files": {"secret.txt": "s3cret", "conf/key.json": "{}"},
+                       "command": "stat -c '%a %n' . secret.txt conf conf/key.json output logs && cat secret.txt"})
+    done = srv.wait_for_job(job["id"], "succeeded", "failed", user="ann")
+    out = log_of(srv, job["id"])
+    assert done["state"] == "succeeded", (done, out)
+    modes = dict(reversed(line.split(" ", 1)) for line in out.splitlines()[:6])
+    assert modes == {".": "700", "secret.txt": "600", "conf": "700", "conf/key.json": "600", "output": "700",
+                     "logs": "700"}, out
+    assert out.endswith("s3cret")
+    assert [p["address"] for p in done["placement"]] == ["127.0.0.1"]  # the local launcher runs tasks here
+
+
 def test_logs_follow_streams_until_the_task_ends(srv):
     job = submit(srv, {"vc": "a", "tasks": [{"gpus": 0}],
                        "command": "for i in 1 2 3 4 5; do echo line-$i; sleep 0.2; done"})

@@ -5,7 +5,9 @@ or a local process), so GPUs, limits, logs, preemption and recovery work the sam
 job's command is a small shell supervisor around the kernel command, so that *restarting* a kernel
 keeps the job, hence its GPUs:
 
-- it runs the kernel with the connection file staged into the job's working dir;
+- it runs the kernel with the connection file staged into the job's working dir, its ``ip`` set to the
+  node's address (``HIVE_NODE_ADDRESS``; ``0.0.0.0`` where that is a host name), which is where the
+  provisioner points Jupyter (``placement[].address``);
 - when the kernel process ends and ``.hive-kernel/keep`` exists, it waits (up to ``RESTART_WAIT_S``)
   for the provisioner to write ``.hive-kernel/go`` and runs the kernel again on the same GPUs;
   without ``keep`` (a real shutdown) it exits, the job ends and the GPUs are released;
@@ -80,6 +82,10 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
     if url:
         exports.append(f"export HIVE_LAB_URL={shlex.quote(url)}")
     exports.append(f'[ -r {k}/token ] && export HIVE_LAB_TOKEN="$(cat {k}/token)"')
+    # the address the kernel binds: its node's (HIVE_NODE_ADDRESS, set by the service from the placement),
+    # all interfaces where that is a host name; the provisioner connects to that address
+    exports.append('case "${HIVE_NODE_ADDRESS:-}" in "") bind= ;; localhost) bind=127.0.0.1 ;; '
+                   '*[!0-9.]*) bind=0.0.0.0 ;; *) bind=$HIVE_NODE_ADDRESS ;; esac')
     loops = RESTART_WAIT_S * 10
     check = max(1, min(5, lease_s // 3))
     # the watchdog: no heartbeat from the provisioner (its Jupyter server is gone) for lease_s -> stop
@@ -96,6 +102,7 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
             f"mkdir -p {k} && chmod 700 {k} && touch {k}/keep",
             "while :; do",
             f"  rm -f {k}/go",
+            r'  [ -z "$bind" ] || sed -i "s/\"ip\": *\"[^\"]*\"/\"ip\": \"$bind\"/" ' + CONNECTION_FILE,
             f"  {shlex.join(argv)} &",
             "  kpid=$!",
             f"  {watchdog}",

@@ -82,6 +82,11 @@ class Launcher(abc.ABC):
         Used after a restart to adopt what still runs and to mark the rest lost.
         """
 
+    def task_owner(self, user: str) -> tuple[int, int] | None:
+        """(uid, gid) the tasks of ``user``'s jobs run as when that is not the server's own Unix user,
+        else None. The service creates the job's dirs and staged files owned by it (they are 0700/0600)."""
+        return None
+
     async def adopt(self, request: LaunchRequest) -> None:
         """Take back tracking of an already running job found by ``running`` (after a restart)."""
 

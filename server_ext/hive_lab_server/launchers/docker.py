@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -357,8 +358,16 @@ class DockerLauncher(Launcher):
                 continue
             self._watch(request.job_id, task.task, container.id, task.log_path)
 
+    def task_owner(self, user: str) -> tuple[int, int] | None:
+        """Containers run as ``c.DockerLauncher.user`` ("uid[:gid]") when it is set."""
+        uid, _, gid = (self.policy.user or "").partition(":")
+        if not uid.isdigit() or int(uid) == os.geteuid():
+            return None
+        return int(uid), int(gid) if gid.isdigit() else int(uid)
+
     def host_address(self, node: str) -> str:
-        return "127.0.0.1" if self.policy.network_mode == "host" else node
+        """Every container runs on this engine's host; kernels always use its network ("host")."""
+        return "127.0.0.1"
 
     async def close(self) -> None:
         if self._local is not None:

@@ -25,12 +25,14 @@ import hashlib
 import logging
 import os
 import pathlib
+import pwd
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
+from ..staging import private_dir
 from .base import LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
 from .slurm_script import MISMATCH_EXIT, NAME_PREFIX, exit_file, parse_comment, plan_job
 
@@ -215,6 +217,17 @@ class SlurmLauncher(Launcher):
         n = self._nodes.get(node)
         return n.address if n is not None else node
 
+    def task_owner(self, user: str) -> tuple[int, int] | None:
+        """Over slurmrestd, or with ``submit_as_user`` as root, jobs run as their owner's Unix account."""
+        if not user or not (self.rest is not None or (self.submit_as_user and os.geteuid() == 0)):
+            return None
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            raise LaunchError(f"user {user!r} has no Unix account on the hive-lab server, so Slurm cannot run "
+                              f"the job as that user (c.SlurmLauncher.submit_as_user / rest_url)") from None
+        return None if pw.pw_uid == os.geteuid() else (pw.pw_uid, pw.pw_gid)
+
     # --- Launcher interface ---------------------------------------------------------------------
 
     async def start(self, request: LaunchRequest) -> None:
@@ -229,11 +242,14 @@ class SlurmLauncher(Launcher):
                 await self._refresh_nodes()
             except SlurmError as exc:
                 raise LaunchError(f"Slurm does not answer: {exc}") from None
+        owner = self.task_owner(request.user)
         for t in request.tasks:
             pathlib.Path(t.log_path).parent.mkdir(parents=True, exist_ok=True)
             ef = pathlib.Path(exit_file(t))
             ef.parent.mkdir(parents=True, exist_ok=True)
             ef.unlink(missing_ok=True)
+            if owner is not None:  # the job, running as its owner, writes its log and exit files there
+                private_dir(ef.parent, owner, stop_at=pathlib.Path(t.log_path).parent.parent)
         base_env = {k: os.environ[k] for k in self.export_env if k in os.environ}
         plan = plan_job(request, self._nodes, instance=self.instance, gres_mode=self.gres_mode,
                         partition=self.partition, account=self.account, qos=self.qos, time_limit=self.time_limit,
