@@ -194,6 +194,8 @@ class HiveProvisioner(LocalProvisioner):
         if not address or not info or info.get("ip") == address:
             return
         previous, info["ip"] = info.get("ip"), address
+        if self._culler is not None:
+            self._culler.follow_address()
         km = self.parent
         if launched and km is not None and getattr(km, "ip", address) != address:
             # launched while queued: Jupyter already holds the old address; clients made from now on
@@ -201,6 +203,9 @@ class HiveProvisioner(LocalProvisioner):
             km.ip = address
             km.cleanup_connection_file()
             km.write_connection_file()
+            close_control = getattr(km, "_close_control_socket", None)
+            if callable(close_control):
+                close_control()  # reconnects to the new address when next used (shutdown)
             log.warning("hive kernel %s runs on %s (%s); clients opened while it was queued connected to %s and "
                         "must reconnect", self.kernel_id, placement[0].get("node"), address, previous)
         else:

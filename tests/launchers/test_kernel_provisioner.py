@@ -130,7 +130,8 @@ async def test_second_gpu_kernel_queues_until_the_first_shuts_down(live_server_f
     use_server(monkeypatch, srv)
     name = hive_kernelspec(gpus=1)
     first = AsyncKernelManager(kernel_name=name)
-    second = AsyncKernelManager(kernel_name=name)
+    # the second kernel's manager starts out with another address (all interfaces) than its node's (127.0.0.1)
+    second = AsyncKernelManager(kernel_name=name, ip="0.0.0.0")
     await first.start_kernel()
     try:
         await run_code(first, "print(1)")
@@ -144,6 +145,13 @@ async def test_second_gpu_kernel_queues_until_the_first_shuts_down(live_server_f
         assert (await wait_job(srv, job_of(second), "queued"))["state"] == "queued"
 
         await first.shutdown_kernel()
+        deadline = time.monotonic() + 30
+        while second.ip != "127.0.0.1":  # the grant arrives: Jupyter is pointed at the placed node
+            assert time.monotonic() < deadline, second.ip
+            await asyncio.sleep(0.1)
+        placed = await wait_job(srv, job_of(second), "running")
+        assert second.provisioner.connection_info["ip"] == placed["placement"][0]["address"] == "127.0.0.1"
+        assert json.loads(open(second.connection_file).read())["ip"] == "127.0.0.1"
         out = await run_code(second, PROBE, timeout=60)
         assert "GPUS=0" in out
         assert "waited" in out and "in the queue for its GPUs" in out  # the user sees the wait and why

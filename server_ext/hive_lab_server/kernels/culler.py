@@ -69,6 +69,7 @@ class IdleCuller:
         self._task: asyncio.Task | None = None
         self._listener: asyncio.Task | None = None
         self._socket = None
+        self._endpoint = ""
 
     def listen(self) -> None:
         """Subscribe to IOPub now (before the kernel runs), so no execution is ever missed."""
@@ -101,6 +102,18 @@ class IdleCuller:
             self._socket.close(linger=0)
             self._socket = None
 
+    def _iopub(self) -> str:
+        info = self.connection_info
+        return f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}"
+
+    def follow_address(self) -> None:
+        """The connection info changed (the kernel was placed on another node): listen there."""
+        sock, new = self._socket, self._iopub()
+        if sock is not None and self._endpoint != new:
+            sock.disconnect(self._endpoint)
+            sock.connect(new)
+            self._endpoint = new
+
     def idle_for(self) -> float:
         return 0.0 if self.executing else time.monotonic() - self.last_activity
 
@@ -126,8 +139,8 @@ class IdleCuller:
         # the kernel binds later (maybe after a long queue): keep trying, join within ~0.2 s once it does
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
-        info = self.connection_info
-        sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}")
+        self._endpoint = self._iopub()
+        sock.connect(self._endpoint)
         self._socket = sock
         while True:
             self._on_message(await sock.recv_multipart())
