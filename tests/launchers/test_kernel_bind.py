@@ -1,0 +1,38 @@
+"""The kernel job's supervisor (``kernels.job.supervisor_command``, run by a real /bin/sh) binds the
+kernel at its node's address: the staged connection file's ``ip`` becomes ``HIVE_NODE_ADDRESS`` (an IP),
+``0.0.0.0`` for a host name, and stays private (0600)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from hive_lab_server.kernels.job import CONNECTION_FILE, KERNEL_DIR, supervisor_command
+
+# the "kernel": shows the address it would bind, then ends for good (no restart wanted)
+SHOW = ["sh", "-c", f"grep '\"ip\"' {CONNECTION_FILE}; rm -f {KERNEL_DIR}/keep"]
+
+
+@pytest.mark.parametrize(
+    ("node_address", "bound"),
+    [("10.1.2.3", "10.1.2.3"), ("gpu07.cluster", "0.0.0.0"), ("127.0.0.1", "127.0.0.1"), (None, "192.0.2.9")],
+)
+def test_kernel_binds_its_node_address(tmp_path, node_address, bound):
+    kdir = tmp_path / KERNEL_DIR
+    kdir.mkdir(mode=0o700)
+    conn = tmp_path / CONNECTION_FILE
+    fd = os.open(conn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, json.dumps({"ip": "192.0.2.9", "shell_port": 1, "key": "k"}, indent=2).encode())
+    os.close(fd)
+    env = {"PATH": os.environ["PATH"]}
+    if node_address is not None:
+        env["HIVE_NODE_ADDRESS"] = node_address
+    r = subprocess.run(["sh", "-c", supervisor_command(SHOW, None, lease_s=3)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(conn.read_text())["ip"] == bound
+    assert f'"ip": "{bound}"' in r.stdout
+    assert conn.stat().st_mode & 0o777 == 0o600
