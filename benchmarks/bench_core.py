@@ -1,6 +1,6 @@
 """Decision latency of the core scheduler on a loaded cluster: philly (2,816 GPUs) and big20k (20,000 GPUs).
 
-    .venv/bin/python benchmarks/bench_core.py [--samples N] [--load 0.85] [--models philly,big20k]
+    .venv/bin/python benchmarks/bench_core.py [--samples N] [--load 0.85] [--models philly,big20k] [--bad-gpus 0.01]
 
 The cluster is first filled to ``--load`` of its GPUs with a deterministic mix of jobs (1, 2, 4, 8 GPUs
 and 2x8 / 4x8 gangs, each VC up to its guarantee, plus opportunistic jobs), then each sample times one
@@ -75,6 +75,13 @@ class Load:
                     except RequestError:  # already stopped for an earlier preemptor
                         pass
 
+    def break_gpus(self, fraction: float) -> None:
+        """Mark ``fraction`` of the GPUs bad, one per node on randomly chosen nodes (partly bad cells)."""
+        nodes = sorted(self.config.nodes)
+        for name in self.rng.sample(nodes, min(len(nodes), round(fraction * self.sched.gpu_count()))):
+            gpus = sorted(self.sched._nodes[name].gpu_leaves)
+            self.sched.set_gpu_health(name, self.rng.choice(gpus), False, self.now)
+
     def fill(self, load: float) -> None:
         total = self.sched.gpu_count()
         tries = 0
@@ -113,14 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="philly,big20k")
     ap.add_argument("--backlog", type=int, default=0,
                     help="after filling, keep submitting until this many jobs wait (a queue behind the full cluster)")
+    ap.add_argument("--bad-gpus", type=float, default=0.0,
+                    help="fraction of the GPUs marked bad before filling (one per node: partly bad cells)")
     args = ap.parse_args(argv)
     load1, _, _ = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load1:.1f} (figures are only comparable on a quiet machine)")
     print(f"decision latency, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs"
-          + (f" and queueing {args.backlog} more jobs" if args.backlog else ""))
+          + (f" and queueing {args.backlog} more jobs" if args.backlog else "")
+          + (f", {args.bad_gpus:.1%} of the GPUs bad" if args.bad_gpus else ""))
     for model in args.models.split(","):
         t0 = time.perf_counter()
         load = Load(model)
+        load.break_gpus(args.bad_gpus)
         load.fill(args.load)
         load.backlog(args.backlog)
         setup = time.perf_counter() - t0

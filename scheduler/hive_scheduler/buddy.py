@@ -10,6 +10,11 @@ fit; a bind is refused when it would make that worse (a split never takes a cell
 That check runs on the *structural* view (``scount``: the free cells as if all hardware were
 healthy), so a bind made while some GPUs are bad can never cost another VC its cells once they
 are repaired. The health-aware view (the free lists) tells how many cells are doomed right now.
+
+Bad hardware (as in HiveD): a free cell holding a bad GPU is kept split, but when no whole healthy
+cell of a level is left, a VC's virtual cell may still be bound to such a *partly bad* cell (one
+whose parts are all free or bad, ``partly_bad``): only its bad GPUs are doomed, the others stay
+usable. ``doomed`` counts the GPUs of unbound cells that are lost that way (or cannot fit at all).
 """
 
 from __future__ import annotations
@@ -173,6 +178,56 @@ class Buddy:
         if leaf.state == BADLEAF:
             self.release(leaf)
 
+    # ------------------------------------------------------------------ partly bad cells
+    def partly_bad(self, level: int, bad_leaves, skip=()) -> list[PCell]:
+        """Level-``level`` cells bound to no VC whose parts are all free or bad, some GPUs healthy:
+        a virtual cell may bind there when no healthy cell is left (fewest bad GPUs first).
+        Found from the bad leaves (few), never by scanning the tree; cells inside ``skip`` are left out."""
+        found: dict[int, PCell] = {}
+        for leaf in bad_leaves:
+            c = leaf
+            while c.level < level:
+                c = c.parent
+            if c.id in found or c.state != SPLIT or c.nbound or c.bad >= c.size:
+                continue
+            if skip and _inside_any(c, skip):
+                continue
+            found[c.id] = c
+        return sorted(found.values(), key=lambda c: (c.bad, c.opp, c.id))
+
+    def take_partly_bad(self, c: PCell) -> bool:
+        """Take partly bad cell ``c`` (from ``partly_bad``) for binding, if that keeps the other VCs safe."""
+        if c.state != SPLIT or c.nbound or not self.bind_ok(c):
+            return False
+        return self.take_exact(c, force=True)
+
+    def doomed(self, demand: dict[int, int], bad_leaves) -> int:
+        """GPUs of unbound cells (``demand``: level -> count) lost to bad hardware right now: a cell that
+        no whole healthy free cell holds binds to a partly bad cell (its bad GPUs are doomed) or, with
+        none left, is doomed entirely."""
+        free = self.counts()
+        bad_leaves = list(bad_leaves)
+        chosen: set[int] = set()
+        carry = 0
+        doomed = 0
+        for lvl in range(self.top, 0, -1):
+            avail = free.get(lvl, 0) + carry
+            need = demand.get(lvl, 0)
+            if need > avail:
+                short = need - avail
+                if bad_leaves and lvl > 1:
+                    for c in self.partly_bad(lvl, bad_leaves, chosen)[:short]:
+                        chosen.add(c.id)
+                        doomed += c.bad
+                        short -= 1
+                        for x in _subtree_split(c):  # its healthy parts are no longer free below
+                            if x.state == FREE:
+                                free[x.level] -= 1
+                doomed += short * self.size[lvl]
+                avail = need
+            carry = (avail - need) * self.child_number[lvl] if lvl > 1 else 0
+        return doomed
+
     # ------------------------------------------------------------------ safety
     def counts(self) -> dict[int, int]:
         return {lvl: len(d) for lvl, d in self.free.items()}
@@ -237,6 +292,23 @@ def _subtree(c: PCell):
     yield c
     for ch in c.children:
         yield from _subtree(ch)
+
+
+def _subtree_split(c: PCell):
+    """``c`` and the cells below it down to (and including) its free-list or bad parts."""
+    yield c
+    if c.state == SPLIT:
+        for ch in c.children:
+            yield from _subtree_split(ch)
+
+
+def _inside_any(c: PCell, ids) -> bool:
+    x = c
+    while x is not None:
+        if x.id in ids:
+            return True
+        x = x.parent
+    return False
 
 
 def _default_key(c: PCell) -> tuple:

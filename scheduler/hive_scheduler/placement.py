@@ -106,6 +106,29 @@ class PlacementMixin:
         self._pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
         return True
 
+    def _bind_options(self, root: VCell, tg: TaskGroup, mode: int, txn: list):
+        """Bind unbound ``root`` for an attempt, one option per step: a whole healthy free cell first,
+        then (HiveD: binding avoids the bad GPUs of a partly bad cell) partly bad cells, fewest bad
+        GPUs first. The caller rolls ``txn`` back before asking for the next option."""
+        if self._try_bind(root, tg, mode, txn):
+            yield
+        bad = self._bad_leaves[root.chain]
+        if not bad or root.level == 1:
+            return
+        buddy = self._buddies[root.chain]
+        node_level = self._node_level[root.chain]
+        for pc in buddy.partly_bad(root.level, bad.values()):
+            usable = pc.avail if mode == 0 else pc.avail + pc.opp
+            if usable < tg.gpus or pc.reserved:
+                continue
+            if root.level <= node_level and not pc.node_obj.fits(tg.cpus, tg.memory_mb):
+                continue
+            if not buddy.take_partly_bad(pc):
+                continue
+            self._bind(root, pc, txn)
+            self._pending_idle.append(root)
+            yield
+
     def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
         g = tg.gpus
         level = self._task_level(chain, g)
@@ -129,12 +152,11 @@ class PlacementMixin:
                 continue
             tried_levels.add(r.level)
             mark = len(txn)
-            if not self._try_bind(r, tg, mode, txn):
-                continue
-            res = self._vdescend(r, g, level, nl, tg, mode)
-            if res is not None:
-                return res
-            self._rollback(txn, mark)
+            for _ in self._bind_options(r, tg, mode, txn):
+                res = self._vdescend(r, g, level, nl, tg, mode)
+                if res is not None:
+                    return res
+                self._rollback(txn, mark)
         return None
 
     def _within_scopes(self, vcs, chains: list[str], wlevel: int, total: int, mode: int):
@@ -225,17 +247,20 @@ class PlacementMixin:
         chains = [c for c in self._job_chains(req, vcs) if req.within in self.config.chains[c].types]
         for scope, unbound_root in self._within_scopes(vcs, chains, wlevel, req.total_gpus, mode):
             mark = len(txn)
-            if unbound_root is not None:
-                tg = req.tasks[order[0]]
-                if not self._try_bind(unbound_root, tg, mode, txn):
-                    continue
+            if unbound_root is None:
+                res = self._place_groups_v(job, vcs, order, scope, mode, txn)
+                if res is not None:
+                    return res
+                self._rollback(txn, mark)
+                continue
+            for _ in self._bind_options(unbound_root, req.tasks[order[0]], mode, txn):
                 scope = unbound_root
                 while scope.level > wlevel:
                     scope = scope.children[0]
-            res = self._place_groups_v(job, vcs, order, scope, mode, txn)
-            if res is not None:
-                return res
-            self._rollback(txn, mark)
+                res = self._place_groups_v(job, vcs, order, scope, mode, txn)
+                if res is not None:
+                    return res
+                self._rollback(txn, mark)
         return None
 
     def _job_chains(self, req, vcs) -> list[str]:

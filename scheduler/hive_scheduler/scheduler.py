@@ -161,6 +161,8 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             vc.dirty = True
         self._opp_dirty = True
         out: list[Decision] = []
+        if not healthy:
+            self._replan_reservations([n.gpu_leaves[i] for i in sorted(n.gpu_leaves)], now, out)
         self._schedule(now, out)
         return out
 
@@ -176,6 +178,8 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             self._gpu_down.add((node, gpu))
         self._apply_health(self._nodes[node].gpu_leaves[gpu])
         out: list[Decision] = []
+        if not healthy:
+            self._replan_reservations([self._nodes[node].gpu_leaves[gpu]], now, out)
         self._schedule(now, out)
         return out
 
@@ -184,6 +188,21 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         out: list[Decision] = []
         self._schedule(now, out)
         return out
+
+    def _replan_reservations(self, leaves: list, now: float, out: list) -> None:
+        """A preemptor never starts on GPUs that went bad while it waited for its victims: it gives
+        up its reservation and is queued again (then placed anew; its victims are still stopped)."""
+        hit: dict[str, None] = {}
+        for leaf in leaves:
+            if not leaf.healthy and leaf.reserved_by is not None:
+                hit[leaf.reserved_by] = None
+        for jid in sorted(hit, key=lambda x: self._jobs[x].seq):
+            p = self._jobs[jid]
+            if p.state != "preempting":
+                continue
+            bad = sorted(f"{leaf.node}/{leaf.gpu}" for leaf in p.reserved if not leaf.healthy)
+            self._cancel_reservation(p, now, out, f"GPUs it reserved went bad ({', '.join(bad)}); "
+                                                  "it waits to be placed again")
 
     # ================================================================== internals: bookkeeping
     def _get(self, job_id: str) -> _Job:

@@ -99,6 +99,9 @@ class StateMixin:
         self._vc_order = sorted(self._vcs)
         self._gpu_down: set[tuple[str, int]] = set()
         self._node_down: set[str] = set()
+        # bad GPUs per chain (id -> leaf, in the order they went bad): finding partly bad cells to bind
+        # walks these few leaves, never the whole tree
+        self._bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self._chains}
         self._opp_dirty = True
         self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
         self._stolen: list = []  # holders displaced during a preemption search
@@ -281,8 +284,10 @@ class StateMixin:
             self._vdelta(v, 1 if healthy else -1, 0)
         self._leaf_set(leaf, healthy=healthy)
         if healthy:
+            self._bad_leaves[leaf.chain].pop(leaf.id, None)
             buddy.mark_good(leaf)
         else:
+            self._bad_leaves[leaf.chain][leaf.id] = leaf
             buddy.mark_bad(leaf)
         for vc in self._vcs.values():
             vc.dirty = True

@@ -55,7 +55,8 @@ class ViewsMixin:
             bad += p.bound.bad
         for chain, d in demand.items():
             b = self._buddies[chain]
-            bad += b.shortfall(b.counts(), d)
+            bl = self._bad_leaves[chain]
+            bad += b.doomed(d, bl.values()) if bl else b.shortfall(b.counts(), d)
         return bad
 
     def _largest_free(self, vc, chain: str, level: int) -> int:
@@ -123,8 +124,9 @@ class ViewsMixin:
             need = f" and the job needs {req.total_gpus}" if req.total_gpus > 1 else ""
             return f"VC {req.vc} is using {held}/{total} guaranteed{tdesc} GPUs{need}{ahead_s}{doomed_s}"
         if doomed and req.total_gpus > nominal - doomed:
-            return (f"VC {req.vc} has {nominal} free guaranteed{tdesc} GPUs but {doomed} of them are on bad "
-                    f"hardware (doomed); the job needs {req.total_gpus}{ahead_s}")
+            return (f"VC {req.vc} has {nominal} free guaranteed{tdesc} GPUs but {doomed} of them "
+                    f"{'is' if doomed == 1 else 'are'} on bad hardware (doomed); the job needs "
+                    f"{req.total_gpus}{ahead_s}")
         big = max((t for t in req.tasks if t.gpus), key=lambda t: t.gpus, default=None)
         if big is None:
             return f"needs {desc}; no node has the CPUs/memory free{ahead_s}"

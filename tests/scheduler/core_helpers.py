@@ -48,6 +48,9 @@ MIXED = {
     "nodeResources": {"*": {"cpus": 16, "memoryMB": 65536}},
 }
 
+# a single workstation: 4 GPUs in NVLink pairs, one VC owns the whole node cell
+WORKSTATION = {"nodes": ["ws"], "gpus_per_node": 4, "gpu_type": "A6000", "levels": ["pair"], "vcs": {"default": 4}}
+
 # 4 nodes x 8 GPUs, two racks; VC a: 2 nodes, VC b: 1 node, VC c: 2 sockets (4 GPUs each)
 SMALL = {
     "nodes": 4, "gpus_per_node": 8, "gpu_type": "A100", "levels": ["pair", "socket"], "racks": 2,

@@ -81,7 +81,6 @@ def check(policy: str, lines: list[str], decisions: list[dict]) -> None:
     running: dict[str, dict] = {}
     opportunistic: dict[str, bool] = {}
     named_victims: dict[str, str] = {}
-    preemptors: set[str] = set()
     # bad-hardware intervals [t_down, t_up): no start inside one may use that hardware
     open_since: dict[tuple, float] = {}
     intervals: list[tuple[tuple, float, float]] = []
@@ -113,10 +112,7 @@ def check(policy: str, lines: list[str], decisions: list[dict]) -> None:
             for p in d["placement"]:
                 assert len(p["gpus"]) == group["gpus"] == len(set(p["gpus"]))
                 for g in p["gpus"]:
-                    # known core gap (strict xfail in test_sim_scenarios.py): a preemptor's reserved cells are
-                    # not re-planned when their hardware goes bad, so its start is left out of this check
-                    if not (policy == "hived" and job in preemptors):
-                        assert not bad(p["node"], g, d["t"]), f"bad GPU {p['node']}/{g} given to {job}"
+                    assert not bad(p["node"], g, d["t"]), f"bad GPU {p['node']}/{g} given to {job}"
                     assert (p["node"], g) not in in_use, f"GPU {p['node']}/{g} used twice"
                     in_use[(p["node"], g)] = job
             running[job] = d
@@ -138,7 +134,6 @@ def check(policy: str, lines: list[str], decisions: list[dict]) -> None:
                 # never another VC's guaranteed job; inside the VC only lower priorities
                 assert opportunistic[v] or (jobs[v]["vc"] == req["vc"] and jobs[v]["priority"] < req["priority"])
                 named_victims[v] = job
-            preemptors.add(job)
         elif event in ("finished", "preempted"):
             if event == "preempted":
                 assert job in named_victims
