@@ -162,7 +162,8 @@ class RecoveryMixin:
                 anc = anc.parent
             if anc is None or anc.level != r.level:
                 continue
-            if buddy.take_exact(anc):
+            # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
+            if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
                 self._bind(r, anc, txn)
                 return leaf.vcell
         return None

@@ -119,3 +119,14 @@ def test_a_preemptor_whose_reserved_node_goes_down_is_placed_again():
         assert x.event != "started" or node not in {p.node for p in x.placement}
     assert s.job("high").state == "running" and node not in {p.node for p in s.job("high").placement}
     check_invariants(s)
+
+
+def test_adopting_a_guaranteed_job_next_to_a_bad_gpu_keeps_its_guarantee():
+    s = Scheduler(WORKSTATION)
+    s.set_gpu_health("ws", 0, False, 0)
+    ds = s.adopt(job("r", "default", 2), [{"task": "w-0", "node": "ws", "gpus": [2, 3]}], False, 1)
+    assert ds == [] and not s.job("r").opportunistic
+    assert events(s.submit(job("one", "default", 1), 2)) == [("started", "one", False)]
+    assert gpus_of(s, "one") == [("ws", [1])]
+    assert s.vc_view()["default"]["doomed_gpus"] == 1
+    check_invariants(s)
