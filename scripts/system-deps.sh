@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages the real-component tests use (Docker engine, Chromium, Slurm, munge,
-# debootstrap) when they are missing. Needs root; without root it says what is missing and goes on
+# debootstrap, PostgreSQL) when they are missing. Needs root; without root it says what is missing and goes on
 # (the tests that need them then skip with a reason).
 set -uo pipefail
 need=()
@@ -13,6 +13,7 @@ command -v sbatch >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
 command -v slurmrestd >/dev/null || need+=(slurmrestd)
 ls /usr/lib/*/slurm-wlm/auth_jwt.so >/dev/null 2>&1 || need+=(slurm-wlm-jwt-plugin)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: not root; missing Debian packages: ${need[*]} (tests needing them will skip)"

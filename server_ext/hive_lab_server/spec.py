@@ -214,10 +214,30 @@ def _error_from_validation(exc: ValidationError, model: type[BaseModel]) -> Spec
     return SpecError(f"{field}: {'i' + msg[1:] if msg.startswith('Input ') else msg}{got_s}", field)
 
 
+def _nul_field(value: Any, path: str = "") -> str | None:
+    """The path of the first string holding a NUL character (file contents aside): PostgreSQL text
+    columns and process arguments/environments cannot carry one."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        sub = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and "\x00" in key:
+            return sub
+        if not (path == "" and key == "files"):
+            found = _nul_field(item, sub)
+            if found:
+                return found
+    return None
+
+
 def parse_job_spec(body: Any) -> JobSpec:
     """Validate a request body (native or OpenPAI form) into a JobSpec."""
     if not isinstance(body, dict):
         raise SpecError("send a JSON object describing the job (see spec.yaml: JobSpec)", None)
+    nul = _nul_field(body)
+    if nul:
+        raise SpecError(f"{nul}: contains a NUL character (\\u0000); remove it", nul)
     if "jobName" in body or "taskRoles" in body:
         try:
             pai = PaiJob.model_validate(body)

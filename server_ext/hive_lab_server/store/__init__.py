@@ -93,6 +93,8 @@ class Store:
             if path and path != ":memory:":
                 pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
             kwargs["connect_args"] = {"check_same_thread": False}
+        else:  # a database server may restart under us: test pooled connections before use
+            kwargs["pool_pre_ping"] = True
         self.engine = create_engine(url, **kwargs)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
