@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from .decisions import JobView
 
 
@@ -33,12 +35,9 @@ class ViewsMixin:
         if self.policy == "drf" and j.req.priority != -1:
             return sum(1 for _, jid in lst if jid != j.req.id and self._jobs[jid].req.submit_time <= j.req.submit_time
                        and self._jobs[jid].seq < j.seq)
-        n = 0
-        for key in lst:
-            if key == j.qkey:
-                break
-            n += 1
-        return n
+        # the queue is sorted and keys are unique: a binary search, not a walk (submit asks for every job)
+        i = bisect_left(lst, j.qkey) if j.qkey is not None else len(lst)
+        return i if i < len(lst) and lst[i] == j.qkey else len(lst)
 
     def _vc_doomed(self, name: str) -> int:
         vc = self._vcs[name]
