@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import RequestError
-from ..types import JobRequest, TaskGroup
+from ..types import JobRequest
 from .events import (
     Event,
     EventError,
@@ -125,13 +125,8 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo") -> Any:
 
 
 def _request(ev: SubmitEvent) -> JobRequest:
-
-    tasks = tuple(
-        TaskGroup(name=t.name, count=t.count, gpus=t.gpus, gpu_type=t.gpu_type, cpus=t.cpus, memory_mb=t.memory_mb)
-        for t in ev.tasks
-    )
     return JobRequest(
-        id=ev.job, vc=ev.vc, user=ev.user, tasks=tasks, priority=ev.priority, within=ev.within,
+        id=ev.job, vc=ev.vc, user=ev.user, tasks=ev.tasks, priority=ev.priority, within=ev.within,
         pinned_cell=ev.pinned_cell, lazy_preemption=ev.lazy_preemption, submit_time=float(ev.t),
     )
 

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Union
 
+from ..types import TaskGroup
+
 __all__ = [
     "EventError",
     "TaskSpec",
@@ -53,24 +55,8 @@ class EventError(ValueError):
         super().__init__("\n".join(shown))
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    name: str
-    count: int
-    gpus: int
-    gpu_type: str | None = None
-    cpus: float = 0
-    memory_mb: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "count": self.count,
-            "gpus": self.gpus,
-            "gpu_type": self.gpu_type,
-            "cpus": self.cpus,
-            "memory_mb": self.memory_mb,
-        }
+# A submit line's task group is the core's own TaskGroup (same fields, same to_dict()).
+TaskSpec = TaskGroup
 
 
 @dataclass(frozen=True)
