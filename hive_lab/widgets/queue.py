@@ -6,7 +6,7 @@ import html
 
 import ipywidgets as W
 
-from ..format import status_line
+from ..format import status_line, utcnow
 from .base import LiveView, error_html
 from .shaping import COLUMNS, job_rows, merge_job, sort_rows
 
@@ -24,8 +24,9 @@ class QueueView(LiveView):
 
     def __init__(self, client=None, *, all_users: bool = False, states: list[str] | None = None,
                  live: bool = True, jobs: list[dict] | None = None, me: dict | None = None,
-                 max_rows: int = 200, vc: str | None = None, **kwargs):
+                 max_rows: int = 200, vc: str | None = None, clock=None, **kwargs):
         super().__init__(client, live=live, **kwargs)
+        self.clock = clock or utcnow  # ages are computed against it (tests inject a fixed one)
         self.all_users = all_users
         self.states = states
         self.vc = vc
@@ -97,7 +98,7 @@ class QueueView(LiveView):
         self._reshape()
 
     def _reshape(self) -> None:
-        rows = job_rows(self.jobs, self.me.get("user"), bool(self.me.get("admin")))
+        rows = job_rows(self.jobs, self.me.get("user"), bool(self.me.get("admin")), now=self.clock())
         self.rows = sort_rows(rows, self.sort_column, self.sort_descending)
         self._render_rows()
 

@@ -1,5 +1,7 @@
 """Widget models built from recorded JSON carry the right data (the live versions: test_live_*)."""
 
+from datetime import datetime, timezone
+
 import ipywidgets as W
 from bokeh.models import GlyphRenderer, Rect
 
@@ -11,9 +13,16 @@ def _texts(grid):
     return [c.description if isinstance(c, W.Button) else c.value for c in grid.children]
 
 
+# The recorded jobs were submitted between 09:00 and 10:02 that day; ages are taken against this clock.
+RECORDED_NOW = datetime(2026, 11, 22, 10, 5, tzinfo=timezone.utc)
+
+
 def test_queue_view_rows_buttons_and_sorting(recorded):
-    view = QueueView(None, jobs=recorded["jobs"]["jobs"], me={"user": "ann", "admin": False}, live=False)
-    assert [r["id"] for r in view.rows] == ["j-000001", "j-000002", "j-000003", "j-000004"]
+    view = QueueView(None, jobs=recorded["jobs"]["jobs"], me={"user": "ann", "admin": False}, live=False,
+                     clock=lambda: RECORDED_NOW)
+    # by state (running, queued, failed), newest first inside a state
+    assert [r["id"] for r in view.rows] == ["j-000002", "j-000001", "j-000003", "j-000004"]
+    assert {r["id"]: r["age"] for r in view.rows}["j-000004"] == "1 h 05 min"
     assert set(view.cancel_buttons) == {"j-000001", "j-000003"}   # ann's unfinished jobs only
     texts = _texts(view.grid)
     assert texts[0].startswith("job") and any("VC research is using 8/8" in t for t in texts)
