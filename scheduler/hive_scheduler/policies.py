@@ -7,15 +7,93 @@ comes from the user with the smallest dominant share of the VC (ties: user name)
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol, runtime_checkable
 
-POLICIES = ("fifo", "priority", "drf")
+
+class UsageSource(Protocol):
+    """What a dynamic order may ask the core about a VC (the Scheduler provides it)."""
+
+    def vc_usage(self, vc: str) -> dict[str, list[float]]: ...        # user -> [gpus, cpus, memory_mb] in use
+    def vc_capacity(self, vc: str) -> tuple[float, float, float]: ...  # the VC's share of GPUs, CPUs, memory
+
+
+@runtime_checkable
+class QueueOrder(Protocol):
+    """How the waiting jobs of a VC are ordered (a queue-sort plug-in).
+
+    ``key(job)`` is the static sort key of the VC's queue (kept sorted by it, ties by job id).
+    ``dynamic`` orders also depend on what runs: ``arrange`` then re-orders the key-sorted jobs
+    (``started(job)`` tells it after each job whether the caller started it). Register a new order
+    with ``register_order``; ``Scheduler(policy=name)`` picks it by name.
+    """
+
+    name: str
+    dynamic: bool
+
+    def key(self, job) -> tuple: ...
+
+    def arrange(self, jobs: list, usage: UsageSource, vc: str,
+                started: Callable[[object], bool] | None = None) -> Iterable: ...
+
+
+class Fifo:
+    """Submit time, then arrival order."""
+
+    name = "fifo"
+    dynamic = False
+
+    @staticmethod
+    def key(j) -> tuple:
+        return (j.req.submit_time, j.seq)
+
+    def arrange(self, jobs, usage, vc, started=None):
+        return jobs
+
+
+class Priority(Fifo):
+    """Higher priority first, then FIFO."""
+
+    name = "priority"
+
+    @staticmethod
+    def key(j) -> tuple:
+        return (-j.req.priority, j.req.submit_time, j.seq)
+
+
+class Drf(Fifo):
+    """Dominant resource fairness over the users of the VC, FIFO per user."""
+
+    name = "drf"
+    dynamic = True
+
+    def arrange(self, jobs, usage, vc, started=None):
+        return drf_order(jobs, usage.vc_usage(vc), usage.vc_capacity(vc), started=started)
+
+
+ORDERS: dict[str, QueueOrder] = {}
+
+
+def register_order(order: QueueOrder) -> QueueOrder:
+    """Make ``order`` available by its name (replaces an order of the same name)."""
+    if not isinstance(order, QueueOrder):
+        raise TypeError(f"{order!r} is not a QueueOrder (needs name, dynamic, key, arrange)")
+    ORDERS[order.name] = order
+    return order
+
+
+for _order in (Fifo(), Priority(), Drf()):
+    register_order(_order)
+
+POLICIES = tuple(ORDERS)  # compatible name: the built-in orders
+
+
+def get_order(name: str) -> QueueOrder | None:
+    return ORDERS.get(name)
 
 
 def static_key(policy: str) -> Callable:
-    if policy == "priority":
-        return lambda j: (-j.req.priority, j.req.submit_time, j.seq)
-    return lambda j: (j.req.submit_time, j.seq)
+    """Compatible helper: the sort key of the order named ``policy`` (FIFO when unknown)."""
+    return ORDERS.get(policy, ORDERS["fifo"]).key
 
 
 def drf_order(jobs: list, usage: dict[str, list[float]], capacity: tuple[float, float, float],

@@ -12,6 +12,7 @@ from typing import Any
 from .config import load_cluster_config
 from .decisions import Decision
 from .errors import ConfigError, RequestError
+from .jobs import Job, JobState
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 
@@ -24,13 +25,11 @@ class RecoveryMixin:
         validate_request(self, job, as_opportunistic=bool(opportunistic))
         res = self._resolve_placement(job, placement)
         now = self._tick(now)
-        from .scheduler import _Job
-
-        j = _Job(job, self._seq)
+        j = Job(job, self._seq)
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
-        self._install_running(j, res, bool(opportunistic), now, out,
+        self._adopt_running(j, res, bool(opportunistic), now, out,
                               "adopted as opportunistic: its GPUs are not within VC {vc}'s free guaranteed cells")
         self._schedule(now, out)
         return out
@@ -91,129 +90,97 @@ class RecoveryMixin:
                                    f"the job's tasks there use {cpus:g} / {mem}")
         return res
 
-    def _install_running(self, j, res, opportunistic: bool, now: float, out: list, demote_reason: str) -> None:
-        """Make ``j`` running on ``res`` ((group, index, node, leaves) per task)."""
+    def _adopt_running(self, j, res, opportunistic: bool, now: float, out: list, demote_reason: str,
+                       placement: tuple | None = None, detached: tuple = ()) -> None:
+        """Make ``j`` running on ``res`` ((group, index, node, leaves) per task) through the install path,
+        guaranteed when its VC's cells can cover its GPUs, else opportunistic (``demoted``)."""
         req = j.req
         guaranteed = req.priority != -1 and not opportunistic
         txn: list = []
-        if guaranteed and not self._adopt_guaranteed(j, res, txn):
-            self._rollback(txn)
-            guaranteed = False
-            if not opportunistic:
-                j.demoted = True
-                out.append(Decision("demoted", req.id, now, reason=demote_reason.format(vc=req.vc)))
+        vleaves: list = []
+        if guaranteed:
+            got = self._cover_with_vcells(j, res, detached, txn)
+            if got is None:
+                self._rollback(txn)
+                guaranteed = False
+                if not opportunistic:
+                    j.demoted = True
+                    out.append(Decision("demoted", req.id, now, reason=demote_reason.format(vc=req.vc)))
+            else:
+                vleaves = got
         if opportunistic and req.priority != -1:
             j.demoted = True
-        j.opp = not guaranteed
-        firsts, acc = [], 0
-        for tg in req.tasks:
-            firsts.append(acc)
-            acc += tg.count
-        placements, leaves_all, j.res = [], [], []
-        for gi, ti, node, leaves in res:
-            tg = req.tasks[gi]
-            placements.append(TaskPlacement(f"{tg.name}-{ti}", tg.name, ti, firsts[gi] + ti, node.name,
-                                            tuple(sorted(lf.gpu for lf in leaves)), tg.cpus, tg.memory_mb))
-            leaves_all.extend(leaves)
-            if tg.cpus or tg.memory_mb:
-                node.cpus_free -= tg.cpus
-                node.memory_free -= tg.memory_mb
-                j.res.append((node, tg.cpus, tg.memory_mb))
-        placements.sort(key=lambda p: p.rank)
-        j.placement = tuple(placements)
-        for leaf in leaves_all:
-            self._leaf_set(leaf, job=req.id, jopp=j.opp, reserved_by=None)
-        j.pleaves = leaves_all
-        if guaranteed:
-            j.vleaves = [leaf.vcell for leaf in leaves_all]
-            if j.vleaves:
-                self._hold_register(j)
-        j.state = "running"
-        j.started_at = now
-
-    def _adopt_guaranteed(self, j, res, txn: list) -> bool:
-        req = j.req
-        vc = self._vcs[req.vc]
-        for _, _, _, leaves in res:
-            for leaf in leaves:
-                v = self._vcell_for(vc, leaf, req, txn)
-                if v is None or v.job is not None:
-                    return False
-                self._vhold(v, req.id, txn)
-        return True
-
-    def _vcell_for(self, vc, leaf, req, txn: list):
-        """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell around it if needed)."""
-        v = leaf.vcell
-        if v is not None:
-            if v.vc != vc.name or v.root.pin != req.pinned_cell:
-                return None
-            return v
-        if req.pinned_cell is not None:
-            return None
-        buddy = self._buddies[leaf.chain]
-        tried = set()
-        for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
-            if r.level in tried:
-                continue
-            tried.add(r.level)
-            anc = leaf
-            while anc is not None and anc.level < r.level:
-                anc = anc.parent
-            if anc is None or anc.level != r.level:
-                continue
-            # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
-            if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
-                self._bind(r, anc, txn)
-                return leaf.vcell
-        return None
+        self._take_resources(req, res)
+        self._install(j, res, vleaves, not guaranteed, [], now, out, announce=False, placement=placement,
+                      detached=detached)
 
     # ------------------------------------------------------------------ reconfiguration
     def reconfigure(self, config: Any, now: float) -> list[Decision]:
-        """Switch to a new cluster config, keeping running jobs running (ConfigError: nothing changed)."""
+        """Switch to a new cluster config, keeping running work running (ConfigError: nothing changed).
+
+        A new cluster state, then the running jobs adopted into it through the install path and the
+        waiting ones queued again. Tasks on nodes/GPUs the new config removes keep running where they
+        are (``detached``): their GPUs take no new work, and a guaranteed job still holds its VC's
+        share for them (demoted when the VC can no longer cover it)."""
         cfg = load_cluster_config(config)
         now = self._tick(now)
-        new = type(self)(cfg, self.policy, self.starvation_after)
-        new._now = self._now
-        new._seq = self._seq
-        # bad hardware stays bad
-        new._node_down = {n for n in self._node_down if n in new._nodes}
-        new._gpu_down = {(n, g) for n, g in self._gpu_down if n in new._nodes and g in new._nodes[n].gpu_leaves}
-        for n in new._node_list:
-            n.healthy = n.name not in new._node_down
-            for idx in sorted(n.gpu_leaves):
-                new._apply_health(n.gpu_leaves[idx])
-        running = [j for j in self._jobs.values() if j.state == "running"]
-        # every running task must still have its node, GPUs, CPUs and memory
+        old_chain_gpu = dict(self._chain_gpu)
+        running = [j for j in self._jobs.values() if j.state == JobState.RUNNING]
+        # nodes that stay must still hold the CPUs/memory their running tasks use
         use: dict[str, list] = {}
+        gpus_of = _gpu_map(cfg)
         for j in running:
             for p in j.placement:
-                node = new._nodes.get(p.node)
-                if node is None:
-                    raise ConfigError("physicalCluster", f"node {p.node} still runs job {j.req.id}; "
-                                      "finish or drain its jobs before removing it")
-                for g in p.gpus:
-                    if g not in node.gpu_leaves:
-                        raise ConfigError("physicalCluster", f"GPU {g} of node {p.node} still runs job {j.req.id}")
-                acc = use.setdefault(p.node, [0.0, 0])
-                acc[0] += p.cpus
-                acc[1] += p.memory_mb
+                if p.node in cfg.nodes and all(g in gpus_of.get(p.node, ()) for g in p.gpus):
+                    acc = use.setdefault(p.node, [0.0, 0])
+                    acc[0] += p.cpus
+                    acc[1] += p.memory_mb
         for name, (cpus, mem) in use.items():
-            node = new._nodes[name]
-            if cpus > node.cpus + 1e-9 or mem > node.memory_mb:
+            info = cfg.nodes[name]
+            if cpus > info.cpus + 1e-9 or mem > info.memory_mb:
                 raise ConfigError(f"nodeResources.{name}", f"running jobs use {cpus:g} CPUs / {mem} MB there but the "
-                                  f"new config gives {node.cpus:g} / {node.memory_mb}")
+                                  f"new config gives {info.cpus:g} / {info.memory_mb}")
+        # what each running task runs on, in the old state (GPU types of tasks that become detached)
+        gpu_types = {j.req.id: {p.task: (old_chain_gpu[j.pleaves[0].chain] if j.pleaves else None)
+                                for p in j.placement} for j in running}
+        for j in running:
+            for leaf in j.pleaves:
+                for p in j.placement:
+                    if p.node == leaf.node and leaf.gpu in p.gpus:
+                        gpu_types[j.req.id][p.task] = old_chain_gpu[leaf.chain]
+            for p, t in j.detached:
+                gpu_types[j.req.id][p.task] = t
+        node_down, gpu_down = self._node_down, self._gpu_down
+        jobs = sorted(self._jobs.values(), key=lambda j: j.seq)
+        # a new state; bad hardware stays bad
+        self._new_state(cfg)
+        self._node_down = {n for n in node_down if n in self._nodes}
+        self._gpu_down = {(n, g) for n, g in gpu_down if n in self._nodes and g in self._nodes[n].gpu_leaves}
+        for n in self._node_list:
+            n.healthy = n.name not in self._node_down
+            for idx in sorted(n.gpu_leaves):
+                self._apply_health(n.gpu_leaves[idx])
         out: list[Decision] = []
         order = sorted(running, key=lambda j: (j.opp, -j.req.priority, j.started_at or 0.0, j.seq))
         for j in order:
-            res = [(gi, p.index, new._nodes[p.node], [new._nodes[p.node].gpu_leaves[g] for g in p.gpus])
-                   for p in j.placement for gi in [next(i for i, t in enumerate(j.req.tasks) if t.name == p.group)]]
+            self._jobs[j.req.id] = j
+        for j in order:
+            res, detached = [], []
+            for p in j.placement:
+                gi = next(i for i, t in enumerate(j.req.tasks) if t.name == p.group)
+                node = self._nodes.get(p.node)
+                if node is not None and all(g in node.gpu_leaves for g in p.gpus):
+                    res.append((gi, p.index, node, [node.gpu_leaves[g] for g in p.gpus]))
+                else:
+                    detached.append((p, gpu_types[j.req.id].get(p.task)))
             was_opp = j.opp
-            _reset(j)
-            ok_vc = j.req.vc in new._vcs
+            placement = j.placement
+            j.reset_placement()
+            j.preemptors = []
+            ok_vc = j.req.vc in self._vcs
             if not was_opp and ok_vc:
                 try:
-                    new._validate_for_reconfig(j.req)
+                    self._validate_for_reconfig(j.req)
                 except RequestError:
                     ok_vc = False
             if not ok_vc and not was_opp:
@@ -221,31 +188,38 @@ class RecoveryMixin:
                 out.append(Decision("demoted", j.req.id, now,
                                     reason=f"reconfiguration: VC {j.req.vc} no longer guarantees this job; "
                                            "it keeps running as opportunistic"))
-            new._jobs[j.req.id] = j
-            new._install_running(j, res, was_opp or not ok_vc, now, out,
-                                 "reconfiguration: VC {vc}'s new guarantee no longer covers its GPUs; "
-                                 "it keeps running as opportunistic")
-            j.preemptors = []
-        for j in self._jobs.values():
-            if j.state == "running":
+            if not ok_vc:
+                # its VC is gone: it runs on, outside any queue or guarantee
+                self._take_resources(j.req, res)
+                self._install(j, res, [], True, [], now, out, announce=False, placement=placement,
+                              detached=tuple(detached))
                 continue
-            was_preempting = j.state == "preempting"
-            _reset(j)
+            self._adopt_running(j, res, was_opp, now, out,
+                                "reconfiguration: VC {vc}'s new guarantee no longer covers its GPUs; "
+                                "it keeps running as opportunistic", placement=placement, detached=tuple(detached))
+        for j in jobs:
+            if j.state == JobState.RUNNING:
+                continue
+            was_preempting = j.state == JobState.PREEMPTING
+            j.reset_placement()
+            j.state = JobState.WAITING
+            j.preempted_by = None
+            j.preemptors = []
+            j.bypass_since = None
             j.opp = j.req.priority == -1
             j.demoted = False
             try:
-                new._validate_for_reconfig(j.req)
+                self._validate_for_reconfig(j.req)
             except RequestError as e:
                 out.append(Decision("rejected", j.req.id, now, error=f"after reconfiguration: {e}"))
                 continue
-            new._jobs[j.req.id] = j
-            new._enqueue(j)
+            self._jobs[j.req.id] = j
+            self._enqueue(j)
             if was_preempting:
-                j.fail = ("taken", "its reservation was dropped by a reconfiguration; waiting again")
-                out.append(Decision("queued", j.req.id, now, reason=j.fail[1]))
+                j.fail = Requeued("its reservation was dropped by a reconfiguration; waiting again")
+                out.append(Decision("queued", j.req.id, now, reason=j.fail.reason))
         # restore submission order of the job table (views and tie-breaks follow it)
-        new._jobs = dict(sorted(new._jobs.items(), key=lambda kv: kv[1].seq))
-        self.__dict__.update(new.__dict__)
+        self._jobs = dict(sorted(self._jobs.items(), key=lambda kv: kv[1].seq))
         self._schedule(now, out)
         return out
 
@@ -258,13 +232,13 @@ class RecoveryMixin:
             self._jobs = jobs
 
 
-def _reset(j) -> None:
-    j.pleaves, j.vleaves, j.reserved, j.res = [], [], [], []
-    j.waiting_on = []
-    j.placement = ()
-    j.fail = None
-    if j.state != "running":
-        j.state = "waiting"
-        j.preempted_by = None
-        j.preemptors = []
-        j.bypass_since = None
+def _gpu_map(cfg) -> dict[str, set]:
+    """node -> its GPU indices in ``cfg`` (from the physical cells)."""
+    out: dict[str, set] = {}
+    stack = list(cfg.physical_cells)
+    while stack:
+        spec = stack.pop()
+        if spec.level == 1:
+            out.setdefault(spec.node, set()).add(spec.gpu)
+        stack.extend(spec.children)
+    return out

@@ -14,42 +14,20 @@ from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
 from .placement import PlacementMixin
+from .install import InstallMixin
 from .recovery import RecoveryMixin
-from .policies import POLICIES, drf_order, static_key
+from .jobs import NOFIT, HeldBack, Job, JobState, Mode, Requeued, _Job  # noqa: F401 (Job: compatible alias)
+from .policies import ORDERS, get_order
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
 from .views import ViewsMixin
 
 
-class _Job:
-    __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
-                 "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at")
-
-    def __init__(self, req: JobRequest, seq: int):
-        self.req = req
-        self.seq = seq
-        self.state = "waiting"
-        self.opp = req.priority == -1
-        self.demoted = False
-        self.placement: tuple[TaskPlacement, ...] = ()
-        self.vleaves: list = []
-        self.pleaves: list = []
-        self.reserved: list = []
-        self.res: list = []
-        self.waiting_on: list[str] = []
-        self.preemptors: list[str] = []
-        self.preempted_by: str | None = None
-        self.bypass_since: float | None = None
-        self.fail: Any = None
-        self.qkey = None
-        self.started_at: float | None = None
+_FIFO_KEY = ORDERS["fifo"].key
 
 
-_FIFO_KEY = static_key("fifo")
-
-
-class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
+class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMixin):
     """HiveD-style scheduler over one cluster config.
 
     ``policy`` orders jobs inside a VC (``fifo`` | ``priority`` | ``drf``). ``starvation_after``
@@ -59,19 +37,25 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
     """
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0):
-        if policy not in POLICIES:
-            raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(POLICIES)})")
+        order = get_order(policy) if isinstance(policy, str) else None
+        if order is None:
+            raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
         cfg = config if isinstance(config, ClusterConfig) else load_cluster_config(config)
         self.policy = policy
+        self._order = order
         self.starvation_after = starvation_after
+        self._new_state(cfg)
+        self._seq = 0
+        self._now = 0.0
+        self._qkey = order.key
+
+    def _new_state(self, cfg: ClusterConfig) -> None:
+        """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
         self._init_state(cfg)
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, Job] = {}
         self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self._vcs}
         self._opp_queue: list = []
         self._pending_idle: list = []
-        self._seq = 0
-        self._now = 0.0
-        self._qkey = static_key(policy)
 
     # ================================================================== calls
     def submit(self, job: JobRequest, now: float) -> list[Decision]:
@@ -79,7 +63,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
         validate_request(self, job)
         now = self._tick(now)
-        j = _Job(job, self._seq)
+        j = Job(job, self._seq)
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
@@ -95,7 +79,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             if fast and self._attempt(j, now, out, None):
                 self._mark_bypassed(vc, now)
         self._schedule(now, out)
-        if j.state == "waiting":
+        if j.state == JobState.WAITING:
             out.append(Decision("queued", job.id, now, reason=self._reason(j)))
         return out
 
@@ -103,17 +87,25 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         j = self._get(job_id)
         now = self._tick(now)
         out: list[Decision] = []
-        if j.state == "waiting":
+        called_off: list[Job] = []
+        if j.state == JobState.WAITING:
             self._dequeue(j)
-        elif j.state == "preempting":
-            self._forget_victims(j)
+        elif j.state == JobState.PREEMPTING:
+            called_off = self._call_off(j)
         preemptors = self._take_preemptors(j)
         self._release(j)
         del self._jobs[job_id]
         out.append(Decision("finished", job_id, now))
+        for v in called_off:
+            self._regain_guarantee(v, now, out)
         self._victim_gone(job_id, preemptors, now, out)
         self._schedule(now, out)
         return out
+
+    def cancel(self, job_id: str, now: float) -> list[Decision]:
+        """Withdraw a job (waiting, preempting or running): the same as ``finish``. A preemptor that
+        is withdrawn calls its preemption off: victims not yet stopped keep running."""
+        return self.finish(job_id, now)
 
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[Decision]:
         j = self._get(job_id)
@@ -132,17 +124,22 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
                 self._validate_for_reconfig(j.req)
             except RequestError as e:
                 error = str(e)
+        queued_at = None
         if requeue and error is None:
             j.opp = j.req.priority == -1
             j.demoted = False
             j.started_at = None
             self._enqueue(j)
+            queued_at = len(out)
         else:
             del self._jobs[job_id]
             if error is not None:
                 out.append(Decision("rejected", job_id, now, error=f"cannot be queued again: {error}"))
         self._victim_gone(job_id, preemptors, now, out)
         self._schedule(now, out)
+        if queued_at is not None:  # the log says it is queued again, right after `preempted`
+            reason = self._reason(j) if j.state == JobState.WAITING else f"preempted by {by}; queued again"
+            out.insert(queued_at, Decision("queued", job_id, now, reason=reason))
         return out
 
     def set_node_health(self, node: str, healthy: bool, now: float) -> list[Decision]:
@@ -198,14 +195,14 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
                 hit[leaf.reserved_by] = None
         for jid in sorted(hit, key=lambda x: self._jobs[x].seq):
             p = self._jobs[jid]
-            if p.state != "preempting":
+            if p.state != JobState.PREEMPTING:
                 continue
             bad = sorted(f"{leaf.node}/{leaf.gpu}" for leaf in p.reserved if not leaf.healthy)
             self._cancel_reservation(p, now, out, f"GPUs it reserved went bad ({', '.join(bad)}); "
                                                   "it waits to be placed again")
 
     # ================================================================== internals: bookkeeping
-    def _get(self, job_id: str) -> _Job:
+    def _get(self, job_id: str) -> Job:
         j = self._jobs.get(job_id)
         if j is None:
             raise RequestError("job_id", f"unknown job {job_id!r}")
@@ -221,8 +218,8 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         self._now = max(self._now, now)
         return now
 
-    def _enqueue(self, j: _Job, mark: bool = True) -> None:
-        j.state = "waiting"
+    def _enqueue(self, j: Job, mark: bool = True) -> None:
+        j.state = JobState.WAITING
         if j.req.priority == -1:
             j.qkey = (_FIFO_KEY(j), j.req.id)
             insort(self._opp_queue, j.qkey)
@@ -235,7 +232,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             if mark:
                 vc.dirty = True
 
-    def _dequeue(self, j: _Job) -> None:
+    def _dequeue(self, j: Job) -> None:
         lst = self._opp_queue if j.req.priority == -1 else self._vcs[j.req.vc].queue
         i = bisect_left(lst, j.qkey)
         if i < len(lst) and lst[i] == j.qkey:
@@ -255,43 +252,74 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             if vc.min_bypass is None or now < vc.min_bypass:
                 vc.min_bypass = now
 
-    def _take_preemptors(self, j: _Job) -> list[str]:
+    def _take_preemptors(self, j: Job) -> list[str]:
         p = j.preemptors
         j.preemptors = []
         return p
 
-    def _forget_victims(self, p: _Job) -> None:
+    def _forget_victims(self, p: Job) -> list[Job]:
+        """``p`` no longer waits for its victims; returns those nobody else waits for."""
+        alone = []
         for vid in p.waiting_on:
             v = self._jobs.get(vid)
             if v is not None and p.req.id in v.preemptors:
                 v.preemptors.remove(p.req.id)
                 if v.preempted_by == p.req.id and v.preemptors:
                     v.preempted_by = v.preemptors[0]
+                if not v.preemptors:
+                    alone.append(v)
         p.waiting_on = []
+        return alone
+
+    def _call_off(self, p: Job) -> list[Job]:
+        """A preemptor is withdrawn: its victims that nobody else waits for are no longer to be
+        stopped. Returns them (they get their guarantee back once ``p`` released its cells)."""
+        alone = self._forget_victims(p)
+        for v in alone:
+            v.preempted_by = None
+        return alone
+
+    def _regain_guarantee(self, v: Job, now: float, out: list) -> None:
+        """A victim whose preemption was called off holds its VC's cells again (if it lost them
+        without being demoted, as a non-lazy victim does); else it runs on as opportunistic."""
+        if v.state != JobState.RUNNING or not v.opp or v.demoted or v.req.priority == -1 or v.detached:
+            return
+        txn: list = []
+        vleaves = self._cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
+        if vleaves is None:
+            self._rollback(txn)
+            self._demote(v, now, out, "its preemptor was withdrawn but its GPUs are no longer within "
+                                      f"VC {v.req.vc}'s free guaranteed cells; it keeps running as opportunistic")
+            return
+        for leaf in v.pleaves:
+            self._leaf_set(leaf, jopp=False)
+        v.vleaves = vleaves
+        v.opp = False
+        self._hold_register(v)
 
     def _victim_gone(self, victim_id: str, preemptors: list[str], now: float, out: list) -> None:
         for pid in preemptors:
             p = self._jobs.get(pid)
-            if p is None or p.state != "preempting" or victim_id not in p.waiting_on:
+            if p is None or p.state != JobState.PREEMPTING or victim_id not in p.waiting_on:
                 continue
             p.waiting_on.remove(victim_id)
             if not p.waiting_on:
                 self._start_reserved(p, now, out)
 
-    def _start_reserved(self, p: _Job, now: float, out: list) -> None:
+    def _start_reserved(self, p: Job, now: float, out: list) -> None:
         for leaf in p.reserved:
             self._leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
         p.pleaves, p.reserved = p.reserved, []
-        p.state = "running"
+        p.state = JobState.RUNNING
         p.started_at = now
         out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
 
-    def _hold_register(self, j: _Job) -> None:
+    def _hold_register(self, j: Job) -> None:
         vc = self._vcs[j.req.vc]
         self._holders[j.req.vc][j.req.id] = None
         vc.prio_count[j.req.priority] = vc.prio_count.get(j.req.priority, 0) + 1
 
-    def _hold_unregister(self, j: _Job) -> None:
+    def _hold_unregister(self, j: Job) -> None:
         h = self._holders[j.req.vc]
         if j.req.id in h:
             del h[j.req.id]
@@ -301,7 +329,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
                 del vc.prio_count[j.req.priority]
             vc.dirty = True
 
-    def _release(self, j: _Job) -> None:
+    def _release(self, j: Job) -> None:
         """Give back everything ``j`` uses or reserves."""
         jid = j.req.id
         for leaf in j.pleaves:
@@ -324,8 +352,9 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         j.pleaves, j.reserved, j.vleaves, j.res = [], [], [], []
         j.placement = ()
         j.waiting_on = []
+        j.detached = ()
 
-    def _strip_guarantee(self, x: _Job, keep_bound: list | None = None) -> None:
+    def _strip_guarantee(self, x: Job, keep_bound: list | None = None) -> None:
         """``x`` keeps running on its GPUs but no longer holds its VC's virtual cells.
 
         Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
@@ -345,16 +374,16 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         else:
             self._release_idle_roots(roots.values())
 
-    def _demote(self, x: _Job, now: float, out: list, reason: str, keep_bound: list | None = None) -> None:
+    def _demote(self, x: Job, now: float, out: list, reason: str, keep_bound: list | None = None) -> None:
         self._strip_guarantee(x, keep_bound)
         x.demoted = True
         out.append(Decision("demoted", x.req.id, now, reason=reason))
 
-    def _cancel_reservation(self, x: _Job, now: float, out: list, reason: str) -> None:
+    def _cancel_reservation(self, x: Job, now: float, out: list, reason: str) -> None:
         self._forget_victims(x)
         self._release(x)
         self._enqueue(x)
-        x.fail = ("taken", reason)
+        x.fail = Requeued(reason)
         out.append(Decision("queued", x.req.id, now, reason=reason))
 
     # ================================================================== internals: scheduling
@@ -382,22 +411,21 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             if not self._opp_dirty and not any(vc.dirty for vc in self._vcs.values()):
                 return
 
-    def _ordered_waiting(self, vc) -> list[_Job]:
+    def _ordered_waiting(self, vc) -> list[Job]:
         return [self._jobs[jid] for _, jid in vc.queue]
 
     def _pass_vc(self, vc, now: float, out: list) -> None:
         jobs = self._ordered_waiting(vc)
-        if self.policy == "drf":
-            jobs = drf_order(jobs, self._drf_usage(vc.name), self._drf_capacity(vc.name),
-                             started=lambda j: j.state != "waiting")
+        if self._order.dynamic:
+            jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != JobState.WAITING)
         memo: dict = {}
-        skipped: list[_Job] = []
+        skipped: list[Job] = []
         hold = None
         for j in jobs:
-            if j.state != "waiting":
+            if j.state != JobState.WAITING:
                 continue
             if hold is not None:
-                j.fail = ("held", hold.req.id)
+                j.fail = HeldBack(hold.req.id)
                 continue
             if self._attempt(j, now, out, memo):
                 for s in skipped:
@@ -418,7 +446,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         memo: dict = {}
         for _, jid in list(self._opp_queue):
             j = self._jobs.get(jid)
-            if j is not None and j.state == "waiting":
+            if j is not None and j.state == JobState.WAITING:
                 self._attempt_opp(j, now, out, memo)
 
     @staticmethod
@@ -426,7 +454,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
                 req.priority, req.within, req.pinned_cell)
 
-    def _attempt(self, j: _Job, now: float, out: list, memo: dict | None) -> bool:
+    def _attempt(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         """Try to start (or start preempting for) guaranteed job ``j``."""
         req = j.req
         key = self._shape(req)
@@ -444,10 +472,10 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         res = None
         forced: list[str] = []
         if req.total_gpus <= free:
-            res = self._place_guaranteed(j, 0, txn)
+            res = self._place_guaranteed(j, Mode.FREE, txn)
             if res is None and self._opp_leaves > 0:
                 self._rollback(txn)
-                res = self._place_guaranteed(j, 1, txn)
+                res = self._place_guaranteed(j, Mode.OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
             self._rollback(txn)
@@ -461,9 +489,9 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             self._rollback(txn)
             if not changed:
                 self._dirty_restore(snap)
-            j.fail = "nofit"
+            j.fail = NOFIT
             if memo is not None:
-                memo[key] = "nofit"
+                memo[key] = NOFIT
             self._flush_idle()
             return False
         self._commit(j, res, forced or [], now, out)
@@ -475,7 +503,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             roots, self._pending_idle = self._pending_idle, []
             self._release_idle_roots(roots)
 
-    def _attempt_opp(self, j: _Job, now: float, out: list, memo: dict | None) -> bool:
+    def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         req = j.req
         key = self._shape(req)
         if memo is not None and key in memo:
@@ -487,17 +515,17 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         if res is None:
             self._rollback(txn)
             self._dirty_restore(snap)
-            j.fail = "nofit"
+            j.fail = NOFIT
             if memo is not None:
-                memo[key] = "nofit"
+                memo[key] = NOFIT
             return False
         self._commit(j, res, [], now, out)
         return True
 
-    def _preempt_lower(self, j: _Job, now: float, out: list, txn: list):
+    def _preempt_lower(self, j: Job, now: float, out: list, txn: list):
         """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
         req = j.req
-        victims: list[_Job] = []
+        victims: list[Job] = []
         vc = self._vcs[req.vc]
         if req.pinned_cell is not None:
             roots = [vc.pins[req.pinned_cell]]
@@ -512,7 +540,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
             sim: list = []
             snap = self._dirty_snapshot()
             self._cut = cutoff
-            res = self._place_guaranteed(j, 2, sim)
+            res = self._place_guaranteed(j, Mode.DISPLACE, sim)
             stolen = list(dict.fromkeys(self._stolen))
             self._rollback(sim)
             self._cut = -1
@@ -526,7 +554,7 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         keep: list = []
         lazy_roots: list = []
         for x in sorted(victims, key=lambda x: x.seq):
-            if x.state == "preempting":
+            if x.state == JobState.PREEMPTING:
                 self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
                                                       f"(priority {req.priority} > {x.req.priority})")
             elif x.req.lazy_preemption:
@@ -552,83 +580,44 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         self._pending_idle.extend(keep)
         return res, forced
 
-    def _place_best(self, j: _Job, txn: list):
+    def _place_best(self, j: Job, txn: list):
         mark = len(txn)
-        res = self._place_guaranteed(j, 0, txn)
+        res = self._place_guaranteed(j, Mode.FREE, txn)
         if res is None:
             self._rollback(txn, mark)
-            res = self._place_guaranteed(j, 1, txn)
+            res = self._place_guaranteed(j, Mode.OPPORTUNISTIC, txn)
         return res
 
-    def _commit(self, j: _Job, res: list, forced: list[str], now: float, out: list) -> None:
-        req = j.req
-        jid = req.id
-        firsts = []
-        acc = 0
-        for tg in req.tasks:
-            firsts.append(acc)
-            acc += tg.count
-        placements = []
-        leaves_all = []
-        j.res = []
-        for gi, ti, node, leaves in res:
-            tg = req.tasks[gi]
-            placements.append(TaskPlacement(
-                task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
-                gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb))
-            leaves_all.extend(leaves)
-            if tg.cpus or tg.memory_mb:
-                j.res.append((node, tg.cpus, tg.memory_mb))
-        placements.sort(key=lambda p: p.rank)
-        j.placement = tuple(placements)
-        guaranteed = req.priority != -1
-        if guaranteed:
-            j.vleaves = [leaf.vcell for leaf in leaves_all]
-            j.opp = False
-            if j.vleaves:
-                self._hold_register(j)
-        else:
-            j.opp = True
-        self._dequeue(j)
-        j.fail = None
-        j.bypass_since = None
+    def _commit(self, j: Job, res: list, forced: list[str], now: float, out: list) -> None:
+        """A placement was found (its virtual GPUs held, its CPUs taken): install it."""
+        jid = j.req.id
+        leaves_all = [leaf for _, _, _, leaves in res for leaf in leaves]
         seen = dict.fromkeys(forced)
         for leaf in leaves_all:
             if leaf.job is not None and leaf.job != jid:
                 seen[leaf.job] = None
         victims = sorted(seen, key=lambda v: self._jobs[v].seq)
-        if not victims:
-            for leaf in leaves_all:
-                self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
-            j.pleaves = leaves_all
-            j.state = "running"
-            j.started_at = now
-            out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
-            return
-        for leaf in leaves_all:
-            self._leaf_set(leaf, reserved_by=jid)
-        j.reserved = leaves_all
-        j.state = "preempting"
-        j.waiting_on = list(victims)
-        for vid in victims:
-            v = self._jobs[vid]
-            v.preemptors.append(jid)
-            if v.preempted_by is None or v.preempted_by not in v.preemptors:
-                v.preempted_by = jid
-        out.append(Decision("preempting", jid, now, victims=tuple(victims)))
+        self._dequeue(j)
+        j.fail = None
+        j.bypass_since = None
+        guaranteed = j.req.priority != -1
+        self._install(j, res, [leaf.vcell for leaf in leaves_all] if guaranteed else [], not guaranteed,
+                      victims, now, out, announce=True)
 
-    # ------------------------------------------------------------------ DRF inputs
-    def _drf_usage(self, vc: str) -> dict[str, list[float]]:
+    # ------------------------------------------------------------------ inputs of dynamic queue orders (DRF)
+    def vc_usage(self, vc: str) -> dict[str, list[float]]:
+        """user -> [GPUs, CPUs, memory MB] used by the VC's started jobs."""
         use: dict[str, list[float]] = {}
         for j in self._jobs.values():
-            if j.req.vc == vc and j.state != "waiting":
+            if j.req.vc == vc and j.state != JobState.WAITING:
                 u = use.setdefault(j.req.user, [0.0, 0.0, 0.0])
                 u[0] += j.req.total_gpus
                 u[1] += sum(t.cpus * t.count for t in j.req.tasks)
                 u[2] += sum(t.memory_mb * t.count for t in j.req.tasks)
         return use
 
-    def _drf_capacity(self, vc: str) -> tuple[float, float, float]:
+    def vc_capacity(self, vc: str) -> tuple[float, float, float]:
+        """The VC's GPUs and its share (by GPUs) of the cluster's CPUs and memory."""
         gpus = self._vcs[vc].guaranteed() + sum(p.size for p in self._vcs[vc].pins.values())
         total = self.config.gpu_count() or 1
         frac = gpus / total

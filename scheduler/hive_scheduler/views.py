@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .decisions import JobView
+from .jobs import HeldBack, JobState, Requeued
 
 
 def _plural(n: int, word: str) -> str:
@@ -32,7 +33,7 @@ class ViewsMixin:
             lst = self._opp_queue
         else:
             lst = self._vcs[j.req.vc].queue
-        if self.policy == "drf" and j.req.priority != -1:
+        if self._order.dynamic and j.req.priority != -1:
             return sum(1 for _, jid in lst if jid != j.req.id and self._jobs[jid].req.submit_time <= j.req.submit_time
                        and self._jobs[jid].seq < j.seq)
         # the queue is sorted and keys are unique: a binary search, not a walk (submit asks for every job)
@@ -86,13 +87,13 @@ class ViewsMixin:
         if j.state == "preempting":
             return f"waiting for {_plural(len(j.waiting_on), 'preempted job')} to stop: {', '.join(j.waiting_on)}"
         fail = j.fail
-        if isinstance(fail, tuple) and fail[0] == "held":
-            h = self._jobs.get(fail[1])
+        if isinstance(fail, HeldBack):
+            h = self._jobs.get(fail.for_job)
             need = h.req.total_gpus if h else 0
-            return (f"held back so that {fail[1]} (needs {need} GPUs, overtaken for more than "
+            return (f"held back so that {fail.for_job} (needs {need} GPUs, overtaken for more than "
                     f"{self.starvation_after:g} s) can start first")
-        if isinstance(fail, tuple) and fail[0] == "taken":
-            return fail[1]
+        if isinstance(fail, Requeued):
+            return fail.reason
         if ahead is None:
             ahead = self._jobs_ahead(j)
         ahead_s = f"; {_plural(ahead, 'job')} ahead" if ahead else ""
@@ -149,7 +150,7 @@ class ViewsMixin:
     # ------------------------------------------------------------------ queries
     def _view(self, j, ahead: int | None = None) -> JobView:
         return JobView(
-            id=j.req.id, vc=j.req.vc, user=j.req.user, state=j.state, priority=j.req.priority,
+            id=j.req.id, vc=j.req.vc, user=j.req.user, state=JobState(j.state).value, priority=j.req.priority,
             opportunistic=j.opp, placement=j.placement, reason=self._reason(j, ahead),
             reserved_cells=tuple(leaf.address for leaf in j.reserved), preempted_by=j.preempted_by,
             waiting_for=tuple(j.waiting_on), submit_time=j.req.submit_time, gpus=j.req.total_gpus,
@@ -174,10 +175,9 @@ class ViewsMixin:
             running = sorted(by_vc[name], key=lambda j: j.seq)
             waiting = [self._jobs[jid] for _, jid in self._vcs[name].queue]
             pos = {j.req.id: i for i, j in enumerate(waiting)}
-            if self.policy == "drf":
-                from .policies import drf_order
-                waiting = list(drf_order(waiting, self._drf_usage(name), self._drf_capacity(name)))
-                pos = None  # DRF: "ahead" counts earlier submissions (see _jobs_ahead)
+            if self._order.dynamic:
+                waiting = list(self._order.arrange(waiting, self, name))
+                pos = None  # a dynamic order: "ahead" counts earlier submissions (see _jobs_ahead)
             out.extend(self._view(j) for j in running)
             out.extend(self._view(j, pos[j.req.id] if pos is not None else None) for j in waiting)
             out.extend(self._view(j, opp_pos[j.req.id]) for j in opp_wait[name])
@@ -256,7 +256,7 @@ class ViewsMixin:
             if j.state != "waiting":
                 running[j.req.vc] += 1
                 if j.opp:
-                    opp_use[j.req.vc] += len(j.pleaves)
+                    opp_use[j.req.vc] += j.req.total_gpus
         for _, jid in self._opp_queue:
             queue[self._jobs[jid].req.vc] += 1
         for name in self._vc_order:

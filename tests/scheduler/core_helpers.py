@@ -135,17 +135,23 @@ def check_invariants(s: Scheduler) -> None:
         if c.level == 1 and c.job is not None:
             assert s._jobs[c.job].state == "running"
             assert (c.node, c.gpu) in seen
-    # guaranteed work only inside its own VC's bound cells
+    # guaranteed work only inside its own VC's bound cells (tasks on removed hardware hold unbound ones)
     for j in s._jobs.values():
+        unbound = 0
         for v in j.vleaves:
-            assert v.vc == j.req.vc and v.job == j.req.id and v.pcell is not None
-            assert v.root.bound is not None
+            assert v.vc == j.req.vc and v.job == j.req.id
+            if v.pcell is None:
+                unbound += 1
+            else:
+                assert v.root.bound is not None
+        assert unbound <= sum(len(p.gpus) for p, _ in j.detached), f"{j.req.id} holds unbound cells"
         for leaf in j.pleaves:
             if not j.opp:
                 assert leaf.vcell is not None and leaf.vcell.vc == j.req.vc
     # node resources never over-committed
     for n in s._nodes.values():
         assert n.cpus_free >= -1e-9 and n.memory_free >= 0
+    recount(s)
     # buddy consistency: every GPU is covered by exactly one free / bound / pinned cell or is a bad leaf
     for name, b in s._buddies.items():
         listed = {c.id for d in b.free.values() for c in d.values()}
@@ -183,3 +189,123 @@ def check_invariants(s: Scheduler) -> None:
                         owner = s._jobs[leaf.job]
                         assert owner.opp or owner.req.vc == vc.name, \
                             f"{owner.req.id} of VC {owner.req.vc} runs guaranteed in VC {vc.name}'s cell"
+
+
+def recount(s: Scheduler) -> None:
+    """Every counter the core keeps incrementally equals the same count made from scratch."""
+    from hive_scheduler.cells import BOUND, PINNED
+
+    leaves = [c for c in s._cells if c.level == 1]
+    in_pin = set()
+    for c in s._cells:
+        if c.pinned_id:
+            stack = [c]
+            while stack:
+                x = stack.pop()
+                in_pin.add(x.id)
+                stack.extend(x.children)
+
+    def below(c):
+        stack = [c]
+        while stack:
+            x = stack.pop()
+            yield x
+            stack.extend(x.children)
+
+    # physical cells: per-cell counters over their leaves
+    for c in s._cells:
+        ls = c.leaves
+        want = {
+            "used": sum(1 for x in ls if x.job is not None),
+            "opp": sum(1 for x in ls if x.job is not None and x.jopp),
+            "bad": sum(1 for x in ls if not x.healthy),
+            "reserved": sum(1 for x in ls if x.reserved_by is not None),
+            "avail": sum(1 for x in ls if x.job is None and x.healthy and x.reserved_by is None and not x.in_pin),
+        }
+        got = {k: getattr(c, k) for k in want}
+        assert got == want, f"{c}: counters {got} != recount {want}"
+        nb = c.size if c.id in in_pin else sum(d.size for d in below(c) if d.state in (BOUND, PINNED))
+        assert c.nbound == nb, f"{c}: nbound {c.nbound} != {nb}"
+    assert s._opp_leaves == sum(1 for x in leaves if x.job is not None and x.jopp)
+    # leaf flags agree with the jobs
+    for x in leaves:
+        if x.job is not None:
+            j = s._jobs[x.job]
+            assert x in j.pleaves and x.jopp == j.opp, f"{x}: job {x.job} flags"
+        if x.reserved_by is not None:
+            assert x in s._jobs[x.reserved_by].reserved
+    # health: bad leaves are exactly the unhealthy ones, per chain
+    for chain, bad in s._bad_leaves.items():
+        assert sorted(bad) == sorted(x.id for x in leaves if x.chain == chain and not x.healthy)
+    for x in leaves:
+        assert x.healthy == (x.node not in s._node_down and (x.node, x.gpu) not in s._gpu_down)
+    # buddy: structural free counts and the VCs' unbound demand
+    for chain, b in s._buddies.items():
+        cells = [c for c in s._cells if c.chain == chain]
+        inside = set()
+        for c in cells:
+            if c.state in (BOUND, PINNED):
+                inside.update(x.id for x in below(c))
+        scount = {lvl: 0 for lvl in b.scount}
+        for c in cells:
+            if c.id not in inside and c.nbound == 0 and (c.parent is None or c.parent.nbound > 0):
+                scount[c.level] += 1
+        assert b.scount == scount, f"chain {chain}: scount {b.scount} != {scount}"
+        demand = {lvl: 0 for lvl in b.demand}
+        for vc in s._vcs.values():
+            for r in vc.roots.get(chain, ()):
+                if r.bound is None:
+                    demand[r.level] += 1
+        assert b.demand == demand, f"chain {chain}: demand {b.demand} != {demand}"
+    # binding: virtual and physical cells point at each other
+    for vc in s._vcs.values():
+        roots = [r for rs in vc.roots.values() for r in rs] + list(vc.pins.values())
+        for r in roots:
+            for v in below(r):
+                if r.bound is None:
+                    assert v.pcell is None
+                else:
+                    assert v.pcell is not None and v.pcell.vcell is v
+    # virtual cells: free / held / held per priority
+    prio_of = {jid: j.req.priority for jid, j in s._jobs.items()}
+    for vc in s._vcs.values():
+        roots = [r for rs in vc.roots.values() for r in rs] + list(vc.pins.values())
+        for r in roots:
+            for v in below(r):
+                ls = v.leaves
+                free = sum(1 for x in ls if x.job is None and not (x.pcell is not None and not x.pcell.healthy))
+                held = sum(1 for x in ls if x.job is not None)
+                hp: dict = {}
+                for x in ls:
+                    if x.job is not None:
+                        hp[prio_of[x.job]] = hp.get(prio_of[x.job], 0) + 1
+                assert (v.free, v.held, v.hp) == (free, held, hp), f"{v}: {(v.free, v.held, v.hp)} != {(free, held, hp)}"
+                if v.job is not None:
+                    assert v in s._jobs[v.job].vleaves
+        for chain in vc.free:
+            rs = vc.roots.get(chain, ())
+            assert vc.free[chain] == sum(r.free for r in rs), f"VC {vc.name} free[{chain}]"
+            assert vc.held[chain] == sum(r.held for r in rs), f"VC {vc.name} held[{chain}]"
+            assert vc.total[chain] == sum(r.size for r in rs)
+        holders = [j for j in s._jobs.values() if j.req.vc == vc.name and j.vleaves]
+        assert sorted(s._holders[vc.name]) == sorted(j.req.id for j in holders)
+        pc: dict = {}
+        for j in holders:
+            pc[j.req.priority] = pc.get(j.req.priority, 0) + 1
+        assert vc.prio_count == pc, f"VC {vc.name}: prio_count {vc.prio_count} != {pc}"
+        # its queue: exactly its waiting guaranteed jobs, sorted
+        waiting = sorted(j.qkey for j in s._jobs.values()
+                         if j.req.vc == vc.name and j.state == "waiting" and j.req.priority != -1)
+        assert vc.queue == waiting, f"VC {vc.name}: queue {vc.queue} != {waiting}"
+    assert s._opp_queue == sorted(j.qkey for j in s._jobs.values() if j.state == "waiting" and j.req.priority == -1)
+    # node CPUs / memory: what the started jobs' tasks take
+    cpus = {n: 0.0 for n in s._nodes}
+    mem = {n: 0 for n in s._nodes}
+    for j in s._jobs.values():
+        for node, c, m in j.res:
+            assert j.state != "waiting"
+            cpus[node.name] += c
+            mem[node.name] += m
+    for name, n in s._nodes.items():
+        assert abs(n.cpus_free - (n.cpus - cpus[name])) < 1e-6, f"node {name}: cpus_free"
+        assert n.memory_free == n.memory_mb - mem[name], f"node {name}: memory_free"

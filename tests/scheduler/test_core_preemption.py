@@ -18,7 +18,7 @@ def test_opportunistic_uses_idle_gpus_and_is_preempted_by_guarantees():
          "expect": [["preempting", "a1", ["o1"]]]},
         {"op": "submit", "job": "o2", "vc": "a", "gpus": 1, "priority": -1, "t": 2, "expect": [["queued", "o2"]]},
         {"op": "preemption_done", "job": "o1", "t": 3,
-         "expect": [["preempted", "o1", "a1"], ["started", "a1", False], ["started", "o2", True]]},
+         "expect": [["preempted", "o1", "a1"], ["queued", "o1"], ["started", "a1", False], ["started", "o2", True]]},
     ])
     v = s.job("o1")
     assert v.state == "waiting" and v.opportunistic
@@ -62,7 +62,7 @@ def test_lazy_victim_preempted_when_its_cells_are_needed():
          "expect": [["demoted", "lo"], ["preempting", "hi", ["lo"]]]},
         {"op": "submit", "job": "x", "vc": "a", "gpus": 1, "priority": -1, "t": 2},
         {"op": "preemption_done", "job": "lo", "t": 3,
-         "expect": [["preempted", "lo", "hi"], ["started", "hi", False]]},
+         "expect": [["preempted", "lo", "hi"], ["queued", "lo"], ["started", "hi", False]]},
     ])
     assert s.job("lo").state == "waiting" and not s.job("lo").opportunistic
 
@@ -78,7 +78,7 @@ def test_strictly_higher_priority_takes_over_a_reservation():
         {"op": "submit", "job": "same", "vc": "b", "gpus": 4, "priority": 50, "t": 2, "expect": [["queued", "same"]]},
         {"op": "submit", "job": "hi", "vc": "b", "gpus": 4, "priority": 90, "t": 3,
          "expect": [["queued", "mid"], ["preempting", "hi", ["lo"]]]},
-        {"op": "preemption_done", "job": "lo", "t": 4, "expect": [["preempted", "lo", "hi"], ["started", "hi", False]]},
+        {"op": "preemption_done", "job": "lo", "t": 4, "expect": [["preempted", "lo", "hi"], ["queued", "lo"], ["started", "hi", False]]},
     ])
     queued = res[4]["decisions"][0]
     assert queued.reason == "its reservation was taken over by hi (priority 90 > 50)"

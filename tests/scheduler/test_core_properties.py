@@ -16,10 +16,12 @@ from core_helpers import HIVED_EXAMPLE, MIXED, SMALL, check_invariants, job
 from hive_scheduler import RequestError, Scheduler
 
 SMALL_B = dict(SMALL, vcs={"a": 8, "b": 16, "c": {"cells": {"socket": 2}}})
+# node-3 removed (work-preserving: what runs there keeps running, detached)
+SMALL_C = dict(SMALL, nodes=["node-0", "node-1", "node-2"], racks=None, vcs={"a": 8, "b": 8, "c": {"cells": {"socket": 2}}})
 CLUSTERS = {
-    "small": (SMALL, SMALL_B, ["a", "b", "c"], ["node-0", "node-1", "node-2", "node-3"], [None, "A100-NODE", "A100-socket"]),
-    "hived": (HIVED_EXAMPLE, None, ["VC1", "VC2"], ["n1", "n2"], [None, "V100-NODE", "V100-SWITCH"]),
-    "mixed": (MIXED, None, ["v", "k", "mix"], ["m1", "m2", "k1"], [None, "V100-NODE", "K80-NODE"]),
+    "small": (SMALL, [SMALL_B, SMALL_C], ["a", "b", "c"], ["node-0", "node-1", "node-2", "node-3"], [None, "A100-NODE", "A100-socket"]),
+    "hived": (HIVED_EXAMPLE, [], ["VC1", "VC2"], ["n1", "n2"], [None, "V100-NODE", "V100-SWITCH"]),
+    "mixed": (MIXED, [], ["v", "k", "mix"], ["m1", "m2", "k1"], [None, "V100-NODE", "K80-NODE"]),
 }
 GPU_TYPES = {"small": [None], "hived": [None], "mixed": [None, "V100", "K80"]}
 
@@ -107,16 +109,17 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
             pending = [v for v in victims if v in s._jobs and s._jobs[v].preempted_by is not None]
             if pending:
                 ds = s.preemption_done(pending[step[1] % len(pending)], t, requeue=step[2])
-        elif op == "gpu":
+        elif op == "gpu" and nodes[step[1] % len(nodes)] in s._nodes:
             node = nodes[step[1] % len(nodes)]
             gpus = sorted(s._nodes[node].gpu_leaves)
             ds = s.set_gpu_health(node, gpus[step[2] % len(gpus)], step[3], t)
-        elif op == "node":
+        elif op == "node" and nodes[step[1] % len(nodes)] in s._nodes:
             ds = s.set_node_health(nodes[step[1] % len(nodes)], step[2], t)
-        elif op == "reconfigure" and alt is not None:
-            current = alt if current is config else config
+        elif op == "reconfigure" and alt:
+            choices = [config] + alt
+            current = choices[(choices.index(current) + 1 + int(step[1])) % len(choices)]
             ds = s.reconfigure(current, t)
-        elif op == "restart":
+        elif op == "restart" and not any(j.detached for j in s._jobs.values()):
             # a server restart: a fresh core adopts what runs and gets the rest submitted again
             s2 = Scheduler(current, policy=policy, starvation_after=30)
             for node in sorted(s._node_down):
@@ -143,6 +146,8 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
 
     # release everything: hardware back, stop victims, finish all jobs
     for node in nodes:
+        if node not in s._nodes:
+            continue
         s.set_node_health(node, True, t)
         for g in sorted(s._nodes[node].gpu_leaves):
             s.set_gpu_health(node, g, True, t)

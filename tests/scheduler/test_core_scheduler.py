@@ -194,7 +194,7 @@ SCRIPT_PREEMPT = [
     # lo lost its guarantee: its other GPUs are being vacated, so a new job of b reserves them too
     {"op": "submit", "job": "other", "vc": "b", "gpus": 4, "priority": 0, "expect": [["preempting", "other", ["lo"]]]},
     {"op": "preemption_done", "job": "lo", "t": 1,
-     "expect": [["preempted", "lo", "hi"], ["started", "hi", False], ["started", "other", False]]},
+     "expect": [["preempted", "lo", "hi"], ["queued", "lo"], ["started", "hi", False], ["started", "other", False]]},
     {"op": "finish", "job": "hi", "t": 2, "expect": [["finished", "hi"]]},
     {"op": "finish", "job": "other", "t": 3, "expect": [["finished", "other"], ["started", "lo", False]]},
 ]

@@ -1,0 +1,148 @@
+"""The one install path: every job that runs or reserves GPUs gets there through ``_install``.
+
+Commit (a placement the search found), adopt (recovery after a restart) and reconfigure (running
+jobs carried into a new cluster state) differ only in how they get the virtual GPUs a guaranteed
+job holds: the search holds them as it goes; adopt and reconfigure cover the job's given GPUs with
+its VC's cells (``_cover_with_vcells``, binding free cells around them when needed).
+"""
+
+from __future__ import annotations
+
+from .decisions import Decision
+from .jobs import Job, JobState
+from .types import TaskPlacement
+
+
+class InstallMixin:
+    def _install(self, j: Job, res: list, vleaves: list, opportunistic: bool, victims: list[str], now: float,
+                 out: list, announce: bool, placement: tuple | None = None, detached: tuple = ()) -> None:
+        """Make ``j`` running on ``res`` ((group, index, node, physical leaves) per task), or preempting
+        ``victims`` while it reserves those leaves. ``vleaves``: the virtual GPUs it holds (already held).
+        CPUs/memory of ``res`` are already taken. ``announce``: emit ``started``/``preempting``.
+        ``placement`` (reconfigure): the task placements to keep as they were; ``detached``: its tasks
+        on hardware no longer in the config."""
+        req = j.req
+        jid = req.id
+        firsts, acc = [], 0
+        for tg in req.tasks:
+            firsts.append(acc)
+            acc += tg.count
+        placements = []
+        leaves_all = []
+        j.res = []
+        for gi, ti, node, leaves in res:
+            tg = req.tasks[gi]
+            leaves_all.extend(leaves)
+            if node is None:
+                continue
+            if placement is None:
+                placements.append(TaskPlacement(
+                    task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
+                    gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb))
+            if tg.cpus or tg.memory_mb:
+                j.res.append((node, tg.cpus, tg.memory_mb))
+        if placement is None:
+            placements.sort(key=lambda p: p.rank)
+            placement = tuple(placements)
+        j.placement = placement
+        j.detached = detached
+        j.vleaves = list(vleaves)
+        j.opp = opportunistic
+        if j.vleaves:
+            self._hold_register(j)
+        if not victims:
+            for leaf in leaves_all:
+                self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
+            j.pleaves = leaves_all
+            j.state = JobState.RUNNING
+            j.started_at = now
+            if announce:
+                out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
+            return
+        for leaf in leaves_all:
+            self._leaf_set(leaf, reserved_by=jid)
+        j.reserved = leaves_all
+        j.state = JobState.PREEMPTING
+        j.waiting_on = list(victims)
+        for vid in victims:
+            v = self._jobs[vid]
+            v.preemptors.append(jid)
+            if v.preempted_by is None or v.preempted_by not in v.preemptors:
+                v.preempted_by = jid
+        if announce:
+            out.append(Decision("preempting", jid, now, victims=tuple(victims)))
+
+    @staticmethod
+    def _take_resources(req, res: list) -> None:
+        for gi, _, node, _ in res:
+            tg = req.tasks[gi]
+            if node is not None and (tg.cpus or tg.memory_mb):
+                node.cpus_free -= tg.cpus
+                node.memory_free -= tg.memory_mb
+
+    def _cover_with_vcells(self, j: Job, res: list, detached: tuple, txn: list) -> list | None:
+        """Hold the VC's virtual GPUs that ``j``'s physical GPUs in ``res`` are (binding free cells of
+        the VC around them when needed), plus free virtual GPUs of the VC for its ``detached`` tasks.
+        None (nothing kept once ``txn`` is rolled back) when its VC's cells cannot cover it."""
+        req = j.req
+        vc = self._vcs[req.vc]
+        held = []
+        for _, _, _, leaves in res:
+            for leaf in leaves:
+                v = self._vcell_for(vc, leaf, req, txn)
+                if v is None or v.job is not None:
+                    return None
+                self._vhold(v, req.id, txn)
+                held.append(v)
+        for p, gpu_type in detached:
+            got = self._free_vleaves(vc, gpu_type, len(p.gpus))
+            if got is None or req.pinned_cell is not None:
+                return None
+            for v in got:
+                self._vhold(v, req.id, txn)
+            held.extend(got)
+        return held
+
+    def _free_vleaves(self, vc, gpu_type: str | None, k: int) -> list | None:
+        """``k`` virtual GPUs of ``vc`` nobody holds and whose physical GPU (if bound) is idle, from
+        unbound cells first (they keep a detached task's share of the guarantee without pinning it)."""
+        roots = [r for c in self._chains if gpu_type is None or self._chain_gpu[c] == gpu_type
+                 for r in vc.roots.get(c, ())]
+        roots.sort(key=lambda r: (r.bound is not None, r.level, r.id))
+        got = []
+        for r in roots:
+            if r.free <= 0:
+                continue
+            for v in r.leaves:
+                p = v.pcell
+                if v.job is None and (p is None or (p.healthy and p.job is None and p.reserved_by is None)):
+                    got.append(v)
+                    if len(got) == k:
+                        return got
+        return None
+
+    def _vcell_for(self, vc, leaf, req, txn: list):
+        """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell around it if needed)."""
+        v = leaf.vcell
+        if v is not None:
+            if v.vc != vc.name or v.root.pin != req.pinned_cell:
+                return None
+            return v
+        if req.pinned_cell is not None:
+            return None
+        buddy = self._buddies[leaf.chain]
+        tried = set()
+        for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
+            if r.level in tried:
+                continue
+            tried.add(r.level)
+            anc = leaf
+            while anc is not None and anc.level < r.level:
+                anc = anc.parent
+            if anc is None or anc.level != r.level:
+                continue
+            # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
+            if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
+                self._bind(r, anc, txn)
+                return leaf.vcell
+        return None

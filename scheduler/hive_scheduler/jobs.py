@@ -1,0 +1,92 @@
+"""The core's record of one job (shared by the scheduler, placement, recovery and the views).
+
+Kept apart from ``scheduler`` so that the parts that install or describe jobs import it without a
+cycle. States and the reason a waiting job did not start are enums/dataclasses, not magic values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+
+from .types import JobRequest, TaskPlacement
+
+
+class JobState(str, Enum):
+    """Where a job is in the core (the ``state`` of a JobView is its value)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTING = "preempting"   # holds (reserves) its GPUs until its victims are gone
+
+
+class Mode(IntEnum):
+    """What a guaranteed placement attempt may take."""
+
+    FREE = 0           # only GPUs nobody uses
+    OPPORTUNISTIC = 1  # also GPUs running opportunistic work (their jobs become victims)
+    DISPLACE = 2       # preemption search: also the VC's own jobs of priority <= the search's cutoff
+
+
+@dataclass(frozen=True)
+class NoFit:
+    """It did not fit (the views explain why from the current state)."""
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """An overtaken job of the same VC waited too long: jobs behind it wait until it starts."""
+
+    for_job: str
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """It lost a reservation (taken over, GPUs went bad, reconfiguration): ``reason`` says which."""
+
+    reason: str
+
+
+Failure = NoFit | HeldBack | Requeued
+NOFIT = NoFit()
+
+
+class Job:
+    """A job known to the core: its request, state, what it holds and who it waits for."""
+
+    __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
+                 "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at",
+                 "detached")
+
+    def __init__(self, req: JobRequest, seq: int):
+        self.req = req
+        self.seq = seq
+        self.state = JobState.WAITING
+        self.opp = req.priority == -1
+        self.demoted = False
+        self.placement: tuple[TaskPlacement, ...] = ()
+        self.vleaves: list = []       # virtual GPUs of its VC it holds (guaranteed jobs)
+        self.pleaves: list = []       # physical GPUs it runs on (in this cluster config)
+        self.reserved: list = []      # physical GPUs it reserves while preempting
+        self.res: list = []           # (node, cpus, memory_mb) it takes
+        self.waiting_on: list[str] = []     # preempting: victims still running
+        self.preemptors: list[str] = []     # running: preemptors waiting for it
+        self.preempted_by: str | None = None
+        self.bypass_since: float | None = None
+        self.fail: Failure | None = None
+        self.qkey = None
+        self.started_at: float | None = None
+        # running tasks on hardware a reconfiguration removed: (placement, GPU type); they run on until
+        # the job ends, hold their VC's virtual GPUs (when guaranteed) but no physical cell
+        self.detached: tuple = ()
+
+    def reset_placement(self) -> None:
+        """Forget everything it holds (the caller has released it or is building a new state)."""
+        self.pleaves, self.vleaves, self.reserved, self.res = [], [], [], []
+        self.waiting_on = []
+        self.placement = ()
+        self.fail = None
+        self.detached = ()
+
+
+_Job = Job  # compatible alias (tests and older code import the private name)

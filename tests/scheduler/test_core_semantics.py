@@ -1,0 +1,181 @@
+"""HiveD semantics, each as a scenario: equal priorities never preempt each other, reservations are
+taken over only by strictly higher priorities, a withdrawn preemptor cancels its preemption, and
+reconfiguration preserves running work (also when the nodes it runs on are removed)."""
+
+import pytest
+
+from core_helpers import SMALL, check_invariants, events, job, run_script
+from hive_scheduler import RequestError, Scheduler
+
+# SMALL: 4 nodes x 8 GPUs in 2 racks; VC a = one rack (node-0, node-1), b = 1 node, c = 2 sockets.
+
+
+def test_a_job_never_preempts_a_job_of_equal_priority():
+    s = Scheduler(SMALL)
+    run_script(s, [
+        {"op": "submit", "job": "x", "vc": "b", "gpus": 8, "priority": 5, "lazy_preemption": False,
+         "expect": [["started", "x", False]]},
+        {"op": "submit", "job": "y", "vc": "b", "gpus": 8, "priority": 5, "t": 1, "expect": [["queued", "y"]]},
+        {"op": "submit", "job": "lz", "vc": "c", "gpus": 4, "count": 2, "priority": 5, "t": 1,
+         "expect": [["started", "lz", False]]},
+        # lazy or not: an equal priority neither demotes nor stops it
+        {"op": "submit", "job": "lz2", "vc": "c", "gpus": 4, "priority": 5, "t": 2, "expect": [["queued", "lz2"]]},
+    ])
+    assert s.job("x").state == "running" and not s.job("x").opportunistic
+    assert s.job("lz").state == "running" and not s.job("lz").demoted
+
+
+def _reservation_taken_over(policy="fifo"):
+    s = Scheduler(SMALL, policy=policy)
+    res = run_script(s, [
+        {"op": "submit", "job": "keep", "vc": "b", "gpus": 4, "priority": 100, "expect": [["started", "keep", False]]},
+        {"op": "submit", "job": "lo", "vc": "b", "gpus": 4, "priority": 0, "lazy_preemption": False,
+         "expect": [["started", "lo", False]]},
+        {"op": "submit", "job": "mid", "vc": "b", "gpus": 4, "priority": 50, "t": 1,
+         "expect": [["preempting", "mid", ["lo"]]]},
+        # equal priority: no takeover
+        {"op": "submit", "job": "same", "vc": "b", "gpus": 4, "priority": 50, "t": 2, "expect": [["queued", "same"]]},
+        {"op": "submit", "job": "hi", "vc": "b", "gpus": 4, "priority": 90, "t": 3,
+         "expect": [["queued", "mid"], ["preempting", "hi", ["lo"]]]},
+    ])
+    return s, res
+
+
+def test_a_reservation_is_taken_over_only_by_a_strictly_higher_priority_and_the_displaced_preemptor_waits():
+    s, res = _reservation_taken_over()
+    assert res[4]["decisions"][0].reason == "its reservation was taken over by hi (priority 90 > 50)"
+    mid = s.job("mid")
+    assert mid.state == "waiting" and not mid.reserved_cells and not mid.waiting_for
+    # the displaced preemptor preempts nothing, also when something else changes meanwhile
+    ds = s.submit(job("o", "a", 1, priority=-1), 4)
+    assert events(ds) == [("started", "o", True)]
+    assert s.job("keep").preempted_by is None and s.job("o").preempted_by is None
+    ds = s.preemption_done("lo", 5)
+    assert events(ds) == [("preempted", "lo", "hi"), ("queued", "lo"), ("started", "hi", False)]
+    assert s.job("mid").state == "waiting" and s.job("keep").state == "running"
+    check_invariants(s)
+
+
+def test_a_displaced_preemptor_starts_once_the_takeover_is_settled():
+    s, _ = _reservation_taken_over(policy="priority")
+    s.submit(job("lo2", "a", 8, priority=0, lazy_preemption=False), 4)
+    s.preemption_done("lo", 5)
+    # b's GPUs: keep (100) and hi (90); mid (50) and same (50) wait for them, never preempting them
+    assert s.job("mid").state == "waiting" and s.job("same").state == "waiting"
+    ds = s.finish("keep", 6)
+    assert events(ds) == [("finished", "keep"), ("started", "mid", False)]
+    check_invariants(s)
+
+
+def test_withdrawing_a_preemptor_cancels_its_preemption():
+    s = Scheduler(SMALL)
+    run_script(s, [
+        {"op": "submit", "job": "v1", "vc": "b", "gpus": 4, "priority": 0, "lazy_preemption": False},
+        {"op": "submit", "job": "v2", "vc": "b", "gpus": 4, "priority": 0, "lazy_preemption": False},
+        {"op": "submit", "job": "p", "vc": "b", "gpus": 8, "priority": 10, "t": 1,
+         "expect": [["preempting", "p", ["v1", "v2"]]]},
+        # v1 is stopped; v2 not yet
+        {"op": "preemption_done", "job": "v1", "t": 2, "expect": [["preempted", "v1", "p"], ["queued", "v1"]]},
+        # the preemptor is withdrawn: its preemption is called off
+        {"op": "finish", "job": "p", "t": 3, "expect": [["finished", "p"], ["started", "v1", False]]},
+    ])
+    v2 = s.job("v2")
+    assert v2.state == "running" and v2.preempted_by is None and v2.reason is None
+    assert not v2.opportunistic and not v2.demoted  # it holds its guaranteed cells again
+    assert all(not c.reserved for c in s._roots)
+    with pytest.raises(RequestError):
+        s.preemption_done("v2", 4)  # nobody waits for it any more
+    assert s.vc_view()["b"]["used_gpus"] == 8
+    # a same-priority job of b waits for them
+    assert events(s.submit(job("w", "b", 4, priority=0), 5)) == [("queued", "w")]
+    check_invariants(s)
+
+
+def test_cancel_is_finish_for_a_waiting_or_preempting_job():
+    s = Scheduler(SMALL)
+    s.submit(job("v", "b", 8, priority=0, lazy_preemption=False), 0)
+    assert events(s.submit(job("p", "b", 8, priority=10), 1)) == [("preempting", "p", ["v"])]
+    assert events(s.cancel("p", 2)) == [("finished", "p")]
+    assert s.job("v").state == "running" and s.job("v").preempted_by is None
+    assert not s.job("v").opportunistic
+    check_invariants(s)
+
+
+def _small_without(*nodes):
+    keep = [n for n in ("node-0", "node-1", "node-2", "node-3") if n not in nodes]
+    return dict(SMALL, nodes=keep, racks=None, vcs={"a": 8, "b": 8})
+
+
+def test_reconfiguration_that_removes_busy_nodes_keeps_their_jobs_running_and_accounted():
+    s = Scheduler(dict(SMALL, racks=None, vcs={"a": 16, "b": 8}))
+    s.submit(job("a1", "a", 8), 0)
+    s.submit(job("a2", "a", 8), 0)
+    s.submit(job("b1", "b", 4), 0)
+    s.submit(job("o1", "b", 2, priority=-1), 0)
+    where = {j: s.job(j).placement[0].node for j in ("a1", "a2", "b1", "o1")}
+    gone = where["a2"]
+    assert gone != where["a1"]
+    # the new config drops a2's node and halves VC a
+    ds = s.reconfigure(_small_without(gone), 1)
+    assert ("demoted", "a1") in events(ds) or ("demoted", "a2") in events(ds)
+    for j in ("a1", "a2", "b1", "o1"):
+        v = s.job(j)
+        assert v.state == "running", j
+        assert v.placement[0].node == where[j]
+    # VC a now guarantees 8: one of its jobs keeps the guarantee, the other is demoted (still running)
+    demoted = [j for j in ("a1", "a2") if s.job(j).demoted]
+    assert len(demoted) == 1
+    assert s.vc_view()["a"]["used_gpus"] == 8
+    # the removed node takes no new work and a same-priority job of a waits for the running ones
+    assert events(s.submit(job("a3", "a", 1), 2)) == [("queued", "a3")]
+    assert gone not in s._nodes
+    check_invariants(s)
+    # finishing the job on the removed node works and frees what it held
+    ds = s.finish("a2", 3)
+    assert ds[0].event == "finished"
+    check_invariants(s)
+
+
+def test_reconfiguration_keeps_a_guaranteed_job_on_a_removed_node_accounted_to_its_vc():
+    base = dict(SMALL, racks=None, vcs={"a": 8, "b": 8})
+    s = Scheduler(base)
+    s.submit(job("b1", "b", 8), 0)
+    gone = s.job("b1").placement[0].node
+    ds = s.reconfigure(_small_without(gone), 1)
+    assert events(ds) == []  # b still guarantees 8 GPUs: b1 keeps its guarantee
+    b1 = s.job("b1")
+    assert b1.state == "running" and not b1.opportunistic and not b1.demoted
+    assert b1.placement[0].node == gone
+    assert s.vc_view()["b"]["used_gpus"] == 8
+    # a same-priority job of b waits for b1 even though b's cell could be bound elsewhere
+    assert events(s.submit(job("b2", "b", 8), 2)) == [("queued", "b2")]
+    # a higher priority of b preempts it (b1's guarantee is real)
+    ds = s.submit(job("b3", "b", 8, priority=5), 3)
+    assert events(ds) == [("demoted", "b1"), ("started", "b3", False)]
+    assert s.job("b1").state == "running" and s.job("b1").opportunistic
+    check_invariants(s)
+    # putting the node back: b1 is adopted on it again
+    ds = s.reconfigure(base, 4)
+    assert s.job("b1").state == "running" and s.job("b1").placement[0].node == gone
+    check_invariants(s)
+    s.finish("b1", 5)
+    s.finish("b3", 5)
+    check_invariants(s)
+    assert s.job("b2").state == "running"
+
+
+def test_putting_removed_cells_back_gives_the_guarantee_back():
+    base = dict(SMALL, racks=None, vcs={"a": 8, "b": 8})
+    s = Scheduler(base)
+    s.submit(job("a1", "a", 8), 0)
+    gone = s.job("a1").placement[0].node
+    s.reconfigure(_small_without(gone), 1)
+    assert not s.job("a1").opportunistic
+    ds = s.reconfigure(base, 2)
+    assert "demoted" not in [d.event for d in ds]
+    a1 = s.job("a1")
+    assert a1.state == "running" and not a1.opportunistic and a1.placement[0].node == gone
+    assert s._nodes[gone].gpu_leaves[0].job == "a1"
+    # the node is back: new work may land on its free GPUs, never on a1's
+    s.submit(job("o", "b", 8, priority=-1, count=3), 3)
+    check_invariants(s)
