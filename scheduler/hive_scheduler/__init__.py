@@ -7,6 +7,8 @@ See docs/core-api.md for the contract the service, the simulator and the UIs rel
 from .config import ClusterConfig, NodeInfo, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
+from .policies import ORDERS, QueueOrder, register_order
+from .protocol import LiveSchedulerCore, SchedulerCore
 from .scheduler import Scheduler
 from .types import JobRequest, TaskGroup, TaskPlacement
 
@@ -16,14 +18,19 @@ __all__ = [
     "Decision",
     "JobRequest",
     "JobView",
+    "LiveSchedulerCore",
     "NodeInfo",
+    "ORDERS",
+    "QueueOrder",
     "RequestError",
     "Scheduler",
+    "SchedulerCore",
     "TaskGroup",
     "TaskPlacement",
     "load_cluster_config",
     "load_events",
     "load_trace",
+    "register_order",
     "simulate",
 ]
 

@@ -179,3 +179,31 @@ def test_putting_removed_cells_back_gives_the_guarantee_back():
     # the node is back: new work may land on its free GPUs, never on a1's
     s.submit(job("o", "b", 8, priority=-1, count=3), 3)
     check_invariants(s)
+
+
+@pytest.mark.parametrize("policy", ["hived", "quota"])
+@pytest.mark.parametrize("duration", [100, None])
+def test_the_simulator_logs_a_preempted_job_as_queued_again(policy, duration):
+    import json
+
+    from hive_scheduler.sim import simulate
+    from hive_scheduler.sim.events import parse_events
+
+    def submit(t, jid, priority, count, duration=None):
+        d = {"t": t, "op": "submit", "job": jid, "vc": "b", "priority": priority,
+             "tasks": [{"name": "w", "count": count, "gpus": 8}]}
+        if duration is not None:
+            d["duration"] = duration
+        return json.dumps(d)
+
+    # an opportunistic gang on all 32 GPUs; b's guaranteed job needs 8 of them
+    lines = [submit(0, "low", -1, 4, duration), submit(10, "high", 0, 1, 20)]
+    r = simulate(SMALL, parse_events(lines), policy, grace=5)
+    low = [(d["t"], d["event"]) for d in r.decisions if d["job"] == "low"]
+    i = low.index((15, "preempted"))
+    assert low[i + 1] == (15, "queued")
+    assert low[i + 2] == (35, "started")  # once high's 20 s are over
+    if duration is not None:
+        assert low[-1] == (120, "finished")  # 15 s done, 85 s left
+    else:
+        assert len(low) == i + 3

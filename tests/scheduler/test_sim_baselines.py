@@ -101,9 +101,10 @@ def test_quota_preempts_opportunistic_jobs_after_the_grace_period():
     assert d["opp"][1] == {"t": 7, "job": "opp", "event": "preempted", "by": "g"}
     assert d["g"][-2]["event"] == "started" and d["g"][-2]["t"] == 7
     assert d["g"][-2]["placement"] == [{"task": "w-0", "node": "n2", "gpus": [0, 1, 2, 3]}]
+    assert d["opp"][2]["event"] == "queued" and d["opp"][2]["t"] == 7  # the log says it is queued again
     # requeued with its remaining run time: 50 - 6 s already run, restarted when g finished at 17
-    assert d["opp"][2]["event"] == "started" and d["opp"][2]["t"] == 17
-    assert d["opp"][3] == {"t": 17 + 44, "job": "opp", "event": "finished"}
+    assert d["opp"][3]["event"] == "started" and d["opp"][3]["t"] == 17
+    assert d["opp"][4] == {"t": 17 + 44, "job": "opp", "event": "finished"}
     assert result.metrics.preemptions == 1
 
 

@@ -263,6 +263,10 @@ class _FirstFit:
         self._drop(job, now)
         return out + self.schedule(now)
 
+    def cancel(self, job_id: str, now: float) -> list[BaselineDecision]:
+        """Withdraw a job: the same as ``finish`` (the SchedulerCore protocol)."""
+        return self.finish(job_id, now)
+
     def _drop(self, job: _Job, now: float) -> None:
         del self._jobs[job.req.id]
         self._queue.pop(job.req.id, None)
@@ -488,6 +492,8 @@ class QuotaScheduler(_FirstFit):
             victim.seq = self._seq
             self._queue[job_id] = victim
             out.append(BaselineDecision(now, job_id, "preempted", by=by))
+            victim.last_reason = f"preempted by {by}; queued again"
+            out.append(BaselineDecision(now, job_id, "queued", reason=victim.last_reason))
         else:
             del self._jobs[job_id]
             out.append(BaselineDecision(now, job_id, "preempted", by=by))
