@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .cells import BADLEAF, BOUND, FREE, INSIDE, PINNED, SPLIT, PCell
+from .cells import BADLEAF, BOUND, FREE, INSIDE, PINNED, SPLIT, PCell, subtree
 from .config import CellType, Chain
 
 
@@ -42,7 +42,7 @@ class Buddy:
     # ------------------------------------------------------------------ structural view
     def _init_structural(self, c: PCell) -> None:
         if c.pinned_id:
-            for x in _subtree(c):
+            for x in subtree(c):
                 x.nbound = x.size
             return
         if not c.has_pin:
@@ -154,7 +154,7 @@ class Buddy:
 
     def _reclaim(self, cell: PCell) -> bool:
         """Take back a split cell whose parts are all free or bad (undoing its release)."""
-        parts = list(_subtree(cell))
+        parts = list(subtree(cell))
         if any(p.state in (BOUND, PINNED) for p in parts):
             return False
         for p in parts:
@@ -286,12 +286,6 @@ class Buddy:
         else:
             self._split_down_to(top, cell)
         return True
-
-
-def _subtree(c: PCell):
-    yield c
-    for ch in c.children:
-        yield from _subtree(ch)
 
 
 def _subtree_split(c: PCell):

@@ -52,11 +52,7 @@ class PCell:
         self.jopp = False          # leaf: the job here holds no virtual cell (opportunistic / losing its cell)
         self.in_pin = False        # inside a pinned cell
         self.nbound = 0            # leaves inside bound or pinned cells (structural buddy view)
-        self.flat = None           # cached depth-first list of the subtree (see state._flat)
-
-    @property
-    def gused(self) -> int:
-        return self.used - self.opp
+        self.flat = None           # cached depth-first list of the subtree (see cells.flat)
 
     def __repr__(self):
         return f"PCell({self.address} {self.type})"
@@ -86,7 +82,7 @@ class VCell:
     """A virtual cell of a VC. Only roots (preassigned or pinned cells) are bound; below a bound
     root every virtual cell points at the physical cell with the same position (``pcell``)."""
 
-    __slots__ = ("id", "vc", "chain", "type", "level", "parent", "children", "root", "offset", "size",
+    __slots__ = ("id", "vc", "chain", "type", "level", "parent", "children", "root", "size",
                  "free", "held", "hp", "leaves", "pin", "bound", "pcell", "job", "index", "flat")
 
     def __init__(self, vc: str, chain: str, ctype: str, level: int, parent: "VCell | None", cid: int, index: int):
@@ -99,7 +95,6 @@ class VCell:
         self.index = index
         self.root = parent.root if parent is not None else self
         self.children: list[VCell] = []
-        self.offset = 0
         self.size = 0
         self.free = 0              # leaves not held by a job of the VC and not known bad
         self.held = 0              # leaves held by a job of the VC
@@ -145,7 +140,7 @@ def build_physical(cfg: ClusterConfig):
     # pinned cells do not count as available for opportunistic work
     for c in cells:
         if c.pinned_id:
-            for x in _walk(c):
+            for x in subtree(c):
                 x.in_pin = True
                 x.avail = 0
             p = c.parent
@@ -177,21 +172,21 @@ def build_virtual(vc: str, chain: str, ctype: str, cfg: ClusterConfig, ids: list
         v.free = v.size
         return v
 
-    root = make(ctype, None, 0)
-    for i, leaf in enumerate(root.leaves):
-        leaf.offset = i
-    _set_offsets(root)
-    return root
+    return make(ctype, None, 0)
 
 
-def _set_offsets(v: VCell) -> None:
-    if v.children:
-        v.offset = v.leaves[0].offset
-        for ch in v.children:
-            _set_offsets(ch)
+def subtree(c):
+    """``c`` and every cell below it, depth first, children in order (physical or virtual cells)."""
+    stack = [c]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(x.children))
 
 
-def _walk(c):
-    yield c
-    for ch in c.children:
-        yield from _walk(ch)
+def flat(c) -> list:
+    """``subtree(c)`` as a list, cached on the cell (binding zips a virtual and a physical subtree)."""
+    got = c.flat
+    if got is None:
+        got = c.flat = list(subtree(c))
+    return got

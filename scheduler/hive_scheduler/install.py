@@ -9,7 +9,7 @@ its VC's cells (``_cover_with_vcells``, binding free cells around them when need
 from __future__ import annotations
 
 from .decisions import Decision
-from .jobs import Job, JobState
+from .jobs import PREEMPTING, RUNNING, Job
 from .types import TaskPlacement
 
 
@@ -54,7 +54,7 @@ class InstallMixin:
             for leaf in leaves_all:
                 self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
             j.pleaves = leaves_all
-            j.state = JobState.RUNNING
+            j.state = RUNNING
             j.started_at = now
             if announce:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
@@ -62,7 +62,7 @@ class InstallMixin:
         for leaf in leaves_all:
             self._leaf_set(leaf, reserved_by=jid)
         j.reserved = leaves_all
-        j.state = JobState.PREEMPTING
+        j.state = PREEMPTING
         j.waiting_on = list(victims)
         for vid in victims:
             v = self._jobs[vid]

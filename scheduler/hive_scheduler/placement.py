@@ -5,39 +5,41 @@ one the first time it is used); opportunistic jobs directly on free physical GPU
 candidates are tried most-used first (fewest free GPUs that still fit), and one task's GPUs come
 from the smallest cell that can hold them, so they share the closest common ancestor.
 
-Modes for guaranteed placement: 0 = only GPUs nobody uses; 1 = may take GPUs running
-opportunistic work (their jobs become victims). Preempting own lower-priority jobs is done by the
-scheduler on top of mode 1.
+Modes for guaranteed placement (``jobs.Mode``): FREE = only GPUs nobody uses; OPPORTUNISTIC = may
+take GPUs running opportunistic work (their jobs become victims); DISPLACE = the preemption search
+(``preemption.py``): also the VC's own jobs of priority <= the search's cutoff.
 """
 
 from __future__ import annotations
 
 from .cells import PCell, VCell
+from .jobs import DISPLACE, FREE
 from .types import TaskGroup
 
 
 class PlacementMixin:
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
-        if mode == 0 and v.pcell is not None:
+        if mode == FREE and v.pcell is not None:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0
-        if mode == 2 and v.hp:
+        if mode == DISPLACE and v.hp:
             cut = self._cut
             return v.free + sum(n for p, n in v.hp.items() if p <= cut)
         return v.free
 
     def _vleaf_ok(self, v: VCell, mode: int) -> bool:
         if v.job is not None:
-            if mode != 2:
+            if mode != DISPLACE:
                 return False
-            return self._jobs[v.job].req.priority <= self._cut
+            # a displaced job's GPU is usable only if healthy (never hand a preemptor a bad GPU)
+            return self._jobs[v.job].req.priority <= self._cut and (v.pcell is None or v.pcell.healthy)
         p = v.pcell
         if p is None:
             return True
         if not p.healthy or (p.reserved_by is not None):
             return False
-        return mode != 0 or p.job is None
+        return mode != FREE or p.job is None
 
     def _vtake(self, v: VCell, k: int, mode: int, out: list) -> None:
         if v.level == 1:
@@ -84,7 +86,7 @@ class PlacementMixin:
         def pred(c: PCell) -> bool:
             if c.bad or c.reserved:
                 return False
-            if mode == 0 and c.opp:
+            if mode == FREE and c.opp:
                 return False
             if root.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
                 return False
@@ -118,7 +120,7 @@ class PlacementMixin:
         buddy = self._buddies[root.chain]
         node_level = self._node_level[root.chain]
         for pc in buddy.partly_bad(root.level, bad.values()):
-            usable = pc.avail if mode == 0 else pc.avail + pc.opp
+            usable = pc.avail if mode == FREE else pc.avail + pc.opp
             if usable < tg.gpus or pc.reserved:
                 continue
             if root.level <= node_level and not pc.node_obj.fits(tg.cpus, tg.memory_mb):
@@ -198,7 +200,7 @@ class PlacementMixin:
                 stack = [r]
                 while stack:
                     v = stack.pop()
-                    if v.free < size:  # an upper bound in every mode: only used to reject
+                    if self._vavail(v, mode) < size:  # an upper bound in every mode: only used to reject
                         continue
                     if v.level == level:
                         n += 1
@@ -211,7 +213,7 @@ class PlacementMixin:
     def _surely_unplaceable(self, req, vcs, mode: int) -> bool:
         """Quick reject for gangs of whole cells (e.g. 4 x 8 GPUs) that cannot fit: saves a
         hold-and-roll-back of the first tasks."""
-        if req.within is not None or req.pinned_cell is not None or mode == 2:
+        if req.within is not None or req.pinned_cell is not None:
             return False
         chains = self._job_chains(req, vcs)
         if len(chains) != 1:

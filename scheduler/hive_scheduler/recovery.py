@@ -12,7 +12,7 @@ from typing import Any
 from .config import load_cluster_config
 from .decisions import Decision
 from .errors import ConfigError, RequestError
-from .jobs import Job, JobState
+from .jobs import PREEMPTING, RUNNING, WAITING, Job, Requeued
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 
@@ -125,7 +125,7 @@ class RecoveryMixin:
         cfg = load_cluster_config(config)
         now = self._tick(now)
         old_chain_gpu = dict(self._chain_gpu)
-        running = [j for j in self._jobs.values() if j.state == JobState.RUNNING]
+        running = [j for j in self._jobs.values() if j.state == RUNNING]
         # nodes that stay must still hold the CPUs/memory their running tasks use
         use: dict[str, list] = {}
         gpus_of = _gpu_map(cfg)
@@ -198,11 +198,11 @@ class RecoveryMixin:
                                 "reconfiguration: VC {vc}'s new guarantee no longer covers its GPUs; "
                                 "it keeps running as opportunistic", placement=placement, detached=tuple(detached))
         for j in jobs:
-            if j.state == JobState.RUNNING:
+            if j.state == RUNNING:
                 continue
-            was_preempting = j.state == JobState.PREEMPTING
+            was_preempting = j.state == PREEMPTING
             j.reset_placement()
-            j.state = JobState.WAITING
+            j.state = WAITING
             j.preempted_by = None
             j.preemptors = []
             j.bypass_since = None

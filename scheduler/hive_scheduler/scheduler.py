@@ -16,7 +16,9 @@ from .errors import ConfigError, RequestError
 from .placement import PlacementMixin
 from .install import InstallMixin
 from .recovery import RecoveryMixin
-from .jobs import NOFIT, HeldBack, Job, JobState, Mode, Requeued, _Job  # noqa: F401 (Job: compatible alias)
+from .jobs import (  # noqa: F401 (_Job: compatible alias)
+    DISPLACE, FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
+)
 from .policies import ORDERS, get_order
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
@@ -79,7 +81,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             if fast and self._attempt(j, now, out, None):
                 self._mark_bypassed(vc, now)
         self._schedule(now, out)
-        if j.state == JobState.WAITING:
+        if j.state == WAITING:
             out.append(Decision("queued", job.id, now, reason=self._reason(j)))
         return out
 
@@ -88,9 +90,9 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         now = self._tick(now)
         out: list[Decision] = []
         called_off: list[Job] = []
-        if j.state == JobState.WAITING:
+        if j.state == WAITING:
             self._dequeue(j)
-        elif j.state == JobState.PREEMPTING:
+        elif j.state == PREEMPTING:
             called_off = self._call_off(j)
         preemptors = self._take_preemptors(j)
         self._release(j)
@@ -138,7 +140,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._victim_gone(job_id, preemptors, now, out)
         self._schedule(now, out)
         if queued_at is not None:  # the log says it is queued again, right after `preempted`
-            reason = self._reason(j) if j.state == JobState.WAITING else f"preempted by {by}; queued again"
+            reason = self._reason(j) if j.state == WAITING else f"preempted by {by}; queued again"
             out.insert(queued_at, Decision("queued", job_id, now, reason=reason))
         return out
 
@@ -195,7 +197,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
                 hit[leaf.reserved_by] = None
         for jid in sorted(hit, key=lambda x: self._jobs[x].seq):
             p = self._jobs[jid]
-            if p.state != JobState.PREEMPTING:
+            if p.state != PREEMPTING:
                 continue
             bad = sorted(f"{leaf.node}/{leaf.gpu}" for leaf in p.reserved if not leaf.healthy)
             self._cancel_reservation(p, now, out, f"GPUs it reserved went bad ({', '.join(bad)}); "
@@ -219,7 +221,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         return now
 
     def _enqueue(self, j: Job, mark: bool = True) -> None:
-        j.state = JobState.WAITING
+        j.state = WAITING
         if j.req.priority == -1:
             j.qkey = (_FIFO_KEY(j), j.req.id)
             insort(self._opp_queue, j.qkey)
@@ -282,7 +284,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     def _regain_guarantee(self, v: Job, now: float, out: list) -> None:
         """A victim whose preemption was called off holds its VC's cells again (if it lost them
         without being demoted, as a non-lazy victim does); else it runs on as opportunistic."""
-        if v.state != JobState.RUNNING or not v.opp or v.demoted or v.req.priority == -1 or v.detached:
+        if v.state != RUNNING or not v.opp or v.demoted or v.req.priority == -1 or v.detached:
             return
         txn: list = []
         vleaves = self._cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
@@ -300,7 +302,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     def _victim_gone(self, victim_id: str, preemptors: list[str], now: float, out: list) -> None:
         for pid in preemptors:
             p = self._jobs.get(pid)
-            if p is None or p.state != JobState.PREEMPTING or victim_id not in p.waiting_on:
+            if p is None or p.state != PREEMPTING or victim_id not in p.waiting_on:
                 continue
             p.waiting_on.remove(victim_id)
             if not p.waiting_on:
@@ -310,7 +312,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         for leaf in p.reserved:
             self._leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
         p.pleaves, p.reserved = p.reserved, []
-        p.state = JobState.RUNNING
+        p.state = RUNNING
         p.started_at = now
         out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
 
@@ -417,12 +419,12 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     def _pass_vc(self, vc, now: float, out: list) -> None:
         jobs = self._ordered_waiting(vc)
         if self._order.dynamic:
-            jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != JobState.WAITING)
+            jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != WAITING)
         memo: dict = {}
         skipped: list[Job] = []
         hold = None
         for j in jobs:
-            if j.state != JobState.WAITING:
+            if j.state != WAITING:
                 continue
             if hold is not None:
                 j.fail = HeldBack(hold.req.id)
@@ -446,7 +448,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         memo: dict = {}
         for _, jid in list(self._opp_queue):
             j = self._jobs.get(jid)
-            if j is not None and j.state == JobState.WAITING:
+            if j is not None and j.state == WAITING:
                 self._attempt_opp(j, now, out, memo)
 
     @staticmethod
@@ -472,10 +474,10 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         res = None
         forced: list[str] = []
         if req.total_gpus <= free:
-            res = self._place_guaranteed(j, Mode.FREE, txn)
+            res = self._place_guaranteed(j, FREE, txn)
             if res is None and self._opp_leaves > 0:
                 self._rollback(txn)
-                res = self._place_guaranteed(j, Mode.OPPORTUNISTIC, txn)
+                res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
             self._rollback(txn)
@@ -540,7 +542,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             sim: list = []
             snap = self._dirty_snapshot()
             self._cut = cutoff
-            res = self._place_guaranteed(j, Mode.DISPLACE, sim)
+            res = self._place_guaranteed(j, DISPLACE, sim)
             stolen = list(dict.fromkeys(self._stolen))
             self._rollback(sim)
             self._cut = -1
@@ -554,7 +556,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         keep: list = []
         lazy_roots: list = []
         for x in sorted(victims, key=lambda x: x.seq):
-            if x.state == JobState.PREEMPTING:
+            if x.state == PREEMPTING:
                 self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
                                                       f"(priority {req.priority} > {x.req.priority})")
             elif x.req.lazy_preemption:
@@ -582,10 +584,10 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
 
     def _place_best(self, j: Job, txn: list):
         mark = len(txn)
-        res = self._place_guaranteed(j, Mode.FREE, txn)
+        res = self._place_guaranteed(j, FREE, txn)
         if res is None:
             self._rollback(txn, mark)
-            res = self._place_guaranteed(j, Mode.OPPORTUNISTIC, txn)
+            res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
         return res
 
     def _commit(self, j: Job, res: list, forced: list[str], now: float, out: list) -> None:
@@ -609,7 +611,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         """user -> [GPUs, CPUs, memory MB] used by the VC's started jobs."""
         use: dict[str, list[float]] = {}
         for j in self._jobs.values():
-            if j.req.vc == vc and j.state != JobState.WAITING:
+            if j.req.vc == vc and j.state != WAITING:
                 u = use.setdefault(j.req.user, [0.0, 0.0, 0.0])
                 u[0] += j.req.total_gpus
                 u[1] += sum(t.cpus * t.count for t in j.req.tasks)

@@ -8,7 +8,7 @@ fails half-way is rolled back completely.
 from __future__ import annotations
 
 from .buddy import Buddy
-from .cells import BOUND, PINNED, Node, PCell, VCell, build_physical, build_virtual
+from .cells import BOUND, Node, PCell, VCell, build_physical, build_virtual, flat
 from .config import ClusterConfig
 
 _KEEP = object()
@@ -18,7 +18,7 @@ class VCState:
     """One virtual cluster: its virtual cell roots per chain, pinned roots, counters and queue."""
 
     __slots__ = ("name", "roots", "pins", "free", "held", "total", "queue", "dirty", "prio_count", "min_bypass",
-                 "opp_queue")
+                 "unbound")
 
     def __init__(self, name: str):
         self.name = name
@@ -31,23 +31,10 @@ class VCState:
         self.dirty = True
         self.prio_count: dict[int, int] = {}   # priority -> jobs of this VC holding virtual cells
         self.min_bypass = None
+        self.unbound: dict[str, int] = {}      # chain -> its virtual cells bound to no physical cell
 
     def guaranteed(self) -> int:
         return sum(self.total.values())
-
-
-def _walk(c):
-    yield c
-    for ch in c.children:
-        yield from _walk(ch)
-
-
-def _flat(c) -> list:
-    """The cells of ``c``'s subtree in depth-first order (cached on the cell: binding walks it often)."""
-    got = c.flat
-    if got is None:
-        got = c.flat = list(_walk(c))
-    return got
 
 
 class StateMixin:
@@ -80,12 +67,13 @@ class StateMixin:
         for name, spec in cfg.virtual_clusters.items():
             vc = VCState(name)
             for chain in self._chains:
-                vc.free[chain] = vc.held[chain] = vc.total[chain] = 0
+                vc.free[chain] = vc.held[chain] = vc.total[chain] = vc.unbound[chain] = 0
             for v in spec.virtual_cells:
                 lvl = types[v.cell_type].level
                 for _ in range(v.number):
                     root = build_virtual(name, v.chain, v.cell_type, cfg, ids)
                     vc.roots.setdefault(v.chain, []).append(root)
+                    vc.unbound[v.chain] += 1
                 self._buddies[v.chain].demand[lvl] += v.number
                 vc.total[v.chain] += types[v.cell_type].leaf_count * v.number
                 vc.free[v.chain] += types[v.cell_type].leaf_count * v.number
@@ -230,11 +218,12 @@ class StateMixin:
     def _bind(self, root: VCell, pcell: PCell, txn=None) -> None:
         root.bound = pcell
         if not pcell.pinned_id:
+            self._vcs[root.vc].unbound[root.chain] -= 1
             pcell.state = BOUND
             buddy = self._buddies[root.chain]
             buddy.demand[root.level] -= 1
             buddy.on_bind(pcell)
-        for v, p in zip(_flat(root), _flat(pcell)):
+        for v, p in zip(flat(root), flat(pcell)):
             v.pcell = p
             p.vcell = v
         if pcell.bad:
@@ -250,17 +239,20 @@ class StateMixin:
             for leaf in pcell.leaves:
                 if not leaf.healthy and leaf.vcell.job is None:
                     self._vdelta(leaf.vcell, 1, 0)
-        for v, p in zip(_flat(root), _flat(pcell)):
+        for v, p in zip(flat(root), flat(pcell)):
             v.pcell = None
             p.vcell = None
         root.bound = None
+        self._vcs[root.vc].unbound[root.chain] += 1
         buddy = self._buddies[root.chain]
         buddy.demand[root.level] += 1
         buddy.on_unbind(pcell)
         buddy.release(pcell)
-        if mark_dirty:  # buddy space grew: binding may work again anywhere
+        if mark_dirty:  # buddy space grew: binding may work again for the VCs with cells to bind there
+            chain = root.chain
             for vc in self._vcs.values():
-                vc.dirty = True
+                if vc.unbound[chain]:
+                    vc.dirty = True
         if txn is not None:
             # re-taking exactly this cell restores the state bit-for-bit
             txn.append(lambda: (buddy.take_exact(pcell, force=True), self._bind(root, pcell)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .decisions import JobView
-from .jobs import HeldBack, JobState, Requeued
+from .jobs import RUNNING, PREEMPTING, HeldBack, Requeued
 
 
 def _plural(n: int, word: str) -> str:
@@ -150,7 +150,7 @@ class ViewsMixin:
     # ------------------------------------------------------------------ queries
     def _view(self, j, ahead: int | None = None) -> JobView:
         return JobView(
-            id=j.req.id, vc=j.req.vc, user=j.req.user, state=JobState(j.state).value, priority=j.req.priority,
+            id=j.req.id, vc=j.req.vc, user=j.req.user, state=j.state.value, priority=j.req.priority,
             opportunistic=j.opp, placement=j.placement, reason=self._reason(j, ahead),
             reserved_cells=tuple(leaf.address for leaf in j.reserved), preempted_by=j.preempted_by,
             waiting_for=tuple(j.waiting_on), submit_time=j.req.submit_time, gpus=j.req.total_gpus,
