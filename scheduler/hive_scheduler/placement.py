@@ -24,7 +24,7 @@ class PlacementMixin:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0
         if mode == DISPLACE and v.hp:
-            cut = self._cut
+            cut = self._preemption.cut
             return v.free + sum(n for p, n in v.hp.items() if p <= cut)
         return v.free
 
@@ -33,7 +33,7 @@ class PlacementMixin:
             if mode != DISPLACE:
                 return False
             # a displaced job's GPU is usable only if healthy (never hand a preemptor a bad GPU)
-            return self._jobs[v.job].req.priority <= self._cut and (v.pcell is None or v.pcell.healthy)
+            return self._jobs[v.job].req.priority <= self._preemption.cut and (v.pcell is None or v.pcell.healthy)
         p = v.pcell
         if p is None:
             return True

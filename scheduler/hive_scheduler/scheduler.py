@@ -20,6 +20,7 @@ from .jobs import (  # noqa: F401 (_Job: compatible alias)
     DISPLACE, FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
 )
 from .policies import ORDERS, get_order
+from .preemption import PreemptionSearch
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
@@ -58,6 +59,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self._vcs}
         self._opp_queue: list = []
         self._pending_idle: list = []
+        self._preemption = PreemptionSearch(self)
 
     # ================================================================== calls
     def submit(self, job: JobRequest, now: float) -> list[Decision]:
@@ -527,29 +529,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     def _preempt_lower(self, j: Job, now: float, out: list, txn: list):
         """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
         req = j.req
-        victims: list[Job] = []
-        vc = self._vcs[req.vc]
-        if req.pinned_cell is not None:
-            roots = [vc.pins[req.pinned_cell]]
-        else:
-            roots = [r for c in self._job_chains(req, vc) for r in vc.roots.get(c, ())]
-        free = sum(r.free for r in roots)
-        for cutoff in sorted(p for p in vc.prio_count if p < req.priority):
-            # quick bound: even displacing every job of priority <= cutoff would not free enough
-            if free + sum(n for r in roots for p, n in r.hp.items() if p <= cutoff) < req.total_gpus:
-                continue
-            # search as if the jobs of priority <= cutoff were gone (mode 2), then undo the search
-            sim: list = []
-            snap = self._dirty_snapshot()
-            self._cut = cutoff
-            res = self._place_guaranteed(j, DISPLACE, sim)
-            stolen = list(dict.fromkeys(self._stolen))
-            self._rollback(sim)
-            self._cut = -1
-            self._dirty_restore(snap)
-            if res is not None:
-                victims = [self._jobs[v] for v in stolen]
-                break
+        victims = self._preemption.victims(j)
         if not victims:
             return None, None
         forced: list[str] = []

@@ -92,8 +92,6 @@ class StateMixin:
         self._bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self._chains}
         self._opp_dirty = True
         self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
-        self._stolen: list = []  # holders displaced during a preemption search
-        self._cut = -1           # preemption search: jobs of priority <= _cut may be displaced
 
     # ------------------------------------------------------------------ helpers
     def _task_level(self, chain: str, gpus: int) -> int | None:
@@ -203,14 +201,14 @@ class StateMixin:
     def _vsteal(self, v: VCell, job_id: str, txn: list) -> None:
         """Tentatively hand a held virtual GPU to ``job_id`` (preemption search; always rolled back)."""
         old = v.job
-        self._stolen.append(old)
+        self._preemption.stolen.append(old)
         self._vunhold(v)
         self._vhold(v, job_id)
 
         def undo():
             self._vunhold(v)
             self._vhold(v, old)
-            self._stolen.pop()
+            self._preemption.stolen.pop()
 
         txn.append(undo)
 
