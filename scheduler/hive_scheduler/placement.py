@@ -25,7 +25,11 @@ class PlacementMixin:
             return a if a > 0 else 0
         if mode == DISPLACE and v.hp:
             cut = self._preemption.cut
-            return v.free + sum(n for p, n in v.hp.items() if p <= cut)
+            a = v.free
+            for p, n in v.hp.items():  # a plain loop: this is the hottest function of the search
+                if p <= cut:
+                    a += n
+            return a
         return v.free
 
     def _vleaf_ok(self, v: VCell, mode: int) -> bool:
@@ -46,15 +50,16 @@ class PlacementMixin:
             if self._vleaf_ok(v, mode):
                 out.append(v)
             return
-        kids = [c for c in v.children if self._vavail(c, mode) > 0]
-        fit = [c for c in kids if self._vavail(c, mode) >= k]
+        vavail = self._vavail
+        kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) > 0]
+        fit = [x for x in kids if x[0] >= k]
         if fit:
-            self._vtake(min(fit, key=lambda c: (self._vavail(c, mode), c.index)), k, mode, out)
+            self._vtake(min(fit)[2], k, mode, out)
             return
         need = k
-        for c in sorted(kids, key=lambda c: (-self._vavail(c, mode), c.index)):
+        for a, _, c in sorted(kids, key=lambda x: (-x[0], x[1])):
             before = len(out)
-            self._vtake(c, min(need, self._vavail(c, mode)), mode, out)
+            self._vtake(c, min(need, a), mode, out)
             need -= len(out) - before
             if need <= 0:
                 return
@@ -72,9 +77,10 @@ class PlacementMixin:
             if len(out) < g:
                 return None
             return v.pcell.node_obj, out[:g]
-        kids = [c for c in v.children if self._vavail(c, mode) >= g]
-        kids.sort(key=lambda c: (self._vavail(c, mode), c.index))
-        for c in kids:
+        vavail = self._vavail
+        kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) >= g]
+        kids.sort(key=lambda x: (x[0], x[1]))
+        for _, _, c in kids:
             r = self._vdescend(c, g, level, node_level, tg, mode)
             if r is not None:
                 return r
@@ -142,9 +148,11 @@ class PlacementMixin:
                 return None
             return self._vdescend(scope, g, level, nl, tg, mode)
         roots = vcs.roots.get(chain, ())
-        bound = [r for r in roots if r.bound is not None and r.level >= level and self._vavail(r, mode) >= g]
-        bound.sort(key=lambda r: (self._vavail(r, mode), r.level, r.id))
-        for r in bound:
+        vavail = self._vavail
+        bound = [(a, r.level, r.id, r) for r in roots
+                 if r.bound is not None and r.level >= level and (a := vavail(r, mode)) >= g]
+        bound.sort(key=lambda x: x[:3])
+        for _, _, _, r in bound:
             res = self._vdescend(r, g, level, nl, tg, mode)
             if res is not None:
                 return res
