@@ -35,6 +35,10 @@ class Buddy:
         self.demand: dict[int, int] = {lvl: 0 for lvl in range(1, self.top + 1)}  # unbound VC cells per level
         self.roots = roots
         self.scount: dict[int, int] = {lvl: 0 for lvl in range(1, self.top + 1)}
+        # bumped by every change of a cell's buddy state, bound count or bad GPUs: ``partly_bad`` reuses its
+        # candidates while it is unchanged
+        self.version = 0
+        self._partly_bad: dict[int, tuple[int, list[PCell]]] = {}
         for r in roots:
             self._init_structural(r)
             self.release(r)
@@ -62,6 +66,7 @@ class Buddy:
         return counts
 
     def on_bind(self, c: PCell) -> None:
+        self.version += 1
         self.scount = self._scount_after_bind(c, self.scount)
         x = c
         while x is not None:
@@ -69,6 +74,7 @@ class Buddy:
             x = x.parent
 
     def on_unbind(self, c: PCell) -> None:
+        self.version += 1
         x = c
         while x is not None:
             x.nbound -= c.size
@@ -96,6 +102,7 @@ class Buddy:
     # ------------------------------------------------------------------ free lists
     def release(self, c: PCell) -> None:
         """``c`` is no longer bound: put it (or its healthy, unpinned parts) back into the free lists."""
+        self.version += 1
         if c.pinned_id:
             c.state = PINNED
             return
@@ -135,6 +142,7 @@ class Buddy:
 
     def _split_down_to(self, top: PCell, target: PCell) -> None:
         """Split free cell ``top`` along the path to ``target``; ``target`` leaves the free lists."""
+        self.version += 1
         path = []
         x = target
         while x is not top:
@@ -154,6 +162,7 @@ class Buddy:
 
     def _reclaim(self, cell: PCell) -> bool:
         """Take back a split cell whose parts are all free or bad (undoing its release)."""
+        self.version += 1
         parts = list(subtree(cell))
         if any(p.state in (BOUND, PINNED) for p in parts):
             return False
@@ -165,6 +174,7 @@ class Buddy:
 
     def mark_bad(self, leaf: PCell) -> None:
         """A GPU went bad: if it sits in a free cell, split that cell around it."""
+        self.version += 1
         top = self.free_ancestor(leaf)
         if top is None:
             return
@@ -175,6 +185,7 @@ class Buddy:
         leaf.state = BADLEAF
 
     def mark_good(self, leaf: PCell) -> None:
+        self.version += 1
         if leaf.state == BADLEAF:
             self.release(leaf)
 
@@ -183,6 +194,15 @@ class Buddy:
         """Level-``level`` cells bound to no VC whose parts are all free or bad, some GPUs healthy:
         a virtual cell may bind there when no healthy cell is left (fewest bad GPUs first).
         Found from the bad leaves (few), never by scanning the tree; cells inside ``skip`` are left out."""
+        if not skip:
+            got = self._partly_bad.get(level)
+            if got is None or got[0] != self.version:
+                got = (self.version, self._find_partly_bad(level, bad_leaves, ()))
+                self._partly_bad[level] = got
+            return sorted(got[1], key=lambda c: (c.bad, c.opp, c.id))
+        return sorted(self._find_partly_bad(level, bad_leaves, skip), key=lambda c: (c.bad, c.opp, c.id))
+
+    def _find_partly_bad(self, level: int, bad_leaves, skip) -> list[PCell]:
         found: dict[int, PCell] = {}
         for leaf in bad_leaves:
             c = leaf
@@ -193,7 +213,7 @@ class Buddy:
             if skip and _inside_any(c, skip):
                 continue
             found[c.id] = c
-        return sorted(found.values(), key=lambda c: (c.bad, c.opp, c.id))
+        return list(found.values())
 
     def take_partly_bad(self, c: PCell) -> bool:
         """Take partly bad cell ``c`` (from ``partly_bad``) for binding, if that keeps the other VCs safe."""
@@ -259,6 +279,7 @@ class Buddy:
                 cands.sort(key=key)
                 for best in cands:
                     if self.bind_ok(best):
+                        self.version += 1
                         del pool[best.id]
                         best.state = INSIDE
                         return best
@@ -281,6 +302,7 @@ class Buddy:
         if not force and not self.bind_ok(cell):
             return False
         if top is cell:
+            self.version += 1
             del self.free[cell.level][cell.id]
             cell.state = INSIDE
         else:

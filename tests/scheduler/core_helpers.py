@@ -257,6 +257,12 @@ def recount(s: Scheduler) -> None:
                 if r.bound is None:
                     demand[r.level] += 1
         assert b.demand == demand, f"chain {chain}: demand {b.demand} != {demand}"
+        # the cached partly bad candidates equal a fresh search
+        for lvl, (version, _) in list(b._partly_bad.items()):
+            if version == b.version:
+                key = lambda c: (c.bad, c.opp, c.id)  # noqa: E731
+                fresh = sorted(b._find_partly_bad(lvl, s._bad_leaves[chain].values(), ()), key=key)
+                assert b.partly_bad(lvl, s._bad_leaves[chain].values()) == fresh, f"chain {chain}: partly bad cache"
     # binding: virtual and physical cells point at each other
     for vc in s._vcs.values():
         roots = [r for rs in vc.roots.values() for r in rs] + list(vc.pins.values())
