@@ -13,27 +13,32 @@ from typing import Any
 from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
-from .placement import PlacementMixin
 from .install import InstallMixin
-from .recovery import RecoveryMixin
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    DISPLACE, FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
+    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
 )
+from .placement import PlacementMixin
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
+from .recovery import RecoveryMixin
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
 from .views import ViewsMixin
 
-
-_FIFO_KEY = ORDERS["fifo"].key
+_FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
 
 
 class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMixin):
-    """HiveD-style scheduler over one cluster config.
+    """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
-    ``policy`` orders jobs inside a VC (``fifo`` | ``priority`` | ``drf``). ``starvation_after``
+    Its parts: the cluster state and its primitives (``state``), placement (``placement``), the
+    preemption search (``preemption.PreemptionSearch``), the one install path (``install``),
+    recovery/reconfiguration (``recovery``), queries (``views``) and the queue order (a
+    ``policies.QueueOrder``). This class holds the calls and the scheduling passes.
+
+    ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
+    | ``drf`` built in). ``starvation_after``
     (seconds, None = never): a guaranteed job that waited that long since a later job of its VC
     overtook it holds back every job behind it in its VC until it starts (no head-of-line
     blocking before that, no starvation after).

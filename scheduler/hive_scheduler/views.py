@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .decisions import JobView
-from .jobs import RUNNING, PREEMPTING, HeldBack, Requeued
+from .jobs import HeldBack, Requeued
 
 
 def _plural(n: int, word: str) -> str:
