@@ -140,7 +140,8 @@ def test_bad_requests_are_rejected_decisions():
     assert of(r, "ok")[0]["event"] == "started"
 
 
-# the HiveD paper's sharing anomaly: free quota scattered across nodes under quota, none under hived
+# the HiveD paper's sharing anomaly: A alone on its own node would start a2 at once (2 of its 4 GPUs are
+# free); quota scatters A's and B's jobs over both nodes and a2 waits for a1; hived keeps A's node A's
 ANOMALY = [
     submit(0, "a1", "A", 2, duration=100),
     submit(1, "b1", "B", 3, duration=100),
@@ -155,8 +156,12 @@ def test_quota_shows_the_sharing_anomaly_and_hived_does_not():
     assert of(hived, "a2")[0]["event"] == "started" and of(hived, "a2")[0]["t"] == 3
     assert hived.metrics.sharing_anomaly_s == 0
     assert of(quota, "a2")[0]["event"] == "queued"
-    assert quota.metrics.sharing_anomaly_s == pytest.approx(97)
+    assert quota.metrics.sharing_anomaly_s == pytest.approx(97) and quota.metrics.sharing_anomaly_jobs == 1
     assert quota.metrics.avg_jct_s > hived.metrics.avg_jct_s
+    private = hived.private
+    assert private.metrics.waits == hived.metrics.waits == {"a1": 0, "b1": 0, "b2": 0, "a2": 0}
+    assert quota.metrics.by_vc["A"]["avg_queue_s"] == pytest.approx(97 / 2)
+    assert private.metrics.by_vc["A"]["avg_queue_s"] == 0 and quota.metrics.by_vc["B"]["sharing_anomaly_s"] == 0
 
 
 def _random_script(seed: int, n: int = 120) -> list[str]:
