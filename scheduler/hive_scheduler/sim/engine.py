@@ -78,28 +78,36 @@ def _get(obj: Any, key: str) -> Any:
 
 
 def decision_line(decision: Any, now: float) -> dict[str, Any]:
-    """A decision (core ``Decision``, baseline decision or dict) as the public decision line."""
-    raw = decision.to_json() if hasattr(decision, "to_json") else decision
-    if isinstance(raw, str):
-        raw = json.loads(raw)
-    event = raw["event"]
-    out: dict[str, Any] = {"t": _num(now), "job": raw["job"], "event": event}
+    """A decision (core ``Decision``, baseline decision, dict or JSON text) as the public decision line.
+
+    Objects are read by attribute (no intermediate ``to_json()`` dict: this runs once per decision)."""
+    if isinstance(decision, str):
+        decision = json.loads(decision)
+    if isinstance(decision, dict):
+        get = decision.get
+    else:
+        def get(key: str, obj: Any = decision) -> Any:
+            return getattr(obj, key, None)
+    event = get("event")
+    out: dict[str, Any] = {"t": _num(now), "job": get("job"), "event": event}
     if event == "started":
         out["placement"] = [
-            {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or [])}
-            for p in raw.get("placement") or []
+            {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or ())}
+            for p in get("placement") or ()
         ]
-        out["opportunistic"] = bool(raw.get("opportunistic", False))
+        out["opportunistic"] = bool(get("opportunistic"))
     elif event in ("queued", "demoted"):
-        if raw.get("reason") is not None:
-            out["reason"] = raw["reason"]
+        reason = get("reason")
+        if reason is not None:
+            out["reason"] = reason
     elif event == "preempting":
-        out["victims"] = list(raw.get("victims") or [])
+        out["victims"] = list(get("victims") or ())
     elif event == "preempted":
-        if raw.get("by") is not None:
-            out["by"] = raw["by"]
+        by = get("by")
+        if by is not None:
+            out["by"] = by
     elif event == "rejected":
-        out["error"] = raw.get("error") or ""
+        out["error"] = get("error") or ""
     return out
 
 
@@ -312,18 +320,17 @@ def simulate(
     shape = cluster_shape(config)
     submits = [e for e in events if isinstance(e, SubmitEvent)]
     total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
-    metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total)
+    reference: Any = None
     if anomaly and not isinstance(config, ClusterShape):
         if policy == "private":
-            reference = metrics.waits
-            private = None
+            reference, private = "self", None
         else:
             if private is None:
                 private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
             reference = private.metrics.waits
-        metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
     else:
         private = None
+    metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
     return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private)
 
 

@@ -81,19 +81,14 @@ def compute_metrics(
     submits: Iterable[SubmitEvent],
     decisions: Iterable[Mapping[str, Any]],
     total_gpus: int,
-    reference: Mapping[str, float] | None = None,
+    reference: Mapping[str, float] | str | None = None,
 ) -> Metrics:
     """``decisions``: the decision lines (dicts) in the order they happened; ``reference``: the per-job
-    waits of the ``private`` replay of the same events (``Metrics.waits``), for the sharing anomaly."""
+    waits of the ``private`` replay of the same events (``Metrics.waits``), for the sharing anomaly
+    (``"self"``: this replay is the private one, its anomaly is 0)."""
     jobs = {s.job: s for s in submits}
-    # A timeline of changes: (t, order, kind, payload). Submits come before decisions at the same time.
-    timeline: list[tuple[float, int, int, Any]] = []
-    for i, s in enumerate(jobs.values()):
-        timeline.append((float(s.t), 0, i, ("submit", s.job, None)))
-    for i, d in enumerate(decisions):
-        timeline.append((float(d["t"]), 1, i, ("decision", d["job"], d)))
-    timeline.sort(key=lambda x: (x[0], x[1], x[2]))
-
+    # Submits and decisions each come in time order; merged, submits go before decisions at the same time.
+    pending = sorted(jobs.values(), key=lambda s: s.t)  # stable: file order at one instant
     waiting_since: dict[str, float] = {}
     queue_total: dict[str, float] = {}  # every wait, whatever ended it
     queue_ran: dict[str, float] = {}  # the waits that ended with a start
@@ -118,12 +113,14 @@ def compute_metrics(
             busy_gpu_s += running_gpus.pop(job) * (t - running_since.pop(job))
 
     end_t = 0.0
-    for t, _, _, (kind, job, d) in timeline:
+    i, n_pending = 0, len(pending)
+    for d in decisions:
+        t = float(d["t"])
+        while i < n_pending and pending[i].t <= t:
+            waiting_since[pending[i].job] = float(pending[i].t)
+            i += 1
         end_t = t
-        if kind == "submit":
-            waiting_since[job] = t
-            continue
-        event = d["event"]
+        job, event = d["job"], d["event"]
         if event == "started":
             wait_end(job, t, ran=True)
             started_once.add(job)
@@ -140,6 +137,9 @@ def compute_metrics(
         elif event == "rejected":
             wait_end(job, t)
             rejected.add(job)
+    while i < n_pending:  # submits after the last decision
+        waiting_since[pending[i].job] = end_t = float(pending[i].t)
+        i += 1
 
     for job in list(running_since):
         stop_running(job, end_t)
@@ -148,6 +148,8 @@ def compute_metrics(
     waits = {j: queue_total.get(j, 0.0) for j in jobs}
 
     anomaly: dict[str, float] | None = None
+    if reference == "self":
+        reference = waits
     if reference is not None:
         anomaly = {}
         for j, s in jobs.items():
