@@ -120,13 +120,18 @@ def _load_config(source: Any) -> Any:
     return load_cluster_config(source)
 
 
-def make_scheduler(policy: str, config: Any, order: str = "fifo") -> Any:
+def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False) -> Any:
     """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC; ``quota``/``fifo``: the
     baselines; ``private``: one core per VC on a cluster of exactly its cells)."""
     if policy == "hived":
         from hive_scheduler import Scheduler
 
-        return Scheduler(config, policy=order)
+        core = Scheduler(config, policy=order)
+        if overflow:
+            from .overflow import OverflowScheduler
+
+            return OverflowScheduler(core)
+        return core
     if policy == "private":
         from .private import PrivateScheduler
 
@@ -149,14 +154,14 @@ def _request(ev: SubmitEvent) -> JobRequest:
 
 class _Replay:
     def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
-                 order: str = "fifo"):
+                 order: str = "fifo", overflow: bool = False):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config, order)
+        self.sched = make_scheduler(policy, config, order, overflow)
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.runs: dict[str, _Run] = {}
@@ -285,6 +290,7 @@ def simulate(
     order: str = "fifo",
     anomaly: bool = True,
     private: SimResult | None = None,
+    overflow: bool = False,
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -312,7 +318,7 @@ def simulate(
     elif out is not None:
         sink = out
     try:
-        replay = _Replay(config, policy, grace, sink, source, order)
+        replay = _Replay(config, policy, grace, sink, source, order, overflow)
         end = replay.run(events, progress)
     finally:
         if close:
