@@ -11,7 +11,8 @@ from typing import Any
 DESCRIPTION = """\
 Replay an event script (JSONL) or a job trace (CSV) on a cluster model and print per-policy metrics.
 
-Policies: hived (HiveD cells, the hive-lab core), quota (YARN-CS style GPU quotas per VC, first fit,
+Policies: hived (HiveD cells, the hive-lab core, with opportunistic overflow: a queued guaranteed job may
+run preemptibly in idle GPUs elsewhere until its VC can place it; --no-overflow turns it off), quota (YARN-CS style GPU quotas per VC, first fit,
 no topology guarantee), fifo (one global queue, no VCs), private (each VC alone on a cluster made of
 exactly its own cells, with the hived core). With several policies and --out, the decisions of each go to
 a file named after the policy: --out run.jsonl gives run.hived.jsonl, run.quota.jsonl, ...
@@ -44,6 +45,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--grace", type=float, default=0.0, metavar="S", help="seconds between a preemption decision and the victim stopping (default 0)")
     p.add_argument("--by-vc", action="store_true",
                    help="also print each VC's average queueing per policy next to private's, and its anomaly")
+    p.add_argument("--no-overflow", action="store_true",
+                   help="hived without the overflow lever (the bare core; private never overflows)")
     p.add_argument("--no-anomaly", action="store_true",
                    help="skip the private replay behind the sharing anomaly (its rows show '-')")
     p.set_defaults(func=run)
@@ -182,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
     anomaly = not args.no_anomaly
     try:
         results = simulate_policies(config, events, policies, grace=args.grace, order=args.order,
-                                    anomaly=anomaly, out=paths.get, progress=progress_for)
+                                    anomaly=anomaly, overflow=not args.no_overflow, out=paths.get,
+                                    progress=progress_for)
     except (EventError, ValueError, OSError) as exc:
         if progress is not None:
             progress.stop()
@@ -200,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
             "grace": args.grace,
             "order": args.order,
             "time_scale": args.time_scale,
+            "overflow": not args.no_overflow,
             "anomaly_reference": "private" if anomaly else None,
             "policies": {r.policy: r.metrics.to_dict() for r in results},
             "decisions": {p: path for p, path in paths.items() if path},
@@ -209,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = Console()
         scale = f", submit times x {args.time_scale:g}" if args.time_scale != 1.0 else ""
+        if args.no_overflow and "hived" in policies:
+            scale += ", hived without overflow"
         out.print(_table(results, f"{os.path.basename(source)} on {args.cluster}{scale}"))
         if args.by_vc:
             out.print(_vc_table(results, private, f"queueing per VC{scale}"))

@@ -111,7 +111,7 @@ def test_fifo_head_of_line_blocking_is_an_anomaly_for_the_vc_behind():
         submit(1, "a2", "A", 4, duration=10),  # waits for a1 under every policy (A owns one node)
         submit(2, "b1", "B", 1, duration=10),
     ]
-    results = simulate_policies(two_nodes(), parse_events(lines), ["fifo", "hived", "private"])
+    results = simulate_policies(two_nodes(), parse_events(lines), ["fifo", "hived", "private"], overflow=False)
     fifo, hived, private = results
     assert private.metrics.waits == {"a1": 0, "a2": 49, "b1": 0}
     assert hived.metrics.waits == private.metrics.waits

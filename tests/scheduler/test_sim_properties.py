@@ -178,7 +178,7 @@ guaranteed_st = st.tuples(
     withdraw=st.sets(st.integers(0, 39), max_size=5),
 )
 def test_hived_queues_every_job_exactly_as_its_private_cluster(jobs, gaps, withdraw):
-    """No opportunistic work, healthy hardware, immediate preemption (no lazy preemption, no grace): a VC
+    """The core without the overflow lever, no opportunistic work, healthy hardware, immediate preemption (no lazy preemption, no grace): a VC
     sees only its own cells under hived, so every job waits exactly as long as on the VC's private cluster
     (HiveD's guarantee: sharing anomaly 0). Lazy preemption lets a demoted job run on in other VCs' idle
     cells, which changes its VC's later history, so waits may then differ either way."""
@@ -191,6 +191,6 @@ def test_hived_queues_every_job_exactly_as_its_private_cluster(jobs, gaps, withd
         if i in withdraw:
             lines.append(json.dumps({"t": t + 2, "op": "finish", "job": f"j{i}"}))
     lines.sort(key=lambda line: json.loads(line)["t"])
-    hived = simulate(config(), parse_events(lines), "hived")
+    hived = simulate(config(), parse_events(lines), "hived", overflow=False)
     assert hived.metrics.waits == hived.private.metrics.waits, "\n".join(lines)
     assert hived.metrics.sharing_anomaly_s == 0 and hived.metrics.sharing_anomaly_jobs == 0

@@ -38,8 +38,9 @@ def submit(t, job, vc, gpus, count=1, priority=0, duration=None, **extra):
     return json.dumps(d)
 
 
-def replay(lines, policy="hived", grace=0.0, config=None):
-    return simulate(config or cluster(), parse_events(lines), policy, grace=grace)
+def replay(lines, policy="hived", grace=0.0, config=None, overflow=False):
+    """These scenarios are the core's semantics: hived without the overflow lever unless asked."""
+    return simulate(config or cluster(), parse_events(lines), policy, grace=grace, overflow=overflow)
 
 
 def of(result, job):
@@ -246,7 +247,7 @@ def test_reconfigure_demotes_what_lost_its_guarantee_and_a_victim_may_finish_wit
         submit(2, "a2", "A", 4, duration=10),
         '{"t":3,"op":"finish","job":"b"}',  # before its grace period ends at t=4
     ]) + "\n")
-    r = simulate(cluster(), str(events), "hived", grace=2)
+    r = simulate(cluster(), str(events), "hived", grace=2, overflow=False)
     assert [(d["t"], d["job"], d["event"]) for d in r.decisions] == [
         (0, "a", "started"), (0, "b", "started"), (1, "b", "demoted"), (2, "a2", "preempting"),
         (3, "b", "finished"), (3, "a2", "started"), (13, "a2", "finished"),
@@ -263,7 +264,7 @@ def test_order_inside_a_vc_is_the_cores_policy():
     ]
     config = cluster(nodes=2, vcs={"A": 1, "B": 1})
     for order, expected in (("fifo", "first"), ("priority", "urgent")):
-        r = simulate(config, parse_events(lines), "hived", order=order)
+        r = simulate(config, parse_events(lines), "hived", order=order, overflow=False)
         starts_at_10 = [d["job"] for d in r.decisions if d["event"] == "started" and d["t"] == 10]
         assert starts_at_10[:1] == [expected], (order, r.decisions)
     with pytest.raises(ValueError, match="unknown order 'lottery'"):

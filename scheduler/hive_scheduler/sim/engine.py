@@ -121,8 +121,9 @@ def _load_config(source: Any) -> Any:
 
 
 def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False) -> Any:
-    """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC; ``quota``/``fifo``: the
-    baselines; ``private``: one core per VC on a cluster of exactly its cells)."""
+    """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC, wrapped in the overflow
+    lever when ``overflow``; ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster
+    of exactly its cells)."""
     if policy == "hived":
         from hive_scheduler import Scheduler
 
@@ -290,7 +291,7 @@ def simulate(
     order: str = "fifo",
     anomaly: bool = True,
     private: SimResult | None = None,
-    overflow: bool = False,
+    overflow: bool = True,
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -301,6 +302,8 @@ def simulate(
     ``anomaly``: compute the sharing anomaly against a ``private`` replay of the same events: ``private``
     when given (a result of ``simulate(..., "private")``), else one replayed here. Without it, or for a
     ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.
+    ``overflow`` (``hived`` only, default on): a queued guaranteed job may run as opportunistic in idle
+    GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.sim.overflow`); False: the bare core.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
@@ -350,6 +353,7 @@ def simulate_policies(
     progress: Callable[[str, int], Callable[[int, int], None] | None] | None = None,
     order: str = "fifo",
     anomaly: bool = True,
+    overflow: bool = True,
 ) -> list[SimResult]:
     """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
     sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
@@ -373,6 +377,6 @@ def simulate_policies(
         if policy in results:
             continue
         results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=anomaly,
-                                   private=reference, out=out(policy) if out else None,
+                                   private=reference, overflow=overflow, out=out(policy) if out else None,
                                    progress=progress(policy, total) if progress else None)
     return [results[p] for p in policies]
