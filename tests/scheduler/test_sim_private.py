@@ -132,3 +132,23 @@ def test_anomaly_off_or_without_cells_is_none():
     assert simulate(cluster_shape(two_nodes()), events, "quota").metrics.sharing_anomaly_jobs is None
     with pytest.raises(ValueError, match="private policy needs the cluster's cells"):
         simulate(cluster_shape(two_nodes()), events, "private")
+
+
+def test_reconfigure_rebuilds_the_private_clusters_and_running_jobs_keep_running():
+    bigger = {
+        "physicalCluster": {
+            "cellTypes": {"G-NODE": {"childCellType": "G", "childCellNumber": 4, "isNodeLevel": True}},
+            "physicalCells": [{"cellType": "G-NODE", "cellAddress": f"n{i}"} for i in (1, 2, 3)],
+        },
+        "virtualClusters": {"A": {"virtualCells": [{"cellType": "G-NODE", "cellNumber": 2}]},
+                            "B": {"virtualCells": [{"cellType": "G-NODE", "cellNumber": 1}]}},
+    }
+    lines = [
+        submit(0, "a1", "A", 4, duration=100),
+        submit(1, "a2", "A", 4, duration=10),  # A has one node: waits
+        json.dumps({"t": 5, "op": "reconfigure", "cluster": bigger}),  # A gets a second node
+    ]
+    r = simulate(two_nodes(), parse_events(lines), "private")
+    assert of(r, "a2")[1]["event"] == "started" and of(r, "a2")[1]["t"] == 5
+    assert of(r, "a2")[1]["placement"][0]["node"] == "A-node-1"
+    assert of(r, "a1")[-1] == {"t": 100, "job": "a1", "event": "finished"}
