@@ -357,8 +357,8 @@ def simulate_policies(
 ) -> list[SimResult]:
     """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
     sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
-    ``private`` is among ``policies``; the others carry it as ``.private``). ``out(policy)``: where that policy's decisions go;
-    ``progress(policy, total)``: a progress callback for that policy's replay (or None)."""
+    ``private`` is among ``policies``; the others carry it as ``.private``). ``out(policy)``: where that
+    policy's decisions go; ``progress(policy, total)``: a progress callback for that policy's replay."""
     events, _ = _events_of(events)
     config = _load_config(cluster)
     total = len(events)
