@@ -11,16 +11,22 @@ from typing import Any
 DESCRIPTION = """\
 Replay an event script (JSONL) or a job trace (CSV) on a cluster model and print per-policy metrics.
 
-Policies: hived (HiveD cells, the hive-lab core), quota (YARN-CS style GPU quotas per VC, first fit,
-no topology guarantee), fifo (one global queue, no VCs). With several policies and --out, the decisions
-of each go to a file named after the policy: --out run.jsonl gives run.hived.jsonl, run.quota.jsonl, ...
+Policies: hived (HiveD cells, the hive-lab core, with opportunistic overflow: a queued guaranteed job may
+run preemptibly in idle GPUs elsewhere until its VC can place it; --no-overflow turns it off), quota (YARN-CS style GPU quotas per VC, first fit,
+no topology guarantee), fifo (one global queue, no VCs), private (each VC alone on a cluster made of
+exactly its own cells, with the hived core). With several policies and --out, the decisions of each go to
+a file named after the policy: --out run.jsonl gives run.hived.jsonl, run.quota.jsonl, ...
+
+Sharing anomaly (HiveD's): per guaranteed job, how much longer it waited than under private,
+max(0, wait(policy) - wait(private)), summed and counted. The private replay it needs runs once per
+command (--no-anomaly skips it). --by-vc adds each VC's average queueing under every policy and private.
 """
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate",
-        help="replay events or a trace under hived/quota/fifo and compare metrics",
+        help="replay events or a trace under hived/quota/fifo/private and compare metrics",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -28,7 +34,8 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
     src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
-    p.add_argument("--policy", default="hived", help="comma-separated policies among hived, quota, fifo (default: hived)")
+    p.add_argument("--policy", default="hived",
+                   help="comma-separated policies among hived, quota, fifo, private (default: hived)")
     p.add_argument("--order", default="fifo", choices=["fifo", "priority", "drf"],
                    help="how hived orders jobs inside a VC (default fifo); quota and fifo keep their own order")
     p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
@@ -36,6 +43,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
                    help="with --trace: multiply submit times by F (0.1 = arrivals 10x denser; durations unchanged)")
     p.add_argument("--grace", type=float, default=0.0, metavar="S", help="seconds between a preemption decision and the victim stopping (default 0)")
+    p.add_argument("--by-vc", action="store_true",
+                   help="also print each VC's average queueing per policy next to private's, and its anomaly")
+    p.add_argument("--no-overflow", action="store_true",
+                   help="hived without the overflow lever (the bare core; private never overflows)")
+    p.add_argument("--no-anomaly", action="store_true",
+                   help="skip the private replay behind the sharing anomaly (its rows show '-')")
     p.set_defaults(func=run)
 
 
@@ -57,6 +70,10 @@ def _duration(s: float) -> str:
     return f"{s / 3600:,.2f} h"
 
 
+def _opt(fmt: Any) -> Any:
+    return lambda v: "-" if v is None else fmt(v)
+
+
 ROWS = [
     ("jobs", "jobs", str),
     ("finished", "finished", str),
@@ -70,8 +87,8 @@ ROWS = [
     ("makespan_s", "makespan", _duration),
     ("gpu_utilisation", "GPU utilisation", lambda v: f"{100 * v:.1f} %"),
     ("preemptions", "preemptions", str),
-    ("sharing_anomaly_s", "sharing anomaly (job-time)", _duration),
-    ("sharing_anomaly_jobs", "sharing anomaly jobs", str),
+    ("sharing_anomaly_s", "sharing anomaly (job-time)", _opt(_duration)),
+    ("sharing_anomaly_jobs", "sharing anomaly jobs", _opt(str)),
 ]
 
 
@@ -87,11 +104,38 @@ def _table(results: list[Any], title: str) -> Any:
     return table
 
 
+def _vc_table(results: list[Any], private: Any, title: str) -> Any:
+    """Per VC: jobs, private's average queueing, then each policy's, with its anomaly in brackets."""
+    from rich.table import Table
+
+    table = Table(title=title, caption="average queueing per VC; (+anomaly vs private, jobs)")
+    table.add_column("VC")
+    table.add_column("jobs", justify="right")
+    if private is not None:
+        table.add_column("private", justify="right")
+    shown = [r for r in results if r.policy != "private"]
+    for r in shown:
+        table.add_column(r.policy, justify="right")
+    for vc in sorted({vc for r in results for vc in r.metrics.by_vc}):
+        first = next(r.metrics.by_vc[vc] for r in results if vc in r.metrics.by_vc)
+        cells = [vc, str(first["jobs"])]
+        if private is not None:
+            cells.append(_duration(private.metrics.by_vc.get(vc, {}).get("avg_queue_s", 0.0)))
+        for r in shown:
+            row = r.metrics.by_vc.get(vc, {})
+            cell = _duration(row.get("avg_queue_s", 0.0))
+            if row.get("sharing_anomaly_jobs"):
+                cell += f" (+{_duration(row['sharing_anomaly_s'])}, {row['sharing_anomaly_jobs']})"
+            cells.append(cell)
+        table.add_row(*cells)
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hive_scheduler import load_cluster_config
-    from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate
+    from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate_policies
 
     err = Console(stderr=True)
 
@@ -121,7 +165,6 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     source = args.events or args.trace
     paths = out_paths(args.out, policies)
-    results = []
     progress = None
     if err.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -131,22 +174,28 @@ def run(args: argparse.Namespace) -> int:
             console=err, transient=True,
         )
         progress.start()
+
+    def progress_for(policy: str, total: int) -> Any:
+        if progress is None:
+            return None
+        label = f"simulate {policy}" if policy in policies else f"simulate {policy} (for the sharing anomaly)"
+        task = progress.add_task(label, total=total)
+        return lambda done, total, task=task: progress.update(task, completed=done)
+
+    anomaly = not args.no_anomaly
     try:
-        for policy in policies:
-            callback = None
-            if progress is not None:
-                task = progress.add_task(f"simulate {policy}", total=len(events))
-                callback = lambda done, total, task=task: progress.update(task, completed=done)  # noqa: E731
-            try:
-                results.append(simulate(config, events, policy, grace=args.grace, out=paths[policy],
-                                        progress=callback, order=args.order))
-            except (EventError, ValueError, OSError) as exc:
-                if progress is not None:
-                    progress.stop()
-                return fail(f"{policy}: {exc}")
+        results = simulate_policies(config, events, policies, grace=args.grace, order=args.order,
+                                    anomaly=anomaly, overflow=not args.no_overflow, out=paths.get,
+                                    progress=progress_for)
+    except (EventError, ValueError, OSError) as exc:
+        if progress is not None:
+            progress.stop()
+        return fail(str(exc))
     finally:
         if progress is not None:
             progress.stop()
+    private = next((r for r in results if r.policy == "private"), None) or next(
+        (r.private for r in results if r.private is not None), None)
 
     if args.json:
         doc = {
@@ -155,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
             "grace": args.grace,
             "order": args.order,
             "time_scale": args.time_scale,
+            "overflow": not args.no_overflow,
+            "anomaly_reference": "private" if anomaly else None,
             "policies": {r.policy: r.metrics.to_dict() for r in results},
             "decisions": {p: path for p, path in paths.items() if path},
         }
@@ -163,7 +214,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         out = Console()
         scale = f", submit times x {args.time_scale:g}" if args.time_scale != 1.0 else ""
+        if args.no_overflow and "hived" in policies:
+            scale += ", hived without overflow"
         out.print(_table(results, f"{os.path.basename(source)} on {args.cluster}{scale}"))
+        if args.by_vc:
+            out.print(_vc_table(results, private, f"queueing per VC{scale}"))
         for p, path in paths.items():
             if path:
                 out.print(f"decisions ({p}): {path}", markup=False)

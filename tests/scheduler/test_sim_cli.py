@@ -133,6 +133,44 @@ def test_decisions_do_not_depend_on_the_process_hash_seed(tmp_path):
     assert all(len(o.splitlines()) > 150 for o in outputs[0])
 
 
+ANOMALY_CLUSTER = {
+    "physicalCluster": {
+        "cellTypes": {"G-NODE": {"childCellType": "G", "childCellNumber": 4, "isNodeLevel": True}},
+        "physicalCells": [{"cellType": "G-NODE", "cellAddress": "n1"}, {"cellType": "G-NODE", "cellAddress": "n2"}],
+    },
+    "virtualClusters": {vc: {"virtualCells": [{"cellType": "G-NODE", "cellNumber": 1}]} for vc in ("A", "B")},
+}
+ANOMALY_EVENTS = [
+    {"t": 0, "op": "submit", "job": "a1", "vc": "A", "tasks": [{"name": "w", "count": 1, "gpus": 2}], "duration": 100},
+    {"t": 1, "op": "submit", "job": "b1", "vc": "B", "tasks": [{"name": "w", "count": 1, "gpus": 3}], "duration": 100},
+    {"t": 2, "op": "submit", "job": "b2", "vc": "B", "tasks": [{"name": "w", "count": 1, "gpus": 1}], "duration": 100},
+    {"t": 3, "op": "submit", "job": "a2", "vc": "A", "tasks": [{"name": "w", "count": 1, "gpus": 2}], "duration": 10},
+]
+
+
+def test_anomaly_against_private_per_vc_table_and_json(tmp_path):
+    cluster = tmp_path / "two.json"
+    cluster.write_text(json.dumps(ANOMALY_CLUSTER))
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in ANOMALY_EVENTS))
+    base = ["simulate", "--cluster", str(cluster), "--events", str(events), "--policy", "hived,quota,private"]
+    proc = hive_lab(*base, "--by-vc")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in proc.stdout.splitlines() if line.startswith("│ A ") or line.startswith("│ B ")}
+    # VC, jobs, private, hived, quota: quota's a2 waited 97 s that A's private node would not have made it wait
+    assert rows["A"] == ["2", "0.0 s", "0.0 s", "48.5 s (+97.0 s, 1)"]
+    assert rows["B"] == ["2", "0.0 s", "0.0 s", "0.0 s"]
+    doc = json.loads(hive_lab(*base, "--json").stdout)
+    assert doc["anomaly_reference"] == "private"
+    assert {p: (m["sharing_anomaly_s"], m["sharing_anomaly_jobs"]) for p, m in doc["policies"].items()} == {
+        "hived": (0, 0), "quota": (97, 1), "private": (0, 0)}
+    assert doc["policies"]["quota"]["by_vc"]["A"] == {"jobs": 2, "avg_queue_s": 48.5, "sharing_anomaly_s": 97,
+                                                      "sharing_anomaly_jobs": 1}
+    off = json.loads(hive_lab(*base, "--json", "--no-anomaly").stdout)
+    assert off["anomaly_reference"] is None and off["policies"]["quota"]["sharing_anomaly_s"] is None
+
+
 def test_trace_path_relative_to_the_repo_root_is_how_ci_refers_to_it():
     proc = hive_lab("simulate", "--help")
     assert proc.returncode == 0 and "--trace" in proc.stdout and "--grace" in proc.stdout

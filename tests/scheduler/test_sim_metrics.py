@@ -37,24 +37,52 @@ def test_jct_queueing_makespan_and_utilisation():
         started(10, "b", 8),
         ev(30, "b", "finished"),
     ]
-    m = compute_metrics("x", submits, decisions, total_gpus=8, vc_guaranteed={"v": 8})
+    m = compute_metrics("x", submits, decisions, total_gpus=8)
     assert (m.jobs, m.finished, m.rejected, m.unfinished) == (2, 2, 0, 0)
     assert m.avg_jct_s == 20 and m.median_jct_s == 20 and m.p95_jct_s == pytest.approx(29)
     assert m.avg_queue_s == 5 and m.p95_queue_s == pytest.approx(9.5)
     assert m.makespan_s == 30
     assert m.gpu_utilisation == pytest.approx((4 * 10 + 8 * 20) / (8 * 30))
     assert m.preemptions == 0
-    # b waited while the VC had only 4 unused guaranteed GPUs: no anomaly
-    assert m.sharing_anomaly_s == 0 and m.sharing_anomaly_jobs == 0
+    assert m.waits == {"a": 0, "b": 10}
+    assert m.by_vc == {"v": {"jobs": 2, "avg_queue_s": 5, "sharing_anomaly_s": None, "sharing_anomaly_jobs": None}}
+    # no private replay to compare with: no anomaly figure at all
+    assert m.sharing_anomaly_s is None and m.sharing_anomaly_jobs is None
+    assert "waits" not in m.to_dict()
 
 
-def test_sharing_anomaly_preemption_and_requeue_time():
-    submits = [sub("x", 0, 4), sub("o", 0, 8, priority=-1), sub("y", 5, 6)]
+def test_sharing_anomaly_is_the_extra_wait_over_the_private_replay():
+    submits = [sub("a", 0, 4), sub("b", 0, 8), sub("c", 1, 2, vc="w"), sub("o", 2, 1, priority=-1)]
+    decisions = [
+        started(0, "a", 4),
+        ev(0, "b", "queued", reason="busy"),
+        ev(1, "c", "queued", reason="busy"),
+        ev(2, "o", "queued", reason="busy"),
+        ev(10, "a", "finished"),
+        started(10, "b", 8),
+        started(10, "c", 2, node="n2"),
+        started(10, "o", 1, node="n3"),
+        ev(30, "b", "finished"),
+        ev(30, "c", "finished"),
+        ev(30, "o", "finished"),
+    ]
+    # private: b waited 4 s (not 10), c 12 s (more than here), o not at all (opportunistic: never counted)
+    m = compute_metrics("x", submits, decisions, total_gpus=8, reference={"a": 0, "b": 4, "c": 12, "o": 0})
+    assert m.waits == {"a": 0, "b": 10, "c": 9, "o": 8}
+    assert m.sharing_anomaly_s == pytest.approx(10 - 4)
+    assert m.sharing_anomaly_jobs == 1
+    assert m.by_vc["v"] == {"jobs": 3, "avg_queue_s": pytest.approx(18 / 3), "sharing_anomaly_s": pytest.approx(6),
+                            "sharing_anomaly_jobs": 1}
+    assert m.by_vc["w"] == {"jobs": 1, "avg_queue_s": 9, "sharing_anomaly_s": 0, "sharing_anomaly_jobs": 0}
+
+
+def test_waits_add_up_over_preemptions_and_count_to_the_end():
+    submits = [sub("x", 0, 4), sub("o", 0, 8, priority=-1), sub("y", 5, 6), sub("z", 6, 2)]
     decisions = [
         ev(0, "x", "queued", reason="cells fragmented"),
-        started(0, "o", 8, node="n2", opportunistic=True),  # opportunistic: does not use the guarantee
+        started(0, "o", 8, node="n2", opportunistic=True),
         started(5, "y", 6),
-        ev(8, "y", "finished"),
+        ev(6, "z", "queued", reason="busy"),
         ev(10, "x", "preempting", victims=["o"]),
         ev(12, "o", "preempted", by="x"),
         started(12, "x", 4, node="n2"),
@@ -62,28 +90,13 @@ def test_sharing_anomaly_preemption_and_requeue_time():
         started(20, "o", 8, node="n2", opportunistic=True),
         ev(30, "o", "finished"),
     ]
-    m = compute_metrics("x", submits, decisions, total_gpus=16, vc_guaranteed={"v": 8})
-    # x (4 GPUs) waited 0..12; the VC's unused guarantee was 8 on [0,5), 2 on [5,8), 8 on [8,12)
-    assert m.sharing_anomaly_s == pytest.approx(5 + 4)
-    assert m.sharing_anomaly_jobs == 1
+    m = compute_metrics("x", submits, decisions, total_gpus=16, reference={"x": 12, "y": 0, "z": 30})
+    # z never started: it waited from 6 to the end of the replay (30); y is still running at the end
+    assert m.waits == {"x": 12, "o": 8, "y": 0, "z": 24}
+    assert m.sharing_anomaly_s == 0 and m.sharing_anomaly_jobs == 0
     assert m.preemptions == 1
-    assert m.avg_queue_s == pytest.approx((12 + 0 + 8) / 3)  # o waited 8 s after its preemption
-    assert sorted([m.avg_jct_s * 3]) == [pytest.approx(20 + 3 + 30)]
-    assert m.gpu_utilisation == pytest.approx((6 * 3 + 4 * 8 + 8 * 12 + 8 * 10) / (16 * 30))
-
-
-def test_demoted_jobs_stop_counting_against_the_guarantee():
-    submits = [sub("g", 0, 8), sub("w", 1, 4)]
-    decisions = [
-        started(0, "g", 8),
-        ev(1, "w", "queued", reason="VC full"),
-        ev(3, "g", "demoted", reason="reconfigured"),  # from t=3 the VC's 8 guaranteed GPUs are unused
-        started(7, "w", 4, node="n2"),
-        ev(9, "w", "finished"),
-        ev(9, "g", "finished"),
-    ]
-    m = compute_metrics("x", submits, decisions, total_gpus=16, vc_guaranteed={"v": 8})
-    assert m.sharing_anomaly_s == pytest.approx(4)
+    assert m.avg_queue_s == pytest.approx((12 + 8 + 0) / 3)  # over jobs that started; o waited 8 s after its preemption
+    assert m.gpu_utilisation == pytest.approx((6 * 25 + 4 * 8 + 8 * 12 + 8 * 10) / (16 * 30))
 
 
 def test_withdrawn_rejected_and_unfinished_jobs():
@@ -95,9 +108,10 @@ def test_withdrawn_rejected_and_unfinished_jobs():
         ev(0, "wait", "queued", reason="x"),
         ev(5, "q", "finished"),  # withdrawn while queued: not a completed job
     ]
-    m = compute_metrics("x", submits, decisions, total_gpus=8, vc_guaranteed={"v": 8, "other": 8})
+    m = compute_metrics("x", submits, decisions, total_gpus=8, reference={"q": 1, "r": 0, "run": 0, "wait": 0})
     assert (m.jobs, m.finished, m.rejected, m.unfinished) == (4, 0, 1, 2)
     assert m.avg_jct_s == 0 and m.makespan_s == 5
-    # "wait" asked for 4 of its VC's 8 idle guaranteed GPUs for 5 s; "q" for 2 of v's 7 idle GPUs until withdrawn
-    assert m.sharing_anomaly_s == pytest.approx(5 + 5)
+    # q waited 5 s until withdrawn (1 s privately); "wait" 5 s to the end of the replay (0 s privately)
+    assert m.waits == {"q": 5, "r": 0, "run": 0, "wait": 5}
+    assert m.sharing_anomaly_s == pytest.approx(4 + 5)
     assert m.sharing_anomaly_jobs == 2

@@ -38,8 +38,9 @@ def submit(t, job, vc, gpus, count=1, priority=0, duration=None, **extra):
     return json.dumps(d)
 
 
-def replay(lines, policy="hived", grace=0.0, config=None):
-    return simulate(config or cluster(), parse_events(lines), policy, grace=grace)
+def replay(lines, policy="hived", grace=0.0, config=None, overflow=False):
+    """These scenarios are the core's semantics: hived without the overflow lever unless asked."""
+    return simulate(config or cluster(), parse_events(lines), policy, grace=grace, overflow=overflow)
 
 
 def of(result, job):
@@ -140,7 +141,8 @@ def test_bad_requests_are_rejected_decisions():
     assert of(r, "ok")[0]["event"] == "started"
 
 
-# the HiveD paper's sharing anomaly: free quota scattered across nodes under quota, none under hived
+# the HiveD paper's sharing anomaly: A alone on its own node would start a2 at once (2 of its 4 GPUs are
+# free); quota scatters A's and B's jobs over both nodes and a2 waits for a1; hived keeps A's node A's
 ANOMALY = [
     submit(0, "a1", "A", 2, duration=100),
     submit(1, "b1", "B", 3, duration=100),
@@ -155,8 +157,12 @@ def test_quota_shows_the_sharing_anomaly_and_hived_does_not():
     assert of(hived, "a2")[0]["event"] == "started" and of(hived, "a2")[0]["t"] == 3
     assert hived.metrics.sharing_anomaly_s == 0
     assert of(quota, "a2")[0]["event"] == "queued"
-    assert quota.metrics.sharing_anomaly_s == pytest.approx(97)
+    assert quota.metrics.sharing_anomaly_s == pytest.approx(97) and quota.metrics.sharing_anomaly_jobs == 1
     assert quota.metrics.avg_jct_s > hived.metrics.avg_jct_s
+    private = hived.private
+    assert private.metrics.waits == hived.metrics.waits == {"a1": 0, "b1": 0, "b2": 0, "a2": 0}
+    assert quota.metrics.by_vc["A"]["avg_queue_s"] == pytest.approx(97 / 2)
+    assert private.metrics.by_vc["A"]["avg_queue_s"] == 0 and quota.metrics.by_vc["B"]["sharing_anomaly_s"] == 0
 
 
 def _random_script(seed: int, n: int = 120) -> list[str]:
@@ -241,7 +247,7 @@ def test_reconfigure_demotes_what_lost_its_guarantee_and_a_victim_may_finish_wit
         submit(2, "a2", "A", 4, duration=10),
         '{"t":3,"op":"finish","job":"b"}',  # before its grace period ends at t=4
     ]) + "\n")
-    r = simulate(cluster(), str(events), "hived", grace=2)
+    r = simulate(cluster(), str(events), "hived", grace=2, overflow=False)
     assert [(d["t"], d["job"], d["event"]) for d in r.decisions] == [
         (0, "a", "started"), (0, "b", "started"), (1, "b", "demoted"), (2, "a2", "preempting"),
         (3, "b", "finished"), (3, "a2", "started"), (13, "a2", "finished"),
@@ -258,7 +264,7 @@ def test_order_inside_a_vc_is_the_cores_policy():
     ]
     config = cluster(nodes=2, vcs={"A": 1, "B": 1})
     for order, expected in (("fifo", "first"), ("priority", "urgent")):
-        r = simulate(config, parse_events(lines), "hived", order=order)
+        r = simulate(config, parse_events(lines), "hived", order=order, overflow=False)
         starts_at_10 = [d["job"] for d in r.decisions if d["event"] == "started" and d["t"] == 10]
         assert starts_at_10[:1] == [expected], (order, r.decisions)
     with pytest.raises(ValueError, match="unknown order 'lottery'"):

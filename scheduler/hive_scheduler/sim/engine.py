@@ -40,9 +40,9 @@ from .events import (
 from .metrics import Metrics, compute_metrics
 from .shape import ClusterShape, cluster_shape
 
-__all__ = ["simulate", "SimResult", "POLICIES", "ORDERS", "make_scheduler", "decision_line"]
+__all__ = ["simulate", "simulate_policies", "SimResult", "POLICIES", "ORDERS", "make_scheduler", "decision_line"]
 
-POLICIES = ("hived", "quota", "fifo")
+POLICIES = ("hived", "quota", "fifo", "private")
 ORDERS = ("fifo", "priority", "drf")  # the core's orders inside a VC (hive_scheduler.policies)
 
 _COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
@@ -54,6 +54,7 @@ class SimResult:
     decisions: list[dict[str, Any]]
     metrics: Metrics
     end_time: float
+    private: SimResult | None = field(default=None, repr=False)  # the reference of the sharing anomaly
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "metrics": self.metrics.to_dict(), "end_time": self.end_time}
@@ -77,28 +78,36 @@ def _get(obj: Any, key: str) -> Any:
 
 
 def decision_line(decision: Any, now: float) -> dict[str, Any]:
-    """A decision (core ``Decision``, baseline decision or dict) as the public decision line."""
-    raw = decision.to_json() if hasattr(decision, "to_json") else decision
-    if isinstance(raw, str):
-        raw = json.loads(raw)
-    event = raw["event"]
-    out: dict[str, Any] = {"t": _num(now), "job": raw["job"], "event": event}
+    """A decision (core ``Decision``, baseline decision, dict or JSON text) as the public decision line.
+
+    Objects are read by attribute (no intermediate ``to_json()`` dict: this runs once per decision)."""
+    if isinstance(decision, str):
+        decision = json.loads(decision)
+    if isinstance(decision, dict):
+        get = decision.get
+    else:
+        def get(key: str, obj: Any = decision) -> Any:
+            return getattr(obj, key, None)
+    event = get("event")
+    out: dict[str, Any] = {"t": _num(now), "job": get("job"), "event": event}
     if event == "started":
         out["placement"] = [
-            {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or [])}
-            for p in raw.get("placement") or []
+            {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or ())}
+            for p in get("placement") or ()
         ]
-        out["opportunistic"] = bool(raw.get("opportunistic", False))
+        out["opportunistic"] = bool(get("opportunistic"))
     elif event in ("queued", "demoted"):
-        if raw.get("reason") is not None:
-            out["reason"] = raw["reason"]
+        reason = get("reason")
+        if reason is not None:
+            out["reason"] = reason
     elif event == "preempting":
-        out["victims"] = list(raw.get("victims") or [])
+        out["victims"] = list(get("victims") or ())
     elif event == "preempted":
-        if raw.get("by") is not None:
-            out["by"] = raw["by"]
+        by = get("by")
+        if by is not None:
+            out["by"] = by
     elif event == "rejected":
-        out["error"] = raw.get("error") or ""
+        out["error"] = get("error") or ""
     return out
 
 
@@ -111,12 +120,25 @@ def _load_config(source: Any) -> Any:
     return load_cluster_config(source)
 
 
-def make_scheduler(policy: str, config: Any, order: str = "fifo") -> Any:
-    """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC; ``quota``/``fifo``: the baselines)."""
+def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False) -> Any:
+    """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC, wrapped in the overflow
+    lever when ``overflow``; ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster
+    of exactly its cells)."""
     if policy == "hived":
         from hive_scheduler import Scheduler
 
-        return Scheduler(config, policy=order)
+        core = Scheduler(config, policy=order)
+        if overflow:
+            from .overflow import OverflowScheduler
+
+            return OverflowScheduler(core)
+        return core
+    if policy == "private":
+        from .private import PrivateScheduler
+
+        if isinstance(config, ClusterShape):
+            raise ValueError("the private policy needs the cluster's cells (a ClusterConfig), not a ClusterShape")
+        return PrivateScheduler(config, order=order)
     if policy in ("quota", "fifo"):
         from .baselines import make_baseline
 
@@ -133,14 +155,14 @@ def _request(ev: SubmitEvent) -> JobRequest:
 
 class _Replay:
     def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
-                 order: str = "fifo"):
+                 order: str = "fifo", overflow: bool = False):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config, order)
+        self.sched = make_scheduler(policy, config, order, overflow)
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.runs: dict[str, _Run] = {}
@@ -252,6 +274,12 @@ class _Replay:
         return self.now
 
 
+def _events_of(events: Sequence[Event] | str | os.PathLike) -> tuple[list[Event], str]:
+    if isinstance(events, (str, os.PathLike)):
+        return list(load_events(events)), os.fspath(events)
+    return list(events), "<events>"
+
+
 def simulate(
     cluster: Any,
     events: Sequence[Event] | str | os.PathLike,
@@ -261,6 +289,9 @@ def simulate(
     out: str | os.PathLike | io.TextIOBase | None = None,
     progress: Callable[[int, int], None] | None = None,
     order: str = "fifo",
+    anomaly: bool = True,
+    private: SimResult | None = None,
+    overflow: bool = True,
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -268,6 +299,11 @@ def simulate(
     ``out``: a path or text stream that receives the decision lines as they happen.
     ``progress(done, total)`` is called after each script event.
     ``order``: how ``hived`` orders jobs inside a VC (``fifo``, ``priority`` or ``drf``; the core's policies).
+    ``anomaly``: compute the sharing anomaly against a ``private`` replay of the same events: ``private``
+    when given (a result of ``simulate(..., "private")``), else one replayed here. Without it, or for a
+    ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.
+    ``overflow`` (``hived`` only, default on): a queued guaranteed job may run as opportunistic in idle
+    GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.sim.overflow`); False: the bare core.
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
@@ -275,11 +311,7 @@ def simulate(
         raise ValueError(f"grace must be >= 0 seconds, got {grace}")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
-    source = "<events>"
-    if isinstance(events, (str, os.PathLike)):
-        source = os.fspath(events)
-        events = load_events(events)
-    events = list(events)
+    events, source = _events_of(events)
     config = _load_config(cluster)
     sink: io.TextIOBase | None = None
     close = False
@@ -289,17 +321,62 @@ def simulate(
     elif out is not None:
         sink = out
     try:
-        replay = _Replay(config, policy, grace, sink, source, order)
+        replay = _Replay(config, policy, grace, sink, source, order, overflow)
         end = replay.run(events, progress)
     finally:
         if close:
             sink.close()
     shape = cluster_shape(config)
-    metrics = compute_metrics(
-        policy,
-        [e for e in events if isinstance(e, SubmitEvent)],
-        replay.decisions,
-        total_gpus=shape.total_gpus,
-        vc_guaranteed={vc: shape.vc_total(vc) for vc in shape.vcs},
-    )
-    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end)
+    submits = [e for e in events if isinstance(e, SubmitEvent)]
+    total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
+    reference: Any = None
+    if anomaly and not isinstance(config, ClusterShape):
+        if policy == "private":
+            reference, private = "self", None
+        else:
+            if private is None:
+                private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
+            reference = private.metrics.waits
+    else:
+        private = None
+    metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
+    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private)
+
+
+def simulate_policies(
+    cluster: Any,
+    events: Sequence[Event] | str | os.PathLike,
+    policies: Sequence[str],
+    *,
+    grace: float = 0.0,
+    out: Callable[[str], str | os.PathLike | io.TextIOBase | None] | None = None,
+    progress: Callable[[str, int], Callable[[int, int], None] | None] | None = None,
+    order: str = "fifo",
+    anomaly: bool = True,
+    overflow: bool = True,
+) -> list[SimResult]:
+    """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
+    sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
+    ``private`` is among ``policies``; the others carry it as ``.private``). ``out(policy)``: where that
+    policy's decisions go; ``progress(policy, total)``: a progress callback for that policy's replay."""
+    events, _ = _events_of(events)
+    config = _load_config(cluster)
+    total = len(events)
+    reference: SimResult | None = None
+    results: dict[str, SimResult] = {}
+    want_private = anomaly and not isinstance(config, ClusterShape)
+    if want_private or "private" in policies:
+        reference = simulate(config, events, "private", grace=grace, order=order, anomaly=want_private,
+                             out=out("private") if out and "private" in policies else None,
+                             progress=progress("private", total) if progress else None)
+        if "private" in policies:
+            results["private"] = reference
+        if not want_private:
+            reference = None
+    for policy in policies:
+        if policy in results:
+            continue
+        results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=anomaly,
+                                   private=reference, overflow=overflow, out=out(policy) if out else None,
+                                   progress=progress(policy, total) if progress else None)
+    return [results[p] for p in policies]

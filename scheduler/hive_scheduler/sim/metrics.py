@@ -11,17 +11,23 @@ Definitions (times in seconds):
 - ``gpu_utilisation``: busy GPU-seconds / (cluster GPUs x makespan); a job's GPUs count from its
   ``started`` to its ``finished`` / ``preempted`` (a demoted job keeps running and keeps counting).
 - ``preemptions``: ``preempted`` decisions.
-- sharing anomaly (HiveD paper, sec. 2): the total time guaranteed jobs (priority >= 0, at least one GPU)
-  spent waiting while their VC's guaranteed GPUs not used by its guaranteed jobs were at least what the
-  job asked for. ``sharing_anomaly_jobs`` counts the jobs that had any such time. The VC guarantee is the
-  cluster model's, whatever the policy (``fifo`` has no VCs, so there it says what ignoring them costs).
+- ``waits`` (per job, not printed): the time the job waited, ended by its start, its withdrawal, its
+  rejection or the end of the replay; several waits after preemptions add up.
+- sharing anomaly (HiveD, OSDI'20 sec. 2): the extra queueing a tenant suffers in the shared cluster
+  compared with a private cluster made of exactly its own cells (the ``private`` policy,
+  :mod:`hive_scheduler.sim.private`). Per guaranteed job (priority >= 0, at least one GPU):
+  ``max(0, wait(policy) - wait(private))``; ``sharing_anomaly_s`` is their sum and
+  ``sharing_anomaly_jobs`` counts the jobs where it is above zero. ``None`` when no private replay
+  was given (``reference``).
+- ``by_vc``: per VC, ``jobs``, ``avg_queue_s`` (as above, over its jobs that started) and its share of the
+  sharing anomaly (``sharing_anomaly_s``, ``sharing_anomaly_jobs``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .events import SubmitEvent
@@ -55,11 +61,15 @@ class Metrics:
     makespan_s: float
     gpu_utilisation: float
     preemptions: int
-    sharing_anomaly_s: float
-    sharing_anomaly_jobs: int
+    sharing_anomaly_s: float | None
+    sharing_anomaly_jobs: int | None
+    by_vc: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waits: dict[str, float] = field(default_factory=dict, repr=False)  # per job; left out of to_dict
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["waits"]
+        return out
 
 
 def _gpus_of(placement: Iterable[Mapping[str, Any]] | None) -> int:
@@ -71,119 +81,99 @@ def compute_metrics(
     submits: Iterable[SubmitEvent],
     decisions: Iterable[Mapping[str, Any]],
     total_gpus: int,
-    vc_guaranteed: Mapping[str, int],
+    reference: Mapping[str, float] | str | None = None,
 ) -> Metrics:
-    """``decisions``: the decision lines (dicts) in the order they happened."""
+    """``decisions``: the decision lines (dicts) in the order they happened; ``reference``: the per-job
+    waits of the ``private`` replay of the same events (``Metrics.waits``), for the sharing anomaly
+    (``"self"``: this replay is the private one, its anomaly is 0)."""
     jobs = {s.job: s for s in submits}
-    # A timeline of changes: (t, order, kind, payload). Submits come before decisions at the same time.
-    timeline: list[tuple[float, int, int, Any]] = []
-    for i, s in enumerate(jobs.values()):
-        timeline.append((float(s.t), 0, i, ("submit", s.job, None)))
-    for i, d in enumerate(decisions):
-        timeline.append((float(d["t"]), 1, i, ("decision", d["job"], d)))
-    timeline.sort(key=lambda x: (x[0], x[1], x[2]))
-
+    # Submits and decisions each come in time order; merged, submits go before decisions at the same time.
+    pending = sorted(jobs.values(), key=lambda s: s.t)  # stable: file order at one instant
     waiting_since: dict[str, float] = {}
-    queue_total: dict[str, float] = {}
+    queue_total: dict[str, float] = {}  # every wait, whatever ended it
+    queue_ran: dict[str, float] = {}  # the waits that ended with a start
     started_once: set[str] = set()
     running_gpus: dict[str, int] = {}
     running_since: dict[str, float] = {}
-    guaranteed_running: dict[str, int] = {}  # job -> GPUs counted against its VC
     finished_at: dict[str, float] = {}
     rejected: set[str] = set()
     preemptions = 0
     busy_gpu_s = 0.0
 
-    vc_used: dict[str, int] = {vc: 0 for vc in vc_guaranteed}
-    # per VC: demand -> number of guaranteed jobs with that demand waiting now
-    waiting_by_vc: dict[str, dict[int, int]] = {}
-    waiting_jobs_by_vc: dict[str, dict[str, int]] = {}
-    anomaly_s = 0.0
-    anomaly_jobs: set[str] = set()
-
-    def demand(job: str) -> int:
-        return jobs[job].gpus if job in jobs else 0
-
-    def is_guaranteed(job: str) -> bool:
-        return job in jobs and jobs[job].priority >= 0 and demand(job) > 0
-
-    def wait_start(job: str, t: float) -> None:
-        waiting_since[job] = t
-        if is_guaranteed(job):
-            vc = jobs[job].vc
-            per = waiting_by_vc.setdefault(vc, {})
-            per[demand(job)] = per.get(demand(job), 0) + 1
-            waiting_jobs_by_vc.setdefault(vc, {})[job] = demand(job)
-
-    def wait_end(job: str, t: float, ran: bool) -> None:
+    def wait_end(job: str, t: float, ran: bool = False) -> None:
         since = waiting_since.pop(job, None)
-        if since is None:
-            return
-        if ran:
+        if since is not None:
             queue_total[job] = queue_total.get(job, 0.0) + (t - since)
-        if is_guaranteed(job):
-            vc = jobs[job].vc
-            per = waiting_by_vc[vc]
-            per[demand(job)] -= 1
-            if not per[demand(job)]:
-                del per[demand(job)]
-            del waiting_jobs_by_vc[vc][job]
+            if ran:
+                queue_ran[job] = queue_ran.get(job, 0.0) + (t - since)
 
     def stop_running(job: str, t: float) -> None:
         nonlocal busy_gpu_s
         if job in running_since:
             busy_gpu_s += running_gpus.pop(job) * (t - running_since.pop(job))
-        gpus = guaranteed_running.pop(job, 0)
-        if gpus:
-            vc_used[jobs[job].vc] = vc_used.get(jobs[job].vc, 0) - gpus
 
-    prev_t = None
-    for t, _, _, (kind, job, d) in timeline:
-        if prev_t is not None and t > prev_t:
-            dt = t - prev_t
-            for vc, per in waiting_by_vc.items():
-                if not per:
-                    continue
-                free = vc_guaranteed.get(vc, 0) - vc_used.get(vc, 0)
-                hit = sum(n for dem, n in per.items() if dem <= free)
-                if hit:
-                    anomaly_s += hit * dt
-                    anomaly_jobs.update(j for j, dem in waiting_jobs_by_vc[vc].items() if dem <= free)
-        prev_t = t
-        if kind == "submit":
-            wait_start(job, t)
-            continue
-        event = d["event"]
+    end_t = 0.0
+    i, n_pending = 0, len(pending)
+    for d in decisions:
+        t = float(d["t"])
+        while i < n_pending and pending[i].t <= t:
+            waiting_since[pending[i].job] = float(pending[i].t)
+            i += 1
+        end_t = t
+        job, event = d["job"], d["event"]
         if event == "started":
             wait_end(job, t, ran=True)
             started_once.add(job)
             running_gpus[job] = _gpus_of(d.get("placement"))
             running_since[job] = t
-            if not d.get("opportunistic") and job in jobs and jobs[job].priority >= 0:
-                guaranteed_running[job] = running_gpus[job]
-                vc_used[jobs[job].vc] = vc_used.get(jobs[job].vc, 0) + running_gpus[job]
-        elif event == "demoted":
-            gpus = guaranteed_running.pop(job, 0)
-            if gpus:
-                vc_used[jobs[job].vc] -= gpus
         elif event == "preempted":
             preemptions += 1
             stop_running(job, t)
-            wait_start(job, t)
+            waiting_since[job] = t
         elif event == "finished":
             stop_running(job, t)
-            wait_end(job, t, ran=False)
+            wait_end(job, t)
             finished_at[job] = t
         elif event == "rejected":
-            wait_end(job, t, ran=False)
+            wait_end(job, t)
             rejected.add(job)
+    while i < n_pending:  # submits after the last decision
+        waiting_since[pending[i].job] = end_t = float(pending[i].t)
+        i += 1
 
-    end_t = prev_t if prev_t is not None else 0.0
     for job in list(running_since):
         stop_running(job, end_t)
+    for job in list(waiting_since):
+        wait_end(job, end_t)
+    waits = {j: queue_total.get(j, 0.0) for j in jobs}
+
+    anomaly: dict[str, float] | None = None
+    if reference == "self":
+        reference = waits
+    if reference is not None:
+        anomaly = {}
+        for j, s in jobs.items():
+            if s.priority >= 0 and s.gpus > 0:
+                extra = waits[j] - reference.get(j, 0.0)
+                if extra > 1e-9:
+                    anomaly[j] = extra
 
     jct = [finished_at[j] - jobs[j].t for j in finished_at if j in jobs and j in started_once]
-    queue = [queue_total.get(j, 0.0) for j in started_once]
+    queue = [queue_ran.get(j, 0.0) for j in started_once if j in jobs]
+    by_vc: dict[str, dict[str, Any]] = {}
+    for j, s in jobs.items():
+        row = by_vc.setdefault(s.vc, {"jobs": 0, "started": 0, "queue_s": 0.0, "sharing_anomaly_s": None,
+                                      "sharing_anomaly_jobs": None})
+        row["jobs"] += 1
+        if j in started_once:
+            row["started"] += 1
+            row["queue_s"] += queue_ran.get(j, 0.0)
+        if anomaly is not None:
+            row["sharing_anomaly_s"] = (row["sharing_anomaly_s"] or 0.0) + anomaly.get(j, 0.0)
+            row["sharing_anomaly_jobs"] = (row["sharing_anomaly_jobs"] or 0) + (j in anomaly)
+    for row in by_vc.values():
+        started = row.pop("started")
+        row["avg_queue_s"] = row.pop("queue_s") / started if started else 0.0
     first_submit = min((s.t for s in jobs.values()), default=0.0)
     makespan = (max(finished_at.values()) - first_submit) if finished_at else 0.0
     util = busy_gpu_s / (total_gpus * makespan) if total_gpus and makespan > 0 else 0.0
@@ -202,6 +192,8 @@ def compute_metrics(
         makespan_s=makespan,
         gpu_utilisation=min(util, 1.0),
         preemptions=preemptions,
-        sharing_anomaly_s=anomaly_s,
-        sharing_anomaly_jobs=len(anomaly_jobs),
+        sharing_anomaly_s=None if anomaly is None else sum(anomaly.values()),
+        sharing_anomaly_jobs=None if anomaly is None else len(anomaly),
+        by_vc=dict(sorted(by_vc.items())),
+        waits=waits,
     )

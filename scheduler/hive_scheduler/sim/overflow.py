@@ -1,0 +1,171 @@
+"""Opportunistic overflow: a guaranteed job its VC cannot place right now may run in idle GPUs elsewhere.
+
+A lever beyond HiveD (issue 12), wrapped around the core ``Scheduler`` without changing it. When a
+guaranteed job (priority >= 0) is queued, a *shadow* opportunistic copy (same tasks, priority -1, id
+``<job>@overflow``) is queued beside it; whichever the core starts first wins and the other is withdrawn:
+
+- the guaranteed job starts in its VC's cells: the shadow is withdrawn;
+- the shadow starts (on GPUs no guaranteed job needs now, other VCs' idle cells first, as every
+  opportunistic job): the guaranteed request is withdrawn and the job runs as opportunistic
+  (``started`` with ``opportunistic: true``). Like any opportunistic job it is preempted when a VC needs
+  those GPUs back; it is then queued again both ways (guaranteed in its VC, and as a shadow).
+
+To the driver everything carries the job's own id: the shadows never show in the decisions. Other VCs
+keep their guarantee (a shadow is only ever opportunistic), so their sharing anomaly does not grow; the
+cost is preemptions of overflowed jobs (the simulator's preemption keeps a job's progress).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..types import JobRequest
+
+__all__ = ["OverflowScheduler", "SHADOW_SUFFIX"]
+
+SHADOW_SUFFIX = "@overflow"
+
+
+class OverflowScheduler:
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self._req: dict[str, JobRequest] = {}  # guaranteed jobs that may overflow, by id
+        self._g_waiting: set[str] = set()  # jobs whose guaranteed request waits in the core
+        self._shadow_waiting: set[str] = set()  # jobs whose shadow waits in the core
+        self._overflowed: set[str] = set()  # jobs running (or being stopped) as their shadow
+        self._withdrawing: set[str] = set()  # ids whose "finished" we caused and swallow
+        self._gone: set[str] = set()  # core ids withdrawn: later decisions about them in a list are stale
+        self._requeue = True
+
+    # -- decisions ----------------------------------------------------------------------------------
+    def _withdraw(self, job_id: str, now: float, out: list) -> None:
+        self._withdrawing.add(job_id)
+        self._translate(self.inner.finish(job_id, now), now, out)
+        self._gone.add(job_id)
+
+    def _submit(self, req: JobRequest, now: float, out: list) -> None:
+        self._gone.discard(req.id)
+        self._translate(self.inner.submit(req, now), now, out)
+
+    def _translate(self, decisions: list, now: float, out: list) -> None:
+        """Decisions of the core -> decisions under the jobs' own ids, acting on shadows as they come;
+        queueing a job again (or its shadow) waits until the whole list is seen, so a start later in the
+        list is never undone."""
+        requeue: list[str] = []  # shadows preempted: queue the guaranteed request again unless restarted
+        shadow_later: list[str] = []  # guaranteed requests queued: queue a shadow beside them
+        for d in decisions:
+            job, event = d.job, d.event
+            if job in self._withdrawing and event == "finished":
+                self._withdrawing.discard(job)
+                continue
+            if job in self._gone:
+                continue
+            owner = _owner(job)
+            if owner != job and owner in self._req:
+                if event == "started":
+                    self._shadow_waiting.discard(owner)
+                    self._overflowed.add(owner)
+                    if owner in self._g_waiting:  # its guaranteed request leaves the VC's queue
+                        self._g_waiting.discard(owner)
+                        self._withdraw(owner, now, out)
+                    out.append(dataclasses.replace(d, job=owner, opportunistic=True))
+                elif event == "preempted":
+                    out.append(dataclasses.replace(d, job=owner))
+                    self._overflowed.discard(owner)
+                    if self._requeue:
+                        self._shadow_waiting.add(owner)  # the core queued the shadow again
+                        requeue.append(owner)
+                    else:
+                        self._forget(owner)
+                elif event == "finished":
+                    out.append(dataclasses.replace(d, job=owner))
+                    self._overflowed.discard(owner)
+                    self._forget(owner)
+                elif event == "rejected":  # not queued again: the job waits in its VC only
+                    self._shadow_waiting.discard(owner)
+                continue  # a shadow's "queued": the job already shows as queued
+            if d.victims:
+                d = dataclasses.replace(d, victims=tuple(_owner(v) for v in d.victims))
+            out.append(d)
+            if job not in self._req:
+                continue
+            if event == "started":
+                self._g_waiting.discard(job)
+                if job in self._shadow_waiting:
+                    self._shadow_waiting.discard(job)
+                    self._withdraw(job + SHADOW_SUFFIX, now, out)
+            elif event in ("queued", "preempted"):  # a preempted guaranteed job is queued again by the core
+                if event == "queued" or self._requeue:
+                    self._g_waiting.add(job)
+                    shadow_later.append(job)
+            elif event in ("finished", "rejected"):
+                self._g_waiting.discard(job)
+                self._forget(job)
+        for job in requeue:
+            if job in self._shadow_waiting and job not in self._g_waiting:
+                self._submit(self._req[job], now, out)
+        for job in shadow_later:
+            if job in self._g_waiting and job not in self._shadow_waiting and job not in self._overflowed:
+                self._shadow_waiting.add(job)
+                shadow = dataclasses.replace(self._req[job], id=job + SHADOW_SUFFIX, priority=-1)
+                self._submit(shadow, now, out)
+
+    def _forget(self, job: str) -> None:
+        if job not in self._overflowed and job not in self._shadow_waiting and job not in self._g_waiting:
+            self._req.pop(job, None)
+
+    # -- calls --------------------------------------------------------------------------------------
+    def submit(self, job: JobRequest, now: float) -> list:
+        decisions = self.inner.submit(job, now)  # a bad request raises before anything changed
+        if job.priority >= 0 and any(t.gpus for t in job.tasks):
+            self._req[job.id] = job
+        out: list = []
+        self._translate(decisions, now, out)
+        return out
+
+    def finish(self, job_id: str, now: float) -> list:
+        out: list = []
+        if job_id in self._overflowed:
+            self._translate(self.inner.finish(job_id + SHADOW_SUFFIX, now), now, out)
+            return out
+        if job_id in self._shadow_waiting:
+            self._shadow_waiting.discard(job_id)
+            self._withdraw(job_id + SHADOW_SUFFIX, now, out)
+        self._g_waiting.discard(job_id)
+        self._translate(self.inner.finish(job_id, now), now, out)
+        return out
+
+    def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list:
+        out: list = []
+        target = job_id + SHADOW_SUFFIX if job_id in self._overflowed else job_id
+        self._requeue = requeue
+        try:
+            self._translate(self.inner.preemption_done(target, now, requeue=requeue), now, out)
+        finally:
+            self._requeue = True
+        return out
+
+    def set_node_health(self, node: str, healthy: bool, now: float) -> list:
+        out: list = []
+        self._translate(self.inner.set_node_health(node, healthy, now), now, out)
+        return out
+
+    def set_gpu_health(self, node: str, gpu: int, healthy: bool, now: float) -> list:
+        out: list = []
+        self._translate(self.inner.set_gpu_health(node, gpu, healthy, now), now, out)
+        return out
+
+    def reconfigure(self, config: Any, now: float) -> list:
+        out: list = []
+        self._translate(self.inner.reconfigure(config, now), now, out)
+        return out
+
+    def schedule(self, now: float) -> list:
+        out: list = []
+        self._translate(self.inner.schedule(now), now, out)
+        return out
+
+
+def _owner(job: str) -> str:
+    return job[: -len(SHADOW_SUFFIX)] if job.endswith(SHADOW_SUFFIX) else job
