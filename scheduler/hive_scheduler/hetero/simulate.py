@@ -1,0 +1,199 @@
+"""The round-based simulator: Gavel's traces and throughputs, Gavel's policies, inside each VC.
+
+Time advances in rounds (default 360 s). The policy is solved again only when jobs arrive or end
+(at the next round boundary); in between, the round mechanism (:mod:`.rounds`) realises its
+allocation. A round ends when its longest-running job's slice ends (as in Gavel's simulator), so a
+round whose jobs all finish early is short. Each VC is solved and filled on its own GPUs only:
+HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
+
+A job that stops running between rounds is paused; one that starts again is resumed; one that runs
+on another GPU type than last time has migrated. ``restart_overhead`` seconds of no progress are
+charged at each resume and migration (Gavel's simulator charges none: default 0).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cluster import GpuCluster
+from .metrics import HeteroMetrics, percentile
+from .policies import Problem, make_policy
+from .rounds import choose_round
+from .throughputs import Throughputs
+from .trace import TraceJob
+
+DONE_EPS = 1e-6  # steps: a job with fewer left is finished (floating-point dust)
+
+
+class SimulationError(ValueError):
+    pass
+
+
+@dataclass
+class _Job:
+    spec: TraceJob
+    thr: np.ndarray  # (k,) steps/s on each type of the VC's cluster
+    remaining: float
+    vc: str
+    received: np.ndarray  # (k,) seconds on each type since the VC's allocation was computed
+    last_type: int | None = None  # type of its last slice
+    ran_last_round: bool = False
+    finish: float | None = None
+    iso_time: float = 0.0
+
+
+def _type_order(gpu_types: list[str], jobs: Sequence[_Job]) -> list[int]:
+    """Fastest type first (Gavel's fixed order V100, P100, K80), by mean steps/s over the trace."""
+    mean = np.mean([j.thr for j in jobs], axis=0)
+    return sorted(range(len(gpu_types)), key=lambda t: (-mean[t], gpu_types[t]))
+
+
+def simulate(
+    trace: Sequence[TraceJob],
+    throughputs: Throughputs,
+    cluster: GpuCluster,
+    policy: str,
+    round_s: float = 360.0,
+    restart_overhead: float = 0.0,
+    seed: int = 0,
+) -> HeteroMetrics:
+    if round_s <= 0:
+        raise SimulationError(f"round length must be > 0 seconds, got {round_s}")
+    if restart_overhead < 0 or restart_overhead >= round_s:
+        raise SimulationError(f"restart overhead must be >= 0 and shorter than a round ({round_s} s), got {restart_overhead}")
+    gpu_types = [throughputs.gpu_type(t) for t in cluster.gpu_types]
+    k = len(gpu_types)
+    vc_gpus = {vc: np.array([share.get(t, 0) for t in cluster.gpu_types], dtype=int) for vc, share in cluster.vcs.items()}
+    total_gpus = np.array([cluster.gpus[t] for t in cluster.gpu_types], dtype=int)
+    jobs: list[_Job] = []
+    for spec in trace:
+        if spec.vc not in vc_gpus:
+            raise SimulationError(f"job {spec.job_id}: VC {spec.vc!r} is not in the cluster (VCs: {', '.join(vc_gpus)})")
+        thr = np.array([throughputs.get(spec.job_type, spec.scale_factor, t) for t in gpu_types])
+        fits = (vc_gpus[spec.vc] >= spec.scale_factor) & (thr > 0)
+        if not fits.any():
+            raise SimulationError(f"job {spec.job_id} ({spec.job_type}, {spec.scale_factor} GPUs) fits on no GPU type "
+                                  f"of VC {spec.vc} ({dict(zip(cluster.gpu_types, vc_gpus[spec.vc].tolist()))})")
+        jobs.append(_Job(spec, thr, float(spec.total_steps), spec.vc, np.zeros(k)))
+    if not jobs:
+        raise SimulationError("no jobs")
+
+    policies = {vc: make_policy(policy, seed) for vc in sorted(vc_gpus)}
+    perf = next(iter(policies.values())).perf
+    strict = next(iter(policies.values())).strict
+    fixed_order = _type_order(gpu_types, jobs)
+    shuffler = random.Random(seed + 5)
+
+    pending = sorted(jobs, key=lambda j: (j.spec.arrival_time, j.spec.job_id))
+    nxt = 0
+    active: dict[str, list[_Job]] = {vc: [] for vc in vc_gpus}
+    allocation: dict[str, np.ndarray] = {}
+    stale = set(vc_gpus)
+    now = pending[0].spec.arrival_time
+    start = now
+    busy = 0.0
+    rounds = allocations = pauses = resumes = migrations = 0
+
+    while nxt < len(pending) or any(active.values()):
+        while nxt < len(pending) and pending[nxt].spec.arrival_time <= now:
+            job = pending[nxt]
+            nxt += 1
+            active[job.vc].append(job)
+            stale.add(job.vc)
+            n = len(active[job.vc])  # equal share at arrival, for rho
+            g = vc_gpus[job.vc]
+            share = g / (n * job.spec.scale_factor)
+            share = share / max(share.sum(), 1.0)
+            job.iso_time = job.spec.total_steps / max(float(job.thr @ share), 1e-12)
+        if not any(active.values()):
+            now = pending[nxt].spec.arrival_time
+            continue
+        for vc in sorted(stale):
+            act = active[vc]
+            if not act:
+                allocation.pop(vc, None)
+                continue
+            problem = Problem(
+                job_ids=[j.spec.job_id for j in act],
+                gpu_types=gpu_types,
+                gpus=vc_gpus[vc],
+                throughput=np.array([j.thr for j in act]),
+                scale_factor=np.array([j.spec.scale_factor for j in act]),
+                remaining_steps=np.array([j.remaining for j in act]),
+                priority_weight=np.array([j.spec.priority_weight for j in act]),
+                time_since_start=np.array([now - j.spec.arrival_time for j in act]),
+                job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
+            )
+            allocation[vc] = policies[vc].allocate(problem)
+            allocations += 1
+            for j in act:
+                j.received[:] = 0.0
+        stale.clear()
+
+        order = fixed_order if perf else shuffler.sample(fixed_order, k)
+        slices: list[tuple[_Job, int, float, float]] = []  # job, type, seconds it runs, overhead
+        for vc in sorted(active):
+            act = active[vc]
+            if not act:
+                continue
+            chosen = choose_round(
+                [j.spec.job_id for j in act], allocation[vc], np.array([j.received for j in act]),
+                np.array([j.thr for j in act]), np.array([j.spec.scale_factor for j in act]),
+                vc_gpus[vc], order, strict,
+            )
+            for j in act:
+                t = chosen.get(j.spec.job_id)
+                if t is None:
+                    if j.ran_last_round:
+                        pauses += 1
+                    j.ran_last_round = False
+                    continue
+                overhead = 0.0
+                moved = j.last_type is not None and j.last_type != t
+                resumed = j.last_type is not None and not j.ran_last_round
+                migrations += moved
+                resumes += resumed
+                if moved or resumed:
+                    overhead = restart_overhead
+                run = min(round_s, overhead + j.remaining / j.thr[t])
+                slices.append((j, t, run, overhead))
+                j.ran_last_round = True
+                j.last_type = t
+        if not slices:
+            if nxt >= len(pending):
+                raise SimulationError("no active job can run (check GPUs per type and scale factors)")
+            now = max(now, pending[nxt].spec.arrival_time)
+            continue
+        rounds += 1
+        length = max(s[2] for s in slices)
+        for j, t, run, overhead in slices:
+            if run < round_s:  # its slice ends with its last step
+                j.remaining = 0.0
+            else:
+                j.remaining -= (run - overhead) * j.thr[t]
+            j.received[t] += run
+            busy += run * j.spec.scale_factor
+            if j.remaining <= DONE_EPS:
+                j.remaining = 0.0
+                j.finish = now + run
+                active[j.vc].remove(j)
+                j.ran_last_round = False
+                stale.add(j.vc)
+        now += length
+
+    jct = {j.spec.job_id: j.finish - j.spec.arrival_time for j in jobs}
+    makespan = max(j.finish for j in jobs)
+    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs]
+    values = list(jct.values())
+    span = max(makespan - start, 1e-12)
+    return HeteroMetrics(
+        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=float(np.mean(values)),
+        median_jct_s=percentile(values, 0.5), p95_jct_s=percentile(values, 0.95),
+        gpu_utilisation=busy / (float(total_gpus.sum()) * span), avg_rho=float(np.mean(rho)), max_rho=float(max(rho)),
+        rounds=rounds, allocations=allocations, pauses=pauses, resumes=resumes, migrations=migrations, resizes=0,
+        restart_overhead_s=restart_overhead, jct_s=jct,
+    )
