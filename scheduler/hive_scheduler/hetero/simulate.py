@@ -1,7 +1,8 @@
 """The round-based simulator: Gavel's traces and throughputs, Gavel's policies, inside each VC.
 
 Time advances in rounds (default 360 s). The policy is solved again only when jobs arrive or end
-(at the next round boundary); in between, the round mechanism (:mod:`.rounds`) realises its
+(at the next round boundary, and at most every ``min_resolve_interval`` seconds, 1,920 s as
+Gavel); in between, the round mechanism (:mod:`.rounds`) realises its
 allocation. A round ends when its longest-running job's slice ends (as in Gavel's simulator), so a
 round whose jobs all finish early is short. Each VC is solved and filled on its own GPUs only:
 HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
@@ -27,6 +28,11 @@ from .throughputs import Throughputs
 from .trace import TraceJob
 
 DONE_EPS = 1e-6  # steps: a job with fewer left is finished (floating-point dust)
+# Gavel's defaults: re-solve at most every 1,920 s (``minimum_time_between_allocation_resets``), and
+# credit each job half a round on every type when the allocation is renewed, so that priorities are
+# finite and ranked by allocation at first
+MIN_RESOLVE_INTERVAL = 1920.0
+RECEIVED_SEED = 0.5
 
 
 class SimulationError(ValueError):
@@ -60,6 +66,7 @@ def simulate(
     round_s: float = 360.0,
     restart_overhead: float = 0.0,
     seed: int = 0,
+    min_resolve_interval: float = MIN_RESOLVE_INTERVAL,
 ) -> HeteroMetrics:
     if round_s <= 0:
         raise SimulationError(f"round length must be > 0 seconds, got {round_s}")
@@ -91,12 +98,14 @@ def simulate(
     pending = sorted(jobs, key=lambda j: (j.spec.arrival_time, j.spec.job_id))
     nxt = 0
     active: dict[str, list[_Job]] = {vc: [] for vc in vc_gpus}
-    allocation: dict[str, np.ndarray] = {}
+    allocation: dict[str, dict[int, np.ndarray]] = {}  # vc -> job id -> time fractions per type
+    zero = np.zeros(k)
     stale = set(vc_gpus)
     now = pending[0].spec.arrival_time
     start = now
     busy = 0.0
     rounds = allocations = pauses = resumes = migrations = 0
+    last_solve = float('-inf')
 
     while nxt < len(pending) or any(active.values()):
         while nxt < len(pending) and pending[nxt].spec.arrival_time <= now:
@@ -112,27 +121,31 @@ def simulate(
         if not any(active.values()):
             now = pending[nxt].spec.arrival_time
             continue
-        for vc in sorted(stale):
-            act = active[vc]
-            if not act:
-                allocation.pop(vc, None)
-                continue
-            problem = Problem(
-                job_ids=[j.spec.job_id for j in act],
-                gpu_types=gpu_types,
-                gpus=vc_gpus[vc],
-                throughput=np.array([j.thr for j in act]),
-                scale_factor=np.array([j.spec.scale_factor for j in act]),
-                remaining_steps=np.array([j.remaining for j in act]),
-                priority_weight=np.array([j.spec.priority_weight for j in act]),
-                time_since_start=np.array([now - j.spec.arrival_time for j in act]),
-                job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
-            )
-            allocation[vc] = policies[vc].allocate(problem)
-            allocations += 1
-            for j in act:
-                j.received[:] = 0.0
-        stale.clear()
+        due = now - last_solve >= min_resolve_interval or any(bool(active[vc]) and vc not in allocation for vc in stale)
+        if stale and due:
+            last_solve = now
+            for vc in sorted(stale):
+                act = active[vc]
+                if not act:
+                    allocation.pop(vc, None)
+                    continue
+                problem = Problem(
+                    job_ids=[j.spec.job_id for j in act],
+                    gpu_types=gpu_types,
+                    gpus=vc_gpus[vc],
+                    throughput=np.array([j.thr for j in act]),
+                    scale_factor=np.array([j.spec.scale_factor for j in act]),
+                    remaining_steps=np.array([j.remaining for j in act]),
+                    priority_weight=np.array([j.spec.priority_weight for j in act]),
+                    time_since_start=np.array([now - j.spec.arrival_time for j in act]),
+                    job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
+                )
+                x = policies[vc].allocate(problem)
+                allocation[vc] = {j.spec.job_id: x[i] for i, j in enumerate(act)}
+                allocations += 1
+                for j in act:
+                    j.received[:] = RECEIVED_SEED * round_s
+            stale.clear()
 
         order = fixed_order if perf else shuffler.sample(fixed_order, k)
         slices: list[tuple[_Job, int, float, float]] = []  # job, type, seconds it runs, overhead
@@ -141,7 +154,8 @@ def simulate(
             if not act:
                 continue
             chosen = choose_round(
-                [j.spec.job_id for j in act], allocation[vc], np.array([j.received for j in act]),
+                [j.spec.job_id for j in act], np.array([allocation[vc].get(j.spec.job_id, zero) for j in act]),
+                np.array([j.received for j in act]),
                 np.array([j.thr for j in act]), np.array([j.spec.scale_factor for j in act]),
                 vc_gpus[vc], order, strict,
             )

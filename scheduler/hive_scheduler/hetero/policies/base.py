@@ -9,7 +9,7 @@ Gavel's base constraints: ``X >= 0``, each row sums to <= 1, and for each type
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,6 +52,17 @@ def agnostic(throughput: np.ndarray) -> np.ndarray:
     """What a heterogeneity-agnostic policy believes: each job runs on every type as on its fastest
     (Gavel uses V100, the fastest type of its cluster)."""
     return np.repeat(throughput.max(axis=1, keepdims=True), throughput.shape[1], axis=1)
+
+
+def pooled(problem: Problem, throughput: np.ndarray) -> Problem:
+    """The cluster as a type-blind policy sees it: one pool of all GPUs, each job at ``throughput[:, 0]``."""
+    return replace(problem, gpu_types=["any"], gpus=np.array([problem.gpus.sum()]), throughput=throughput[:, :1])
+
+
+def spread(pool_allocation: np.ndarray, problem: Problem) -> np.ndarray:
+    """A type-blind allocation (jobs x 1) spread over the types in proportion to their GPUs: each job
+    gets the same mix of types, and every type's capacity holds because the pool's does."""
+    return pool_allocation[:, :1] * (problem.gpus / problem.gpus.sum())[None, :]
 
 
 def equal_share(problem: Problem) -> np.ndarray:

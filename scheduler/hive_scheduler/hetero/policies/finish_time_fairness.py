@@ -12,7 +12,7 @@ import numpy as np
 from scipy import sparse
 
 from . import lp
-from .base import Policy, Problem, equal_share, isolated_throughput
+from .base import Policy, Problem, pooled, spread, equal_share, isolated_throughput
 
 BISECTION_STEPS = 20
 
@@ -66,4 +66,5 @@ class FinishTimeFairness(Policy):
 
     def allocate(self, problem: Problem) -> np.ndarray:
         # Gavel's agnostic variant plans with a throughput of 1 everywhere
-        return ftf_allocation(problem, np.ones_like(problem.throughput))
+        ones = np.ones((problem.n, 1))
+        return spread(ftf_allocation(pooled(problem, ones), ones), problem)

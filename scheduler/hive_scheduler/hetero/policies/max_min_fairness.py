@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lp
-from .base import Policy, Problem, agnostic, isolated_throughput
+from .base import Policy, Problem, pooled, spread, agnostic, isolated_throughput
 
 
 def max_min_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
@@ -51,4 +51,4 @@ class MaxMinFairness(Policy):
     perf = False
 
     def allocate(self, problem: Problem) -> np.ndarray:
-        return max_min_allocation(problem, agnostic(problem.throughput))
+        return spread(max_min_allocation(pooled(problem, agnostic(problem.throughput)), agnostic(problem.throughput)[:, :1]), problem)

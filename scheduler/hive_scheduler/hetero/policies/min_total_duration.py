@@ -3,7 +3,8 @@
 As Gavel: maximise s = 1/M subject to each job doing its remaining steps within M
 (``sum_j T_ij X_ij >= remaining_i * s``) - one LP. A second LP keeps that makespan and maximises
 each job's progress relative to its remaining work, so jobs off the critical path finish early and
-no GPU is left idle for nothing. The agnostic variant plans with every GPU as the job's fastest.
+no GPU is left idle for nothing. The agnostic variant plans on one pool of GPUs, each job at its
+fastest type's speed (Gavel: V100), and spreads each job's share over the types in proportion to their GPUs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from scipy import sparse
 
 from . import lp
-from .base import Policy, Problem, agnostic
+from .base import Policy, Problem, pooled, spread, agnostic
 
 
 def min_makespan_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
@@ -49,4 +50,4 @@ class MinTotalDuration(Policy):
     perf = False
 
     def allocate(self, problem: Problem) -> np.ndarray:
-        return min_makespan_allocation(problem, agnostic(problem.throughput))
+        return spread(min_makespan_allocation(pooled(problem, agnostic(problem.throughput)), agnostic(problem.throughput)[:, :1]), problem)
