@@ -17,37 +17,38 @@ UNSEEN = 1e9  # priority scale for a job that has not run on a type since the la
 
 
 def choose_round(
-    job_ids: Sequence[int],
-    allocation: np.ndarray,  # (n, k)
-    received: np.ndarray,  # (n, k) seconds run on each type since the allocation was computed
-    throughput: np.ndarray,  # (n, k)
-    scale_factor: np.ndarray,  # (n,)
+    units: Sequence[tuple[int, ...]],  # one job, or jobs packed on the same GPUs; sorted
+    allocation: np.ndarray,  # (u, k)
+    received: np.ndarray,  # (u, k) seconds run on each type since the allocation was computed
+    usable: np.ndarray,  # (u, k) > 0 where every job of the unit makes progress on the type
+    scale_factor: np.ndarray,  # (u,)
     gpus: np.ndarray,  # (k,)
     type_order: Sequence[int],
     strict: bool = False,
-) -> dict[int, int]:
-    """Job id -> GPU type index for the coming round."""
+) -> dict[tuple[int, ...], int]:
+    """Unit -> GPU type index for the coming round; each job in at most one chosen unit."""
     with np.errstate(divide="ignore", invalid="ignore"):
         priority = np.where(received > 0, allocation / received, allocation * UNSEEN)
-    priority = np.where(throughput > 0, priority, 0.0)
+    priority = np.where(usable > 0, priority, 0.0)
     free = gpus.astype(int).copy()
-    chosen: dict[int, int] = {}
-    ids = np.asarray(job_ids)
+    chosen: dict[tuple[int, ...], int] = {}
+    busy: set[int] = set()
+    rank = np.arange(len(units))
     for t in type_order:
         if free[t] <= 0:
             continue
-        order = np.lexsort((ids, -allocation[:, t], -priority[:, t]))
-        for i in order:
+        for i in np.lexsort((rank, -allocation[:, t], -priority[:, t])):
             if free[t] <= 0:
                 break
-            j = int(ids[i])
-            if j in chosen or throughput[i, t] <= 0:
+            unit = units[i]
+            if usable[i, t] <= 0 or any(u in busy for u in unit):
                 continue
             if strict and priority[i, t] <= 0:
                 continue
             sf = int(scale_factor[i])
             if sf > free[t]:
                 continue
-            chosen[j] = t
+            chosen[unit] = t
+            busy.update(unit)
             free[t] -= sf
     return chosen

@@ -22,7 +22,7 @@ import numpy as np
 
 from .cluster import GpuCluster
 from .metrics import HeteroMetrics, percentile
-from .policies import Problem, make_policy
+from .policies import PackedAllocation, Problem, make_policy
 from .rounds import choose_round
 from .throughputs import Throughputs
 from .trace import TraceJob
@@ -45,11 +45,13 @@ class _Job:
     thr: np.ndarray  # (k,) steps/s on each type of the VC's cluster
     remaining: float
     vc: str
-    received: np.ndarray  # (k,) seconds on each type since the VC's allocation was computed
     last_type: int | None = None  # type of its last slice
     ran_last_round: bool = False
     finish: float | None = None
     iso_time: float = 0.0
+
+
+Unit = tuple[int, ...]  # the job ids that share GPUs in a slice: one job, or a packed pair
 
 
 def _type_order(gpu_types: list[str], jobs: Sequence[_Job]) -> list[int]:
@@ -72,11 +74,13 @@ def simulate(
         raise SimulationError(f"round length must be > 0 seconds, got {round_s}")
     if restart_overhead < 0 or restart_overhead >= round_s:
         raise SimulationError(f"restart overhead must be >= 0 and shorter than a round ({round_s} s), got {restart_overhead}")
+    if min_resolve_interval < 0:
+        raise SimulationError(f"re-solve interval must be >= 0 seconds, got {min_resolve_interval}")
     gpu_types = [throughputs.gpu_type(t) for t in cluster.gpu_types]
     k = len(gpu_types)
     vc_gpus = {vc: np.array([share.get(t, 0) for t in cluster.gpu_types], dtype=int) for vc, share in cluster.vcs.items()}
     total_gpus = np.array([cluster.gpus[t] for t in cluster.gpu_types], dtype=int)
-    jobs: list[_Job] = []
+    jobs: dict[int, _Job] = {}
     for spec in trace:
         if spec.vc not in vc_gpus:
             raise SimulationError(f"job {spec.job_id}: VC {spec.vc!r} is not in the cluster (VCs: {', '.join(vc_gpus)})")
@@ -85,37 +89,57 @@ def simulate(
         if not fits.any():
             raise SimulationError(f"job {spec.job_id} ({spec.job_type}, {spec.scale_factor} GPUs) fits on no GPU type "
                                   f"of VC {spec.vc} ({dict(zip(cluster.gpu_types, vc_gpus[spec.vc].tolist()))})")
-        jobs.append(_Job(spec, thr, float(spec.total_steps), spec.vc, np.zeros(k)))
+        jobs[spec.job_id] = _Job(spec, thr, float(spec.total_steps), spec.vc)
     if not jobs:
         raise SimulationError("no jobs")
 
+    pair_cache: dict[Unit, np.ndarray] = {}
+
+    def unit_throughput(unit: Unit) -> np.ndarray:
+        """(len(unit), k) steps/s of each job of the unit while it runs (co-located for a pair; 0 if unmeasured)."""
+        if len(unit) == 1:
+            return jobs[unit[0]].thr[None, :]
+        got = pair_cache.get(unit)
+        if got is None:
+            a, b = (jobs[u].spec for u in unit)
+            got = np.zeros((2, k))
+            for t, gpu in enumerate(gpu_types):
+                both = throughputs.pair((a.job_type, a.scale_factor), (b.job_type, b.scale_factor), gpu)
+                if both is not None:
+                    got[:, t] = both
+            pair_cache[unit] = got
+        return got
+
+    def pair_throughput(a: int, b: int) -> np.ndarray:
+        return unit_throughput((a, b) if a < b else (b, a)).T
+
     policies = {vc: make_policy(policy, seed) for vc in sorted(vc_gpus)}
-    perf = next(iter(policies.values())).perf
+    shuffle_types = next(iter(policies.values())).shuffle_types
     strict = next(iter(policies.values())).strict
-    fixed_order = _type_order(gpu_types, jobs)
+    fixed_order = _type_order(gpu_types, list(jobs.values()))
     shuffler = random.Random(seed + 5)
 
-    pending = sorted(jobs, key=lambda j: (j.spec.arrival_time, j.spec.job_id))
+    pending = sorted(jobs.values(), key=lambda j: (j.spec.arrival_time, j.spec.job_id))
     nxt = 0
-    active: dict[str, list[_Job]] = {vc: [] for vc in vc_gpus}
-    allocation: dict[str, dict[int, np.ndarray]] = {}  # vc -> job id -> time fractions per type
+    active: dict[str, dict[int, _Job]] = {vc: {} for vc in vc_gpus}  # by job id, in arrival order
+    allocation: dict[str, dict[Unit, np.ndarray]] = {}  # vc -> unit -> time fractions per type
+    received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
     zero = np.zeros(k)
     stale = set(vc_gpus)
     now = pending[0].spec.arrival_time
     start = now
     busy = 0.0
     rounds = allocations = pauses = resumes = migrations = 0
-    last_solve = float('-inf')
+    last_solve = float("-inf")
 
     while nxt < len(pending) or any(active.values()):
         while nxt < len(pending) and pending[nxt].spec.arrival_time <= now:
             job = pending[nxt]
             nxt += 1
-            active[job.vc].append(job)
+            active[job.vc][job.spec.job_id] = job
             stale.add(job.vc)
             n = len(active[job.vc])  # equal share at arrival, for rho
-            g = vc_gpus[job.vc]
-            share = g / (n * job.spec.scale_factor)
+            share = vc_gpus[job.vc] / (n * job.spec.scale_factor)
             share = share / max(share.sum(), 1.0)
             job.iso_time = job.spec.total_steps / max(float(job.thr @ share), 1e-12)
         if not any(active.values()):
@@ -125,7 +149,7 @@ def simulate(
         if stale and due:
             last_solve = now
             for vc in sorted(stale):
-                act = active[vc]
+                act = list(active[vc].values())
                 if not act:
                     allocation.pop(vc, None)
                     continue
@@ -139,69 +163,97 @@ def simulate(
                     priority_weight=np.array([j.spec.priority_weight for j in act]),
                     time_since_start=np.array([now - j.spec.arrival_time for j in act]),
                     job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
+                    pair_throughput=pair_throughput,
                 )
                 x = policies[vc].allocate(problem)
-                allocation[vc] = {j.spec.job_id: x[i] for i, j in enumerate(act)}
+                if isinstance(x, PackedAllocation):
+                    allocation[vc] = {tuple(sorted(u)): x.x[i] for i, u in enumerate(x.units)}
+                else:
+                    allocation[vc] = {(j.spec.job_id,): x[i] for i, j in enumerate(act)}
                 allocations += 1
-                for j in act:
-                    j.received[:] = RECEIVED_SEED * round_s
+                received[vc] = {u: np.full(k, RECEIVED_SEED * round_s) for u in allocation[vc]}
             stale.clear()
 
-        order = fixed_order if perf else shuffler.sample(fixed_order, k)
-        slices: list[tuple[_Job, int, float, float]] = []  # job, type, seconds it runs, overhead
+        order = shuffler.sample(fixed_order, k) if shuffle_types else fixed_order
+        slices: list[tuple[Unit, int]] = []
         for vc in sorted(active):
             act = active[vc]
             if not act:
                 continue
+            # units of the allocation whose jobs are still here; a pair that lost a job leaves its
+            # share to the other (as Gavel). Every job is also a unit of its own, so that jobs that
+            # arrived since the solve, or whose pair cannot run somewhere, use left-over GPUs
+            rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
+            for unit, row in allocation.get(vc, {}).items():
+                alive = tuple(u for u in unit if u in act)
+                if alive:
+                    rows[alive] = rows[alive] + row if alive in rows else row
+            units = sorted(rows)
+            usable = np.array([unit_throughput(u).min(axis=0) for u in units])
+            seeds = received[vc]
             chosen = choose_round(
-                [j.spec.job_id for j in act], np.array([allocation[vc].get(j.spec.job_id, zero) for j in act]),
-                np.array([j.received for j in act]),
-                np.array([j.thr for j in act]), np.array([j.spec.scale_factor for j in act]),
-                vc_gpus[vc], order, strict,
+                units, np.array([rows[u] for u in units]),
+                np.array([seeds.get(u, zero) for u in units]), usable,
+                np.array([act[u[0]].spec.scale_factor for u in units]), vc_gpus[vc], order, strict,
             )
-            for j in act:
-                t = chosen.get(j.spec.job_id)
+            running = {}
+            for unit, t in chosen.items():
+                for u in unit:
+                    running[u] = t
+                slices.append((unit, t))
+            for jid, j in act.items():
+                t = running.get(jid)
                 if t is None:
                     if j.ran_last_round:
                         pauses += 1
                     j.ran_last_round = False
                     continue
-                overhead = 0.0
-                moved = j.last_type is not None and j.last_type != t
-                resumed = j.last_type is not None and not j.ran_last_round
-                migrations += moved
-                resumes += resumed
-                if moved or resumed:
-                    overhead = restart_overhead
-                run = min(round_s, overhead + j.remaining / j.thr[t])
-                slices.append((j, t, run, overhead))
-                j.ran_last_round = True
-                j.last_type = t
+                migrations += j.last_type is not None and j.last_type != t
+                resumes += j.last_type is not None and not j.ran_last_round
         if not slices:
             if nxt >= len(pending):
                 raise SimulationError("no active job can run (check GPUs per type and scale factors)")
             now = max(now, pending[nxt].spec.arrival_time)
             continue
         rounds += 1
-        length = max(s[2] for s in slices)
-        for j, t, run, overhead in slices:
-            if run < round_s:  # its slice ends with its last step
-                j.remaining = 0.0
+        length = 0.0
+        finished: list[_Job] = []
+        for unit, t in slices:
+            thr = unit_throughput(unit)[:, t]
+            slice_len = 0.0
+            for u, rate in zip(unit, thr):
+                j = jobs[u]
+                restarted = j.last_type is not None and (j.last_type != t or not j.ran_last_round)
+                overhead = restart_overhead if restarted else 0.0
+                run = min(round_s, overhead + j.remaining / rate)
+                if run < round_s:  # its slice ends with its last step
+                    j.remaining = 0.0
+                else:
+                    j.remaining -= (run - overhead) * rate
+                j.ran_last_round = True
+                j.last_type = t
+                slice_len = max(slice_len, run)
+                if j.remaining <= DONE_EPS:
+                    j.remaining = 0.0
+                    j.finish = now + run
+                    finished.append(j)
+            vc = jobs[unit[0]].vc
+            if unit in received[vc]:
+                received[vc][unit][t] += slice_len
             else:
-                j.remaining -= (run - overhead) * j.thr[t]
-            j.received[t] += run
-            busy += run * j.spec.scale_factor
-            if j.remaining <= DONE_EPS:
-                j.remaining = 0.0
-                j.finish = now + run
-                active[j.vc].remove(j)
-                j.ran_last_round = False
-                stale.add(j.vc)
+                received[vc][unit] = np.full(k, RECEIVED_SEED * round_s)
+                received[vc][unit][t] += slice_len
+            busy += slice_len * jobs[unit[0]].spec.scale_factor
+            length = max(length, slice_len)
+        for j in finished:
+            del active[j.vc][j.spec.job_id]
+            j.ran_last_round = False
+            stale.add(j.vc)
         now += length
 
-    jct = {j.spec.job_id: j.finish - j.spec.arrival_time for j in jobs}
-    makespan = max(j.finish for j in jobs)
-    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs]
+    jct = {j.spec.job_id: j.finish - j.spec.arrival_time for j in jobs.values()}
+    makespan = max(j.finish for j in jobs.values())
+    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs.values()]
     values = list(jct.values())
     span = max(makespan - start, 1e-12)
     return HeteroMetrics(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Policy, Problem
+from .base import PackedAllocation, Policy, Problem
 from .fifo import Fifo, FifoPerf
 from .gandiva import Gandiva
 
@@ -26,7 +26,7 @@ def make_policy(name: str, seed: int = 0) -> Policy:
     if name == "fifo_perf":
         return FifoPerf(seed)
     if name == "gandiva":
-        return Gandiva()
+        return Gandiva(seed)
     if name in _LP:
         import importlib
 
@@ -35,4 +35,4 @@ def make_policy(name: str, seed: int = 0) -> Policy:
     raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
 
 
-__all__ = ["POLICIES", "Policy", "Problem", "make_policy"]
+__all__ = ["POLICIES", "PackedAllocation", "Policy", "Problem", "make_policy"]

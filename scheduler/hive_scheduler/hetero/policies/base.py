@@ -9,6 +9,7 @@ Gavel's base constraints: ``X >= 0``, each row sums to <= 1, and for each type
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,7 +25,9 @@ class Problem:
     remaining_steps: np.ndarray  # (n,)
     priority_weight: np.ndarray  # (n,)
     time_since_start: np.ndarray  # (n,) seconds since arrival
-    job_keys: list[tuple[str, int]] = field(default_factory=list)  # (job type, scale factor), for packing
+    job_keys: list[tuple[str, int]] = field(default_factory=list)  # (job type, scale factor)
+    # (k, 2) steps/s of jobs a and b (ids) sharing the same GPUs, zeros where not measured; for packing
+    pair_throughput: Callable[[int, int], np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -35,12 +38,24 @@ class Problem:
         return len(self.gpu_types)
 
 
+@dataclass
+class PackedAllocation:
+    """An allocation over units: ``units[u]`` is one job id or a pair packed on the same GPUs
+    (same scale factor); ``x[u, j]`` its time fraction on type j. A job's fractions over the units
+    it belongs to sum to <= 1."""
+
+    units: list[tuple[int, ...]]
+    x: np.ndarray
+
+
 class Policy:
-    """A named policy. ``perf``: heterogeneity-aware (Gavel's ``*_perf``), which also fixes the order in
-    which the round mechanism fills GPU types (agnostic policies get it shuffled each round, as in Gavel)."""
+    """A named policy. ``perf``: heterogeneity-aware (Gavel's ``*_perf``)."""
 
     name: str = ""
     perf: bool = True
+    # Gavel shuffles the order in which the round mechanism fills GPU types for agnostic policies
+    # without packing; ``*_perf`` and packing policies (gandiva) fill the fastest type first
+    shuffle_types: bool = False
     # FIFO policies never run a job with a zero allocation; the others fill left-over GPUs with them
     strict: bool = False
 

@@ -16,6 +16,7 @@ from .base import Policy, Problem
 
 
 class Fifo(Policy):
+    shuffle_types = True
     name = "fifo"
     perf = False
     strict = True
@@ -54,6 +55,7 @@ class Fifo(Policy):
 class FifoPerf(Fifo):
     name = "fifo_perf"
     perf = True
+    shuffle_types = False
 
     def _pick(self, problem: Problem, i: int, fits: list[int]) -> int:
         return max(fits, key=lambda t: (problem.throughput[i, t], -t))

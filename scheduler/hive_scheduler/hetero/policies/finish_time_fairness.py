@@ -61,6 +61,7 @@ class FinishTimeFairnessPerf(Policy):
 
 
 class FinishTimeFairness(Policy):
+    shuffle_types = True
     name = "finish_time_fairness"
     perf = False
 

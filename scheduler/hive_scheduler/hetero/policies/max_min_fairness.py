@@ -47,6 +47,7 @@ class MaxMinFairnessPerf(Policy):
 
 
 class MaxMinFairness(Policy):
+    shuffle_types = True
     name = "max_min_fairness"
     perf = False
 

@@ -46,6 +46,7 @@ class MinTotalDurationPerf(Policy):
 
 
 class MinTotalDuration(Policy):
+    shuffle_types = True
     name = "min_total_duration"
     perf = False
 
