@@ -20,8 +20,6 @@ class Gandiva(Policy):
     name = "gandiva"
     perf = False
 
-    keep_threshold = float(__import__("os").environ.get("KT", "0"))
-
     def __init__(self, seed: int = 0):
         self._rng = random.Random(seed)
         self._partner: dict[int, int | None] = {}  # job id -> the job it is packed with (None: alone)
@@ -42,7 +40,7 @@ class Gandiva(Policy):
         index = {j: i for i, j in enumerate(ids)}
         # forget pairs that lost a job or stopped paying
         for a, b in list(self._partner.items()):
-            if a not in index or (b is not None and (b not in index or self._normalised(problem, a, b, index) < self.keep_threshold * problem.k)):
+            if a not in index or (b is not None and (b not in index or self._normalised(problem, a, b, index) < 1.0)):
                 self._partner.pop(a, None)
                 if b is not None:
                     self._partner.pop(b, None)
