@@ -15,6 +15,9 @@ Policies: hived (HiveD cells, the hive-lab core), quota (YARN-CS style GPU quota
 no topology guarantee), fifo (one global queue, no VCs). With several policies and --out, the decisions
 of each go to a file named after the policy: --out run.jsonl gives run.hived.jsonl, run.quota.jsonl, ...
 """
+from .simulate_hetero import HELP as HETERO_HELP  # noqa: E402
+
+DESCRIPTION += "\n" + HETERO_HELP
 
 
 def register(subparsers: Any) -> None:
@@ -28,14 +31,17 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
     src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
-    p.add_argument("--policy", default="hived", help="comma-separated policies among hived, quota, fifo (default: hived)")
-    p.add_argument("--order", default="fifo", choices=["fifo", "priority", "drf"],
-                   help="how hived orders jobs inside a VC (default fifo); quota and fifo keep their own order")
+    p.add_argument("--policy", default=None, help="comma-separated policies among hived, quota, fifo (default: hived)")
+    p.add_argument("--order", default="fifo",
+                   help="how hived orders jobs inside a VC: fifo, priority, drf (default fifo); quota and fifo keep their own order")
     p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
                    help="with --trace: multiply submit times by F (0.1 = arrivals 10x denser; durations unchanged)")
     p.add_argument("--grace", type=float, default=0.0, metavar="S", help="seconds between a preemption decision and the victim stopping (default 0)")
+    from .simulate_hetero import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -93,13 +99,19 @@ def run(args: argparse.Namespace) -> int:
     from hive_scheduler import load_cluster_config
     from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate
 
+    from .simulate_hetero import run as run_hetero, wanted
+
+    if wanted(args):
+        return run_hetero(args)
     err = Console(stderr=True)
 
     def fail(message: str) -> int:
         print(f"error: {message}", file=sys.stderr)  # plain: no wrapping, so paths and line numbers stay whole
         return 2
 
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    if args.order not in ("fifo", "priority", "drf"):
+        return fail(f"--order: unknown {args.order!r}; choose from fifo, priority, drf (Gavel's policies go with a .trace file)")
+    policies = [p.strip() for p in (args.policy or "hived").split(",") if p.strip()]
     bad = [p for p in policies if p not in POLICIES]
     if not policies or bad:
         return fail(f"--policy: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(POLICIES)}")
