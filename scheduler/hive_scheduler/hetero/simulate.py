@@ -4,7 +4,7 @@ Time advances in rounds (default 360 s). The policy is solved again only when jo
 (at the next round boundary, and at most every ``min_resolve_interval`` seconds, 1,920 s as
 Gavel); in between, the round mechanism (:mod:`.rounds`) realises its
 allocation. A round ends when its longest-running job's slice ends (as in Gavel's simulator), so a
-round whose jobs all finish early is short. Each VC is solved and filled on its own GPUs only:
+round whose jobs all finish early is short. Each VC is simulated on its own GPUs only, with its own rounds:
 HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
 
 A job that stops running between rounds is paused; one that starts again is resumed; one that runs
@@ -15,7 +15,7 @@ charged at each resume and migration (Gavel's simulator charges none: default 0)
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +60,20 @@ def _type_order(gpu_types: list[str], jobs: Sequence[_Job]) -> list[int]:
     return sorted(range(len(gpu_types)), key=lambda t: (-mean[t], gpu_types[t]))
 
 
+Observer = Callable[[str, float, dict[Unit, int]], None]  # (vc, round start, unit -> GPU type index)
+
+
+@dataclass
+class _Run:
+    jobs: dict[int, _Job]
+    busy: float
+    rounds: int
+    allocations: int
+    pauses: int
+    resumes: int
+    migrations: int
+
+
 def simulate(
     trace: Sequence[TraceJob],
     throughputs: Throughputs,
@@ -69,7 +83,53 @@ def simulate(
     restart_overhead: float = 0.0,
     seed: int = 0,
     min_resolve_interval: float = MIN_RESOLVE_INTERVAL,
+    observer: Observer | None = None,
 ) -> HeteroMetrics:
+    """Replay ``trace`` under ``policy``; each VC of ``cluster`` runs on its own GPUs, with its own rounds."""
+    vcs = {j.vc for j in trace}
+    missing = sorted(vcs - set(cluster.vcs))
+    if missing:
+        raise SimulationError(f"VC {missing[0]!r} of the trace is not in the cluster (VCs: {', '.join(cluster.vcs)})")
+    for t in cluster.gpu_types:
+        used = sum(share.get(t, 0) for share in cluster.vcs.values())
+        if used > cluster.gpus[t]:
+            raise SimulationError(f"the VCs hold {used} {t} GPUs, the cluster has {cluster.gpus[t]}")
+    if not trace:
+        raise SimulationError("no jobs")
+    runs = []
+    for vc in sorted(vcs):
+        part = GpuCluster(dict(cluster.gpus), {vc: cluster.vcs[vc]})
+        runs.append(_simulate_vc([j for j in trace if j.vc == vc], throughputs, part, policy, round_s,
+                                 restart_overhead, seed, min_resolve_interval, observer))
+    jobs = {jid: j for r in runs for jid, j in r.jobs.items()}
+    jct = {jid: j.finish - j.spec.arrival_time for jid, j in sorted(jobs.items())}
+    start = min(j.spec.arrival_time for j in jobs.values())
+    makespan = max(j.finish for j in jobs.values())
+    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs.values()]
+    values = list(jct.values())
+    span = max(makespan - start, 1e-12)
+    return HeteroMetrics(
+        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=float(np.mean(values)),
+        median_jct_s=percentile(values, 0.5), p95_jct_s=percentile(values, 0.95),
+        gpu_utilisation=sum(r.busy for r in runs) / (float(sum(cluster.gpus.values())) * span),
+        avg_rho=float(np.mean(rho)), max_rho=float(max(rho)),
+        rounds=sum(r.rounds for r in runs), allocations=sum(r.allocations for r in runs),
+        pauses=sum(r.pauses for r in runs), resumes=sum(r.resumes for r in runs),
+        migrations=sum(r.migrations for r in runs), resizes=0, restart_overhead_s=restart_overhead, jct_s=jct,
+    )
+
+
+def _simulate_vc(
+    trace: Sequence[TraceJob],
+    throughputs: Throughputs,
+    cluster: GpuCluster,
+    policy: str,
+    round_s: float,
+    restart_overhead: float,
+    seed: int,
+    min_resolve_interval: float,
+    observer: Observer | None,
+) -> _Run:
     if round_s <= 0:
         raise SimulationError(f"round length must be > 0 seconds, got {round_s}")
     if restart_overhead < 0 or restart_overhead >= round_s:
@@ -79,7 +139,6 @@ def simulate(
     gpu_types = [throughputs.gpu_type(t) for t in cluster.gpu_types]
     k = len(gpu_types)
     vc_gpus = {vc: np.array([share.get(t, 0) for t in cluster.gpu_types], dtype=int) for vc, share in cluster.vcs.items()}
-    total_gpus = np.array([cluster.gpus[t] for t in cluster.gpu_types], dtype=int)
     jobs: dict[int, _Job] = {}
     for spec in trace:
         if spec.vc not in vc_gpus:
@@ -127,7 +186,6 @@ def simulate(
     zero = np.zeros(k)
     stale = set(vc_gpus)
     now = pending[0].spec.arrival_time
-    start = now
     busy = 0.0
     rounds = allocations = pauses = resumes = migrations = 0
     last_solve = float("-inf")
@@ -196,6 +254,8 @@ def simulate(
                 np.array([seeds.get(u, zero) for u in units]), usable,
                 np.array([act[u[0]].spec.scale_factor for u in units]), vc_gpus[vc], order, strict,
             )
+            if observer is not None:
+                observer(vc, now, dict(chosen))
             running = {}
             for unit, t in chosen.items():
                 for u in unit:
@@ -251,15 +311,4 @@ def simulate(
             stale.add(j.vc)
         now += length
 
-    jct = {j.spec.job_id: j.finish - j.spec.arrival_time for j in jobs.values()}
-    makespan = max(j.finish for j in jobs.values())
-    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs.values()]
-    values = list(jct.values())
-    span = max(makespan - start, 1e-12)
-    return HeteroMetrics(
-        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=float(np.mean(values)),
-        median_jct_s=percentile(values, 0.5), p95_jct_s=percentile(values, 0.95),
-        gpu_utilisation=busy / (float(total_gpus.sum()) * span), avg_rho=float(np.mean(rho)), max_rho=float(max(rho)),
-        rounds=rounds, allocations=allocations, pauses=pauses, resumes=resumes, migrations=migrations, resizes=0,
-        restart_overhead_s=restart_overhead, jct_s=jct,
-    )
+    return _Run(jobs, busy, rounds, allocations, pauses, resumes, migrations)
