@@ -81,10 +81,11 @@ def spread(pool_allocation: np.ndarray, problem: Problem) -> np.ndarray:
 
 
 def equal_share(problem: Problem) -> np.ndarray:
-    """Gavel's isolated allocation: each job gets 1/n of every type's GPUs, scaled to fit a row sum of 1."""
+    """Gavel's isolated allocation: each job gets 1/n of every type's GPUs, scaled down (never up, unlike
+    Gavel's, so that it stays within the GPUs) to a row sum of at most 1."""
     n = problem.n
     x = np.tile(problem.gpus / n, (n, 1)) / problem.scale_factor[:, None]
-    return x / max(x.sum(axis=1).max(), 1e-12)
+    return x / max(x.sum(axis=1).max(), 1.0)
 
 
 def isolated_throughput(problem: Problem, throughput: np.ndarray | None = None) -> np.ndarray:
