@@ -27,7 +27,7 @@ def choose_round(
     strict: bool = False,
 ) -> dict[tuple[int, ...], int]:
     """Unit -> GPU type index for the coming round; each job in at most one chosen unit."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         priority = np.where(received > 0, allocation / received, allocation * UNSEEN)
     priority = np.where(usable > 0, priority, 0.0)
     free = gpus.astype(int).copy()

@@ -271,6 +271,9 @@ def _simulate_vc(
                 migrations += j.last_type is not None and j.last_type != t
                 resumes += j.last_type is not None and not j.ran_last_round
         if not slices:
+            if stale:  # idle GPUs and jobs waiting for a solve: solve now (Gavel forces a reset too)
+                last_solve = float("-inf")
+                continue
             if nxt >= len(pending):
                 raise SimulationError("no active job can run (check GPUs per type and scale factors)")
             now = max(now, pending[nxt].spec.arrival_time)
