@@ -30,25 +30,32 @@ def choose_round(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         priority = np.where(received > 0, allocation / received, allocation * UNSEEN)
     priority = np.where(usable > 0, priority, 0.0)
-    free = gpus.astype(int).copy()
+    free = [int(g) for g in gpus]
+    sf = [int(s) for s in scale_factor]
     chosen: dict[tuple[int, ...], int] = {}
     busy: set[int] = set()
     rank = np.arange(len(units))
     for t in type_order:
         if free[t] <= 0:
             continue
-        for i in np.lexsort((rank, -allocation[:, t], -priority[:, t])):
-            if free[t] <= 0:
-                break
+        col = priority[:, t]
+        order = np.lexsort((rank, -allocation[:, t], -col)).tolist()
+        pr = col.tolist()
+        ok = (usable[:, t] > 0).tolist()
+        for i in order:
+            if strict and pr[i] <= 0:
+                break  # sorted: the rest have no allocation here either
+            if not ok[i] or sf[i] > free[t]:
+                continue
             unit = units[i]
-            if usable[i, t] <= 0 or any(u in busy for u in unit):
-                continue
-            if strict and priority[i, t] <= 0:
-                continue
-            sf = int(scale_factor[i])
-            if sf > free[t]:
+            if len(unit) == 1:
+                if unit[0] in busy:
+                    continue
+            elif any(u in busy for u in unit):
                 continue
             chosen[unit] = t
             busy.update(unit)
-            free[t] -= sf
+            free[t] -= sf[i]
+            if free[t] <= 0:
+                break
     return chosen

@@ -169,6 +169,15 @@ def _simulate_vc(
             pair_cache[unit] = got
         return got
 
+    usable_cache: dict[Unit, np.ndarray] = {}
+
+    def usable_on(unit: Unit) -> np.ndarray:
+        """(k,) > 0 where every job of the unit progresses."""
+        got = usable_cache.get(unit)
+        if got is None:
+            got = usable_cache[unit] = unit_throughput(unit).min(axis=0)
+        return got
+
     def pair_throughput(a: int, b: int) -> np.ndarray:
         return unit_throughput((a, b) if a < b else (b, a)).T
 
@@ -185,6 +194,7 @@ def _simulate_vc(
     received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
     zero = np.zeros(k)
     stale = set(vc_gpus)
+    layout: dict[str, tuple | None] = {}  # vc -> the round mechanism's view of the allocation, until it changes
     now = pending[0].spec.arrival_time
     busy = 0.0
     rounds = allocations = pauses = resumes = migrations = 0
@@ -195,6 +205,7 @@ def _simulate_vc(
             job = pending[nxt]
             nxt += 1
             active[job.vc][job.spec.job_id] = job
+            layout[job.vc] = None
             stale.add(job.vc)
             n = len(active[job.vc])  # equal share at arrival, for rho
             share = vc_gpus[job.vc] / (n * job.spec.scale_factor)
@@ -230,6 +241,7 @@ def _simulate_vc(
                     allocation[vc] = {(j.spec.job_id,): x[i] for i, j in enumerate(act)}
                 allocations += 1
                 received[vc] = {u: np.full(k, RECEIVED_SEED * round_s) for u in allocation[vc]}
+                layout[vc] = None
             stale.clear()
 
         order = shuffler.sample(fixed_order, k) if shuffle_types else fixed_order
@@ -241,19 +253,19 @@ def _simulate_vc(
             # units of the allocation whose jobs are still here; a pair that lost a job leaves its
             # share to the other (as Gavel). Every job is also a unit of its own, so that jobs that
             # arrived since the solve, or whose pair cannot run somewhere, use left-over GPUs
-            rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
-            for unit, row in allocation.get(vc, {}).items():
-                alive = tuple(u for u in unit if u in act)
-                if alive:
-                    rows[alive] = rows[alive] + row if alive in rows else row
-            units = sorted(rows)
-            usable = np.array([unit_throughput(u).min(axis=0) for u in units])
+            if layout.get(vc) is None:
+                rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
+                for unit, row in allocation.get(vc, {}).items():
+                    alive = tuple(u for u in unit if u in act)
+                    if alive:
+                        rows[alive] = rows[alive] + row if alive in rows else row
+                units = sorted(rows)
+                layout[vc] = (units, np.array([rows[u] for u in units]), np.array([usable_on(u) for u in units]),
+                              np.array([act[u[0]].spec.scale_factor for u in units]))
+            units, alloc_matrix, usable, unit_sf = layout[vc]
             seeds = received[vc]
-            chosen = choose_round(
-                units, np.array([rows[u] for u in units]),
-                np.array([seeds.get(u, zero) for u in units]), usable,
-                np.array([act[u[0]].spec.scale_factor for u in units]), vc_gpus[vc], order, strict,
-            )
+            chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, zero) for u in units]), usable,
+                                  unit_sf, vc_gpus[vc], order, strict)
             if observer is not None:
                 observer(vc, now, dict(chosen))
             running = {}
@@ -310,6 +322,7 @@ def _simulate_vc(
             length = max(length, slice_len)
         for j in finished:
             del active[j.vc][j.spec.job_id]
+            layout[j.vc] = None
             j.ran_last_round = False
             stale.add(j.vc)
         now += length

@@ -41,6 +41,8 @@ class Throughputs:
     isolated: dict[str, dict[JobKey, float]]
     paired: dict[str, dict[tuple[JobKey, JobKey], tuple[float, float]]] = field(default_factory=dict)
     source: str = ""
+    # the file's co-located entries, read on first use (most runs never pack jobs): gpu -> job key -> entry
+    raw_pairs: dict[str, dict[JobKey, dict]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def gpu_types(self) -> list[str]:
@@ -65,7 +67,15 @@ class Throughputs:
 
     def pair(self, a: JobKey, b: JobKey, gpu: str) -> tuple[float, float] | None:
         """Steps/s of ``a`` and ``b`` sharing the same GPUs of type ``gpu``, or None if not measured."""
-        return self.paired.get(self.gpu_type(gpu), {}).get((a, b))
+        gpu = self.gpu_type(gpu)
+        known = self.paired.setdefault(gpu, {})
+        if (a, b) not in known:
+            entry = self.raw_pairs.get(gpu, {}).get(a, {})
+            both = entry.get(repr(b))  # Gavel writes the other job's key as str((type, scale factor))
+            ok = (isinstance(both, list) and len(both) == 2
+                  and all(isinstance(v, (int, float)) and v >= 0 for v in both))
+            known[(a, b)] = (float(both[0]), float(both[1])) if ok else None
+        return known[(a, b)]
 
     def job_types(self) -> list[JobKey]:
         return sorted({k for table in self.isolated.values() for k in table})
@@ -75,7 +85,7 @@ def parse_throughputs(doc: object, source: str = "") -> Throughputs:
     if not isinstance(doc, dict) or not doc:
         raise ThroughputError(f"{source}: expected an object {{gpu type: {{job key: {{...}}}}}}")
     isolated: dict[str, dict[JobKey, float]] = {}
-    paired: dict[str, dict[tuple[JobKey, JobKey], tuple[float, float]]] = {}
+    raw_pairs: dict[str, dict[JobKey, dict]] = {}
     cache: dict[str, JobKey] = {}
     for gpu, jobs in doc.items():
         name = str(gpu).lower()
@@ -84,7 +94,7 @@ def parse_throughputs(doc: object, source: str = "") -> Throughputs:
         if not isinstance(jobs, dict):
             raise ThroughputError(f"{source}: {gpu}: expected an object of job keys")
         iso: dict[JobKey, float] = {}
-        pairs: dict[tuple[JobKey, JobKey], tuple[float, float]] = {}
+        raw: dict[JobKey, dict] = {}
         for raw_key, entry in jobs.items():
             where = f"{source}: {gpu}"
             key = _parse_key(raw_key, where, cache)
@@ -94,17 +104,10 @@ def parse_throughputs(doc: object, source: str = "") -> Throughputs:
             if not isinstance(value, (int, float)) or value < 0:
                 raise ThroughputError(f"{where}: {raw_key}: isolated steps/s must be a number >= 0, got {value!r}")
             iso[key] = float(value)
-            for other_raw, both in entry.items():
-                if other_raw == "null":
-                    continue
-                other = _parse_key(other_raw, where, cache)
-                if (isinstance(both, list) and len(both) == 2
-                        and all(isinstance(v, (int, float)) and v >= 0 for v in both)):
-                    pairs[(key, other)] = (float(both[0]), float(both[1]))
+            raw[key] = entry
         isolated[name] = iso
-        if pairs:
-            paired[name] = pairs
-    return Throughputs(isolated, paired, source)
+        raw_pairs[name] = raw
+    return Throughputs(isolated, {}, source, raw_pairs)
 
 
 def load_throughputs(path: str | None = None) -> Throughputs:
