@@ -169,6 +169,15 @@ def _simulate_vc(
             pair_cache[unit] = got
         return got
 
+    rates_cache: dict[Unit, list[list[float]]] = {}
+
+    def rates_on(unit: Unit, t: int) -> list[float]:
+        """Steps/s of each job of the unit on type t, as Python floats (the hot loop)."""
+        got = rates_cache.get(unit)
+        if got is None:
+            got = rates_cache[unit] = unit_throughput(unit).T.tolist()
+        return got[t]
+
     usable_cache: dict[Unit, np.ndarray] = {}
 
     def usable_on(unit: Unit) -> np.ndarray:
@@ -294,7 +303,7 @@ def _simulate_vc(
         length = 0.0
         finished: list[_Job] = []
         for unit, t in slices:
-            thr = unit_throughput(unit)[:, t]
+            thr = rates_on(unit, t)
             slice_len = 0.0
             for u, rate in zip(unit, thr):
                 j = jobs[u]
