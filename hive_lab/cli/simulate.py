@@ -94,15 +94,16 @@ def _table(results: list[Any], title: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .simulate_hetero import run as run_hetero, wanted
+
+    if wanted(args):  # a Gavel trace: the round-based simulator (hive_scheduler.hetero)
+        return run_hetero(args)
+
     from rich.console import Console
 
     from hive_scheduler import load_cluster_config
     from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate
 
-    from .simulate_hetero import run as run_hetero, wanted
-
-    if wanted(args):
-        return run_hetero(args)
     err = Console(stderr=True)
 
     def fail(message: str) -> int:

@@ -47,7 +47,7 @@ def ftf_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
             lo = mid
         else:
             hi, best = mid, v
-        if hi - lo < 1e-4 * hi:
+        if hi - lo < 1e-3 * hi:
             break
     return lp.to_allocation(best, problem)
 
