@@ -202,6 +202,7 @@ def _simulate_vc(
     allocation: dict[str, dict[Unit, np.ndarray]] = {}  # vc -> unit -> time fractions per type
     received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
     zero = np.zeros(k)
+    seed_row = np.full(k, RECEIVED_SEED * round_s)  # what a unit counts as received before it first runs
     stale = set(vc_gpus)
     layout: dict[str, tuple | None] = {}  # vc -> the round mechanism's view of the allocation, until it changes
     now = pending[0].spec.arrival_time
@@ -273,7 +274,7 @@ def _simulate_vc(
                               np.array([act[u[0]].spec.scale_factor for u in units]))
             units, alloc_matrix, usable, unit_sf = layout[vc]
             seeds = received[vc]
-            chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, zero) for u in units]), usable,
+            chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, seed_row) for u in units]), usable,
                                   unit_sf, vc_gpus[vc], order, strict)
             if observer is not None:
                 observer(vc, now, dict(chosen))
