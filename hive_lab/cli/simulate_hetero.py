@@ -28,6 +28,9 @@ def add_arguments(p: Any) -> None:
     g.add_argument("--resolve-interval", type=float, default=1920.0, metavar="S",
                    help="solve the policy again at most every S seconds, on arrivals and completions (default 1920, as Gavel)")
     g.add_argument("--seed", type=int, default=0, help="seed of the random choices (fifo's GPU type, gandiva's pairs; default 0)")
+    g.add_argument("--vc", metavar="VC",
+                   help="the VC of the trace's jobs (Gavel's format has none); default: the only VC, else each job to a VC "
+                        "picked by a hash of its id, in proportion to the VCs' GPUs")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -54,6 +57,39 @@ ROWS = [
     ("migrations", "migrations", str),
     ("resizes", "resizes", str),
 ]
+
+
+def assign_vcs(trace: list, cluster: Any, vc: str | None) -> list:
+    """Put the trace's jobs in ``vc``, or the cluster's only VC, or spread them over the VCs by a SHA-256
+    hash of the job id, in proportion to each VC's GPUs among the VCs with room for the job's gang
+    (the event simulator fills empty VCs the same way)."""
+    import dataclasses
+    import hashlib
+
+    if vc is not None:
+        if vc not in cluster.vcs:
+            raise ValueError(f"--vc {vc}: not a VC of the cluster (VCs: {', '.join(cluster.vcs)})")
+        return [dataclasses.replace(j, vc=vc) for j in trace]
+    if len(cluster.vcs) == 1:
+        only = next(iter(cluster.vcs))
+        return [dataclasses.replace(j, vc=only) for j in trace]
+    out = []
+    for j in trace:
+        fits = [(name, sum(share.values())) for name, share in sorted(cluster.vcs.items())
+                if any(n >= j.scale_factor for n in share.values())]
+        if not fits:
+            raise ValueError(f"job {j.job_id} needs {j.scale_factor} GPUs of one type and no VC has that many")
+        h = int.from_bytes(hashlib.sha256(str(j.job_id).encode()).digest()[:8], "big") / 2**64
+        total = sum(w for _, w in fits)
+        acc = 0.0
+        pick = fits[-1][0]
+        for name, w in fits:
+            acc += w / total
+            if h < acc:
+                pick = name
+                break
+        out.append(dataclasses.replace(j, vc=pick))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         throughputs = load_throughputs(args.throughputs)
         trace = load_trace(args.trace)
     except (ThroughputError, TraceError) as exc:
+        return fail(str(exc))
+    try:
+        trace = assign_vcs(trace, cluster, args.vc)
+    except ValueError as exc:
         return fail(str(exc))
     results = {}
     for policy in policies:

@@ -130,3 +130,33 @@ def test_cli_old_orders_still_refuse_gavel_names_for_csv_traces(tmp_path):
     csv.write_text("job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status\n")
     r = hive_lab("simulate", "--trace", str(csv), "--cluster", "default", "--order", "max_min_fairness_perf")
     assert r.returncode == 2 and "Gavel's policies go with a .trace file" in r.stderr
+
+
+def test_cli_hived_config_with_vcs(tmp_path):
+    from test_hetero_parsing import _mixed_hived_config
+
+    cfg = _mixed_hived_config()
+    cfg["physicalCluster"]["cellTypes"]["P100-NODE"] = {"childCellType": "P100", "childCellNumber": 4, "isNodeLevel": True}
+    cfg["physicalCluster"]["physicalCells"].append({"cellType": "P100-NODE", "cellAddress": "p0"})
+    cfg["virtualClusters"]["b"]["virtualCells"].append({"cellType": "P100-NODE", "cellNumber": 1})
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(cfg))
+    r = hive_lab("simulate", "--trace", SMALL, "--cluster", str(path), "--policy", "max_min_fairness_perf", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["vcs"] == {"a": {"v100": 4, "k80": 8}, "b": {"v100": 4, "p100": 4}}
+    assert doc["policies"]["max_min_fairness_perf"]["finished"] == 20
+    one = hive_lab("simulate", "--trace", SMALL, "--cluster", str(path), "--vc", "b", "--json")
+    assert one.returncode == 0, one.stderr
+    bad = hive_lab("simulate", "--trace", SMALL, "--cluster", str(path), "--vc", "z")
+    assert bad.returncode == 2 and "not a VC" in bad.stderr
+
+
+def test_jobs_spread_over_vcs_by_hash_in_proportion():
+    from hive_lab.cli.simulate_hetero import assign_vcs
+
+    jobs = [TraceJob(i, "A", 10, 1, 0.0) for i in range(400)]
+    cluster = GpuCluster({"v100": 8}, {"big": {"v100": 6}, "small": {"v100": 2}})
+    vcs = [j.vc for j in assign_vcs(jobs, cluster, None)]
+    assert vcs == [j.vc for j in assign_vcs(jobs, cluster, None)]  # deterministic
+    assert 0.65 < vcs.count("big") / len(vcs) < 0.85
