@@ -21,6 +21,9 @@ Sharing anomaly (HiveD's): per guaranteed job, how much longer it waited than un
 max(0, wait(policy) - wait(private)), summed and counted. The private replay it needs runs once per
 command (--no-anomaly skips it). --by-vc adds each VC's average queueing under every policy and private.
 """
+from .simulate_hetero import HELP as HETERO_HELP  # noqa: E402
+
+DESCRIPTION += "\n" + HETERO_HELP
 
 
 def register(subparsers: Any) -> None:
@@ -34,10 +37,10 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
     src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
-    p.add_argument("--policy", default="hived",
-                   help="comma-separated policies among hived, quota, fifo, private (default: hived)")
-    p.add_argument("--order", default="fifo", choices=["fifo", "priority", "drf"],
-                   help="how hived orders jobs inside a VC (default fifo); quota and fifo keep their own order")
+    p.add_argument("--policy", default=None,
+                   help="comma-separated policies among hived, quota, fifo, private (default: hived); with a .trace file, Gavel's policies")
+    p.add_argument("--order", default="fifo",
+                   help="how hived orders jobs inside a VC: fifo, priority, drf (default fifo); quota and fifo keep their own order")
     p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
@@ -49,6 +52,9 @@ def register(subparsers: Any) -> None:
                    help="hived without the overflow lever (the bare core; private never overflows)")
     p.add_argument("--no-anomaly", action="store_true",
                    help="skip the private replay behind the sharing anomaly (its rows show '-')")
+    from .simulate_hetero import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -132,6 +138,11 @@ def _vc_table(results: list[Any], private: Any, title: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .simulate_hetero import run as run_hetero, wanted
+
+    if wanted(args):  # a Gavel trace: the round-based simulator (hive_scheduler.hetero)
+        return run_hetero(args)
+
     from rich.console import Console
 
     from hive_scheduler import load_cluster_config
@@ -143,7 +154,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {message}", file=sys.stderr)  # plain: no wrapping, so paths and line numbers stay whole
         return 2
 
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    if args.order not in ("fifo", "priority", "drf"):
+        return fail(f"--order: unknown {args.order!r}; choose from fifo, priority, drf (Gavel's policies go with a .trace file)")
+    policies = [p.strip() for p in (args.policy or "hived").split(",") if p.strip()]
     bad = [p for p in policies if p not in POLICIES]
     if not policies or bad:
         return fail(f"--policy: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(POLICIES)}")

@@ -1,0 +1,340 @@
+"""The round-based simulator: Gavel's traces and throughputs, Gavel's policies, inside each VC.
+
+Time advances in rounds (default 360 s). The policy is solved again only when jobs arrive or end
+(at the next round boundary, and at most every ``min_resolve_interval`` seconds, 1,920 s as
+Gavel); in between, the round mechanism (:mod:`.rounds`) realises its
+allocation. A round ends when its longest-running job's slice ends (as in Gavel's simulator), so a
+round whose jobs all finish early is short. Each VC is simulated on its own GPUs only, with its own rounds:
+HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
+
+A job that stops running between rounds is paused; one that starts again is resumed; one that runs
+on another GPU type than last time has migrated. ``restart_overhead`` seconds of no progress are
+charged at each resume and migration (Gavel's simulator charges none: default 0).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cluster import GpuCluster
+from .metrics import HeteroMetrics, percentile
+from .policies import PackedAllocation, Problem, make_policy
+from .rounds import choose_round
+from .throughputs import Throughputs
+from .trace import TraceJob
+
+DONE_EPS = 1e-6  # steps: a job with fewer left is finished (floating-point dust)
+# Gavel's defaults: re-solve at most every 1,920 s (``minimum_time_between_allocation_resets``), and
+# credit each job half a round on every type when the allocation is renewed, so that priorities are
+# finite and ranked by allocation at first
+MIN_RESOLVE_INTERVAL = 1920.0
+RECEIVED_SEED = 0.5
+
+
+class SimulationError(ValueError):
+    pass
+
+
+@dataclass
+class _Job:
+    spec: TraceJob
+    thr: np.ndarray  # (k,) steps/s on each type of the VC's cluster
+    remaining: float
+    vc: str
+    last_type: int | None = None  # type of its last slice
+    ran_last_round: bool = False
+    finish: float | None = None
+    iso_time: float = 0.0
+
+
+Unit = tuple[int, ...]  # the job ids that share GPUs in a slice: one job, or a packed pair
+
+
+def _type_order(gpu_types: list[str], jobs: Sequence[_Job]) -> list[int]:
+    """Fastest type first (Gavel's fixed order V100, P100, K80), by mean steps/s over the trace."""
+    mean = np.mean([j.thr for j in jobs], axis=0)
+    return sorted(range(len(gpu_types)), key=lambda t: (-mean[t], gpu_types[t]))
+
+
+Observer = Callable[[str, float, dict[Unit, int]], None]  # (vc, round start, unit -> GPU type index)
+
+
+@dataclass
+class _Run:
+    jobs: dict[int, _Job]
+    busy: float
+    rounds: int
+    allocations: int
+    pauses: int
+    resumes: int
+    migrations: int
+
+
+def simulate(
+    trace: Sequence[TraceJob],
+    throughputs: Throughputs,
+    cluster: GpuCluster,
+    policy: str,
+    round_s: float = 360.0,
+    restart_overhead: float = 0.0,
+    seed: int = 0,
+    min_resolve_interval: float = MIN_RESOLVE_INTERVAL,
+    observer: Observer | None = None,
+) -> HeteroMetrics:
+    """Replay ``trace`` under ``policy``; each VC of ``cluster`` runs on its own GPUs, with its own rounds."""
+    vcs = {j.vc for j in trace}
+    missing = sorted(vcs - set(cluster.vcs))
+    if missing:
+        raise SimulationError(f"VC {missing[0]!r} of the trace is not in the cluster (VCs: {', '.join(cluster.vcs)})")
+    for t in cluster.gpu_types:
+        used = sum(share.get(t, 0) for share in cluster.vcs.values())
+        if used > cluster.gpus[t]:
+            raise SimulationError(f"the VCs hold {used} {t} GPUs, the cluster has {cluster.gpus[t]}")
+    if not trace:
+        raise SimulationError("no jobs")
+    runs = []
+    for vc in sorted(vcs):
+        part = GpuCluster(dict(cluster.gpus), {vc: cluster.vcs[vc]})
+        runs.append(_simulate_vc([j for j in trace if j.vc == vc], throughputs, part, policy, round_s,
+                                 restart_overhead, seed, min_resolve_interval, observer))
+    jobs = {jid: j for r in runs for jid, j in r.jobs.items()}
+    jct = {jid: j.finish - j.spec.arrival_time for jid, j in sorted(jobs.items())}
+    start = min(j.spec.arrival_time for j in jobs.values())
+    makespan = max(j.finish for j in jobs.values())
+    rho = [(j.finish - j.spec.arrival_time) / j.iso_time for j in jobs.values()]
+    values = list(jct.values())
+    span = max(makespan - start, 1e-12)
+    return HeteroMetrics(
+        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=float(np.mean(values)),
+        median_jct_s=percentile(values, 0.5), p95_jct_s=percentile(values, 0.95),
+        gpu_utilisation=sum(r.busy for r in runs) / (float(sum(cluster.gpus.values())) * span),
+        avg_rho=float(np.mean(rho)), max_rho=float(max(rho)),
+        rounds=sum(r.rounds for r in runs), allocations=sum(r.allocations for r in runs),
+        pauses=sum(r.pauses for r in runs), resumes=sum(r.resumes for r in runs),
+        migrations=sum(r.migrations for r in runs), resizes=0, restart_overhead_s=restart_overhead, jct_s=jct,
+    )
+
+
+def _simulate_vc(
+    trace: Sequence[TraceJob],
+    throughputs: Throughputs,
+    cluster: GpuCluster,
+    policy: str,
+    round_s: float,
+    restart_overhead: float,
+    seed: int,
+    min_resolve_interval: float,
+    observer: Observer | None,
+) -> _Run:
+    if round_s <= 0:
+        raise SimulationError(f"round length must be > 0 seconds, got {round_s}")
+    if restart_overhead < 0 or restart_overhead >= round_s:
+        raise SimulationError(f"restart overhead must be >= 0 and shorter than a round ({round_s} s), got {restart_overhead}")
+    if min_resolve_interval < 0:
+        raise SimulationError(f"re-solve interval must be >= 0 seconds, got {min_resolve_interval}")
+    gpu_types = [throughputs.gpu_type(t) for t in cluster.gpu_types]
+    k = len(gpu_types)
+    vc_gpus = {vc: np.array([share.get(t, 0) for t in cluster.gpu_types], dtype=int) for vc, share in cluster.vcs.items()}
+    jobs: dict[int, _Job] = {}
+    for spec in trace:
+        if spec.vc not in vc_gpus:
+            raise SimulationError(f"job {spec.job_id}: VC {spec.vc!r} is not in the cluster (VCs: {', '.join(vc_gpus)})")
+        thr = np.array([throughputs.get(spec.job_type, spec.scale_factor, t) for t in gpu_types])
+        fits = (vc_gpus[spec.vc] >= spec.scale_factor) & (thr > 0)
+        if not fits.any():
+            raise SimulationError(f"job {spec.job_id} ({spec.job_type}, {spec.scale_factor} GPUs) fits on no GPU type "
+                                  f"of VC {spec.vc} ({dict(zip(cluster.gpu_types, vc_gpus[spec.vc].tolist()))})")
+        jobs[spec.job_id] = _Job(spec, thr, float(spec.total_steps), spec.vc)
+    if not jobs:
+        raise SimulationError("no jobs")
+
+    pair_cache: dict[Unit, np.ndarray] = {}
+
+    def unit_throughput(unit: Unit) -> np.ndarray:
+        """(len(unit), k) steps/s of each job of the unit while it runs (co-located for a pair; 0 if unmeasured)."""
+        if len(unit) == 1:
+            return jobs[unit[0]].thr[None, :]
+        got = pair_cache.get(unit)
+        if got is None:
+            a, b = (jobs[u].spec for u in unit)
+            got = np.zeros((2, k))
+            for t, gpu in enumerate(gpu_types):
+                both = throughputs.pair((a.job_type, a.scale_factor), (b.job_type, b.scale_factor), gpu)
+                if both is not None:
+                    got[:, t] = both
+            pair_cache[unit] = got
+        return got
+
+    rates_cache: dict[Unit, list[list[float]]] = {}
+
+    def rates_on(unit: Unit, t: int) -> list[float]:
+        """Steps/s of each job of the unit on type t, as Python floats (the hot loop)."""
+        got = rates_cache.get(unit)
+        if got is None:
+            got = rates_cache[unit] = unit_throughput(unit).T.tolist()
+        return got[t]
+
+    usable_cache: dict[Unit, np.ndarray] = {}
+
+    def usable_on(unit: Unit) -> np.ndarray:
+        """(k,) > 0 where every job of the unit progresses."""
+        got = usable_cache.get(unit)
+        if got is None:
+            got = usable_cache[unit] = unit_throughput(unit).min(axis=0)
+        return got
+
+    def pair_throughput(a: int, b: int) -> np.ndarray:
+        return unit_throughput((a, b) if a < b else (b, a)).T
+
+    policies = {vc: make_policy(policy, seed) for vc in sorted(vc_gpus)}
+    shuffle_types = next(iter(policies.values())).shuffle_types
+    strict = next(iter(policies.values())).strict
+    fixed_order = _type_order(gpu_types, list(jobs.values()))
+    shuffler = random.Random(seed + 5)
+
+    pending = sorted(jobs.values(), key=lambda j: (j.spec.arrival_time, j.spec.job_id))
+    nxt = 0
+    active: dict[str, dict[int, _Job]] = {vc: {} for vc in vc_gpus}  # by job id, in arrival order
+    allocation: dict[str, dict[Unit, np.ndarray]] = {}  # vc -> unit -> time fractions per type
+    received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
+    zero = np.zeros(k)
+    seed_row = np.full(k, RECEIVED_SEED * round_s)  # what a unit counts as received before it first runs
+    stale = set(vc_gpus)
+    layout: dict[str, tuple | None] = {}  # vc -> the round mechanism's view of the allocation, until it changes
+    now = pending[0].spec.arrival_time
+    busy = 0.0
+    rounds = allocations = pauses = resumes = migrations = 0
+    last_solve = float("-inf")
+
+    while nxt < len(pending) or any(active.values()):
+        while nxt < len(pending) and pending[nxt].spec.arrival_time <= now:
+            job = pending[nxt]
+            nxt += 1
+            active[job.vc][job.spec.job_id] = job
+            layout[job.vc] = None
+            stale.add(job.vc)
+            n = len(active[job.vc])  # equal share at arrival, for rho
+            share = vc_gpus[job.vc] / (n * job.spec.scale_factor)
+            share = share / max(share.sum(), 1.0)
+            job.iso_time = job.spec.total_steps / max(float(job.thr @ share), 1e-12)
+        if not any(active.values()):
+            now = pending[nxt].spec.arrival_time
+            continue
+        due = now - last_solve >= min_resolve_interval or any(bool(active[vc]) and vc not in allocation for vc in stale)
+        if stale and due:
+            last_solve = now
+            for vc in sorted(stale):
+                act = list(active[vc].values())
+                if not act:
+                    allocation.pop(vc, None)
+                    continue
+                problem = Problem(
+                    job_ids=[j.spec.job_id for j in act],
+                    gpu_types=gpu_types,
+                    gpus=vc_gpus[vc],
+                    throughput=np.array([j.thr for j in act]),
+                    scale_factor=np.array([j.spec.scale_factor for j in act]),
+                    remaining_steps=np.array([j.remaining for j in act]),
+                    priority_weight=np.array([j.spec.priority_weight for j in act]),
+                    time_since_start=np.array([now - j.spec.arrival_time for j in act]),
+                    job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
+                    pair_throughput=pair_throughput,
+                )
+                x = policies[vc].allocate(problem)
+                if isinstance(x, PackedAllocation):
+                    allocation[vc] = {tuple(sorted(u)): x.x[i] for i, u in enumerate(x.units)}
+                else:
+                    allocation[vc] = {(j.spec.job_id,): x[i] for i, j in enumerate(act)}
+                allocations += 1
+                received[vc] = {u: np.full(k, RECEIVED_SEED * round_s) for u in allocation[vc]}
+                layout[vc] = None
+            stale.clear()
+
+        order = shuffler.sample(fixed_order, k) if shuffle_types else fixed_order
+        slices: list[tuple[Unit, int]] = []
+        for vc in sorted(active):
+            act = active[vc]
+            if not act:
+                continue
+            # units of the allocation whose jobs are still here; a pair that lost a job leaves its
+            # share to the other (as Gavel). Every job is also a unit of its own, so that jobs that
+            # arrived since the solve, or whose pair cannot run somewhere, use left-over GPUs
+            if layout.get(vc) is None:
+                rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
+                for unit, row in allocation.get(vc, {}).items():
+                    alive = tuple(u for u in unit if u in act)
+                    if alive:
+                        rows[alive] = rows[alive] + row if alive in rows else row
+                units = sorted(rows)
+                layout[vc] = (units, np.array([rows[u] for u in units]), np.array([usable_on(u) for u in units]),
+                              np.array([act[u[0]].spec.scale_factor for u in units]))
+            units, alloc_matrix, usable, unit_sf = layout[vc]
+            seeds = received[vc]
+            chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, seed_row) for u in units]), usable,
+                                  unit_sf, vc_gpus[vc], order, strict)
+            if observer is not None:
+                observer(vc, now, dict(chosen))
+            running = {}
+            for unit, t in chosen.items():
+                for u in unit:
+                    running[u] = t
+                slices.append((unit, t))
+            for jid, j in act.items():
+                t = running.get(jid)
+                if t is None:
+                    if j.ran_last_round:
+                        pauses += 1
+                    j.ran_last_round = False
+                    continue
+                migrations += j.last_type is not None and j.last_type != t
+                resumes += j.last_type is not None and not j.ran_last_round
+        if not slices:
+            if stale:  # idle GPUs and jobs waiting for a solve: solve now (Gavel forces a reset too)
+                last_solve = float("-inf")
+                continue
+            if nxt >= len(pending):
+                raise SimulationError("no active job can run (check GPUs per type and scale factors)")
+            now = max(now, pending[nxt].spec.arrival_time)
+            continue
+        rounds += 1
+        length = 0.0
+        finished: list[_Job] = []
+        for unit, t in slices:
+            thr = rates_on(unit, t)
+            slice_len = 0.0
+            for u, rate in zip(unit, thr):
+                j = jobs[u]
+                restarted = j.last_type is not None and (j.last_type != t or not j.ran_last_round)
+                overhead = restart_overhead if restarted else 0.0
+                run = min(round_s, overhead + j.remaining / rate)
+                if run < round_s:  # its slice ends with its last step
+                    j.remaining = 0.0
+                else:
+                    j.remaining -= (run - overhead) * rate
+                j.ran_last_round = True
+                j.last_type = t
+                slice_len = max(slice_len, run)
+                if j.remaining <= DONE_EPS:
+                    j.remaining = 0.0
+                    j.finish = now + run
+                    finished.append(j)
+            vc = jobs[unit[0]].vc
+            if unit in received[vc]:
+                received[vc][unit][t] += slice_len
+            else:
+                received[vc][unit] = np.full(k, RECEIVED_SEED * round_s)
+                received[vc][unit][t] += slice_len
+            busy += slice_len * jobs[unit[0]].spec.scale_factor
+            length = max(length, slice_len)
+        for j in finished:
+            del active[j.vc][j.spec.job_id]
+            layout[j.vc] = None
+            j.ran_last_round = False
+            stale.add(j.vc)
+        now += length
+
+    return _Run(jobs, busy, rounds, allocations, pauses, resumes, migrations)
