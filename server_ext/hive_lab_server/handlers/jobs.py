@@ -84,7 +84,7 @@ class JobHandler(HiveHandler):
             from ..service import ServiceError
 
             if isinstance(exc, ServiceError):
-                raise HiveError(exc.status, exc.message, exc.field) from None
+                raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
             raise
         self.reply(job)
 

@@ -105,12 +105,19 @@ class Demoted:
 
 
 @dataclass(frozen=True)
+class Rejected:
+    """The core will not (or no longer) queue the job."""
+
+    error: str
+
+
+@dataclass(frozen=True)
 class Recovered:
     live: frozenset[str]  # tasks of this job the launcher runs now
 
 
 Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
-              Demoted, Recovered]
+              Demoted, Rejected, Recovered]
 
 
 # --- effects --------------------------------------------------------------------------------------
@@ -313,6 +320,9 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
 
     if isinstance(event, Demoted):
         return replace(job, reason=event.reason), [Record(st, event.reason)]
+
+    if isinstance(event, Rejected):
+        return _end(job, S.FAILED, event.error, None, None)
 
     if isinstance(event, Recovered):
         return _recover(job, event.live)

@@ -34,6 +34,7 @@ any + intent               exit                                   same (code rem
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
+any                        rejected (the core will not queue it)  failed                      write
 stored submitted/queued    recovered                              queued                      core.submit
 stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
 stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop)
