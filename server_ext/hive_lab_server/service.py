@@ -153,6 +153,7 @@ class HiveService:
         self._recovery_error: str | None = None
         self._recovering = False
         self._adopting: list[asyncio.Task] = []
+        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float]] = []  # waiting for group commit
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -443,17 +444,56 @@ class HiveService:
     def submit(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
         """Store a validated job, then let the core decide. Raises ServiceError(400) for requests the
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
-        decided then)."""
+        decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
-        seq, job_id = self._next_id()
+        new = self._prepare(spec, user, vc, self.now())
+        self._admit([new])
+        self.metrics.submit_seconds.observe(time.perf_counter() - t0)
+        return self._object_of(new[0].id, new[1])
+
+    async def submit_grouped(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+        """``submit``, committed together with the other submits that arrive before the next turn of the
+        event loop (group commit: one transaction, one clock reading, one publication for all)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._submits.append((spec, user, vc, fut, time.perf_counter()))
+        if len(self._submits) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_submits)
+        return await fut
+
+    def _flush_submits(self) -> None:
+        group, self._submits = self._submits, []
         now = self.now()
+        admitted = []
+        for spec, user, vc, fut, t0 in group:
+            try:
+                admitted.append((self._prepare(spec, user, vc, now), fut, t0))
+            except ServiceError as exc:
+                fut.set_exception(exc)
+        if not admitted:
+            return
+        try:
+            self._admit([a for a, _, _ in admitted])
+        except Exception as exc:
+            for _, fut, _ in admitted:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        for (job, row), fut, t0 in admitted:
+            if not fut.done():
+                fut.set_result(self._object_of(job.id, row))
+            self.metrics.submit_seconds.observe(time.perf_counter() - t0)
+
+    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float) -> tuple[ActiveJob, dict[str, Any]]:
+        """A new job and its row; ServiceError(400) if the cluster can never run it."""
+        seq, job_id = self._next_id()
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
         request = _request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
         try:
             validate_request(self.scheduler, request)
         except RequestError as exc:
-            self._seq -= 1 if self._seq == seq else 0
+            if self._seq == seq:  # the id is not used up
+                self._seq -= 1
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
         working_dir = str(self.jobs_root / job_id)
         output_dir = str(self.jobs_root / job_id / "output")
@@ -466,30 +506,36 @@ class HiveService:
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
             "output_dir": output_dir, "updated_at": now, "stop_intent": None, "stop_reason": "",
         }
-        reason = f"submitted by {user} to VC {vc}"
-
-        def insert(batch, at: float) -> None:
-            self.store.insert_job(batch, row)
-            self.store.add_event(batch, job_id, "submitted", at, reason)
-
-        # the job is stored before the core hears of it: a store fault leaves nothing to undo
-        self._unit([], request=True, write=insert)
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
                         opportunistic=spec.opportunistic, lc=m.Job(job_id, max_retries=spec.max_retries))
-        self.active[job_id] = job
-        self.metrics.transitions.labels("submitted").inc()
-        for listener in self._state_listeners:
-            asyncio.get_running_loop().call_soon(self._notify, listener, job_id, "submitted", reason)
-        try:
-            facts = self._facts_of(self.scheduler.submit(request, now), job_id)
-        except Exception as exc:  # stored, so it must end somewhere visible
-            log.exception("hive-lab: the core refused %s", job_id)
-            facts = [(job_id, m.Rejected(f"the scheduler refused it: {exc}"))]
-        # the core's decisions are facts: a store fault now keeps them pending (the job is acknowledged)
+        return job, row
+
+    def _admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
+        """Store new jobs in one unit, then hand them to the core (in that order: a store fault leaves
+        nothing to undo, and a job is acknowledged only once stored)."""
+
+        def insert(batch, at: float) -> None:
+            for job, row in new:
+                self.store.insert_job(batch, row)
+                self.store.add_event(batch, job.id, "submitted", at, f"submitted by {job.user} to VC {job.vc}")
+
+        self._unit([], request=True, write=insert)
+        now = self.now()
+        facts: list[tuple[str, m.Event]] = []
+        for job, row in new:
+            self.active[job.id] = job
+            self.metrics.transitions.labels("submitted").inc()
+            for listener in self._state_listeners:
+                asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
+                                                     f"submitted by {job.user} to VC {job.vc}")
+            try:
+                facts += self._facts_of(self.scheduler.submit(job.request, now), job.id)
+            except Exception as exc:  # stored, so it must end somewhere visible
+                log.exception("hive-lab: the core refused %s", job.id)
+                facts.append((job.id, m.Rejected(f"the scheduler refused it: {exc}")))
+        # the core's decisions are facts: a store fault now keeps them pending (the jobs are acknowledged)
         self._unit(facts)
-        self.metrics.submit_seconds.observe(time.perf_counter() - t0)
-        return self._object_of(job_id, row)
 
     def _object_of(self, job_id: str, row: dict[str, Any]) -> dict[str, Any]:
         """The REST object of a job just submitted, from memory (no read back)."""
