@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.service import HiveService
+from hive_lab_server.service import HiveService, StoreUnavailable
 from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
@@ -52,8 +52,9 @@ def test_store_failure_withdraws_the_job_from_the_core(service, monkeypatch):
             raise RuntimeError("disk full")
 
         monkeypatch.setattr(service.store, "insert_job", broken)
-        with pytest.raises(RuntimeError, match="disk full"):
+        with pytest.raises(StoreUnavailable) as refused:  # 503 + Retry-After, not a 500
             service.submit(spec, "ann", "default")
+        assert refused.value.status == 503 and refused.value.retry_after_s
         assert service.scheduler.free_gpu_count() == 2 and service.active == {}
         monkeypatch.undo()
         job = service.submit(spec, "ann", "default")  # the GPUs were not leaked

@@ -19,7 +19,7 @@ def test_migrations_match_models(tmp_path):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == []
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
     store.close()
     Store(f"sqlite:///{tmp_path / 'a.sqlite'}").close()  # upgrading an up-to-date store is a no-op

@@ -20,7 +20,7 @@ def test_migrations_build_the_models_schema_on_postgres(postgres_url):
     assert store.engine.dialect.name == "postgresql"
     with store.engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
         assert set(inspect(conn).get_table_names()) == {"alembic_version", *Base.metadata.tables}
     store.close()
     Store(postgres_url).close()  # upgrading an up-to-date store is a no-op

@@ -32,7 +32,7 @@ async def wait_for_recovery(handler: Any) -> None:
     try:
         await hive.service.wait_ready(hive.recovery_wait_s)
     except ServiceError as exc:
-        raise HiveError(exc.status, exc.message, exc.field, retry_after_s=1) from None
+        raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s or 1) from None
 
 
 class HiveHandler(ExtensionHandlerMixin, APIHandler):
@@ -113,7 +113,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         try:
             return fn(*args, **kwargs)
         except ServiceError as exc:
-            raise HiveError(exc.status, exc.message, exc.field) from None
+            raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
 
     def job_row(self, job_id: str) -> dict[str, Any]:
         row = self.service.store.get_job(job_id)

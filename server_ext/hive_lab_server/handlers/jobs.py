@@ -13,6 +13,7 @@ from tornado.iostream import StreamClosedError
 
 from ..service import STATES, task_names
 from ..spec import SpecError, parse_job_spec
+from ..service import ServiceError
 from .base import HiveError, HiveHandler
 
 MAX_LOG_CHUNK = 1 << 20
@@ -40,7 +41,7 @@ class JobsHandler(HiveHandler):
 
     @web.authenticated
     @authorized
-    def post(self) -> None:
+    async def post(self) -> None:
         caller = self.caller()
         try:
             spec = parse_job_spec(self.json_body())
@@ -57,7 +58,10 @@ class JobsHandler(HiveHandler):
         if not caller.may_submit(vc):
             mine = ", ".join(caller.vcs) or "none"
             raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
-        job = self.service_call(self.service.submit, spec, caller.user, vc)
+        try:  # committed together with the submits arriving at the same time (group commit)
+            job = await self.service.submit_grouped(spec, caller.user, vc)
+        except ServiceError as exc:
+            raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])
         self.reply(job, 201)
 
@@ -84,7 +88,7 @@ class JobHandler(HiveHandler):
             from ..service import ServiceError
 
             if isinstance(exc, ServiceError):
-                raise HiveError(exc.status, exc.message, exc.field) from None
+                raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
             raise
         self.reply(job)
 

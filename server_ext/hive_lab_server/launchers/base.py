@@ -73,7 +73,12 @@ class Launcher(abc.ABC):
 
     @abc.abstractmethod
     async def poll(self) -> list[TaskExit]:
-        """Tasks that ended since the last call (each reported once)."""
+        """Tasks that ended since the last call (each reported once by this process; a launcher that
+        keeps exit records reports them again after a restart until they are acknowledged)."""
+
+    def ack(self, exits: list[TaskExit]) -> None:
+        """The service stored these exits: their records may go. Until then a restarted server must
+        still be told about them (a store fault must not turn a finished task into a lost one)."""
 
     @abc.abstractmethod
     async def running(self) -> dict[str, set[str]]:
@@ -86,6 +91,10 @@ class Launcher(abc.ABC):
         """(uid, gid) the tasks of ``user``'s jobs run as when that is not the server's own Unix user,
         else None. The service creates the job's dirs and staged files owned by it (they are 0700/0600)."""
         return None
+
+    def host_address(self, node: str) -> str:
+        """Where tasks on ``node`` are reached (``MASTER_ADDR``, a kernel's ports)."""
+        return "127.0.0.1"
 
     async def adopt(self, request: LaunchRequest) -> None:
         """Take back tracking of an already running job found by ``running`` (after a restart)."""

@@ -65,6 +65,7 @@ class LocalLauncher(Launcher):
         self._tasks: dict[str, dict[str, _Task]] = {}
         self._pending: list[TaskExit] = []
         self._scanned = False
+        self._reported: set[tuple[str, str]] = set()  # orphan exits reported, not yet acknowledged
 
     # --- files --------------------------------------------------------------------------------
 
@@ -200,8 +201,7 @@ class LocalLauncher(Launcher):
                     os.killpg(t.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-                self._forget(job_id, name)
-                del tasks[name]
+                del tasks[name]  # its records stay until the service acknowledges the exit (ack)
             if not tasks:
                 del self._tasks[job_id]
         return out
@@ -221,8 +221,13 @@ class LocalLauncher(Launcher):
             if t.task in self._tasks.get(t.job_id, {}) or self._alive(t):
                 continue
             out.append(self._exit_of(t))
-            self._forget(t.job_id, t.task)
+            self._reported.add((t.job_id, t.task))
         return out
+
+    def ack(self, exits: list[TaskExit]) -> None:
+        for e in exits:
+            self._reported.discard((e.job_id, e.task))
+            self._forget(e.job_id, e.task)
 
     async def running(self) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}

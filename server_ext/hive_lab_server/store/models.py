@@ -47,6 +47,8 @@ class Job(Base):
     working_dir: Mapped[str] = mapped_column(Text)
     output_dir: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[float] = mapped_column(Float)
+    stop_intent: Mapped[str | None] = mapped_column(String(16), nullable=True)  # lifecycle.states.Intent
+    stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
 
 
 class JobEvent(Base):

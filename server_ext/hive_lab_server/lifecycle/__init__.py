@@ -1,0 +1,1 @@
+"""The job lifecycle: one state table (``states``), a pure machine (``machine``)."""

@@ -1,0 +1,124 @@
+"""What a placed job needs before and for its launch: its dirs and staged files, each task's environment,
+the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks found after a restart)."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+from typing import TYPE_CHECKING, Any
+
+from hive_scheduler import TaskPlacement
+
+from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
+from ..staging import private_dir, write_private
+
+if TYPE_CHECKING:
+    from ..service import ActiveJob
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_path(jobs_root: pathlib.Path, job_id: str, task: str) -> pathlib.Path:
+    return jobs_root / job_id / "logs" / f"{task}.log"
+
+
+def node_address(launcher: Launcher, node: str) -> str:
+    """Where a task on ``node`` is reached (a kernel's ZMQ ports): the launcher's ``host_address``."""
+    return launcher.host_address(node)
+
+
+def stage(job: "ActiveJob", launcher: Launcher) -> None:
+    """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as."""
+    owner = launcher.task_owner(job.user)
+    root = pathlib.Path(job.working_dir)
+    private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
+    private_dir(root / "logs", owner, stop_at=root)
+    private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
+    for rel, text in (job.spec.get("files") or {}).items():
+        target = (root / rel).resolve()
+        if root.resolve() not in target.parents:
+            raise LaunchError(f"files: {rel!r} points outside the working dir")
+        private_dir(target.parent, owner, stop_at=root.resolve())
+        write_private(target, text, owner)
+
+
+def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str, master_addr: str,
+             master_port: int) -> dict[str, str]:
+    env = {str(k): str(v) for k, v in job.spec.get("env", {}).items()}
+    uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
+    devices = ",".join(uuids) if uuids and all(uuids) else ",".join(str(g) for g in p.gpus)
+    env.update({
+        "CUDA_VISIBLE_DEVICES": devices,
+        "NVIDIA_VISIBLE_DEVICES": devices if p.gpus else "void",
+        "HIVE_JOB_ID": job.id,
+        "HIVE_JOB_NAME": job.spec.get("name", ""),
+        "HIVE_USER": job.user,
+        "HIVE_VC": job.vc,
+        "HIVE_TASK_NAME": p.task,
+        "HIVE_TASK_GROUP": p.group,
+        "HIVE_TASK_INDEX": str(p.index),
+        "HIVE_ATTEMPT": str(job.lc.attempt),
+        "HIVE_OUTPUT_DIR": job.output_dir,
+        "HIVE_WORKING_DIR": job.working_dir,
+        "HIVE_NODE_ADDRESS": node_addr,
+    })
+    if job.spec.get("data_dir"):
+        env["HIVE_DATA_DIR"] = job.spec["data_dir"]
+    if len(job.placement) > 1:
+        env.update({"MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
+                    "WORLD_SIZE": str(len(job.placement)), "RANK": str(p.rank)})
+    return env
+
+
+def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path, gpu_uuids: dict,
+                   master_port: int | None = None) -> LaunchRequest:
+    placement = sorted(job.placement, key=lambda p: p.rank)
+    groups = {t["name"]: t for t in job.spec["tasks"]}
+    master_addr = launcher.host_address(placement[0].node) if placement else ""
+    if master_port is None:
+        master_port = free_port() if len(placement) > 1 else 0
+    tasks = []
+    for p in placement:
+        group = groups.get(p.group, {})
+        uuids = tuple(gpu_uuids.get((p.node, g)) or "" for g in p.gpus)
+        tasks.append(TaskLaunch(
+            job_id=job.id, task=p.task, group=p.group, index=p.index, rank=p.rank, node=p.node,
+            gpu_indices=tuple(p.gpus), gpu_uuids=uuids if uuids and all(uuids) else None,
+            command=group.get("command") or job.spec.get("command") or "",
+            env=task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port),
+            working_dir=job.working_dir, log_path=str(log_path(jobs_root, job.id, p.task)),
+            cpus=float(group.get("cpus") or 0), memory_mb=int(group.get("memory_mb") or 0),
+            image=job.spec.get("image"), data_dir=job.spec.get("data_dir"), output_dir=job.output_dir, user=job.user,
+        ))
+    return LaunchRequest(job_id=job.id, user=job.user, kind=job.spec.get("kind", "batch"), tasks=tuple(tasks),
+                         labels={"hive-lab.job": job.id, "hive-lab.user": job.user, "hive-lab.vc": job.vc,
+                                 "hive-lab.attempt": str(job.lc.attempt)})
+
+
+def tracking_request(job_id: str, user: str, tasks: list[str], jobs_root: pathlib.Path) -> LaunchRequest:
+    """Enough for a launcher to take back tracking of (and stop) tasks found after a restart."""
+    launches = tuple(
+        TaskLaunch(job_id=job_id, task=t, group=t.rsplit("-", 1)[0], index=0, rank=0, node="", gpu_indices=(),
+                   gpu_uuids=None, command="", env={}, working_dir=str(jobs_root / job_id),
+                   log_path=str(log_path(jobs_root, job_id, t)))
+        for t in sorted(tasks)
+    )
+    return LaunchRequest(job_id=job_id, user=user, kind="batch", tasks=launches, labels={"hive-lab.job": job_id})
+
+
+def placement_row(p: TaskPlacement, opportunistic: bool, gpu_uuids: dict) -> dict[str, Any]:
+    uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
+    return {
+        "task": p.task, "group": p.group, "index": p.index, "rank": p.rank, "node": p.node,
+        "gpus": list(p.gpus), "gpu_uuids": uuids if uuids and all(uuids) else None,
+        "cpus": float(p.cpus), "memory_mb": int(p.memory_mb), "opportunistic": opportunistic,
+    }
+
+
+def placement_from_rows(rows: list[dict[str, Any]]) -> list[TaskPlacement]:
+    return [TaskPlacement(task=p["task"], group=p["group"], index=p["index"], rank=p["rank"], node=p["node"],
+                          gpus=tuple(p["gpus"]), cpus=p["cpus"], memory_mb=p["memory_mb"]) for p in rows]

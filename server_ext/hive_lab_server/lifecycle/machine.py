@@ -1,0 +1,355 @@
+"""The job lifecycle as a pure function: ``step(job, event) -> (job', effects)``.
+
+No I/O, no clock, no core: the shell (``HiveService``) runs the effects in one unit of work. See
+``states`` for the table this code implements, row by row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+from .states import FINAL_STATES, Intent, JobState
+
+S = JobState
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the lifecycle knows about one job (the store's row holds the same, plus the spec)."""
+
+    id: str
+    state: JobState = S.SUBMITTED
+    max_retries: int = 0
+    retries: int = 0
+    attempt: int = 0
+    launched: bool = False  # Launcher.start was called for this attempt: tasks may run, exits may come
+    tasks: tuple[str, ...] = ()  # the current attempt's tasks
+    left: frozenset[str] = frozenset()  # tasks of the current attempt not known to be over
+    intent: Intent | None = None
+    intent_reason: str = ""
+    stop_code: int | None = None  # first exit code seen while stopping
+    stale: frozenset[str] = frozenset()  # exits of a stopped attempt that may still be reported
+    reason: str = ""
+    exit_code: int | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def holds_gpus(self) -> bool:
+        return self.state in (S.SCHEDULED, S.RUNNING)
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Queued:
+    reason: str = "waiting"
+
+
+@dataclass(frozen=True)
+class Placed:
+    tasks: tuple[str, ...]
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchBegin:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class LaunchStarted:
+    attempt: int
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchFailed:
+    attempt: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Exit:
+    task: str
+    code: int | None  # None: lost (no exit code)
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Cancel:
+    by: str
+
+
+@dataclass(frozen=True)
+class Preempt:
+    by: str
+
+
+@dataclass(frozen=True)
+class Lost:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stopped:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Demoted:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The core will not (or no longer) queue the job."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Recovered:
+    live: frozenset[str]  # tasks of this job the launcher runs now
+
+
+Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
+              Demoted, Rejected, Recovered]
+
+
+# --- effects --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Record:
+    """Store the job's new state (and a history line unless ``history`` is False)."""
+
+    state: JobState
+    reason: str
+    history: bool = True
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SetPlacement:
+    clear: bool = False
+
+
+@dataclass(frozen=True)
+class Core:
+    """A call on the core, made after the unit commits: finish | preemption_done | requeue (finish then
+    submit) | submit | adopt."""
+
+    call: str
+    requeue: bool = False
+
+
+@dataclass(frozen=True)
+class Start:
+    attempt: int
+
+
+@dataclass(frozen=True)
+class StopTasks:
+    attempt: int
+    grace: str  # "stop" | "preempt"
+
+
+@dataclass(frozen=True)
+class AdoptTasks:
+    pass
+
+
+Effect = Union[Record, SetPlacement, Core, Start, StopTasks, AdoptTasks]
+
+
+def _plural(n: int) -> str:
+    return f"all {n} tasks" if n > 1 else "the task"
+
+
+def _stop(job: Job, intent: Intent, reason: str, code: int | None = None) -> tuple[Job, list[Effect]]:
+    job = replace(job, intent=intent, intent_reason=reason, stop_code=code)
+    return job, [Record(job.state, f"stopping: {reason}", history=False,
+                        fields={"stop_intent": intent.value, "stop_reason": reason}),
+                 StopTasks(job.attempt, "preempt" if intent is Intent.PREEMPT else "stop")]
+
+
+def _end(job: Job, state: JobState, reason: str, code: int | None, core: Core | None) -> tuple[Job, list[Effect]]:
+    job = replace(job, state=state, reason=reason, exit_code=code, left=frozenset(), intent=None, intent_reason="")
+    effects: list[Effect] = [Record(state, reason, fields={"exit_code": code, "finished": True,
+                                                           "stop_intent": None, "stop_reason": ""})]
+    if core is not None:
+        effects.append(core)
+    return job, effects
+
+
+def _requeue(job: Job, reason: str, *, count: bool, core: Core) -> tuple[Job, list[Effect]]:
+    retries = job.retries + 1 if count else job.retries
+    suffix = f"; retry {retries}/{job.max_retries}" if count else "; not counted as a retry (it never started)"
+    job = replace(job, state=S.QUEUED, retries=retries, launched=False, left=frozenset(), tasks=(), intent=None,
+                  intent_reason="", stop_code=None, reason=reason + suffix)
+    return job, [Record(S.QUEUED, job.reason, fields={"retries": retries, "stop_intent": None, "stop_reason": ""}),
+                 SetPlacement(clear=True), core]
+
+
+def _retry_or_fail(job: Job, reason: str, code: int | None, *, preempt: bool) -> tuple[Job, list[Effect]]:
+    if job.retries < job.max_retries:
+        return _requeue(job, reason, count=True,
+                        core=Core("preemption_done", requeue=True) if preempt else Core("requeue"))
+    return _end(job, S.FAILED, f"{reason}; no retries left (max_retries={job.max_retries})", code,
+                Core("preemption_done", requeue=False) if preempt else Core("finish"))
+
+
+def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
+    """The next state of ``job`` after ``event`` and what must happen for it (see ``states``)."""
+    if job.final:
+        return job, []
+    st = job.state
+
+    if isinstance(event, Queued):
+        if st in (S.SUBMITTED, S.QUEUED) and (st is S.SUBMITTED or event.reason != job.reason):
+            new = replace(job, state=S.QUEUED, reason=event.reason)
+            return new, [Record(S.QUEUED, event.reason, history=st is S.SUBMITTED)]
+        return job, []
+
+    if isinstance(event, Placed):
+        if st not in (S.SUBMITTED, S.QUEUED):
+            return job, []
+        attempt = job.attempt + 1
+        reason = f"placed: {event.where}" if event.where else "placed"
+        new = replace(job, state=S.SCHEDULED, attempt=attempt, launched=False, tasks=tuple(event.tasks),
+                      left=frozenset(event.tasks), stale=frozenset(), reason=reason, stop_code=None)
+        return new, [SetPlacement(), Record(S.SCHEDULED, reason, fields={"attempt": attempt}), Start(attempt)]
+
+    if isinstance(event, LaunchBegin):
+        if st is S.SCHEDULED and event.attempt == job.attempt and not job.launched and job.intent is None:
+            return replace(job, launched=True), []
+        return job, []
+
+    if isinstance(event, LaunchStarted):
+        if st is not S.SCHEDULED or event.attempt != job.attempt or not job.launched:
+            return job, []
+        reason = event.detail or f"{len(job.tasks)} task{'s' if len(job.tasks) != 1 else ''} started"
+        if job.intent is not None:  # a stop is on its way; the tasks do run meanwhile
+            return replace(job, state=S.RUNNING), [Record(S.RUNNING, reason, fields={"started": True})]
+        return replace(job, state=S.RUNNING, reason=reason), [Record(S.RUNNING, reason, fields={"started": True})]
+
+    if isinstance(event, LaunchFailed):
+        if st is not S.SCHEDULED or event.attempt != job.attempt:
+            return job, []
+        if job.intent is Intent.CANCEL:
+            return _end(job, S.CANCELLED, job.intent_reason, None, Core("finish"))
+        if job.intent is Intent.PREEMPT:  # never started: the core requeues it, no retry used
+            return _requeue(job, job.intent_reason, count=False, core=Core("preemption_done", requeue=True))
+        return _end(job, S.FAILED, f"could not start: {event.message}", None, Core("finish"))
+
+    if isinstance(event, Cancel):
+        reason = f"cancelled by {event.by}"
+        if st in (S.SUBMITTED, S.QUEUED) or (st is S.SCHEDULED and not job.launched):
+            return _end(job, S.CANCELLED, reason, None, Core("finish"))
+        if job.intent is Intent.CANCEL:
+            return job, []
+        if job.intent is not None:  # already stopping: the stop in progress ends as a cancel
+            new = replace(job, intent=Intent.CANCEL, intent_reason=reason)
+            return new, [Record(st, f"stopping: {reason}", history=False,
+                                fields={"stop_intent": Intent.CANCEL.value, "stop_reason": reason})]
+        return _stop(job, Intent.CANCEL, reason)
+
+    if isinstance(event, Preempt):
+        reason = f"preempted by {event.by}"
+        if st is S.SCHEDULED and not job.launched and job.intent is None:
+            return _requeue(job, reason + " before it started", count=False,
+                            core=Core("preemption_done", requeue=True))
+        if st in (S.SCHEDULED, S.RUNNING) and job.intent is None:
+            return _stop(job, Intent.PREEMPT, reason)
+        return job, []
+
+    if isinstance(event, Lost):
+        if st is S.SCHEDULED and not job.launched and job.intent is None:
+            return _requeue(job, event.reason, count=False, core=Core("requeue"))
+        if st in (S.SCHEDULED, S.RUNNING) and job.intent is None:
+            return _stop(job, Intent.LOST, event.reason)
+        return job, []
+
+    if isinstance(event, Exit):
+        if event.task in job.stale:
+            return replace(job, stale=job.stale - {event.task}), []
+        if job.intent is not None:
+            if event.task in job.left:
+                code = job.stop_code if job.stop_code is not None else event.code
+                return replace(job, left=job.left - {event.task}, stop_code=code), []
+            return job, []
+        if st is not S.RUNNING and not (st is S.SCHEDULED and job.launched):
+            return job, []
+        if event.task not in job.left:
+            return job, []
+        left = job.left - {event.task}
+        if event.code == 0:
+            if left:
+                return replace(job, left=left), []
+            return _end(replace(job, left=left), S.SUCCEEDED, f"{_plural(len(job.tasks))} exited with code 0", 0,
+                        Core("finish"))
+        if event.code is None:
+            detail = event.detail if event.detail and event.detail != "lost" else "gone without an exit code"
+            intent, reason = Intent.LOST, f"task {event.task} was lost ({detail})"
+        else:
+            detail = f", {event.detail}" if event.detail else ""
+            intent, reason = Intent.FAIL, f"task {event.task} exited with code {event.code}{detail}"
+        job = replace(job, left=left)
+        if left:  # gang: the other tasks stop too
+            return _stop(job, intent, reason, event.code)
+        if intent is Intent.LOST:
+            return _retry_or_fail(job, reason, None, preempt=False)
+        return _end(job, S.FAILED, reason, event.code, Core("finish"))
+
+    if isinstance(event, Stopped):
+        if job.intent is None or event.attempt != job.attempt:
+            return job, []
+        stale = job.stale | job.left  # exits not reported by now belong to a finished attempt
+        intent, reason, code = job.intent, job.intent_reason, job.stop_code
+        job = replace(job, stale=stale, left=frozenset())
+        if intent is Intent.CANCEL:
+            return _end(job, S.CANCELLED, reason, code, Core("finish"))
+        if intent is Intent.PREEMPT:
+            return _retry_or_fail(job, reason, code, preempt=True)
+        if intent is Intent.LOST:
+            return _retry_or_fail(job, reason, code, preempt=False)
+        return _end(job, S.FAILED, reason, code, Core("finish"))
+
+    if isinstance(event, Demoted):
+        return replace(job, reason=event.reason), [Record(st, event.reason)]
+
+    if isinstance(event, Rejected):
+        return _end(job, S.FAILED, event.error, None, None)
+
+    if isinstance(event, Recovered):
+        return _recover(job, event.live)
+
+    raise TypeError(f"unknown lifecycle event {event!r}")
+
+
+def _recover(job: Job, live: frozenset[str]) -> tuple[Job, list[Effect]]:
+    """A job read back from the store after a restart, with the tasks that really run now."""
+    st = job.state
+    if st in (S.SUBMITTED, S.QUEUED):
+        new = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=())
+        return new, ([Record(S.QUEUED, job.reason or "waiting", history=st is S.SUBMITTED)] if st is S.SUBMITTED
+                     else []) + [Core("submit")]
+    if not live and (st is S.SCHEDULED or not job.tasks):
+        if job.intent is Intent.CANCEL:
+            return _end(job, S.CANCELLED, job.intent_reason, job.stop_code, None)
+        return _requeue(job, "the server restarted before the job started", count=False, core=Core("submit"))
+    # it ran: the core takes its GPUs back; its tasks' exits (or their absence) decide what follows
+    new = replace(job, state=S.RUNNING, launched=True, left=frozenset(job.tasks) if st is S.RUNNING else frozenset(live))
+    if new.tasks == () and live:
+        new = replace(new, tasks=tuple(sorted(live)), left=frozenset(live))
+    effects: list[Effect] = [Core("adopt"), AdoptTasks(),
+                             Record(S.RUNNING, "adopted after a server restart",
+                                    fields={"started": st is S.SCHEDULED})]
+    if job.intent is not None:  # a stop was asked (and maybe acknowledged) before the crash: finish it
+        if job.intent is Intent.PREEMPT:  # the core does not remember the preemptor: requeue as lost
+            new = replace(new, intent=Intent.LOST, intent_reason=f"{job.intent_reason}; the server restarted while it stopped")
+        effects.append(StopTasks(new.attempt, "stop"))
+    return new, effects

@@ -1,0 +1,86 @@
+"""The states of a job, the stop intents, and the transition table (the one place a newcomer reads).
+
+A job is in exactly one ``JobState``. While it is being stopped it keeps its state (``scheduled`` or
+``running``: its tasks may still run and hold GPUs) and carries an ``Intent`` saying why and what
+follows. The intent is stored (``jobs.stop_intent``) before anyone is told, so a restart finishes the
+stop instead of forgetting it.
+
+"launched" means ``Launcher.start`` was called for the current attempt: only then can tasks run,
+exits come, and a retry be counted.
+
+=========================  =====================================  ==========================  ===========================
+state (+ intent)           event                                  next state (+ intent)       effects
+=========================  =====================================  ==========================  ===========================
+submitted                  queued (stored, core says waiting)      queued                      write
+submitted / queued         placed (core chose GPUs)               scheduled                   write placement; launch
+scheduled                  launch_begin                           scheduled, launched         launcher.start
+scheduled, launched        launch_started                         running                     write started_at
+scheduled                  launch_failed                          failed                      write; core.finish
+submitted/queued           cancel                                 cancelled                   write; core.finish
+scheduled, not launched    cancel                                 cancelled                   write; core.finish
+scheduled/running          cancel                                 same + CANCEL               write intent; stop
+scheduled, not launched    preempt                                queued (no retry used)      write; core.preemption_done
+scheduled/running          preempt                                same + PREEMPT              write intent; stop
+running                    exit 0 (last task)                     succeeded                   write; core.finish
+running                    exit 0 (others left)                   running                     -
+running                    exit != 0, others left                 running + FAIL              write intent; stop
+running                    exit != 0, last task                   failed                      write; core.finish
+running                    exit lost, last task, retries left     queued (retry +1)           write; core.finish+submit
+running                    lost (GPU failed)                      running + LOST              write intent; stop
+any + intent               exit                                   same (code remembered)      -
++ CANCEL                   stopped                                cancelled                   write; core.finish
++ PREEMPT                  stopped, retries left                  queued (retry +1)           write; core.preemption_done
++ PREEMPT                  stopped, no retries left               failed                      write; core.preemption_done
++ FAIL                     stopped                                failed                      write; core.finish
++ LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
+any                        demoted                                same                        write history note
+any                        rejected (the core will not queue it)  failed                      write
+stored submitted/queued    recovered                              queued                      core.submit
+stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
+stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop)
+stored + CANCEL, no tasks  recovered                              cancelled                   write
+succeeded/failed/cancelled anything                               unchanged                   -
+=========================  =====================================  ==========================  ===========================
+
+``store_failure`` is not a state change: a unit of work whose commit fails leaves every job as it was;
+facts (exits, launch results, core decisions) stay queued and are applied again on the next unit, and
+requests (submit, cancel) are answered 503 with Retry-After, so nothing is acknowledged unstored.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobState(str, enum.Enum):
+    SUBMITTED = "submitted"
+    QUEUED = "queued"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_STATES
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+ACTIVE_STATES = tuple(s for s in JobState if s not in FINAL_STATES)
+PLACED_STATES = frozenset({JobState.SCHEDULED, JobState.RUNNING})
+
+
+class Intent(str, enum.Enum):
+    """Why a job is being stopped, and so what happens once its tasks are gone."""
+
+    CANCEL = "cancel"  # -> cancelled
+    PREEMPT = "preempt"  # -> queued again (a retry) or failed
+    FAIL = "failed"  # a task of the gang failed -> failed
+    LOST = "lost"  # its GPU failed or a task vanished -> queued again (a retry) or failed
+
+    def __str__(self) -> str:
+        return self.value
