@@ -13,6 +13,23 @@ from ..access import Caller, identify
 from ..service import HiveService, ServiceError
 
 AUTH_RESOURCE = "hive_lab"
+MAX_JSON_DEPTH = 32  # a job spec is 4 levels deep; deeper bodies are refused before anything walks them
+MAX_QUERY_INT = 2**62  # integers in query parameters above this are refused (file offsets overflow at 2**63)
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 class HiveError(web.HTTPError):
@@ -88,15 +105,20 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
 
     def json_body(self) -> Any:
         try:
-            return json.loads(self.request.body or b"")
+            body = json.loads(self.request.body or b"")
+        except RecursionError:
+            raise HiveError(400, f"the body is nested too deeply; keep JSON nesting under {MAX_JSON_DEPTH} levels") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise HiveError(400, f"the body is not valid JSON ({exc}); send a JSON object") from None
+        if json_depth(body) > MAX_JSON_DEPTH:
+            raise HiveError(400, f"the body is nested too deeply; keep JSON nesting under {MAX_JSON_DEPTH} levels")
+        return body
 
     def reply(self, obj: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(obj))
 
-    def int_arg(self, name: str, default: int, lo: int, hi: int | None = None) -> int:
+    def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
         raw = self.get_argument(name, None)
         if raw is None or raw == "":
             return default
@@ -104,8 +126,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             value = int(raw)
         except ValueError:
             raise HiveError(400, f"query parameter {name} must be an integer, got {raw!r}", name) from None
-        if value < lo or (hi is not None and value > hi):
-            bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        if not lo <= value <= hi:
+            bound = f"{lo}..{hi}"
             raise HiveError(400, f"query parameter {name} must be {bound}, got {value}", name)
         return value
 

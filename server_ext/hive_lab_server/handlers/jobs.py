@@ -177,6 +177,8 @@ class JobOutputFileHandler(_OwnedJob):
     @authorized
     async def get(self, job_id: str, path: str) -> None:
         row = self.owned_row(job_id, "outputs")
+        if "\x00" in path:  # no file name holds one (and the OS calls below refuse it)
+            raise HiveError(400, f"output path {path!r} contains a NUL character; see jobs/{job_id}/outputs for the names", "path")
         root = pathlib.Path(row["output_dir"]).resolve()
         target = (root / path).resolve()
         if root not in target.parents or not target.is_file():
