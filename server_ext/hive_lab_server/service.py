@@ -252,6 +252,7 @@ class HiveService:
         )
         self.active[job_id] = job
         try:
+            self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
             decisions = self.scheduler.submit(request, now)
         except RequestError as exc:
             del self.active[job_id]

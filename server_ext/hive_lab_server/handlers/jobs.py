@@ -12,6 +12,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..service import STATES, task_names
+from ..launchers.base import UnsupportedSpec
 from ..spec import SpecError, parse_job_spec
 from .base import HiveError, HiveHandler
 
@@ -57,6 +58,10 @@ class JobsHandler(HiveHandler):
         if not caller.may_submit(vc):
             mine = ", ".join(caller.vcs) or "none"
             raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
+        try:  # what the configured launcher can never run (e.g. an image under the local launcher)
+            self.service.launcher.validate(spec)
+        except UnsupportedSpec as exc:
+            raise HiveError(400, exc.message, exc.field) from None
         job = self.service_call(self.service.submit, spec, caller.user, vc)
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])
         self.reply(job, 201)

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class LaunchError(RuntimeError):
     """The job cannot be started (missing image, bad mount, ...). The message is shown to the user."""
+
+
+class UnsupportedSpec(ValueError):
+    """A job this launcher can never run, found at submit (``Launcher.validate``): a 400 naming ``field``."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = f"{field}: {message}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,15 @@ class Launcher(abc.ABC):
     """Executes placed jobs. All methods are called from the service's event loop."""
 
     name: str = "abstract"
+    #: whether jobs may name a container ``image`` (the launcher runs them in it)
+    supports_images: bool = False
+
+    def validate(self, spec: Any) -> None:
+        """Raise ``UnsupportedSpec`` at submit for a job spec (``spec.JobSpec``) this launcher can never
+        run, so it is refused with a 400 instead of failing (or being silently changed) at launch."""
+        if spec.image is not None and not self.supports_images:
+            raise UnsupportedSpec("image", f"the {self.name} launcher runs tasks as processes, not in container "
+                                  f"images; remove image ({spec.image!r}) or ask an admin for the docker launcher")
 
     @abc.abstractmethod
     async def start(self, request: LaunchRequest) -> None:

@@ -68,6 +68,7 @@ CONFIG_KEYS = (
 
 class DockerLauncher(Launcher):
     name = "docker"
+    supports_images = True
 
     def __init__(
         self,

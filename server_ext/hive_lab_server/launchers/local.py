@@ -54,6 +54,7 @@ def _safe(name: str) -> str:
 
 class LocalLauncher(Launcher):
     name = "local"
+    supports_images = False  # tasks are processes on this machine
 
     def __init__(self, state_dir: str | os.PathLike, base_env: dict[str, str] | None = None, **_ignored):
         self.state_dir = pathlib.Path(state_dir)

@@ -90,6 +90,7 @@ def _exit_code(raw: dict[str, Any]) -> int | None:
 
 class SlurmLauncher(Launcher):
     name = "slurm"
+    supports_images = False  # tasks run as processes on the nodes (no container runtime)
 
     def __init__(
         self,
