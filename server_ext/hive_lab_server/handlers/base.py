@@ -42,6 +42,33 @@ class HiveError(web.HTTPError):
         self.retry_after_s = retry_after_s
 
 
+UNAUTHENTICATED = "authenticate first: send Authorization: token <token> (or log in to the server)"
+
+
+def unauthenticated() -> HiveError:
+    """401 for a request without a valid token or login (403 stays for callers who are known but not allowed)."""
+    return HiveError(401, UNAUTHENTICATED)
+
+
+def _no_user(handler: Any) -> bool:
+    """jupyter_server has looked for the caller (``prepare``) and found none."""
+    return getattr(handler, "_jupyter_current_user", "unset") is None
+
+
+async def require_caller(handler: Any, prepared: Any) -> None:
+    """Await jupyter_server's ``prepare`` (``prepared``); every hive-lab endpoint needs a known caller, so
+    an unknown one is a 401, whether jupyter_server refused it with its bare 403 or let it through
+    (``allow_unauthenticated_access``) for the method's own ``authenticated`` check to refuse."""
+    try:
+        if prepared is not None:
+            await prepared
+    except web.HTTPError as exc:
+        if exc.status_code != 403 or isinstance(exc, HiveError) or not _no_user(handler):
+            raise
+    if _no_user(handler):
+        raise unauthenticated()
+
+
 async def wait_for_recovery(handler: Any) -> None:
     """Hold a request until hive-lab has recovered its jobs after a restart (so nobody sees or changes
     the state from before recovery); 503 with Retry-After when that takes longer than ``recovery_wait_s``."""
@@ -63,8 +90,21 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     def service(self) -> HiveService:
         return self.hive.service
 
+    def check_xsrf_cookie(self) -> None:
+        # jupyter_server checks XSRF (403) for unsafe methods before it looks at the caller: an unknown
+        # caller is answered 401 first; a known one without the XSRF token still gets 403
+        if _no_user(self):
+            raise unauthenticated()
+        super().check_xsrf_cookie()
+
+    def get_login_url(self) -> str:
+        # ``web.authenticated`` on GET/HEAD asks where to log in: an API answers 401 instead
+        if _no_user(self):
+            raise unauthenticated()
+        return super().get_login_url()
+
     async def prepare(self) -> None:
-        await super().prepare()
+        await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
         length = self.request.headers.get("Content-Length")
@@ -82,10 +122,12 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             message, field = exc.message, exc.field
             if exc.retry_after_s is not None:
                 self.set_header("Retry-After", str(exc.retry_after_s))
+            if status_code == 401:
+                self.set_header("WWW-Authenticate", 'token realm="hive_lab"')
         elif isinstance(exc, web.HTTPError):
             message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
             if status_code == 403 and not message:
-                message = "authenticate first (Authorization: token <token>)"
+                message = "you may not do this (authorization for the hive_lab resource was refused)"
             message = message or self._reason
         else:
             message = "internal error; the server log has the details"

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from ..access import identify
-from .base import AUTH_RESOURCE, HiveHandler, wait_for_recovery
+from .base import AUTH_RESOURCE, HiveHandler, require_caller, wait_for_recovery
 
 SPEC_PATH = pathlib.Path(__file__).resolve().parent.parent / "openapi.yaml"
 
@@ -30,6 +30,9 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         if not ok:
             raise web.HTTPError(403, "not authorized to read hive_lab")
         await wait_for_recovery(self)  # a 503 (HiveError) while recovery takes too long
+
+    async def prepare(self, *args, **kwargs):
+        await require_caller(self, super().prepare(*args, **kwargs))  # 401 for an unknown caller
 
     @ws_authenticated
     async def get(self, *args, **kwargs):
