@@ -10,7 +10,9 @@ import yaml
 from hive_lab_server.handlers import ROUTES
 
 
-SPEC = yaml.safe_load((pathlib.Path(__import__("hive_lab_server").__file__).parent / "openapi.yaml").read_text())
+from hive_lab_server.openapi import openapi_document
+
+SPEC = openapi_document()
 
 
 ENDPOINTS = [
@@ -200,7 +202,7 @@ def test_routes_match_the_openapi_document():
     for path, methods in _spec_paths().items():
         concrete = "/hive_lab/api" + re.sub(r"\{(\w+)\}", lambda m: sample[m.group(1)], path)
         handler = next(h for rx, h in routes if rx.match(concrete))
-        assert handler.__name__ != "NotFoundHandler", f"{path} is in openapi.yaml but has no handler"
+        assert handler.__name__ != "NotFoundHandler", f"{path} is in the OpenAPI document but has no handler"
         matched_handlers.add(handler)
         for method in methods:
             assert method in handler.__dict__ or method == "get" and handler.__name__ == "EventsHandler", (path, method)
@@ -209,4 +211,4 @@ def test_routes_match_the_openapi_document():
             implemented = {"post"}
         assert implemented == set(methods), (path, implemented, methods)
     all_handlers = {h for _, h in ROUTES if h.__name__ != "NotFoundHandler"}
-    assert all_handlers == matched_handlers, "every route is documented in openapi.yaml"
+    assert all_handlers == matched_handlers, "every route is in the OpenAPI document"

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
+from pydantic import BaseModel
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
@@ -159,6 +160,11 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     def reply(self, obj: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(obj))
+
+    def reply_model(self, model: type[BaseModel], obj: Any, status: int = 200) -> None:
+        """Answer ``obj`` (a service view) as the response model the OpenAPI document declares for it."""
+        self.set_status(status)
+        self.finish(model.model_validate(obj).model_dump_json(exclude_unset=True))
 
     def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
         raw = self.get_argument(name, None)
