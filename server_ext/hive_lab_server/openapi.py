@@ -70,6 +70,7 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
 def _paths() -> dict[str, Any]:
     m = models
     states = ", ".join(STATE_NAMES)
+    names = "|".join(STATE_NAMES)
     offset = {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}
     drain = (200, "the new drain state", _json(m.Drain))
     healthy = (200, "the GPUs marked healthy", _json(m.Healthy))
@@ -79,7 +80,8 @@ def _paths() -> dict[str, Any]:
                        (400, 403), (
                            _query("user", {"type": "string"}, "comma-separated user names; `me` is the caller"),
                            _query("vc", {"type": "string"}, "comma-separated VC names"),
-                           _query("state", {"type": "string"}, f"comma-separated states ({states})"),
+                           _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
+                                  f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
                            _query("offset", {**offset, "maximum": 10**9}))),
             "post": _op("submitJob", "Submit a job (native form or OpenPAI form)",
