@@ -110,10 +110,10 @@ class Scheduler(RecoveryMixin, ViewsMixin, PlacementMixin, StateMixin):
         the answer depends only on the config and the job's shape, so it is remembered per shape. Not
         part of ``submit`` (recovery must re-queue what it stored); callers that accept jobs from
         people ask it first."""
-        validate_request(self, job)
         key = (self._shape(job), job.vc)
         fits = self._fit_memo.get(key)
         if fits is None:
+            validate_request(self, job)  # (a remembered shape was valid; submit validates the rest again)
             fits = self._fits_when_empty(job)
             if len(self._fit_memo) >= 4096:
                 self._fit_memo.clear()
