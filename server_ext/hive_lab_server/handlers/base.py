@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
-from pydantic import BaseModel
 from jupyter_server.extension.handler import ExtensionHandlerMixin
+from pydantic import BaseModel
 from tornado import web
 
 from ..access import Caller, identify
