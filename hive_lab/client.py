@@ -86,7 +86,7 @@ class Client:
         except ValueError:
             pass
         if resp.status_code == 401 or (resp.status_code == 403 and message is None):
-            message = message or (
+            message = (  # the server's "authenticate first" does not say where a client's token comes from
                 f"The hive-lab server at {self.base_url} refused the token "
                 f"({'none given' if not self.server.token else 'wrong or expired'}). "
                 "Set HIVE_LAB_TOKEN or pass token= (CLI: --token)."

@@ -65,6 +65,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._opp_queue: list = []
         self._pending_idle: list = []
         self._preemption = PreemptionSearch(self)
+        self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
+        self._fit_memo: dict[Any, bool] = {}
 
     # ================================================================== calls
     def submit(self, job: JobRequest, now: float) -> list[Decision]:
@@ -91,6 +93,57 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if j.state == WAITING:
             out.append(Decision("queued", job.id, now, reason=self._reason(j)))
         return out
+
+    def check_can_ever_fit(self, job: JobRequest) -> None:
+        """Raise RequestError if ``job`` could not be placed even with every GPU of the cluster free and
+        healthy: its gang (all tasks at once) does not fit in the cells its VC guarantees (or, for an
+        opportunistic job, in the whole cluster), so it would wait forever. A query: it changes nothing.
+
+        Asks the placement code itself, on an empty twin of this cluster (the tries are rolled back);
+        the answer depends only on the config and the job's shape, so it is remembered per shape. Not
+        part of ``submit`` (recovery must re-queue what it stored); callers that accept jobs from
+        people ask it first."""
+        key = (self._shape(job), job.vc)
+        fits = self._fit_memo.get(key)
+        if fits is None:
+            validate_request(self, job)  # (a remembered shape was valid; submit validates the rest again)
+            fits = self._fits_when_empty(job)
+            if len(self._fit_memo) >= 4096:
+                self._fit_memo.clear()
+            self._fit_memo[key] = fits
+        if fits:
+            return
+        shape = ", ".join(f"{t.count} x {t.gpus} GPU{'s' if t.gpus != 1 else ''}"
+                          f"{' ' + t.gpu_type if t.gpu_type else ''} ({t.name})" for t in job.tasks)
+        extra = f" within one {job.within}" if job.within else ""
+        if job.priority == -1:
+            raise RequestError("tasks", f"the job's tasks ({shape}){extra} can never all run at once: they do not "
+                               f"fit even on the empty cluster ({self.gpu_count()} GPUs); ask for fewer or smaller tasks")
+        raise RequestError("tasks", f"the job's tasks ({shape}){extra} can never all run at once in VC {job.vc}: they "
+                           "do not fit in its guaranteed cells even when all are free; ask for fewer or smaller "
+                           "tasks, or submit as opportunistic")
+
+    def _fits_when_empty(self, job: JobRequest) -> bool:
+        twin = self._empty_twin
+        if twin is None:
+            twin = self._empty_twin = Scheduler(self.config, policy=self.policy, starvation_after=None)
+        j = Job(job, 0)
+        txn: list = []
+        snap = twin._dirty_snapshot()
+        twin._jobs[job.id] = j  # placement looks its job up
+        try:
+            if job.priority == -1:
+                res = twin._place_opportunistic(j, txn)
+            else:
+                res = twin._place_guaranteed(j, FREE, txn)
+        finally:
+            twin._rollback(txn)
+            twin._dirty_restore(snap)
+            twin._flush_idle()
+            del twin._jobs[job.id]
+        if twin.free_gpu_count() != twin.gpu_count():  # never trust a twin the try left changed
+            self._empty_twin = None
+        return res is not None
 
     def finish(self, job_id: str, now: float) -> list[Decision]:
         j = self._get(job_id)

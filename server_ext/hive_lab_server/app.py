@@ -8,6 +8,10 @@ Configure it like any Jupyter app, in ``jupyter_server_config.py`` or on the com
     c.HiveLabApp.vc_access = {"@students": ["cv-101"], "ann": ["research", "cv-101"]}
     c.HiveLabApp.admin_users = ["root"]
     c.HiveLabApp.nvml_backend = "auto"                            # or "none", "fake:/path/hardware.yaml"
+    c.DockerLauncher.allowed_mount_roots = ["/datasets"]          # each launcher is a Configurable too
+
+Every option: ``python -m hive_lab_server --help-all`` (``jupyter server --help-all`` prints its help
+before it loads extensions, so it lists none of theirs).
 
     jupyter lab --HiveLabApp.cluster_config=cluster.yaml --HiveLabApp.launcher=local
 """
@@ -28,6 +32,9 @@ from .cluster import resolve_cluster
 from .events import EventBus
 from .handlers import ROUTES
 from .launchers import make_launcher
+from .launchers.docker import DockerLauncher
+from .launchers.local import LocalLauncher
+from .launchers.slurm import SlurmLauncher
 from .metrics import Metrics
 from .service import HiveService
 from .store import Store
@@ -38,6 +45,8 @@ class HiveLabApp(ExtensionApp):
     description = "hive-lab: a multi-tenant GPU scheduler inside the Jupyter server"
     version = __version__
     load_other_extensions = True
+    # their options are listed by `python -m hive_lab_server --help-all`
+    classes = [*ExtensionApp.classes, LocalLauncher, DockerLauncher, SlurmLauncher]
 
     cluster_config = AnyTrait(
         None,

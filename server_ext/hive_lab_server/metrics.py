@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
+from .job_state import STATE_NAMES
+
 if TYPE_CHECKING:
     from .service import HiveService
 
-JOB_STATES = ("submitted", "queued", "scheduled", "running", "succeeded", "failed", "cancelled")
+JOB_STATES = STATE_NAMES
 
 
 class _ServiceCollector:

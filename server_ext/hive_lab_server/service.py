@@ -491,6 +491,7 @@ class HiveService:
         request = _request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
         try:
             validate_request(self.scheduler, request)
+            self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
         except RequestError as exc:
             if self._seq == seq:  # the id is not used up
                 self._seq -= 1

@@ -17,6 +17,9 @@ ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIXES = ("HIVE_",)
 RESERVED_ENV = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
 MAX_FILES_BYTES = 1 << 20
+# the service makes these in the working dir: a staged file may not take their place
+RESERVED_PATHS = {"output"}  # the job's output dir (HIVE_OUTPUT_DIR); files inside it are fine
+RESERVED_DIRS = {"logs"}  # the tasks' log files; nothing may be staged there
 MAX_TASKS = 1024
 
 
@@ -74,11 +77,27 @@ class JobSpec(_Model):
     @classmethod
     def _files(cls, files: dict[str, str]) -> dict[str, str]:
         total = 0
+        norms: dict[str, str] = {}
         for path, text in files.items():
             norm = posixpath.normpath(path) if path else ""
             if not path or path.startswith("/") or norm.startswith("..") or "\x00" in path or norm == ".":
                 raise ValueError(f"file name {path!r} must be a relative path inside the working dir")
-            total += len(text.encode("utf-8", "surrogatepass"))
+            if norm in RESERVED_PATHS:
+                raise ValueError(f"file name {path!r} is the job's {norm} dir; rename the file "
+                                 f"(files may go inside {norm}/, not replace it)")
+            if norm.split("/", 1)[0] in RESERVED_DIRS:
+                raise ValueError(f"file name {path!r} is inside the job's {norm.split('/', 1)[0]} dir, which "
+                                 "holds the tasks' logs; stage it elsewhere")
+            if norm in norms:
+                raise ValueError(f"file names {norms[norm]!r} and {path!r} name the same file; keep one")
+            norms[norm] = path
+            total += len(text.encode("utf-8"))  # lone surrogates were refused before (parse_job_spec)
+        for norm, path in norms.items():
+            parent = posixpath.dirname(norm)
+            while parent:
+                if parent in norms:
+                    raise ValueError(f"file {norms[parent]!r} is also a directory of {path!r}; rename one of them")
+                parent = posixpath.dirname(parent)
         if total > MAX_FILES_BYTES:
             raise ValueError(f"files hold {total} bytes; keep them under {MAX_FILES_BYTES} bytes")
         return files
@@ -92,6 +111,9 @@ class JobSpec(_Model):
             seen.add(task.name)
             if task.command is None and self.command is None:
                 raise SpecError(f"tasks[{i}].command: give a command for the job (command) or for this task", f"tasks[{i}].command")
+            if task.gpus == 0 and task.cpus == 0:
+                raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
+                                "or for GPUs", f"tasks[{i}].cpus")
         return self
 
     @property
@@ -214,20 +236,40 @@ def _error_from_validation(exc: ValidationError, model: type[BaseModel]) -> Spec
     return SpecError(f"{field}: {'i' + msg[1:] if msg.startswith('Input ') else msg}{got_s}", field)
 
 
-def _nul_field(value: Any, path: str = "") -> str | None:
-    """The path of the first string holding a NUL character (file contents aside): PostgreSQL text
-    columns and process arguments/environments cannot carry one."""
+def _text_problem(text: str, nul_ok: bool = False) -> str | None:
+    """Why ``text`` cannot be stored or handed to a process: a NUL character (PostgreSQL text columns,
+    process arguments and environments cannot carry one) or a lone UTF-16 surrogate (JSON's
+    ``"\\ud800"`` decodes to one; it has no UTF-8 form, so no file, log or database can hold it)."""
+    if not nul_ok and "\x00" in text:
+        return "contains a NUL character (\\u0000); remove it"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"contains a lone UTF-16 surrogate ({text[exc.start]!r} at character {exc.start}), which is not "
+                "text; send valid Unicode (e.g. encode binary data as base64)")
+    return None
+
+
+def _bad_text(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(field, problem) of the first string that cannot be stored; ``files`` contents may hold NULs."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        problem = _text_problem(value)
+        return (path, problem) if problem else None
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
         sub = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
-        if isinstance(key, str) and "\x00" in key:
-            return sub
-        if not (path == "" and key == "files"):
-            found = _nul_field(item, sub)
-            if found:
-                return found
+        if isinstance(key, str):
+            problem = _text_problem(key)
+            if problem:
+                return (path or sub, f"name {key!r} {problem}") if path else (sub, problem)
+        if path == "files" and isinstance(item, str):
+            problem = _text_problem(item, nul_ok=True)
+            if problem:
+                return "files", f"file {key!r} {problem}"
+            continue
+        found = _bad_text(item, sub)
+        if found:
+            return found
     return None
 
 
@@ -235,9 +277,9 @@ def parse_job_spec(body: Any) -> JobSpec:
     """Validate a request body (native or OpenPAI form) into a JobSpec."""
     if not isinstance(body, dict):
         raise SpecError("send a JSON object describing the job (see spec.yaml: JobSpec)", None)
-    nul = _nul_field(body)
-    if nul:
-        raise SpecError(f"{nul}: contains a NUL character (\\u0000); remove it", nul)
+    bad = _bad_text(body)
+    if bad:
+        raise SpecError(f"{bad[0]}: {bad[1]}", bad[0])
     if "jobName" in body or "taskRoles" in body:
         try:
             pai = PaiJob.model_validate(body)

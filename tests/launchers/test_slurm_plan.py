@@ -114,14 +114,37 @@ async def test_container_images_are_refused_with_a_reason(tmp_path):
         await l.start(LaunchRequest("j-1", "ann", "batch", (t,)))
 
 
-def test_unknown_launcher_options_are_named():
-    from types import SimpleNamespace
+def test_unknown_launcher_options_are_named(tmp_path):
+    """The launchers are traitlets Configurables now (issue 11): config comes as a traitlets Config."""
+    from traitlets.config import Config
 
+    from hive_lab_server.launchers.docker import DockerLauncher
+    from hive_lab_server.launchers.local import LocalLauncher
     from hive_lab_server.launchers.slurm import SlurmLauncher
 
-    parent = SimpleNamespace(config={"SlurmLauncher": {"partiton": "gpu"}})
     with pytest.raises(ValueError, match="unknown option.*partiton.*known: .*partition"):
-        SlurmLauncher(parent=parent)
+        SlurmLauncher(config=Config({"SlurmLauncher": {"partiton": "gpu"}}))
+    with pytest.raises(ValueError, match="c.DockerLauncher: unknown option.*allowed_mounts"):
+        DockerLauncher(config=Config({"DockerLauncher": {"allowed_mounts": ["/data"]}}))
+    with pytest.raises(ValueError, match="c.LocalLauncher: unknown option.*hiden_env"):
+        LocalLauncher(tmp_path, config=Config({"LocalLauncher": {"hiden_env": []}}))
+
+
+def test_launcher_options_come_from_config_and_arguments_win(tmp_path):
+    from traitlets.config import Config
+
+    from hive_lab_server.launchers.docker import DockerLauncher
+    from hive_lab_server.launchers.slurm import SlurmLauncher
+
+    cfg = Config({"SlurmLauncher": {"partition": "gpu", "extra_args": ["--constraint=ib"], "slurm_conf": str(tmp_path / "x")},
+                  "DockerLauncher": {"allowed_mount_roots": ["/datasets"], "network_mode": "none"}})
+    s = SlurmLauncher(config=cfg, slurm_poll_s=0.5)
+    assert (s.partition, s.extra_args, s.slurm_poll_s, s.gres_mode) == ("gpu", ["--constraint=ib"], 0.5, "auto")
+    d = DockerLauncher("unix:///nowhere.sock", config=cfg, jobs_root=str(tmp_path), state_dir=str(tmp_path / "s"))
+    assert d.base_url == "unix:///nowhere.sock" and d.policy.allowed_mount_roots == ("/datasets",)
+    assert d.policy.network_mode == "none" and d.instance != "default"  # derived from jobs_root
+    with pytest.raises(Exception, match="gres_mode"):
+        SlurmLauncher(config=Config({"SlurmLauncher": {"gres_mode": "bogus", "slurm_conf": str(tmp_path / "x")}}))
 
 
 def test_slurm_exit_status():

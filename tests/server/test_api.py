@@ -10,21 +10,34 @@ import yaml
 from hive_lab_server.handlers import ROUTES
 
 
-SPEC = yaml.safe_load((pathlib.Path(__import__("hive_lab_server").__file__).parent / "openapi.yaml").read_text())
+from hive_lab_server.openapi import openapi_document
+
+SPEC = openapi_document()
 
 
-def test_every_endpoint_requires_authentication(jp_fetch, hive, run):
-    for path in ["jobs", "jobs/j-000001", "jobs/j-000001/logs", "cluster", "vcs", "me", "metrics", "spec.yaml",
-                 "jobs/j-000001/outputs", "nope"]:
-        r = run(jp_fetch("hive_lab", "api", *path.split("/"), headers={"Authorization": "token wrong"},
-                           raise_error=False))
-        assert r.code == 403, path
-    r = run(jp_fetch("hive_lab", "api", "jobs", method="POST", body=json.dumps({"command": "true"}),
-                       headers={"Authorization": ""}, raise_error=False))
-    assert r.code == 403
-    r = run(jp_fetch("hive_lab", "api", "nodes", "node-0", "drain", method="POST", body=b"",
-                       headers={"Authorization": "token wrong"}, raise_error=False))
-    assert r.code == 403
+ENDPOINTS = [
+    ("GET", "jobs"), ("POST", "jobs"), ("GET", "jobs/j-000001"), ("DELETE", "jobs/j-000001"),
+    ("GET", "jobs/j-000001/logs"), ("GET", "jobs/j-000001/outputs"), ("GET", "jobs/j-000001/outputs/a.txt"),
+    ("GET", "cluster"), ("GET", "vcs"), ("GET", "me"), ("GET", "metrics"), ("GET", "spec.yaml"),
+    ("POST", "nodes/node-0/drain"), ("POST", "nodes/node-0/gpus/0/undrain"), ("POST", "nodes/node-0/healthy"),
+    ("GET", "nope"), ("PUT", "nope"),
+]
+
+
+@pytest.mark.parametrize("authorization", ["token wrong", ""])  # "": no token (jp_fetch adds one otherwise)
+def test_every_endpoint_answers_401_without_a_valid_token(jp_fetch, jp_ws_fetch, hive, run, authorization):
+    """401 (not jupyter_server's 403) with a message and WWW-Authenticate, as docs/rest-api.md says."""
+    headers = {"Authorization": authorization}
+    for method, path in ENDPOINTS:
+        body = json.dumps({"command": "true"}) if method in ("POST", "PUT") else None
+        r = run(jp_fetch("hive_lab", "api", *path.split("/"), method=method, body=body, headers=headers,
+                         raise_error=False, allow_nonstandard_methods=True))
+        assert r.code == 401, (method, path, r.code, r.body[:200])
+        assert "authenticate first" in json.loads(r.body)["error"], (method, path)
+        assert r.headers["WWW-Authenticate"].startswith("token"), (method, path)
+    with pytest.raises(Exception) as info:
+        run(jp_ws_fetch("hive_lab", "api", "events", headers=headers))
+    assert getattr(info.value, "code", None) == 401, info.value
 
 
 def test_me_is_the_server_owner_and_admin(api):
@@ -189,7 +202,7 @@ def test_routes_match_the_openapi_document():
     for path, methods in _spec_paths().items():
         concrete = "/hive_lab/api" + re.sub(r"\{(\w+)\}", lambda m: sample[m.group(1)], path)
         handler = next(h for rx, h in routes if rx.match(concrete))
-        assert handler.__name__ != "NotFoundHandler", f"{path} is in openapi.yaml but has no handler"
+        assert handler.__name__ != "NotFoundHandler", f"{path} is in the OpenAPI document but has no handler"
         matched_handlers.add(handler)
         for method in methods:
             assert method in handler.__dict__ or method == "get" and handler.__name__ == "EventsHandler", (path, method)
@@ -198,4 +211,4 @@ def test_routes_match_the_openapi_document():
             implemented = {"post"}
         assert implemented == set(methods), (path, implemented, methods)
     all_handlers = {h for _, h in ROUTES if h.__name__ != "NotFoundHandler"}
-    assert all_handlers == matched_handlers, "every route is documented in openapi.yaml"
+    assert all_handlers == matched_handlers, "every route is in the OpenAPI document"

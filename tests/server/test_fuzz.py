@@ -3,18 +3,15 @@ allows or that is close to it, responses match the document, and rejected reques
 
 The server's tasks get PATH=/nonexistent: accepted fuzzed jobs really run, but only shell builtins."""
 
-import pathlib
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-import hive_lab_server
 from fixtures.live_server import LiveServer
-from schemathesis.specs.openapi.checks import missing_required_header, positive_data_acceptance
+from hive_lab_server.openapi import openapi_document
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-SPEC_PATH = pathlib.Path(hive_lab_server.__file__).parent / "openapi.yaml"
-schema = schemathesis.openapi.from_path(str(SPEC_PATH))
+schema = schemathesis.openapi.from_dict(openapi_document())  # generated from the server's pydantic models
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +44,8 @@ def test_api_never_fails_and_rejections_change_nothing(case, srv):
         body = response.json()
         assert body["error"], body
         assert snapshot(srv) == before, (case.method, case.path, response.text)
-    # jupyter_server answers a missing/wrong token with 403 (documented as such), not 401; a submit that
-    # fits the schema may still be one this cluster can never run (the core says why, with a 400)
-    excluded = [missing_required_header]
+    # a submit that fits the schema may still be one this cluster can never run (the core says why, with a 400)
+    excluded = []
     if case.method == "POST" and case.operation.path == "/jobs":
         excluded.append(positive_data_acceptance)
     case.validate_response(response, excluded_checks=excluded)

@@ -1,4 +1,5 @@
-"""The REST routes of hive-lab (paths relative to ``<base_url>``); see docs/rest-api.md and openapi.yaml."""
+"""The REST routes of hive-lab (paths relative to ``<base_url>``); see docs/rest-api.md and ``openapi.py``
+(the OpenAPI document, generated from the pydantic models)."""
 
 from .cluster import ClusterHandler, DrainHandler, MeHandler, VcsHandler
 from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler

@@ -7,12 +7,30 @@ from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
+from pydantic import BaseModel
 from tornado import web
 
 from ..access import Caller, identify
 from ..service import HiveService, ServiceError
 
 AUTH_RESOURCE = "hive_lab"
+MAX_JSON_DEPTH = 32  # a job spec is 4 levels deep; deeper bodies are refused before anything walks them
+MAX_QUERY_INT = 2**62  # integers in query parameters above this are refused (file offsets overflow at 2**63)
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` (parsed JSON) nests lists and objects, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 class HiveError(web.HTTPError):
@@ -23,6 +41,33 @@ class HiveError(web.HTTPError):
         self.message = message
         self.field = field
         self.retry_after_s = retry_after_s
+
+
+UNAUTHENTICATED = "authenticate first: send Authorization: token <token> (or log in to the server)"
+
+
+def unauthenticated() -> HiveError:
+    """401 for a request without a valid token or login (403 stays for callers who are known but not allowed)."""
+    return HiveError(401, UNAUTHENTICATED)
+
+
+def _no_user(handler: Any) -> bool:
+    """jupyter_server has looked for the caller (``prepare``) and found none."""
+    return getattr(handler, "_jupyter_current_user", "unset") is None
+
+
+async def require_caller(handler: Any, prepared: Any) -> None:
+    """Await jupyter_server's ``prepare`` (``prepared``); every hive-lab endpoint needs a known caller, so
+    an unknown one is a 401, whether jupyter_server refused it with its bare 403 or let it through
+    (``allow_unauthenticated_access``) for the method's own ``authenticated`` check to refuse."""
+    try:
+        if prepared is not None:
+            await prepared
+    except web.HTTPError as exc:
+        if exc.status_code != 403 or isinstance(exc, HiveError) or not _no_user(handler):
+            raise
+    if _no_user(handler):
+        raise unauthenticated()
 
 
 async def wait_for_recovery(handler: Any) -> None:
@@ -46,8 +91,21 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     def service(self) -> HiveService:
         return self.hive.service
 
+    def check_xsrf_cookie(self) -> None:
+        # jupyter_server checks XSRF (403) for unsafe methods before it looks at the caller: an unknown
+        # caller is answered 401 first; a known one without the XSRF token still gets 403
+        if _no_user(self):
+            raise unauthenticated()
+        super().check_xsrf_cookie()
+
+    def get_login_url(self) -> str:
+        # ``web.authenticated`` on GET/HEAD asks where to log in: an API answers 401 instead
+        if _no_user(self):
+            raise unauthenticated()
+        return super().get_login_url()
+
     async def prepare(self) -> None:
-        await super().prepare()
+        await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
         length = self.request.headers.get("Content-Length")
@@ -65,10 +123,12 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             message, field = exc.message, exc.field
             if exc.retry_after_s is not None:
                 self.set_header("Retry-After", str(exc.retry_after_s))
+            if status_code == 401:
+                self.set_header("WWW-Authenticate", 'token realm="hive_lab"')
         elif isinstance(exc, web.HTTPError):
             message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
             if status_code == 403 and not message:
-                message = "authenticate first (Authorization: token <token>)"
+                message = "you may not do this (authorization for the hive_lab resource was refused)"
             message = message or self._reason
         else:
             message = "internal error; the server log has the details"
@@ -88,15 +148,25 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
 
     def json_body(self) -> Any:
         try:
-            return json.loads(self.request.body or b"")
+            body = json.loads(self.request.body or b"")
+        except RecursionError:
+            raise HiveError(400, f"the body is nested too deeply; keep JSON nesting under {MAX_JSON_DEPTH} levels") from None
         except (ValueError, UnicodeDecodeError) as exc:
             raise HiveError(400, f"the body is not valid JSON ({exc}); send a JSON object") from None
+        if json_depth(body) > MAX_JSON_DEPTH:
+            raise HiveError(400, f"the body is nested too deeply; keep JSON nesting under {MAX_JSON_DEPTH} levels")
+        return body
 
     def reply(self, obj: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(obj))
 
-    def int_arg(self, name: str, default: int, lo: int, hi: int | None = None) -> int:
+    def reply_model(self, model: type[BaseModel], obj: Any, status: int = 200) -> None:
+        """Answer ``obj`` (a service view) as the response model the OpenAPI document declares for it."""
+        self.set_status(status)
+        self.finish(model.model_validate(obj).model_dump_json(exclude_unset=True))
+
+    def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
         raw = self.get_argument(name, None)
         if raw is None or raw == "":
             return default
@@ -104,8 +174,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             value = int(raw)
         except ValueError:
             raise HiveError(400, f"query parameter {name} must be an integer, got {raw!r}", name) from None
-        if value < lo or (hi is not None and value > hi):
-            bound = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        if not lo <= value <= hi:
+            bound = f"{lo}..{hi}"
             raise HiveError(400, f"query parameter {name} must be {bound}, got {value}", name)
         return value
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from .. import models
 from .base import HiveError, HiveHandler
 
 
@@ -12,14 +13,14 @@ class ClusterHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply(self.service.cluster_object())
+        self.reply_model(models.Cluster, self.service.cluster_object())
 
 
 class VcsHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply(self.service.vcs_object(self.caller().may_submit))
+        self.reply_model(models.VcList, self.service.vcs_object(self.caller().may_submit))
 
 
 class MeHandler(HiveHandler):
@@ -27,7 +28,7 @@ class MeHandler(HiveHandler):
     @authorized
     def get(self) -> None:
         c = self.caller()
-        self.reply({"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups)})
+        self.reply_model(models.Me, {"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups)})
 
 
 class DrainHandler(HiveHandler):
@@ -48,7 +49,7 @@ class DrainHandler(HiveHandler):
                 fixed = await self.hive.hardware.mark_healthy(node, index)
             except KeyError as exc:
                 raise HiveError(404, str(exc.args[0])) from None
-            self.reply({"node": node, "gpu": index, "healthy": True, "gpus": [g for _, g in fixed]})
+            self.reply_model(models.Healthy, {"node": node, "gpu": index, "healthy": True, "gpus": [g for _, g in fixed]})
             return
         self.service_call(self.service.set_drain, node, index, action == "drain", caller.user)
-        self.reply({"node": node, "gpu": index, "drained": action == "drain"})
+        self.reply_model(models.Drain, {"node": node, "gpu": index, "drained": action == "drain"})

@@ -11,9 +11,11 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..service import STATES, task_names
+from .. import models
+from ..job_state import STATE_NAMES
+from ..launchers.base import UnsupportedSpec
+from ..service import ServiceError, task_names
 from ..spec import SpecError, parse_job_spec
-from ..service import ServiceError
 from .base import HiveError, HiveHandler
 
 MAX_LOG_CHUNK = 1 << 20
@@ -31,13 +33,13 @@ class JobsHandler(HiveHandler):
         users = [caller.user if u == "me" else u for u in _csv(self.get_argument("user", None))]
         vcs = _csv(self.get_argument("vc", None))
         states = _csv(self.get_argument("state", None))
-        bad = [s for s in states if s not in STATES]
+        bad = [s for s in states if s not in STATE_NAMES]
         if bad:
-            raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATES)}", "state")
+            raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATE_NAMES)}", "state")
         limit = self.int_arg("limit", 50, 1, 1000)
         offset = self.int_arg("offset", 0, 0, 10**9)
-        self.reply(self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
-                                          private_for=caller.sees_private))
+        self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
+                                                                offset=offset, private_for=caller.sees_private))
 
     @web.authenticated
     @authorized
@@ -58,12 +60,16 @@ class JobsHandler(HiveHandler):
         if not caller.may_submit(vc):
             mine = ", ".join(caller.vcs) or "none"
             raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
+        try:  # what the configured launcher can never run (e.g. an image under the local launcher)
+            self.service.launcher.validate(spec)
+        except UnsupportedSpec as exc:
+            raise HiveError(400, exc.message, exc.field) from None
         try:  # committed together with the submits arriving at the same time (group commit)
             job = await self.service.submit_grouped(spec, caller.user, vc)
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])
-        self.reply(job, 201)
+        self.reply_model(models.Job, job, 201)
 
 
 class JobHandler(HiveHandler):
@@ -71,7 +77,8 @@ class JobHandler(HiveHandler):
     @authorized
     def get(self, job_id: str) -> None:
         row = self.job_row(job_id)
-        self.reply(self.service.job_object(job_id, detail=True, private=self.caller().sees_private(row), row=row))
+        self.reply_model(models.Job, self.service.job_object(job_id, detail=True, private=self.caller().sees_private(row),
+                                                             row=row))
 
     @web.authenticated
     @authorized
@@ -90,7 +97,7 @@ class JobHandler(HiveHandler):
             if isinstance(exc, ServiceError):
                 raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
             raise
-        self.reply(job)
+        self.reply_model(models.Job, job)
 
 
 class _OwnedJob(HiveHandler):
@@ -117,8 +124,8 @@ class JobLogsHandler(_OwnedJob):
         if not follow:
             data, next_offset = _read(path, offset)
             eof = not self.service.task_active(job_id, task) and next_offset >= _size(path)
-            self.reply({"task": task, "tasks": tasks, "offset": offset, "next_offset": next_offset,
-                        "data": data.decode("utf-8", "replace"), "eof": eof})
+            self.reply_model(models.LogChunk, {"task": task, "tasks": tasks, "offset": offset, "next_offset": next_offset,
+                                               "data": data.decode("utf-8", "replace"), "eof": eof})
             return
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("X-Accel-Buffering", "no")
@@ -173,7 +180,7 @@ class JobOutputsHandler(_OwnedJob):
                         files.append({"path": p.relative_to(root).as_posix(), "size": p.stat().st_size})
                         if len(files) >= 10000:
                             break
-        self.reply({"files": files})
+        self.reply_model(models.OutputList, {"files": files})
 
 
 class JobOutputFileHandler(_OwnedJob):
@@ -181,6 +188,8 @@ class JobOutputFileHandler(_OwnedJob):
     @authorized
     async def get(self, job_id: str, path: str) -> None:
         row = self.owned_row(job_id, "outputs")
+        if "\x00" in path:  # no file name holds one (and the OS calls below refuse it)
+            raise HiveError(400, f"output path {path!r} contains a NUL character; see jobs/{job_id}/outputs for the names", "path")
         root = pathlib.Path(row["output_dir"]).resolve()
         target = (root / path).resolve()
         if root not in target.parents or not target.is_file():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized, ws_authenticated
@@ -14,9 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from ..access import identify
-from .base import AUTH_RESOURCE, HiveHandler, wait_for_recovery
+from ..openapi import openapi_yaml
+from .base import AUTH_RESOURCE, HiveHandler, require_caller, wait_for_recovery
 
-SPEC_PATH = pathlib.Path(__file__).resolve().parent.parent / "openapi.yaml"
 
 
 class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -30,6 +29,9 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         if not ok:
             raise web.HTTPError(403, "not authorized to read hive_lab")
         await wait_for_recovery(self)  # a 503 (HiveError) while recovery takes too long
+
+    async def prepare(self, *args, **kwargs):
+        await require_caller(self, super().prepare(*args, **kwargs))  # 401 for an unknown caller
 
     @ws_authenticated
     async def get(self, *args, **kwargs):
@@ -67,4 +69,4 @@ class SpecHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.finish(SPEC_PATH.read_bytes(), set_content_type="application/yaml")
+        self.finish(openapi_yaml(), set_content_type="application/yaml")

@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Any
+
+from traitlets.config import LoggingConfigurable
+from traitlets.traitlets import MetaHasTraits
 
 
 class LaunchError(RuntimeError):
     """The job cannot be started (missing image, bad mount, ...). The message is shown to the user."""
+
+
+class UnsupportedSpec(ValueError):
+    """A job this launcher can never run, found at submit (``Launcher.validate``): a 400 naming ``field``."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = f"{field}: {message}"
 
 
 @dataclass(frozen=True)
@@ -55,10 +68,42 @@ class TaskExit:
     reason: str = ""  # "", "OOMKilled", "lost", "stopped", a launcher error ...
 
 
-class Launcher(abc.ABC):
-    """Executes placed jobs. All methods are called from the service's event loop."""
+class _LauncherMeta(MetaHasTraits, abc.ABCMeta):
+    """Launchers are traitlets Configurables with abstract methods."""
+
+
+class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
+    """Executes placed jobs. All methods are called from the service's event loop.
+
+    A launcher is a traitlets ``LoggingConfigurable``: its options are ``config=True`` traits, set in
+    ``jupyter_server_config.py`` as ``c.<ClassName>.<option>`` (``python -m hive_lab_server --help-all``
+    lists them); the app creates it with ``parent=`` the HiveLabApp. An option its class does not have
+    is an error (a typo would otherwise be silently ignored).
+    """
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._refuse_unknown_options()
+
+    def _refuse_unknown_options(self) -> None:
+        section = type(self).__name__
+        if section not in self.config:
+            return
+        known = sorted(self.class_trait_names(config=True))
+        unknown = sorted(set(self.config[section]) - set(known))
+        if unknown:
+            raise ValueError(f"c.{section}: unknown option(s) {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
 
     name: str = "abstract"
+    #: whether jobs may name a container ``image`` (the launcher runs them in it)
+    supports_images: bool = False
+
+    def validate(self, spec: Any) -> None:
+        """Raise ``UnsupportedSpec`` at submit for a job spec (``spec.JobSpec``) this launcher can never
+        run, so it is refused with a 400 instead of failing (or being silently changed) at launch."""
+        if spec.image is not None and not self.supports_images:
+            raise UnsupportedSpec("image", f"the {self.name} launcher runs tasks as processes, not in container "
+                                  f"images; remove image ({spec.image!r}) or ask an admin for the docker launcher")
 
     @abc.abstractmethod
     async def start(self, request: LaunchRequest) -> None:

@@ -29,6 +29,9 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from traitlets import Bool, Float, List, Unicode
 
 from .base import LaunchError, LaunchRequest, Launcher, TaskExit
 from .docker_spec import (
@@ -60,60 +63,41 @@ def engine_reachable(base_url: str | None = None, timeout: float = 2.0) -> bool:
         return False
 
 
-CONFIG_KEYS = (
-    "base_url", "allowed_mount_roots", "network_mode", "user", "default_image", "pull_missing", "instance",
-    "remove_containers", "timeout",
-)
-
-
 class DockerLauncher(Launcher):
     name = "docker"
+    supports_images = True
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        allowed_mount_roots: tuple[str, ...] | list[str] = (),
-        network_mode: str = "host",
-        user: str | None = None,
-        default_image: str | None = None,
-        pull_missing: bool = True,
-        instance: str = "default",
-        remove_containers: bool = True,
-        timeout: float = 60.0,
-        parent=None,
-        state_dir: str | None = None,
-        jobs_root: str | None = None,
-        **_ignored,
-    ):
-        settings = dict(
-            base_url=base_url, allowed_mount_roots=allowed_mount_roots, network_mode=network_mode, user=user,
-            default_image=default_image, pull_missing=pull_missing, remove_containers=remove_containers,
-            timeout=timeout,
+    base_url = Unicode(None, allow_none=True, config=True,
+                       help="the Docker engine, e.g. unix:///run/docker.sock (default: DOCKER_HOST or the default socket)")
+    allowed_mount_roots = List(Unicode(), config=True,
+                               help="host dirs a job's data_dir/output_dir may lie under (besides its working dir)")
+    network_mode = Unicode("host", config=True, help='containers\' network: "host", "none" (isolated), "bridge", ...')
+    user = Unicode(None, allow_none=True, config=True,
+                   help='"uid:gid" every container runs as (default: the image\'s user)')
+    default_image = Unicode(None, allow_none=True, config=True,
+                            help="image for jobs that name none; unset: such jobs run as local processes")
+    pull_missing = Bool(True, config=True, help="pull an image the engine does not have")
+    instance = Unicode("default", config=True,
+                       help="this server's name in container labels (default: derived from jobs_root), so servers "
+                            "sharing an engine keep apart")
+    remove_containers = Bool(True, config=True, help="remove a container once its exit and logs are recorded")
+    timeout = Float(60.0, config=True, help="seconds a Docker API call may take")
+
+    def __init__(self, base_url: str | None = None, *, state_dir: str | None = None, jobs_root: str | None = None,
+                 parent: Any = None, config: Any = None, **traits: Any):
+        traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}
+        if base_url is not None:
+            traits["base_url"] = base_url
+        super().__init__(parent=parent, config=config, **traits)
+        if self.instance == "default" and jobs_root:
             # one hive-lab server's containers, when several servers (or test sessions) share an engine
-            instance=instance if instance != "default" or not jobs_root
-            else hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12],
-        )
-        configured = dict(getattr(parent, "config", {}).get("DockerLauncher", {}) or {}) if parent else {}
-        unknown = sorted(set(configured) - set(CONFIG_KEYS))
-        if unknown:
-            raise ValueError(f"c.DockerLauncher: unknown option(s) {', '.join(unknown)}; known: {', '.join(CONFIG_KEYS)}")
-        settings.update(configured)
-        base_url, allowed_mount_roots = settings["base_url"], settings["allowed_mount_roots"]
-        network_mode, user, default_image = settings["network_mode"], settings["user"], settings["default_image"]
-        pull_missing, instance = settings["pull_missing"], settings["instance"]
-        remove_containers, timeout = settings["remove_containers"], settings["timeout"]
-        self.base_url = base_url
+            self.instance = hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12]
         self.policy = ContainerPolicy(
-            allowed_mount_roots=tuple(allowed_mount_roots),
-            network_mode=network_mode,
-            user=user,
-            default_image=default_image,
+            allowed_mount_roots=tuple(self.allowed_mount_roots),
+            network_mode=self.network_mode,
+            user=self.user,
+            default_image=self.default_image,
         )
-        self.pull_missing = pull_missing
-        self.instance = instance
-        self.remove_containers = remove_containers
-        self.timeout = timeout
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-docker")
         self._client = None
         self._client_lock = threading.Lock()
@@ -124,10 +108,10 @@ class DockerLauncher(Launcher):
         # imageless jobs run as local processes when no default image is set
         self._local = None
         self._local_jobs: set[str] = set()
-        if state_dir is not None and not default_image:
+        if state_dir is not None and not self.default_image:
             from .local import LocalLauncher
 
-            self._local = LocalLauncher(state_dir=state_dir)
+            self._local = LocalLauncher(state_dir=state_dir, parent=self)  # c.LocalLauncher applies to them
 
     # --- plumbing
 

@@ -23,7 +23,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from typing import Any
+
 import psutil
+from traitlets import List, Unicode
 
 from .base import LaunchError, Launcher, LaunchRequest, TaskExit
 
@@ -54,12 +57,19 @@ def _safe(name: str) -> str:
 
 class LocalLauncher(Launcher):
     name = "local"
+    supports_images = False  # tasks are processes on this machine
 
-    def __init__(self, state_dir: str | os.PathLike, base_env: dict[str, str] | None = None, **_ignored):
+    hidden_env = List(Unicode(), list(SECRET_ENV), config=True,
+                      help="environment variables of the server that tasks do not inherit (its secrets)")
+
+    def __init__(self, state_dir: str | os.PathLike, base_env: dict[str, str] | None = None, *,
+                 parent: Any = None, config: Any = None, **traits: Any):
+        traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}  # not jobs_root ...
+        super().__init__(parent=parent, config=config, **traits)
         self.state_dir = pathlib.Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if base_env is None else base_env)
-        for key in SECRET_ENV:
+        for key in self.hidden_env:
             env.pop(key, None)
         self.base_env = env
         self._tasks: dict[str, dict[str, _Task]] = {}

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from traitlets import Bool, Enum, Float, Int, List, Unicode
+
 from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
 from ..staging import private_dir
@@ -40,11 +42,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SlurmLauncher"]
 
-CONFIG_KEYS = (
-    "slurm_conf", "bin_dir", "partition", "account", "qos", "time_limit", "gres_mode", "extra_args",
-    "rest_url", "rest_user", "jwt_key_file", "jwt_lifespan_s", "submit_as_user", "instance", "export_env",
-    "slurm_poll_s", "node_poll_s", "start_timeout_s", "sync_node_health", "default_gpu_model",
-)
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY",
             "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
 # Slurm ended the job itself: tasks killed by its signals are reported with Slurm's reason
@@ -90,69 +87,49 @@ def _exit_code(raw: dict[str, Any]) -> int | None:
 
 class SlurmLauncher(Launcher):
     name = "slurm"
+    supports_images = False  # tasks run as processes on the nodes (no container runtime)
 
-    def __init__(
-        self,
-        *,
-        slurm_conf: str | None = None,
-        bin_dir: str | None = None,
-        partition: str | None = None,
-        account: str | None = None,
-        qos: str | None = None,
-        time_limit: int | None = None,
-        gres_mode: str = "auto",
-        extra_args: tuple[str, ...] | list[str] = (),
-        rest_url: str | None = None,
-        rest_user: str | None = None,
-        jwt_key_file: str | None = None,
-        jwt_lifespan_s: int = 3600,
-        submit_as_user: bool = False,
-        instance: str = "default",
-        export_env: tuple[str, ...] | list[str] = ("PATH", "LANG", "LC_ALL", "TZ"),
-        slurm_poll_s: float = 1.0,
-        node_poll_s: float = 5.0,
-        start_timeout_s: float = 120.0,
-        sync_node_health: bool = True,
-        default_gpu_model: str = "gpu",
-        parent: Any = None,
-        state_dir: str | None = None,
-        jobs_root: str | None = None,
-        **_ignored: Any,
-    ):
-        settings = {k: v for k, v in locals().items() if k in CONFIG_KEYS}
-        configured = dict(getattr(parent, "config", {}).get("SlurmLauncher", {}) or {}) if parent else {}
-        unknown = sorted(set(configured) - set(CONFIG_KEYS))
-        if unknown:
-            raise ValueError(f"c.SlurmLauncher: unknown option(s) {', '.join(unknown)}; known: {', '.join(CONFIG_KEYS)}")
-        settings.update(configured)
-        if settings["gres_mode"] not in ("auto", "per-index", "count"):
-            raise ValueError(f"c.SlurmLauncher.gres_mode: auto, per-index or count, got {settings['gres_mode']!r}")
-        self.parent = parent
-        self.cli = SlurmCLI(settings["slurm_conf"], settings["bin_dir"])
-        self.partition = settings["partition"]
-        self.account = settings["account"]
-        self.qos = settings["qos"]
-        self.time_limit = settings["time_limit"]
-        self.gres_mode = settings["gres_mode"]
-        self.extra_args = tuple(settings["extra_args"])
-        self.submit_as_user = bool(settings["submit_as_user"])
-        self.export_env = tuple(settings["export_env"])
-        self.slurm_poll_s = float(settings["slurm_poll_s"])
-        self.node_poll_s = float(settings["node_poll_s"])
-        self.start_timeout_s = float(settings["start_timeout_s"])
-        self.sync_node_health = bool(settings["sync_node_health"])
-        self.default_gpu_model = settings["default_gpu_model"]
-        instance = settings["instance"]
-        # one hive-lab server's jobs, when several servers (or test sessions) share a Slurm cluster
-        self.instance = instance if instance != "default" or not jobs_root else \
-            hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12]
+    slurm_conf = Unicode(None, allow_none=True, config=True, help="slurm.conf (default: SLURM_CONF or Slurm's default)")
+    bin_dir = Unicode(None, allow_none=True, config=True, help="where sbatch, squeue, scontrol ... are (default: PATH)")
+    partition = Unicode(None, allow_none=True, config=True, help="the Slurm partition jobs go to (and whose nodes are used)")
+    account = Unicode(None, allow_none=True, config=True, help="sbatch --account")
+    qos = Unicode(None, allow_none=True, config=True, help="sbatch --qos")
+    time_limit = Int(None, allow_none=True, config=True, help="sbatch --time, in minutes (default: the partition's)")
+    gres_mode = Enum(["auto", "per-index", "count"], "auto", config=True,
+                     help="how GPUs are asked for: per-index (gres gpu:<type>:<n> with the chosen indices), count, "
+                          "or auto (per node, from its GRES types)")
+    extra_args = List(Unicode(), config=True, help="more sbatch arguments, e.g. ['--constraint=ib']")
+    rest_url = Unicode(None, allow_none=True, config=True,
+                       help="submit through slurmrestd at this URL (e.g. unix:///run/slurmrestd/rest.sock) instead of sbatch")
+    rest_user = Unicode(None, allow_none=True, config=True, help="slurmrestd service user (default: the server's)")
+    jwt_key_file = Unicode(None, allow_none=True, config=True,
+                           help="Slurm's JWT key, to mint users' tokens (default: tokens from `scontrol token`)")
+    jwt_lifespan_s = Int(3600, config=True, help="lifetime of minted JWTs")
+    submit_as_user = Bool(False, config=True, help="submit each job as its owner's Unix account (the server runs as root)")
+    instance = Unicode("default", config=True,
+                       help="this server's name in Slurm job comments (default: derived from jobs_root)")
+    export_env = List(Unicode(), ["PATH", "LANG", "LC_ALL", "TZ"], config=True,
+                      help="variables of the server's environment that tasks get")
+    slurm_poll_s = Float(1.0, config=True, help="seconds between squeue polls for job states")
+    node_poll_s = Float(5.0, config=True, help="seconds between node state polls")
+    start_timeout_s = Float(120.0, config=True, help="a job Slurm has not started after this long is failed")
+    sync_node_health = Bool(True, config=True, help="drain in hive-lab the nodes Slurm drains or marks down")
+    default_gpu_model = Unicode("gpu", config=True, help="GPU type of nodes whose GRES names none")
+
+    def __init__(self, *, state_dir: str | None = None, jobs_root: str | None = None, parent: Any = None,
+                 config: Any = None, **traits: Any):
+        traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}
+        super().__init__(parent=parent, config=config, **traits)
+        self.cli = SlurmCLI(self.slurm_conf, self.bin_dir)
+        if self.instance == "default" and jobs_root:
+            # one hive-lab server's jobs, when several servers (or test sessions) share a Slurm cluster
+            self.instance = hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12]
         self.rest = None
-        if settings["rest_url"]:
+        if self.rest_url:
             from ..slurm.rest import SlurmREST
 
-            self.rest = SlurmREST(settings["rest_url"], cli=self.cli, jwt_key_file=settings["jwt_key_file"],
-                                  lifespan_s=int(settings["jwt_lifespan_s"]),
-                                  service_user=settings["rest_user"] or _os_user())
+            self.rest = SlurmREST(self.rest_url, cli=self.cli, jwt_key_file=self.jwt_key_file,
+                                  lifespan_s=int(self.jwt_lifespan_s), service_user=self.rest_user or _os_user())
         self._jobs: dict[str, _Job] = {}
         self._pending: list[TaskExit] = []
         self._last_slurm = 0.0

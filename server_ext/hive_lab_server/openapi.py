@@ -1,0 +1,175 @@
+"""The OpenAPI 3.1 document of the REST API, generated from the pydantic request models (``spec``) and
+response models (``models``) plus a table of the routes: limits such as ``command``'s length or
+``cpuNumber``'s range exist in one place only. Served at ``GET spec.yaml``; print it with
+``python -m hive_lab_server.openapi``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from . import __version__, models
+from .job_state import STATE_NAMES
+from .spec import JobSpec, PaiJob
+
+REF = "#/components/schemas/{model}"
+
+DESCRIPTION = """The hive-lab scheduler inside the Jupyter server. Paths are relative to `<base_url>hive_lab/api/`.
+Every request is authenticated by jupyter_server (`Authorization: token <t>` or the browser's cookie +
+`_xsrf`; 401 without either) and authorized for the resource `hive_lab`. Errors are
+`{"error": "<what to change>", "field": "<field or null>"}`. Generated from the server's pydantic
+models; see docs/rest-api.md."""
+
+ERRORS = {
+    400: "bad input; the message names the field and what to change",
+    401: "no valid token or login: authenticate first",
+    403: "the caller may not touch this VC, job or node",
+    404: "no such job, node or file",
+    409: "the job's state does not allow it (e.g. cancelling a finished job)",
+    413: "the request body is larger than HiveLabApp.max_body_bytes",
+    503: "hive-lab is recovering its jobs after a restart (or its store is unavailable); retry after Retry-After",
+}
+
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}
+NODE = {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]{1,256}$"}}
+GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
+
+
+def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
+    out = {"name": name, "in": "query", "required": False, "schema": schema}
+    if description:
+        out["description"] = description
+    return out
+
+
+def _json(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
+    schema = {"$ref": REF.format(model=model.__name__)} if isinstance(model, type) else model
+    return {"application/json": {"schema": schema}}
+
+
+def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, errors: tuple[int, ...] = (),
+        params: tuple[dict[str, Any], ...] = (), body: dict[str, Any] | None = None) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if ok is not None:
+        status, description, content = ok
+        responses[str(status)] = {"description": description, **({"content": content} if content else {})}
+    for status in sorted({*errors, 401, 503}):
+        responses[str(status)] = {"description": ERRORS[status], "content": _json(models.Error)}
+    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "responses": responses}
+    if params:
+        op["parameters"] = list(params)
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _json(body)}
+    return op
+
+
+def _paths() -> dict[str, Any]:
+    m = models
+    states = ", ".join(STATE_NAMES)
+    names = "|".join(STATE_NAMES)
+    offset = {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}
+    drain = (200, "the new drain state", _json(m.Drain))
+    healthy = (200, "the GPUs marked healthy", _json(m.Healthy))
+    return {
+        "/jobs": {
+            "get": _op("listJobs", "Jobs, newest first, filtered and paginated", (200, "a page of jobs", _json(m.JobList)),
+                       (400, 403), (
+                           _query("user", {"type": "string"}, "comma-separated user names; `me` is the caller"),
+                           _query("vc", {"type": "string"}, "comma-separated VC names"),
+                           _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
+                                  f"comma-separated states ({states})"),
+                           _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
+                           _query("offset", {**offset, "maximum": 10**9}))),
+            "post": _op("submitJob", "Submit a job (native form or OpenPAI form)",
+                        (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413),
+                        body={"oneOf": [{"$ref": REF.format(model="JobSpec")}, {"$ref": REF.format(model="PaiJob")}]}),
+        },
+        "/jobs/{job_id}": {
+            "parameters": [JOB_ID],
+            "get": _op("getJob", "One job with its history (spec and dirs only for its owner and admins)",
+                       (200, "the job", _json(m.Job)), (403, 404)),
+            "delete": _op("cancelJob", "Cancel a job (owner or admin)",
+                          (200, "the job (state cancelled once stopped)", _json(m.Job)), (403, 404, 409),
+                          (_query("reason", {"type": "string"}, "why (kept in the job's reason, 300 characters)"),)),
+        },
+        "/jobs/{job_id}/logs": {
+            "parameters": [JOB_ID],
+            "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",
+                       (200, "a chunk of the log", {**_json(m.LogChunk), "text/plain": {"schema": {"type": "string"}}}),
+                       (400, 403, 404), (
+                           _query("task", {"type": "string"}, "task name, e.g. main-0 (default: the first task)"),
+                           _query("offset", offset),
+                           _query("follow", {"type": "string", "enum": ["0", "1"]}))),
+        },
+        "/jobs/{job_id}/outputs": {
+            "parameters": [JOB_ID],
+            "get": _op("listJobOutputs", "Files in the job's output dir (owner or admin)",
+                       (200, "the files", _json(m.OutputList)), (403, 404)),
+        },
+        "/jobs/{job_id}/outputs/{path}": {
+            "parameters": [JOB_ID, {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "get": _op("getJobOutput", "One output file (owner or admin)",
+                       (200, "the file", {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}),
+                       (400, 403, 404)),
+        },
+        "/cluster": {"get": _op("getCluster", "The cell tree with each cell's state, and a flat list of GPUs",
+                                (200, "the cluster", _json(m.Cluster)), (403,))},
+        "/vcs": {"get": _op("listVcs", "Virtual clusters with guarantee, use, borrowing and queue length",
+                            (200, "the VCs", _json(m.VcList)), (403,))},
+        "/me": {"get": _op("getMe", "The caller, whether they are an admin, and the VCs they may submit to",
+                           (200, "the caller", _json(m.Me)), (403,))},
+        "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
+        "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
+        "/nodes/{node}/gpus/{index}/drain": {
+            "parameters": [NODE, GPU], "post": _op("drainGpu", "No new work on this GPU (admins)", drain, (400, 403, 404))},
+        "/nodes/{node}/gpus/{index}/undrain": {
+            "parameters": [NODE, GPU], "post": _op("undrainGpu", "Undo a GPU drain (admins)", drain, (400, 403, 404))},
+        "/nodes/{node}/healthy": {
+            "parameters": [NODE], "post": _op("markNodeHealthy", "The node's bad GPUs were reset or repaired; give them "
+                                              "out again (admins)", healthy, (403, 404))},
+        "/nodes/{node}/gpus/{index}/healthy": {
+            "parameters": [NODE, GPU], "post": _op("markGpuHealthy", "A bad GPU was reset or repaired; give it out again "
+                                                   "unless drained (admins)", healthy, (400, 403, 404))},
+        "/events": {"get": _op("events", "Websocket of live updates: hello, job, cluster, vcs messages",
+                               (101, "switching to the websocket protocol", {}), (403,))},
+        "/metrics": {"get": _op("getMetrics", "Prometheus text format",
+                                (200, "metrics", {"text/plain": {"schema": {"type": "string"}}}), (403,))},
+        "/spec.yaml": {"get": _op("getSpec", "This document",
+                                  (200, "the OpenAPI document", {"application/yaml": {"schema": {"type": "object"}}}), (403,))},
+    }
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The whole document as a dict (built once per process)."""
+    schema_models = [JobSpec, PaiJob, *models.RESPONSE_MODELS]
+    _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "hive-lab REST API", "version": __version__, "description": DESCRIPTION},
+        "servers": [{"url": "/hive_lab/api"}],
+        "security": [{"token": []}],
+        "paths": _paths(),
+        "components": {
+            "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
+                                          "description": "`token <jupyter token>`"}},
+            "schemas": defs["$defs"],
+        },
+    }
+
+
+@functools.cache
+def openapi_yaml() -> bytes:
+    import yaml
+
+    return yaml.safe_dump(openapi_document(), sort_keys=False, allow_unicode=True).encode()
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(openapi_yaml().decode())

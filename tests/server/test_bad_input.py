@@ -1,0 +1,85 @@
+"""Bad input is a 4xx whose message says what to fix, never a 500 (issue 11, defects 4 and 5), against
+the in-process Jupyter server of ``conftest.py``; nothing is stored for a refused submit."""
+
+import pytest
+
+
+def _deep(depth: int) -> str:
+    return '{"command": "true", "env": ' + '{"a": ' * depth + '"x"' + "}" * depth + "}"
+
+
+@pytest.mark.parametrize("body", ["[" * 1000 + "]" * 1000, _deep(1000), _deep(100)])
+def test_deeply_nested_json_is_a_400(api, body):
+    code, err = api("POST", "jobs", body)
+    assert code == 400, err
+    assert "nested too deeply" in err["error"] and "32 levels" in err["error"]
+    assert api("GET", "jobs")[1]["total"] == 0
+
+
+def test_nul_in_an_output_path_is_a_400(api, wait_state):
+    code, job = api("POST", "jobs", {"command": "echo hi > $HIVE_OUTPUT_DIR/x", "tasks": [{"gpus": 1}]})
+    assert code == 201, job
+    wait_state(job["id"], "succeeded")
+    code, err = api("GET", f"jobs/{job['id']}/outputs/x\x00")
+    assert code == 400 and err["field"] == "path" and "NUL" in err["error"], err
+    code, data = api("GET", f"jobs/{job['id']}/outputs/x")
+    assert code == 200 and data == "hi\n"
+
+
+@pytest.mark.parametrize("query, field", [
+    ("offset=" + str(10**30), "offset"), ("offset=-1", "offset"), ("offset=" + "9" * 5000, "offset"),
+])
+def test_huge_or_negative_log_offsets_are_a_400(api, query, field):
+    code, job = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 1}]})
+    assert code == 201, job
+    code, err = api("GET", f"jobs/{job['id']}/logs?{query}")
+    assert code == 400 and err["field"] == field and f"query parameter {field}" in err["error"], err
+
+
+@pytest.mark.parametrize("query, field", [
+    ("limit=-5", "limit"), ("limit=" + str(10**30), "limit"), ("limit=1001", "limit"),
+    ("offset=" + str(10**30), "offset"), ("offset=-3", "offset"),
+])
+def test_huge_or_negative_list_limits_are_a_400(api, query, field):
+    code, err = api("GET", f"jobs?{query}")
+    assert code == 400 and err["field"] == field, err
+
+
+# --- defect 5: refused at submit with a 400 naming the field (the in-process server runs the local launcher)
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    jp_server_config["HiveLabApp"]["launcher"] = "local"
+    return jp_server_config
+
+
+@pytest.mark.parametrize("body, field, words", [
+    ('{"command": "true", "files": {"a.txt": "x\\ud800y"}}', "files", "lone UTF-16 surrogate"),
+    ('{"command": "true", "files": {"a\\udc00.txt": "x"}}', "files", "lone UTF-16 surrogate"),
+    ('{"command": "echo \\ud800"}', "command", "lone UTF-16 surrogate"),
+    ({"command": "true", "files": {"output": "x"}}, "files", "output dir"),
+    ({"command": "true", "files": {"./output": "x"}}, "files", "output dir"),
+    ({"command": "true", "files": {"logs/main-0.log": "x"}}, "files", "logs dir"),
+    ({"command": "true", "image": "python:3.12"}, "image", "local launcher"),
+    ({"command": "true", "priority": "opportunistic", "tasks": [{"count": 2, "gpus": 4}]}, "tasks", "never all run"),
+    ({"command": "true", "tasks": [{"count": 2, "gpus": 1, "cpus": 20}]}, "tasks", "never all run"),
+    ({"command": "true", "tasks": [{"gpus": 0, "cpus": 0}]}, "tasks[0].cpus", "ask for cpus > 0"),
+    ({"jobName": "p", "taskRoles": [{"gpuNumber": 0, "cpuNumber": 0, "command": "true"}]}, "taskRoles[0].cpuNumber",
+     "ask for cpus > 0"),
+])
+def test_submits_that_could_never_run_are_refused(api, hive, body, field, words):
+    assert hive.service.launcher.name == "local"
+    code, err = api("POST", "jobs", body)
+    assert code == 400, err
+    assert err["field"] == field and words in err["error"], err
+    assert api("GET", "jobs")[1]["total"] == 0
+
+
+def test_what_stays_allowed(api, wait_state):
+    """Files inside output/, NULs in file contents and CPU-only tasks with CPUs still run."""
+    code, job = api("POST", "jobs", {"command": "cat output/a.txt; cat b.bin | wc -c", "files": {
+        "output/a.txt": "in-output\n", "b.bin": "a\u0000b"}, "tasks": [{"gpus": 0, "cpus": 1}]})
+    assert code == 201, job
+    assert wait_state(job["id"], "succeeded", "failed")["state"] == "succeeded"
+    assert api("GET", f"jobs/{job['id']}/logs")[1]["data"] == "in-output\n3\n"
