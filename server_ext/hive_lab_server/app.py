@@ -140,6 +140,11 @@ class HiveLabApp(ExtensionApp):
             sorted(self.cluster.config.virtual_clusters),
         )
         self.settings["hive_lab"] = self
+        from .isolation import Isolation
+        from .isolation.authorizer import install as install_authorizer
+
+        if Isolation(parent=self).shared_api_only:
+            install_authorizer(self)
         self.log.info(
             "hive-lab: %d GPUs (%s cluster), VCs %s, launcher %s, store %s",
             self.cluster.config.gpu_count(), self.cluster.origin, ", ".join(self.access.all_vcs),

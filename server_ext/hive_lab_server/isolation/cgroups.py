@@ -6,7 +6,8 @@ cgroup v2 is used when its root offers the cpu, memory and pids controllers; els
 (cgroupspy, cgroupy) speak v1 only and are unmaintained, so this is one small module over the
 cgroup file system. Devices are constrained on v1 only (v2 needs a BPF program).
 
-Layout: ``<hierarchy>/<Isolation.cgroup_name>/<job>/<task>``; a process joins by writing its pid to
+Layout: ``<hierarchy>/<Isolation.cgroup_name>/<scope>/<job>/<task>`` (``scope``: one per launcher
+state dir, so two servers on one machine never share a job's cgroup); a process joins by writing its pid to
 ``cgroup.procs`` of each (``TaskCgroup.procs_files``), which the launcher's wrapper does as its first act.
 """
 
@@ -114,12 +115,8 @@ class TaskCgroup:
         self.dirs = dirs  # controller (or "unified") -> dir
 
     @classmethod
-    def path_parts(cls, base: str, job_id: str, task: str) -> tuple[str, str, str]:
-        return base, job_id, task
-
-    @classmethod
     def of(cls, version: str, base: str, job_id: str, task: str) -> "TaskCgroup | None":
-        """The task's cgroup as ``create`` makes it (existing or not)."""
+        """The task's cgroup as ``create`` makes it (existing or not); ``job_id`` may be "scope/job"."""
         rel = pathlib.Path(base, job_id, task)
         if version == "v2":
             root = v2_root()
@@ -135,7 +132,8 @@ class TaskCgroup:
             return None
         if version == "v2":
             root = v2_root()
-            _enable_v2(root, root / base, root / base / job_id)
+            parts = pathlib.Path(base, job_id).parts
+            _enable_v2(root, *(root.joinpath(*parts[:i + 1]) for i in range(len(parts))))
         for d in cg.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         cg._limit(limits)
@@ -222,9 +220,9 @@ class TaskCgroup:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        """Remove the task's (now empty) cgroup and its job's when that is empty too."""
+        """Remove the task's (now empty) cgroup and its job's (and scope's) when empty too."""
         for d in self.dirs.values():
-            for p in (d, d.parent):
+            for p in (d, d.parent, d.parent.parent):
                 try:
                     p.rmdir()
                 except OSError:

@@ -40,6 +40,11 @@ class Isolation(Configurable):
         "/dev/nvidia[0-9]*", config=True,
         help="the GPUs' device nodes; a task may open only those of its GPUs (by minor number = GPU index)",
     )
+    shared_api_only = Bool(
+        True, config=True,
+        help="""In the token-map shared mode (TokenMapIdentityProvider), refuse every jupyter_server API
+        (terminals, kernels, contents, sessions, ...) to non-admins: install HiveLabAuthorizer.""",
+    )
     max_log_bytes = Int(
         256 * 2**20, config=True,
         help="largest log of one task (bytes); output beyond it is dropped after a truncation note. 0 = no limit",

@@ -19,6 +19,7 @@ as the server's own user, as before.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -84,6 +85,7 @@ class LocalLauncher(Launcher):
         self.isolation = isolation
         self.cgroup_version = cgroups.detect(isolation.cgroups)
         self.jobs_root = pathlib.Path(jobs_root) if jobs_root else None
+        self.cgroup_scope = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:12]
         env = dict(os.environ if base_env is None else base_env)
         for key in SECRET_ENV:
             env.pop(key, None)
@@ -148,7 +150,8 @@ class LocalLauncher(Launcher):
         return None if account is None else (account.uid, account.gid)
 
     def cgroup(self, job_id: str, task: str) -> cgroups.TaskCgroup | None:
-        return cgroups.TaskCgroup.of(self.cgroup_version, self.isolation.cgroup_name, _safe(job_id), _safe(task))
+        return cgroups.TaskCgroup.of(self.cgroup_version, self.isolation.cgroup_name,
+                                     f"{self.cgroup_scope}/{_safe(job_id)}", _safe(task))
 
     def _open_log(self, log_path: str, account: Account | None) -> int:
         """The task's log, opened for appending without following a link the job planted there."""
@@ -211,7 +214,7 @@ class LocalLauncher(Launcher):
                         cpus=tl.cpus, memory_bytes=tl.memory_mb * 2**20, pids_max=self.isolation.pids_max,
                         deny_devices=cgroups.gpu_devices_to_deny(self.isolation.gpu_device_glob, tl.gpu_indices))
                     cg = cgroups.TaskCgroup.create(self.cgroup_version, self.isolation.cgroup_name,
-                                                   _safe(request.job_id), _safe(tl.task), limits)
+                                                   f"{self.cgroup_scope}/{_safe(request.job_id)}", _safe(tl.task), limits)
                 proc = self._spawn(tl, account, exitf, cg)
                 try:
                     ctime = psutil.Process(proc.pid).create_time()
