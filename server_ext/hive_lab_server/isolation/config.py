@@ -55,6 +55,10 @@ class Isolation(Configurable):
         """Everything runs as the server's own user: what direct constructions (tests, embedding) get."""
         return cls(run_as="server", cgroups="off", max_log_bytes=0)
 
+    def isolates(self) -> bool:
+        """Whether jobs run under their owners' accounts (not the server's) here."""
+        return self.run_as == "owner" or (self.run_as == "auto" and os.geteuid() == 0)
+
     def account_for(self, user: str) -> Account | None:
         """The account ``user``'s tasks run as, or None when they run as the server's own user.
 

@@ -1,6 +1,6 @@
-"""Copies a task's output (stdin) into its log (fd 3, opened by the launcher), up to a size limit.
+"""Copies a task's output (stdin) into its log (an fd opened by the launcher), up to a size limit.
 
-Run by the local launcher as ``python -I -S log_limit.py MAX_BYTES`` in its own session, outside the
+Run by the local launcher as ``python -I -S log_limit.py MAX_BYTES LOG_FD`` in its own session, outside the
 task's cgroup and identity, so the task can neither kill it nor lift the limit, and it outlives a
 server restart. Past the limit it appends one truncation note and then reads and drops the rest (the
 task never blocks on a full pipe). It ends when every writer (the task and its descendants) is gone.
@@ -18,7 +18,7 @@ def note(limit: int) -> bytes:
 
 def main() -> None:
     limit = int(sys.argv[1])
-    out = 3
+    out = int(sys.argv[2])
     written = os.fstat(out).st_size
     truncated = False
     while True:

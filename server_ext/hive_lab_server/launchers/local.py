@@ -67,6 +67,7 @@ class _Task:
     pid: int
     create_time: float
     proc: subprocess.Popen | None  # None when adopted after a restart (not our child)
+    copier: int = 0  # pid of the log copier (isolation/log_limit.py), 0 when output goes to the log directly
 
 
 def _safe(name: str) -> str:
@@ -173,7 +174,8 @@ class LocalLauncher(Launcher):
             raise
         return fd
 
-    def _spawn(self, tl, account: Account | None, exitf: pathlib.Path, cg: cgroups.TaskCgroup | None) -> subprocess.Popen:
+    def _spawn(self, tl, account: Account | None, exitf: pathlib.Path,
+               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int]:
         env = dict(self.base_env)
         if account is not None:
             env.update(account.env())
@@ -184,16 +186,18 @@ class LocalLauncher(Launcher):
         logfd = self._open_log(tl.log_path, account)
         limit = self.isolation.max_log_bytes
         r = w = None
+        copier = 0
         try:
             out = logfd
             if limit > 0:
                 r, w = os.pipe()
-                subprocess.Popen([sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)],
-                                 stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 pass_fds=(logfd,), start_new_session=True, close_fds=True)
+                copier = subprocess.Popen([sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)],
+                                          stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          pass_fds=(logfd,), start_new_session=True, close_fds=True).pid
                 out = w
-            return subprocess.Popen(args, cwd=tl.working_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+            proc = subprocess.Popen(args, cwd=tl.working_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            return proc, copier
         finally:
             for fd in (logfd, r, w):
                 if fd is not None:
@@ -215,16 +219,16 @@ class LocalLauncher(Launcher):
                         deny_devices=cgroups.gpu_devices_to_deny(self.isolation.gpu_device_glob, tl.gpu_indices))
                     cg = cgroups.TaskCgroup.create(self.cgroup_version, self.isolation.cgroup_name,
                                                    f"{self.cgroup_scope}/{_safe(request.job_id)}", _safe(tl.task), limits)
-                proc = self._spawn(tl, account, exitf, cg)
+                proc, copier = self._spawn(tl, account, exitf, cg)
                 try:
                     ctime = psutil.Process(proc.pid).create_time()
                 except psutil.NoSuchProcess:  # already gone: still ours to reap
                     ctime = 0.0
-                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc)
+                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc, copier)
                 started.append(t)
                 tmp = info.with_suffix(".json.tmp")
                 tmp.write_text(json.dumps({"job_id": request.job_id, "task": tl.task, "pid": proc.pid,
-                                           "create_time": ctime, "log_path": tl.log_path}))
+                                           "create_time": ctime, "log_path": tl.log_path, "copier": copier}))
                 os.replace(tmp, info)
         except OSError as exc:
             for t in started:
@@ -271,10 +275,27 @@ class LocalLauncher(Launcher):
             if cg is not None:
                 await asyncio.to_thread(cg.kill)
 
+    @staticmethod
+    def _drain_copier(pid: int, timeout_s: float = 5.0) -> None:
+        """Let the log copier write the task's last output (it ends once every writer is gone, which the
+        cgroup kill ensures) so the log is complete when the exit is reported."""
+        if not pid:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:  # not our child (adopted after a restart)
+                if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return
+            time.sleep(0.005)
+
     def _exit_of(self, t: _Task) -> TaskExit:
         _, exitf = self._paths(t.job_id, t.task)
         code = self._read_exit(exitf)
         oom = self._reap_cgroup(t.job_id, t.task)
+        self._drain_copier(t.copier)
         if oom and code is not None:
             return TaskExit(t.job_id, t.task, code, oom)
         if code is not None:
@@ -312,7 +333,8 @@ class LocalLauncher(Launcher):
         for info in sorted(self.state_dir.glob("*/*.json")):
             try:
                 rec = json.loads(info.read_text())
-                yield _Task(rec["job_id"], rec["task"], int(rec["pid"]), float(rec["create_time"]), None)
+                yield _Task(rec["job_id"], rec["task"], int(rec["pid"]), float(rec["create_time"]), None,
+                            int(rec.get("copier") or 0))
             except (OSError, ValueError, KeyError):
                 continue
 
@@ -345,7 +367,8 @@ class LocalLauncher(Launcher):
             info, _ = self._paths(request.job_id, tl.task)
             try:
                 rec = json.loads(info.read_text())
-                t = _Task(request.job_id, tl.task, int(rec["pid"]), float(rec["create_time"]), None)
+                t = _Task(request.job_id, tl.task, int(rec["pid"]), float(rec["create_time"]), None,
+                          int(rec.get("copier") or 0))
             except (OSError, ValueError, KeyError):
                 self._pending.append(TaskExit(request.job_id, tl.task, None, "lost"))
                 continue
