@@ -60,5 +60,6 @@ def install(app) -> bool:
     server.authorizer = authorizer
     if getattr(server, "web_app", None) is not None:
         server.web_app.settings["authorizer"] = authorizer
+    app.settings["authorizer"] = authorizer  # the extension's settings are copied over the web app's after
     app.log.info("hive-lab: shared token-map mode: non-admins may use hive-lab's API only (HiveLabAuthorizer)")
     return True
