@@ -20,7 +20,7 @@ A, B = ACCOUNTS
 
 
 @pytest.fixture(scope="module")
-def srv(unix_accounts, tmp_path_factory):
+def srv(unix_accounts):
     import shutil
     import tempfile
 

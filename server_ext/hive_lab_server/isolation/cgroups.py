@@ -18,6 +18,7 @@ import logging
 import os
 import pathlib
 import signal
+import stat
 import time
 from dataclasses import dataclass
 
@@ -100,9 +101,7 @@ def gpu_devices_to_deny(device_glob: str, own_gpus: tuple[int, ...]) -> tuple[tu
             st = os.stat(path)
         except OSError:
             continue
-        import stat as _stat
-
-        if _stat.S_ISCHR(st.st_mode) and os.minor(st.st_rdev) not in own_gpus:
+        if stat.S_ISCHR(st.st_mode) and os.minor(st.st_rdev) not in own_gpus:
             out.append(("c", os.major(st.st_rdev), os.minor(st.st_rdev)))
     return tuple(out)
 

@@ -49,7 +49,7 @@ def _openat(name: str, flags: int, mode: int, dir_fd: int) -> int:
     try:
         return os.open(name, flags, mode, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) or (exc.errno == errno.ENXIO):
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             try:
                 if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
                     raise UnsafePath(f"{name!r} is a symbolic link") from None
@@ -71,7 +71,8 @@ def check_regular(fd: int, uids: Iterable[int] | None = None) -> os.stat_result:
 
 
 def open_regular(base: str | os.PathLike, rel: str, uids: Iterable[int] | None = None) -> tuple[int, os.stat_result]:
-    """``open_beneath`` for reading + ``check_regular``; the caller closes the fd."""
+    """``open_beneath`` for reading + ``check_regular``; the caller closes the fd. ``O_NONBLOCK`` so a
+    FIFO the job planted cannot hang the server (it is then refused as not a regular file)."""
     fd = open_beneath(base, rel, os.O_RDONLY | os.O_NONBLOCK)
     try:
         return fd, check_regular(fd, uids)
