@@ -59,11 +59,12 @@ def test_students_jobs_run_under_their_own_uids(srv, unix_accounts):
         assert _log(srv, job_id, user).strip() == str(unix_accounts[user].pw_uid)
 
 
-def test_no_account_and_root_get_a_clear_reason_not_a_root_process(srv):
-    job = _finished(srv, _submit(srv, "no-account-x", "id -u"), "no-account-x")
-    assert job["state"] == "failed" and "no Unix account 'no-account-x'" in job["reason"], job
-    job = _finished(srv, _submit(srv, None, "id -u"))  # the server's own token: root
-    assert job["state"] == "failed" and "never run as root" in job["reason"], job
+def test_no_account_and_root_get_a_clear_403_not_a_root_process(srv):
+    before = srv.request("GET", "jobs").json()["total"]
+    for user, why in (("no-account-x", "no Unix account 'no-account-x'"), (None, "never run as root")):
+        r = srv.request("POST", "jobs", user=user, json={"command": "id -u", "tasks": [{"gpus": 0}]})
+        assert r.status_code == 403 and why in r.text, r.text
+    assert srv.request("GET", "jobs").json()["total"] == before  # nothing queued
 
 
 def test_jobs_cannot_read_the_servers_secrets(srv):

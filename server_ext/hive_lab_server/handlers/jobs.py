@@ -11,7 +11,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..isolation.job_files import UnsafePath, list_outputs, open_output, read_log
+from ..isolation.job_files import UnsafePath, list_outputs, open_output, read_log, run_as_refusal
 from ..service import STATES, task_names
 from ..spec import SpecError, parse_job_spec
 from .base import HiveError, HiveHandler
@@ -57,6 +57,9 @@ class JobsHandler(HiveHandler):
         if not caller.may_submit(vc):
             mine = ", ".join(caller.vcs) or "none"
             raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
+        refusal = run_as_refusal(self.service, caller.user)  # no Unix account, or root: refused before queueing
+        if refusal:
+            raise HiveError(403, refusal, "user")
         job = self.service_call(self.service.submit, spec, caller.user, vc)
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])
         self.reply(job, 201)
