@@ -133,6 +133,7 @@ async def test_one_student_cannot_read_or_signal_anothers_job(jobs_root, unix_ac
         assert re.search(rf"{check}=[1-9]", log), (check, log)
     assert all(psutil.pid_exists(p) and not _gone(p) for p in a_pids)  # A's task is untouched
     await launcher.stop("j-a", grace_s=1)
+    await _exit(launcher)  # reaps its cgroup
 
 
 async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):

@@ -228,6 +228,24 @@ class TaskCgroup:
                     break
 
 
+def remove_scope(base: str, scope: str) -> None:
+    """Kill every process left under ``<hierarchy>/<base>/<scope>`` and remove those cgroups (what a
+    test does when it throws a server and its launcher state away)."""
+    roots = [v2_root()] + list(v1_roots().values())
+    for root in {r for r in roots if r is not None}:
+        top = root / base / scope
+        if not top.is_dir():
+            continue
+        for dirpath in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [top]:
+            v2 = root == v2_root()
+            cg = TaskCgroup("v2" if v2 else "v1", {"unified" if v2 else root.name: dirpath})
+            cg.kill(timeout_s=5)
+            try:
+                dirpath.rmdir()
+            except OSError:
+                pass
+
+
 def _enable_v2(root: pathlib.Path, *dirs: pathlib.Path) -> None:
     """Create ``dirs`` and delegate cpu/memory/pids down to their children."""
     parent = root

@@ -237,6 +237,7 @@ class LocalLauncher(Launcher):
                     t.proc.wait()
                 self._reap_cgroup(t.job_id, t.task)
                 self._forget(t.job_id, t.task)
+            self._reap_cgroup(request.job_id, tl.task)  # the one being started when it failed
             why = str(exc) if isinstance(exc, UnsafePath) else (exc.strerror or str(exc))
             raise LaunchError(f"cannot start task {tl.task} of {request.job_id}: {why}") from exc
         self._tasks[request.job_id] = {t.task: t for t in started}
