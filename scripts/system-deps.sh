@@ -14,6 +14,8 @@ command -v munged >/dev/null || need+=(munge)
 command -v slurmrestd >/dev/null || need+=(slurmrestd)
 ls /usr/lib/*/slurm-wlm/auth_jwt.so >/dev/null 2>&1 || need+=(slurm-wlm-jwt-plugin)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v setpriv >/dev/null || need+=(util-linux)  # the local launcher drops to the job owner's account
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || need+=(python3-venv)  # /opt/hive-test-venv
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "system-deps: not root; missing Debian packages: ${need[*]} (tests needing them will skip)"

@@ -92,7 +92,8 @@ def run(args) -> int:
     if args.no_browser:
         cmd.append("--no-browser")
     if os.geteuid() == 0:
-        cmd.append("--allow-root")
+        # one person's sandbox started by root: their sample jobs run as root too (c.Isolation.run_as)
+        cmd += ["--allow-root", "--Isolation.run_as=server"]
     proc = subprocess.Popen(cmd)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop JupyterLab on SIGTERM too (finally below)
     headers = {"Authorization": f"token {token}"}

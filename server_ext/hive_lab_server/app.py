@@ -149,6 +149,16 @@ class HiveLabApp(ExtensionApp):
             sorted(self.cluster.config.virtual_clusters),
         )
         self.settings["hive_lab"] = self
+        from .isolation import Isolation
+        from .isolation.authorizer import install as install_authorizer
+
+        from .isolation.server_files import protect, server_secret_files
+
+        isolation = Isolation(parent=self)
+        if isolation.shared_api_only:
+            install_authorizer(self)
+        if isolation.isolates():
+            protect(server_secret_files(self), self.log)
         self.log.info(
             "hive-lab: %d GPUs (%s cluster), VCs %s, launcher %s, store %s",
             self.cluster.config.gpu_count(), self.cluster.origin, ", ".join(self.access.all_vcs),

@@ -50,6 +50,10 @@ class TokenMapIdentityProvider(IdentityProvider):
         raw = dict(self.users)
         if self.users_file:
             with open(self.users_file) as f:
+                st = os.fstat(f.fileno())
+                if st.st_mode & 0o077 and st.st_uid == os.geteuid():  # every token: never for jobs' eyes
+                    self.log.warning("hive-lab: %s was readable by others; made it 0600", self.users_file)
+                    os.fchmod(f.fileno(), 0o600)
                 raw.update(json.load(f))
         out = {}
         for token, entry in raw.items():

@@ -22,6 +22,8 @@ def jp_server_config(tmp_path):
             "stop_grace_s": 1.0,
             "preemption_grace_s": 1.0,
         },
+        # the tests run as root with made-up users: jobs as the server's user (tests/isolation covers the rest)
+        "Isolation": {"run_as": "server"},
     }
 
 

@@ -12,13 +12,13 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from .. import models
+from ..isolation.job_files import UnsafePath, list_outputs, open_output, read_log, run_as_refusal
 from ..job_state import STATE_NAMES
 from ..launchers.base import UnsupportedSpec
 from ..service import ServiceError, task_names
 from ..spec import SpecError, parse_job_spec
 from .base import HiveError, HiveHandler
 
-MAX_LOG_CHUNK = 1 << 20
 
 
 def _csv(value: str | None) -> list[str]:
@@ -60,6 +60,9 @@ class JobsHandler(HiveHandler):
         if not caller.may_submit(vc):
             mine = ", ".join(caller.vcs) or "none"
             raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
+        refusal = run_as_refusal(self.service, caller.user)  # no Unix account, or root: refused before queueing
+        if refusal:
+            raise HiveError(403, refusal, "user")
         try:  # what the configured launcher can never run (e.g. an image under the local launcher)
             self.service.launcher.validate(spec)
         except UnsupportedSpec as exc:
@@ -121,9 +124,10 @@ class JobLogsHandler(_OwnedJob):
         offset = self.int_arg("offset", 0, 0)
         follow = self.get_argument("follow", "0").lower() in ("1", "true", "yes")
         path = self.service.log_path(job_id, task)
+        user = row["user"]
         if not follow:
-            data, next_offset = _read(path, offset)
-            eof = not self.service.task_active(job_id, task) and next_offset >= _size(path)
+            data, next_offset, size = read_log(self.service, user, path, offset)
+            eof = not self.service.task_active(job_id, task) and next_offset >= size
             self.reply_model(models.LogChunk, {"task": task, "tasks": tasks, "offset": offset, "next_offset": next_offset,
                                                "data": data.decode("utf-8", "replace"), "eof": eof})
             return
@@ -134,7 +138,7 @@ class JobLogsHandler(_OwnedJob):
         try:
             while True:
                 active = self.service.task_active(job_id, task)
-                data, pos = _read(path, pos)
+                data, pos, _ = read_log(self.service, user, path, pos)
                 if data:
                     self.write(data)
                     await self.flush()
@@ -147,40 +151,12 @@ class JobLogsHandler(_OwnedJob):
         self.finish(set_content_type="text/plain; charset=utf-8")
 
 
-def _size(path: pathlib.Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _read(path: pathlib.Path, offset: int) -> tuple[bytes, int]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read(MAX_LOG_CHUNK)
-    except OSError:
-        return b"", offset
-    return data, offset + len(data)
-
-
 class JobOutputsHandler(_OwnedJob):
     @web.authenticated
     @authorized
     def get(self, job_id: str) -> None:
         row = self.owned_row(job_id, "outputs")
-        root = pathlib.Path(row["output_dir"])
-        files = []
-        if root.is_dir():
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames.sort()
-                for name in sorted(filenames):
-                    p = pathlib.Path(dirpath) / name
-                    if p.is_file() and not p.is_symlink():
-                        files.append({"path": p.relative_to(root).as_posix(), "size": p.stat().st_size})
-                        if len(files) >= 10000:
-                            break
-        self.reply_model(models.OutputList, {"files": files})
+        self.reply_model(models.OutputList, {"files": list_outputs(self.service, row["user"], row["output_dir"])})
 
 
 class JobOutputFileHandler(_OwnedJob):
@@ -190,13 +166,16 @@ class JobOutputFileHandler(_OwnedJob):
         row = self.owned_row(job_id, "outputs")
         if "\x00" in path:  # no file name holds one (and the OS calls below refuse it)
             raise HiveError(400, f"output path {path!r} contains a NUL character; see jobs/{job_id}/outputs for the names", "path")
-        root = pathlib.Path(row["output_dir"]).resolve()
-        target = (root / path).resolve()
-        if root not in target.parents or not target.is_file():
-            raise HiveError(404, f"job {job_id} has no output file {path!r}; see jobs/{job_id}/outputs")
-        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        self.set_header("Content-Disposition", f'attachment; filename="{target.name}"')
-        with open(target, "rb") as f:
+        try:  # no symlink followed, no hard link served (isolation.job_files)
+            fd, _ = open_output(self.service, row["user"], row["output_dir"], path)
+        except UnsafePath as exc:
+            raise HiveError(403, f"job {job_id}: output {path!r} is not served: {exc}") from None
+        except OSError:
+            raise HiveError(404, f"job {job_id} has no output file {path!r}; see jobs/{job_id}/outputs") from None
+        name = pathlib.PurePosixPath(path).name
+        ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        with os.fdopen(fd, "rb") as f:
             while chunk := f.read(1 << 20):
                 self.write(chunk)
                 await self.flush()

@@ -108,10 +108,14 @@ class DockerLauncher(Launcher):
         # imageless jobs run as local processes when no default image is set
         self._local = None
         self._local_jobs: set[str] = set()
+        from ..isolation import Isolation
+
+        self.isolation = Isolation(parent=parent) if parent is not None else Isolation.server_identity()
         if state_dir is not None and not self.default_image:
             from .local import LocalLauncher
 
-            self._local = LocalLauncher(state_dir=state_dir, parent=self)  # c.LocalLauncher applies to them
+            # c.LocalLauncher applies to them
+            self._local = LocalLauncher(state_dir=state_dir, isolation=self.isolation, jobs_root=jobs_root, parent=self)
 
     # --- plumbing
 
@@ -197,6 +201,9 @@ class DockerLauncher(Launcher):
         policy = self.policy
         if request.kind == "kernel":  # Jupyter reaches the kernel on its connection file's ports
             policy = dataclasses.replace(policy, network_mode="host")
+        owner = self.task_owner(request.user)  # the owner's account (c.Isolation), else DockerLauncher.user
+        if owner is not None:
+            policy = dataclasses.replace(policy, user=f"{owner[0]}:{owner[1]}")
         specs = [(t, container_kwargs(t, self._labels(request, t), policy)) for t in request.tasks]
         for image in sorted({kw["image"] for _, kw in specs}):
             self._ensure_image(image)
@@ -343,7 +350,16 @@ class DockerLauncher(Launcher):
             self._watch(request.job_id, task.task, container.id, task.log_path)
 
     def task_owner(self, user: str) -> tuple[int, int] | None:
-        """Containers run as ``c.DockerLauncher.user`` ("uid[:gid]") when it is set."""
+        """Containers run as the owner's Unix account when ``c.Isolation`` gives one (the server runs as
+        root), else as ``c.DockerLauncher.user`` ("uid[:gid]") when it is set."""
+        from ..isolation import AccountError
+
+        try:
+            account = self.isolation.account_for(user)
+        except AccountError as exc:
+            raise LaunchError(str(exc)) from None
+        if account is not None:
+            return account.uid, account.gid
         uid, _, gid = (self.policy.user or "").partition(":")
         if not uid.isdigit() or int(uid) == os.geteuid():
             return None

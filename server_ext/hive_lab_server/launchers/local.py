@@ -7,19 +7,26 @@ tasks keep running when the server dies (even by SIGKILL) and a restarted server
 ``running()`` lists live ones, ``adopt()`` tracks them, and ``poll()`` reports exits that happened
 while the server was down (from the exit files; ``lost`` when there is none).
 
-It runs everything as the server's own user, so it is meant for single-user machines and trusted
-groups; use the docker launcher to isolate users.
+Isolation (``c.Isolation``, see ``hive_lab_server.isolation``): when the server runs as root, each task
+runs as its owner's Unix account (the wrapper stays root to join the task's cgroup and record the exit,
+then ``setpriv`` drops to the account), never as root unless the admin allows it; each task gets its
+own cgroup (limits from its request, other GPUs' device nodes denied, killed as a whole when the task
+ends or is stopped, so ``setsid`` daemons die with it); its output reaches its log through a
+size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
+as the server's own user, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import pathlib
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -28,13 +35,27 @@ from typing import Any
 import psutil
 from traitlets import List, Unicode
 
+from ..isolation import Account, AccountError, Isolation
+from ..isolation import cgroups
+from ..isolation.safe_files import UnsafePath, check_regular, open_beneath
 from .base import LaunchError, Launcher, LaunchRequest, TaskExit
 
 __all__ = ["LocalLauncher"]
 
-# Runs "$1" with /bin/sh and writes its exit status to "$2". TERM/INT/HUP are caught (not ignored,
-# so the task itself still gets them) to let the wrapper outlive the task and record its status.
-WRAPPER = 'trap : TERM INT HUP\n/bin/sh -c "$1"\ncode=$?\nprintf "%s\\n" "$code" > "$2.tmp" && mv -f "$2.tmp" "$2"\nexit $code\n'
+# Runs "$1" with /bin/sh and writes its exit status to "$2". First joins the task's cgroups (the
+# cgroup.procs files after "$4"), then runs the command as uid "$3" / gid "$4" (setpriv, with the
+# account's groups) when "$3" is set. TERM/INT/HUP are caught (not ignored, so the task itself still
+# gets them) to let the wrapper outlive the task and record its status.
+WRAPPER = """cmd=$1; exitf=$2; uid=$3; gid=$4; shift 4
+for p in "$@"; do printf '%s\\n' $$ > "$p" || { echo "hive-lab: cannot join cgroup $p" >&2; exit 125; }; done
+trap : TERM INT HUP
+if [ -n "$uid" ]; then setpriv --reuid="$uid" --regid="$gid" --init-groups -- /bin/sh -c "$cmd"; else /bin/sh -c "$cmd"; fi
+code=$?
+printf "%s\\n" "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
+exit $code
+"""
+
+LOG_LIMITER = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "log_limit.py")
 
 # Server secrets the tasks must not inherit.
 SECRET_ENV = ("JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN_FILE", "JUPYTERHUB_OAUTH_CLIENT_SECRET")
@@ -49,6 +70,7 @@ class _Task:
     pid: int
     create_time: float
     proc: subprocess.Popen | None  # None when adopted after a restart (not our child)
+    copier: int = 0  # pid of the log copier (isolation/log_limit.py), 0 when output goes to the log directly
 
 
 def _safe(name: str) -> str:
@@ -63,11 +85,18 @@ class LocalLauncher(Launcher):
                       help="environment variables of the server that tasks do not inherit (its secrets)")
 
     def __init__(self, state_dir: str | os.PathLike, base_env: dict[str, str] | None = None, *,
+                 isolation: Isolation | None = None, jobs_root: str | None = None,
                  parent: Any = None, config: Any = None, **traits: Any):
-        traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}  # not jobs_root ...
+        traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}
         super().__init__(parent=parent, config=config, **traits)
         self.state_dir = pathlib.Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if isolation is None:
+            isolation = Isolation(parent=parent) if parent is not None else Isolation.server_identity()
+        self.isolation = isolation
+        self.cgroup_version = cgroups.detect(isolation.cgroups)
+        self.jobs_root = pathlib.Path(jobs_root) if jobs_root else None
+        self.cgroup_scope = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:12]
         env = dict(os.environ if base_env is None else base_env)
         for key in self.hidden_env:
             env.pop(key, None)
@@ -121,7 +150,72 @@ class LocalLauncher(Launcher):
 
     # --- Launcher interface -------------------------------------------------------------------
 
+    def account(self, user: str) -> Account | None:
+        """The account ``user``'s tasks run as (None: the server's own); LaunchError when none may."""
+        try:
+            return self.isolation.account_for(user)
+        except AccountError as exc:
+            raise LaunchError(str(exc)) from None
+
+    def task_owner(self, user: str) -> tuple[int, int] | None:
+        account = self.account(user)
+        return None if account is None else (account.uid, account.gid)
+
+    def cgroup(self, job_id: str, task: str) -> cgroups.TaskCgroup | None:
+        return cgroups.TaskCgroup.of(self.cgroup_version, self.isolation.cgroup_name,
+                                     f"{self.cgroup_scope}/{_safe(job_id)}", _safe(task))
+
+    def _open_log(self, log_path: str, account: Account | None) -> int:
+        """The task's log, opened for appending without following a link the job planted there."""
+        path = pathlib.Path(log_path)
+        if not os.path.lexists(path.parent):
+            path.parent.mkdir(parents=True, mode=0o700)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        if self.jobs_root is not None and self.jobs_root in path.parents:
+            fd = open_beneath(self.jobs_root, path.relative_to(self.jobs_root).as_posix(), flags, 0o600)
+        else:
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            uids = {os.geteuid()} | ({account.uid} if account else set())
+            st = check_regular(fd, uids)
+            if account is not None and st.st_uid != account.uid:
+                os.fchown(fd, account.uid, account.gid)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _spawn(self, tl, account: Account | None, exitf: pathlib.Path,
+               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int]:
+        env = dict(self.base_env)
+        if account is not None:
+            env.update(account.env())
+        env.update(tl.env)
+        args = ["/bin/sh", "-c", WRAPPER, "hive-task", tl.command, str(exitf),
+                str(account.uid) if account else "", str(account.gid) if account else "",
+                *(cg.procs_files() if cg else ())]
+        logfd = self._open_log(tl.log_path, account)
+        limit = self.isolation.max_log_bytes
+        r = w = None
+        copier = 0
+        try:
+            out = logfd
+            if limit > 0:
+                r, w = os.pipe()
+                copier = subprocess.Popen([sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)],
+                                          stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          pass_fds=(logfd,), start_new_session=True, close_fds=True).pid
+                out = w
+            proc = subprocess.Popen(args, cwd=tl.working_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            return proc, copier
+        finally:
+            for fd in (logfd, r, w):
+                if fd is not None:
+                    os.close(fd)
+
     async def start(self, request: LaunchRequest) -> None:
+        account = self.account(request.user)
         started: list[_Task] = []
         try:
             for tl in request.tasks:
@@ -129,38 +223,45 @@ class LocalLauncher(Launcher):
                 info.parent.mkdir(parents=True, exist_ok=True)
                 for p in (info, exitf):
                     p.unlink(missing_ok=True)
-                pathlib.Path(tl.log_path).parent.mkdir(parents=True, exist_ok=True)
-                env = dict(self.base_env)
-                env.update(tl.env)
-                with open(tl.log_path, "ab", buffering=0) as logf:
-                    proc = subprocess.Popen(
-                        ["/bin/sh", "-c", WRAPPER, "hive-task", tl.command, str(exitf)],
-                        cwd=tl.working_dir,
-                        env=env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=logf,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                        close_fds=True,
-                    )
+                cg = None
+                if self.cgroup_version != "off":
+                    limits = cgroups.Limits(
+                        cpus=tl.cpus, memory_bytes=tl.memory_mb * 2**20, pids_max=self.isolation.pids_max,
+                        deny_devices=cgroups.gpu_devices_to_deny(self.isolation.gpu_device_glob, tl.gpu_indices))
+                    cg = cgroups.TaskCgroup.create(self.cgroup_version, self.isolation.cgroup_name,
+                                                   f"{self.cgroup_scope}/{_safe(request.job_id)}", _safe(tl.task), limits)
+                proc, copier = self._spawn(tl, account, exitf, cg)
                 try:
                     ctime = psutil.Process(proc.pid).create_time()
                 except psutil.NoSuchProcess:  # already gone: still ours to reap
                     ctime = 0.0
-                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc)
+                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc, copier)
                 started.append(t)
                 tmp = info.with_suffix(".json.tmp")
                 tmp.write_text(json.dumps({"job_id": request.job_id, "task": tl.task, "pid": proc.pid,
-                                           "create_time": ctime, "log_path": tl.log_path}))
+                                           "create_time": ctime, "log_path": tl.log_path, "copier": copier}))
                 os.replace(tmp, info)
         except OSError as exc:
             for t in started:
                 self._signal(t, signal.SIGKILL)
                 if t.proc is not None:
                     t.proc.wait()
+                self._reap_cgroup(t.job_id, t.task)
                 self._forget(t.job_id, t.task)
-            raise LaunchError(f"cannot start task {tl.task} of {request.job_id}: {exc.strerror or exc}") from exc
+            self._reap_cgroup(request.job_id, tl.task)  # the one being started when it failed
+            why = str(exc) if isinstance(exc, UnsafePath) else (exc.strerror or str(exc))
+            raise LaunchError(f"cannot start task {tl.task} of {request.job_id}: {why}") from exc
         self._tasks[request.job_id] = {t.task: t for t in started}
+
+    def _reap_cgroup(self, job_id: str, task: str) -> str:
+        """Kill what is left in the task's cgroup (daemons), remove it; the OOM note if there was one."""
+        cg = self.cgroup(job_id, task)
+        if cg is None:
+            return ""
+        cg.kill()
+        oom = cg.oom_killed()
+        cg.remove()
+        return "OOMKilled: the task went over its memory request (the kernel's OOM killer ended it)" if oom else ""
 
     async def stop(self, job_id: str, grace_s: float) -> None:
         tasks = list(self._tasks.get(job_id, {}).values())
@@ -177,21 +278,44 @@ class LocalLauncher(Launcher):
         while live and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
             live = [t for t in live if self._alive(t)]
-        for t in tasks:  # leftovers of the task (its own background processes)
+        for t in tasks:  # leftovers of the task (its own background processes, setsid daemons)
             try:
                 os.killpg(t.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            cg = self.cgroup(t.job_id, t.task)
+            if cg is not None:
+                await asyncio.to_thread(cg.kill)
+
+    @staticmethod
+    def _drain_copier(pid: int, timeout_s: float = 5.0) -> None:
+        """Let the log copier write the task's last output (it ends once every writer is gone, which the
+        cgroup kill ensures) so the log is complete when the exit is reported."""
+        if not pid:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:  # not our child (adopted after a restart)
+                if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return
+            time.sleep(0.005)
 
     def _exit_of(self, t: _Task) -> TaskExit:
         _, exitf = self._paths(t.job_id, t.task)
         code = self._read_exit(exitf)
+        oom = self._reap_cgroup(t.job_id, t.task)
+        self._drain_copier(t.copier)
+        if oom and code is not None:
+            return TaskExit(t.job_id, t.task, code, oom)
         if code is not None:
             return TaskExit(t.job_id, t.task, code, "")
         if t.proc is not None and t.proc.returncode is not None:
             rc = t.proc.returncode
             if rc < 0:
-                return TaskExit(t.job_id, t.task, 128 - rc, f"killed by {signal.Signals(-rc).name}")
+                return TaskExit(t.job_id, t.task, 128 - rc, oom or f"killed by {signal.Signals(-rc).name}")
             return TaskExit(t.job_id, t.task, rc, "")
         return TaskExit(t.job_id, t.task, None, "lost")
 
@@ -206,11 +330,11 @@ class LocalLauncher(Launcher):
                 t = tasks[name]
                 if self._alive(t):
                     continue
-                out.append(self._exit_of(t))
-                try:  # the task's own leftovers go with it
+                try:  # the task's own leftovers go with it (and those in its cgroup in _exit_of)
                     os.killpg(t.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+                out.append(self._exit_of(t))
                 del tasks[name]  # its records stay until the service acknowledges the exit (ack)
             if not tasks:
                 del self._tasks[job_id]
@@ -220,7 +344,8 @@ class LocalLauncher(Launcher):
         for info in sorted(self.state_dir.glob("*/*.json")):
             try:
                 rec = json.loads(info.read_text())
-                yield _Task(rec["job_id"], rec["task"], int(rec["pid"]), float(rec["create_time"]), None)
+                yield _Task(rec["job_id"], rec["task"], int(rec["pid"]), float(rec["create_time"]), None,
+                            int(rec.get("copier") or 0))
             except (OSError, ValueError, KeyError):
                 continue
 
@@ -258,7 +383,8 @@ class LocalLauncher(Launcher):
             info, _ = self._paths(request.job_id, tl.task)
             try:
                 rec = json.loads(info.read_text())
-                t = _Task(request.job_id, tl.task, int(rec["pid"]), float(rec["create_time"]), None)
+                t = _Task(request.job_id, tl.task, int(rec["pid"]), float(rec["create_time"]), None,
+                          int(rec.get("copier") or 0))
             except (OSError, ValueError, KeyError):
                 self._pending.append(TaskExit(request.job_id, tl.task, None, "lost"))
                 continue

@@ -8,6 +8,7 @@ the writer; everything runs on the server's event loop thread.
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
 from typing import Any, Iterable, Iterator
 
@@ -84,6 +85,21 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _private_sqlite(path: str) -> None:
+    """The store holds every job's env and staged files: owner-only (0600), from its creation on.
+    SQLite creates its -wal and -shm files with the database file's mode."""
+    for p in (path, f"{path}-wal", f"{path}-shm"):
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600) if p == path else \
+                os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url
@@ -92,6 +108,7 @@ class Store:
             path = url.split("///", 1)[-1] if "///" in url else ""
             if path and path != ":memory:":
                 pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+                _private_sqlite(path)
             kwargs["connect_args"] = {"check_same_thread": False}
         else:  # a database server may restart under us: test pooled connections before use
             kwargs["pool_pre_ping"] = True

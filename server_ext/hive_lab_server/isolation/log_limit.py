@@ -1,0 +1,42 @@
+"""Copies a task's output (stdin) into its log (an fd opened by the launcher), up to a size limit.
+
+Run by the local launcher as ``python -I -S log_limit.py MAX_BYTES LOG_FD`` in its own session, outside the
+task's cgroup and identity, so the task can neither kill it nor lift the limit, and it outlives a
+server restart. Past the limit it appends one truncation note and then reads and drops the rest (the
+task never blocks on a full pipe). It ends when every writer (the task and its descendants) is gone.
+Stand-alone on purpose: standard library only, nothing of hive_lab_server imported.
+"""
+
+import os
+import sys
+
+
+def note(limit: int) -> bytes:
+    return (f"\n[hive-lab: log truncated at {limit} bytes (c.Isolation.max_log_bytes); "
+            f"further output of this task is dropped]\n").encode()
+
+
+def main() -> None:
+    limit = int(sys.argv[1])
+    out = int(sys.argv[2])
+    written = os.fstat(out).st_size
+    truncated = False
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            return
+        if truncated:
+            continue
+        room = limit - written
+        if len(chunk) > room:
+            chunk = chunk[:max(0, room)]
+            truncated = True
+        if chunk:
+            os.write(out, chunk)
+            written += len(chunk)
+        if truncated:
+            os.write(out, note(limit))
+
+
+if __name__ == "__main__":
+    main()
