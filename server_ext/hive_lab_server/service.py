@@ -763,11 +763,17 @@ class HiveService:
         for node, gpu in sorted(self.drained_gpus):
             facts += self._facts_of(self.scheduler.set_gpu_health(node, gpu, False, now))
         alive = await self.launcher.running()
+        # exits the launcher kept while nobody acknowledged them (the server or the store was down):
+        # proof that an attempt started, so recovery never runs it again unrecorded
+        early_exits = await self.launcher.poll()
+        ended: dict[str, set[str]] = {}
+        for e in early_exits:
+            ended.setdefault(e.job_id, set()).add(e.task)
         placements = self.store.placements([r["id"] for r in rows if r["state"] in ("scheduled", "running")])
         for row in rows:
             job = self._active_from_row(row, placements.get(row["id"], []))
             self.active[job.id] = job
-            facts.append((job.id, m.Recovered(frozenset(alive.get(job.id, ())))))
+            facts.append((job.id, m.Recovered(frozenset(alive.get(job.id, ())), frozenset(ended.get(job.id, ())))))
         self._unit(facts)
         if self._adopting:
             await asyncio.gather(*self._adopting, return_exceptions=True)
@@ -777,7 +783,7 @@ class HiveService:
         # poll, so it is recorded with its real exit code; only a task missing from the snapshot whose
         # exit nobody reports is lost. (Polling first would call a task ending in between lost.)
         alive = {job_id: set(tasks) for job_id, tasks in (await self.launcher.running()).items()}
-        exits = await self.launcher.poll()
+        exits = early_exits + await self.launcher.poll()
         reported = {(e.job_id, e.task) for e in exits}
         self._handle_exits(exits)
         for e in exits:  # reported exits are authoritative: these tasks are over, whatever the snapshot says

@@ -189,7 +189,8 @@ class World:
             if job.final:
                 continue
             self.mem[job_id] = replace(job, launched=False)
-            facts.append((job_id, m.Recovered(live.get(job_id, frozenset()))))
+            ended = frozenset(t for j, t, _ in self.unacked if j == job_id)  # exit records kept until acked
+            facts.append((job_id, m.Recovered(live.get(job_id, frozenset()), ended)))
         for job_id in live:  # orphans of finished jobs are stopped
             if job_id not in self.mem or self.stored[job_id].final:
                 self.live[job_id] = set()
@@ -382,3 +383,16 @@ def test_lost_task_is_retried_while_retries_remain(retries, expect):
     job, _ = m.step(job, m.LaunchStarted(1))
     job, _ = m.step(job, m.Exit("t0", None))
     assert job.state is expect and job.retries == retries
+
+
+def test_an_attempt_that_ran_while_the_store_was_down_is_not_run_again_after_a_crash():
+    """Found by the property test: placed, the store refuses writes, the tasks start and exit, the
+    server crashes. The store still says ``scheduled`` (never launched), but the launcher kept the exit
+    records: recovery must take them as the attempt's end, not start it again without a retry."""
+    world = World()
+    run(world, [("submit", 1, 0), ("schedule",), ("store_down",), ("launch", 0), ("exit", 0, 0),
+                ("exit", 0, 0), ("crash",)])
+    [job_id] = world.acked_submits
+    job = world.stored[job_id]
+    assert job.state is S.SUCCEEDED and job.retries == 0, job
+    assert sum(n for (j, _), n in world.starts.items() if j == job_id) == 1

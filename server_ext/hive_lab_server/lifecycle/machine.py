@@ -114,6 +114,9 @@ class Rejected:
 @dataclass(frozen=True)
 class Recovered:
     live: frozenset[str]  # tasks of this job the launcher runs now
+    # tasks of this job that ended with an exit record nobody acknowledged yet: the attempt started
+    # (maybe while the store refused writes), so it must not run again unrecorded
+    ended: frozenset[str] = frozenset()
 
 
 Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
@@ -325,13 +328,14 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         return _end(job, S.FAILED, event.error, None, None)
 
     if isinstance(event, Recovered):
-        return _recover(job, event.live)
+        return _recover(job, event.live | event.ended)
 
     raise TypeError(f"unknown lifecycle event {event!r}")
 
 
 def _recover(job: Job, live: frozenset[str]) -> tuple[Job, list[Effect]]:
-    """A job read back from the store after a restart, with the tasks that really run now."""
+    """A job read back from the store after a restart, with the tasks the launcher knows of: running
+    now, or ended with an exit record still to be reported (their exits follow as Exit facts)."""
     st = job.state
     if st in (S.SUBMITTED, S.QUEUED):
         new = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=())
