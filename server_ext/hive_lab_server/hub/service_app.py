@@ -31,6 +31,12 @@ class HiveLabServiceApp(ServerApp):
         self.jpserver_extensions = enabled
         self.config.ServerApp.jpserver_extensions = dict(enabled)
 
+    def init_webapp(self) -> None:
+        super().init_webapp()
+        # as jupyterhub-singleuser does: tornado's own xsrf check runs before authentication (so before
+        # a token is seen); jupyter_server checks xsrf for cookie-authenticated requests in prepare()
+        self.web_app.settings["xsrf_cookies"] = False
+
 
 def service_argv(env: dict[str, str] | None = None) -> list[str]:
     """The server's arguments, from the environment the Hub gives a managed service."""
