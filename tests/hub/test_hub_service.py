@@ -1,9 +1,8 @@
 """One hive-lab scheduler under a REAL JupyterHub: the Hub-managed service, Hub identity, client mode.
 
-The Hub (tests/fixtures/jupyterhub.py) runs the service exactly as ``hive-lab hub-config`` prints it;
-two courses (Hub groups ``cv-101`` and ``nlp-201``, one GPU each) and an instructor (group
-``instructors``, which the fragment grants ``custom:hive-lab:admin``); the students' single-user
-servers run as their own Unix accounts from /opt/hive-hub-venv, in client mode.
+The Hub (tests/fixtures/jupyterhub.py, set up in conftest.py) runs the service exactly as ``hive-lab
+hub-config`` prints it; the students' single-user servers run as their own Unix accounts from
+/opt/hive-hub-venv, in client mode.
 
 Jobs run as the service's user here (running them under the owner's uid is the isolation work);
 who owns a job is asserted through the API.
@@ -19,21 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(600)
 
-ANN, BOB, IVY = "hubann", "hubbob", "hubivy"  # two students of two courses, their instructor
-COURSES = {"cv-101": 1, "nlp-201": 1}
-
-
-@pytest.fixture(scope="module")
-def hub(hub_factory):
-    hub = hub_factory(
-        users={ANN: ["cv-101"], BOB: ["nlp-201"], IVY: ["instructors"]},
-        hive_config={
-            "cluster_config": {"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": COURSES},
-            "vc_access": {"@cv-101": ["cv-101"], "@nlp-201": ["nlp-201"]},
-        },
-    )
-    hub.start_servers(ANN, BOB)
-    return hub
+from hub_people import ANN, BOB, COURSES, IVY
 
 
 def submit(hub, user, vc, name, via=None):
@@ -82,7 +67,8 @@ def test_students_see_their_own_jobs_a_full_course_queues_the_instructor_sees_al
         assert a1["user"] == ANN and a2["user"] == ANN and b1["user"] == BOB
 
         mine = {u: hub.service("GET", "jobs", u, params={"user": "me"}).json()["jobs"] for u in (ANN, BOB)}
-        assert {j["id"] for j in mine[ANN]} == {a1["id"], a2["id"]}
+        assert {a1["id"], a2["id"]} <= {j["id"] for j in mine[ANN]} and b1["id"] not in {j["id"] for j in mine[ANN]}
+        assert {j["user"] for j in mine[ANN]} == {ANN}  # (her kernels' jobs too, from test_hub_kernels)
         assert {j["id"] for j in mine[BOB]} == {b1["id"]}
         # another student's job: visible without its spec, dirs, logs; not cancellable
         other = hub.service("GET", f"jobs/{b1['id']}", ANN).json()
