@@ -133,3 +133,29 @@ def test_no_scheduler_runs_in_the_users_servers(hub):
     # exactly one scheduler started: the service's
     assert log.count("hive-lab: 2 GPUs") == 1, log[-4000:]
     assert os.path.exists(hub.tmp / "hive.sqlite")
+
+
+def test_her_server_relays_the_live_events_and_a_followed_log(hub):
+    """What the Lab panel and ``hive-lab logs -f`` use: the events websocket and a streamed log."""
+    import json
+
+    import websocket
+
+    ws_url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/hive_lab/api/events"
+    ws = websocket.create_connection(ws_url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=60)
+    try:
+        assert json.loads(ws.recv()) == {"type": "hello", "user": ANN}  # the service's hello, as her
+        body = {"name": "echo", "command": "echo hello from the service", "vc": "cv-101", "tasks": [{"gpus": 0}]}
+        job = hub.request("POST", f"/user/{ANN}/hive_lab/api/jobs", user=ANN, json=body).json()
+        while True:  # the job's own events reach her through her server
+            event = json.loads(ws.recv())
+            if job["id"] in json.dumps(event):
+                break
+    finally:
+        ws.close()
+    followed = hub.request("GET", f"/user/{ANN}/hive_lab/api/jobs/{job['id']}/logs", user=ANN,
+                           params={"follow": 1}, stream=True)
+    assert followed.status_code == 200
+    text = b"".join(followed.iter_content(None)).decode()
+    assert "hello from the service" in text  # the stream ends when the job ends
+    assert wait_state(hub, job["id"], "succeeded")
