@@ -126,11 +126,14 @@ class ForwardHandler(ExtensionHandlerMixin, APIHandler):
             request_timeout=FOLLOW_TIMEOUT_S if follow else REQUEST_TIMEOUT_S,
             header_callback=on_header, streaming_callback=on_chunk,
         )
-        response = await AsyncHTTPClient().fetch(request, raise_error=False)
+        try:
+            response = await AsyncHTTPClient().fetch(request, raise_error=False)
+            reason = str(response.error) if response.error else f"HTTP {response.code}"
+        except (OSError, StreamClosedError) as exc:  # refused, unreachable, reset (not an HTTP answer)
+            reason = str(exc) or type(exc).__name__
         if not state["sent"]:
             if getattr(self, "_client_gone", False):
                 return
-            reason = str(response.error) if response.error else f"HTTP {response.code}"
             raise web.HTTPError(502, f"cannot reach the hive-lab service at {upstream.base_url}: {reason}")
         if not getattr(self, "_client_gone", False):
             self.finish()
