@@ -9,17 +9,14 @@
 from __future__ import annotations
 
 import json
-import os
 import pwd
-import subprocess
 import time
 import uuid
 
 import pytest
+from hub_people import ANN, IVY
 
 pytestmark = pytest.mark.timeout(600)
-
-from hub_people import ANN, IVY
 
 
 class KernelSession:

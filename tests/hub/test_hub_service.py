@@ -15,10 +15,9 @@ import pathlib
 import pwd
 
 import pytest
+from hub_people import ANN, BOB, COURSES, IVY
 
 pytestmark = pytest.mark.timeout(600)
-
-from hub_people import ANN, BOB, COURSES, IVY
 
 
 def submit(hub, user, vc, name, via=None):
