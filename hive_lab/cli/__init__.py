@@ -22,6 +22,7 @@ SUBCOMMANDS = [
     "demo",
     "kernelspec",
     "admin",
+    "hub_config",
 ]
 
 

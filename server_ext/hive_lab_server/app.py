@@ -24,7 +24,7 @@ import pathlib
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Any as AnyTrait
-from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
 
 from . import __version__
 from .access import AccessPolicy, server_owner
@@ -90,6 +90,24 @@ class HiveLabApp(ExtensionApp):
         see hive_lab_server.hardware.fake_nvml).""",
     )
     gpu_sample_interval_s = Float(5.0, config=True, help="seconds between GPU samples (utilisation, health); 0 = off")
+    mode = CaselessStrEnum(
+        ["scheduler", "client"], config=True,
+        help="""scheduler: this server runs hive-lab's scheduler (personal mode, or the JupyterHub service).
+        client: a user's single-user server under JupyterHub; no scheduler starts here and hive_lab/api/
+        forwards to the service (service_url) as the server's owner (see hub.client_mode).
+        Default: HIVE_LAB_MODE, else client when HIVE_LAB_SERVICE_URL is set, else scheduler.""",
+    )
+    service_url = Unicode(
+        config=True, help="client mode: the hive-lab service's URL (default: HIVE_LAB_SERVICE_URL)",
+    )
+
+    @default("mode")
+    def _mode_default(self) -> str:
+        return os.environ.get("HIVE_LAB_MODE") or ("client" if os.environ.get("HIVE_LAB_SERVICE_URL") else "scheduler")
+
+    @default("service_url")
+    def _service_url_default(self) -> str:
+        return os.environ.get("HIVE_LAB_SERVICE_URL", "")
 
     @default("owner")
     def _owner_default(self) -> str:
@@ -100,6 +118,10 @@ class HiveLabApp(ExtensionApp):
         return pathlib.Path(jupyter_data_dir()) / "hive_lab"
 
     def initialize_settings(self) -> None:
+        if self.mode == "client":
+            from .hub.client_mode import initialize_client
+
+            return initialize_client(self)
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
         jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
         jobs_root.mkdir(parents=True, exist_ok=True)
@@ -166,14 +188,22 @@ class HiveLabApp(ExtensionApp):
         )
 
     def initialize_handlers(self) -> None:
+        if self.mode == "client":
+            from .hub.client_mode import CLIENT_ROUTES
+
+            return self.handlers.extend(CLIENT_ROUTES)
         self.handlers.extend(ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         # jupyter_server already serves (its own endpoints are not held up); hive-lab's handlers wait
         # for the end of this recovery (``HiveService.wait_ready``)
+        if self.mode == "client":
+            return
         await self.service.start()
         await self.hardware.start()
 
     async def stop_extension(self) -> None:
+        if self.mode == "client":
+            return
         await self.hardware.stop()
         await self.service.stop()
