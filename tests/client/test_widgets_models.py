@@ -84,7 +84,10 @@ def test_heatmap_readable_for_thousands_of_gpus():
 def test_job_monitor_keeps_a_tail(recorded):
     monitor = JobMonitor(tail_lines=3)
     monitor.update(recorded["jobs"]["jobs"][2])
-    assert "queued" in monitor.status.value and "8/8 guaranteed" in monitor.status.value
+    html = monitor.bundle()["text/html"]
+    assert "queued" in html and "8/8 guaranteed" in html and "queued" in monitor.bundle()["text/plain"]
     monitor.append_log("a\nb\n")
     monitor.append_log("c\nd\ne\n")
     assert monitor.log_text.splitlines() == ["c", "d", "e"]
+    assert monitor.tail.dropped == 2 and "e" in monitor.bundle()["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" not in monitor.bundle()
