@@ -12,7 +12,7 @@ class ClusterHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply(self.service.cluster_object())
+        self.reply({**self.service.cluster_object(), "launcher": self.hive.launcher_info})
 
 
 class VcsHandler(HiveHandler):
