@@ -38,3 +38,31 @@ def test_auto_launcher_choice_is_logged_and_shown(live_server_factory):
     assert f"launcher 'auto' chose {launcher['name']}" in srv.log()
     srv.stop()
     assert srv.proc.returncode is not None
+
+
+def test_opportunistic_jobs_retry_by_default():
+    from hive_lab_server.spec import OPPORTUNISTIC_MAX_RETRIES, parse_job_spec
+
+    assert parse_job_spec({"command": "x", "priority": "opportunistic"}).max_retries == OPPORTUNISTIC_MAX_RETRIES > 0
+    assert parse_job_spec({"command": "x", "priority": "opportunistic", "max_retries": 0}).max_retries == 0
+    assert parse_job_spec({"command": "x"}).max_retries == 0
+    pai = {"jobName": "p", "jobPriority": "opportunistic", "taskRoles": [{"command": "x"}]}
+    assert parse_job_spec(pai).max_retries == OPPORTUNISTIC_MAX_RETRIES
+    assert parse_job_spec({**pai, "retryCount": 1}).max_retries == 1
+
+
+def test_preempted_opportunistic_job_goes_back_to_the_queue(live_server):
+    r = live_server.request("POST", "jobs", json={"name": "opp", "priority": "opportunistic", "command": "sleep 60",
+                                                  "tasks": [{"gpus": 4}]})
+    assert r.status_code == 201, r.text
+    opp = r.json()["id"]
+    live_server.wait_for_job(opp, "running")
+    r = live_server.request("POST", "jobs", json={"name": "guaranteed", "command": "sleep 60", "tasks": [{"gpus": 4}]})
+    assert r.status_code == 201, r.text
+    guaranteed = r.json()["id"]
+    live_server.wait_for_job(guaranteed, "running")
+    job = live_server.wait_for_job(opp, "queued", "failed")
+    assert job["state"] == "queued" and job["retries"] == 1, job
+    assert any("preempted" in h["reason"] and f"retry 1/{job['max_retries']}" in h["reason"] for h in job["history"])
+    for j in (guaranteed, opp):
+        live_server.request("DELETE", f"jobs/{j}")
