@@ -151,6 +151,12 @@ class HiveLabApp(ExtensionApp):
             sorted(self.cluster.config.virtual_clusters),
         )
         self.settings["hive_lab"] = self
+        from .kernels.websocket import install
+
+        # (self.settings holds the server's settings here and is copied back into them afterwards)
+        if not install(self.settings):  # queued GPU kernels: no 500 on their websocket
+            self.log.info("hive-lab: kernel websockets use %s (configured), not hive-lab's",
+                          self.settings.get("kernel_websocket_connection_class"))
         self.log.info(
             "hive-lab: %d GPUs (%s cluster), VCs %s, launcher %s, store %s",
             self.cluster.config.gpu_count(), self.cluster.origin, ", ".join(self.access.all_vcs),
