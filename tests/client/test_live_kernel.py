@@ -155,3 +155,48 @@ def test_submit_from_a_gpu_kernel_started_by_the_hive_provisioner(live_server_fa
     finally:
         kc.stop_channels()
         srv.request("DELETE", f"/api/sessions/{r.json()['id']}")
+
+
+def test_the_dashboard_pauses_while_no_browser_is_attached(hive_server, kernel):
+    """A %hive_status left open with nobody looking stops sending updates (the Jupyter server would
+    keep every one for the browser's return); a browser connecting makes it catch up."""
+    import asyncio
+    import threading
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    wait_paused = ("import time\nfrom hive_lab.widgets.dashboard import Dashboard\n"
+                   "d = Dashboard(attach_interval=0.2)\n"
+                   "deadline = time.monotonic() + 30\n"
+                   "while not d.paused and time.monotonic() < deadline: time.sleep(0.05)\n"
+                   "print('paused', d.paused, d.queue._unsubscribe is None, d.heatmap._unsubscribe is None)")
+    messages, reply = run(kernel, wait_paused)  # this test's client talks ZMQ: no browser counts
+    assert reply["status"] == "ok", reply
+    assert text_of(messages, "stdout").strip() == "paused True True True"
+
+    kernel_id = next(p.stem[len("kernel-"):] for p in hive_server.runtime_dir.glob("kernel-*.json")
+                     if json.loads(p.read_text())["shell_port"] == kernel.shell_port)
+    url = f"ws://127.0.0.1:{hive_server.port}/api/kernels/{kernel_id}/channels?session_id=browser"
+    opened, done = threading.Event(), threading.Event()
+
+    def browser():
+        async def attach():
+            ws = await websocket_connect(HTTPRequest(url, headers=hive_server.headers()))
+            opened.set()
+            while not done.is_set():
+                await asyncio.sleep(0.05)
+            ws.close()
+        asyncio.run(attach())
+
+    thread = threading.Thread(target=browser, daemon=True)
+    thread.start()
+    try:
+        assert opened.wait(30)
+        messages, reply = run(kernel, "deadline = time.monotonic() + 30\n"
+                                      "while d.paused and time.monotonic() < deadline: time.sleep(0.05)\n"
+                                      "print('resumed', not d.paused, d.queue._unsubscribe is not None)\nd.stop()")
+        assert text_of(messages, "stdout").strip() == "resumed True True"
+    finally:
+        done.set()
+        thread.join(10)
