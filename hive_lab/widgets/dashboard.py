@@ -38,9 +38,9 @@ class Dashboard(LiveView):
     def _attached(self, attached: bool) -> None:
         """Pause while no browser is connected to this kernel; catch up when one is again."""
         if attached and self.paused:
-            self.paused = False
             for view in (self, self.vcs, self.heatmap, self.queue):
                 view.start()
+            self.paused = False
         elif not attached and not self.paused:
             self.paused = True
             for view in (self.vcs, self.heatmap, self.queue):
