@@ -86,3 +86,19 @@ def test_server_options_after_the_double_dash_are_refused(hive_server):
     # before the command they are hive-lab's; a command's own --token goes through -c
     out = cli(hive_server, "submit", "--wait", "-c", "echo --token abc", user="bob")
     assert out.stdout == "--token abc\n"
+
+
+def test_outputs_lists_and_downloads_a_jobs_files(hive_server, tmp_path):
+    out = cli(hive_server, "submit", "--wait", "--json", "-c",
+              "mkdir -p \"$HIVE_OUTPUT_DIR/plots\" && echo 42 > \"$HIVE_OUTPUT_DIR/result.txt\" && "
+              "echo png > \"$HIVE_OUTPUT_DIR/plots/a.png\"")
+    job = json.loads(out.stdout)
+    listed = cli(hive_server, "outputs", job["id"]).stdout
+    assert "result.txt" in listed and "plots/a.png" in listed
+    assert sorted(f["path"] for f in json.loads(cli(hive_server, "outputs", job["id"], "--json").stdout)["files"]) \
+        == ["plots/a.png", "result.txt"]
+    cli(hive_server, "outputs", job["id"], "--download", str(tmp_path / "dl"))
+    assert (tmp_path / "dl" / "result.txt").read_text() == "42\n"
+    assert (tmp_path / "dl" / "plots" / "a.png").read_text() == "png\n"
+    out = cli(hive_server, "outputs", job["id"], user="bob", check=False)  # not bob's job
+    assert out.returncode == 1 and "may not read" in out.stderr
