@@ -16,6 +16,7 @@ SUBCOMMANDS = [
     "submit",
     "jobs",
     "logs",
+    "outputs",
     "cancel",
     "vcs",
     "top",
