@@ -96,3 +96,31 @@ def priority_text(job: dict) -> str:
     if job.get("opportunistic") or job.get("priority") == -1:
         return "opportunistic"
     return str(job.get("priority", 0))
+
+
+class LogTail:
+    """The last ``lines`` lines of a log fed in chunks (and how many lines there were in all)."""
+
+    def __init__(self, lines: int = 40):
+        self.lines = lines
+        self._text = ""
+        self.total_lines = 0
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.total_lines += text.count("\n")
+        kept = (self._text + text).split("\n")
+        self._text = "\n".join(kept[-(self.lines + 1):])
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    @property
+    def dropped(self) -> int:
+        """Lines written but not kept."""
+        if not self._text:
+            return 0
+        total = self.total_lines + (0 if self._text.endswith("\n") else 1)
+        return max(0, total - len(self._text.splitlines()))

@@ -12,6 +12,9 @@ from .format import FINISHED, status_line
 class Job:
     """A job on the server. Attributes read the last fetched state; ``status`` fetches anew."""
 
+    _monitor = None  # its live display in a kernel (hive_lab.widgets.job_monitor), once shown
+    _watcher = None  # the thread keeping that display current
+
     def __init__(self, client, job: str | dict):
         self.client = client
         if isinstance(job, dict):
@@ -101,3 +104,10 @@ class Job:
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(repr(self))
+
+    def _ipython_display_(self) -> None:
+        """A cell's result: in a kernel a display that follows the job until it ends (never a stale
+        "scheduled"); see ``hive_lab.widgets.job_monitor.display_job``."""
+        from .widgets.job_monitor import display_job
+
+        display_job(self)

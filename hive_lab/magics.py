@@ -10,7 +10,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .errors import HiveLabError
-from .format import status_line
+from .format import FINISHED, status_line
 from .job import Job
 from .submission import cell_spec, collect_files
 from .watch import watch_job
@@ -18,11 +18,9 @@ from .watch import watch_job
 
 def _in_kernel(shell) -> bool:
     """True in a Jupyter kernel (widgets render); False in terminal IPython (print lines)."""
-    try:
-        from ipykernel.zmqshell import ZMQInteractiveShell
-    except ImportError:
-        return False
-    return isinstance(shell, ZMQInteractiveShell)
+    from .widgets.job_monitor import in_kernel
+
+    return in_kernel(shell)
 
 
 @magics_class
@@ -86,48 +84,56 @@ class HiveLabMagics(Magics):
         return job
 
     def _show(self, job: Job, *, block: bool, follow: bool) -> None:
+        """What the cell shows. What stays in the saved notebook is ordinary output: the job's log
+        (its tail with ``--wait``, all of it with ``--follow``) as a stream, and the returned ``Job`` as
+        the cell's result with the final state and exit code. In a kernel a live display (status line
+        and log tail, updated in place) is shown while waiting; without ``--wait`` the cell's result
+        is that live display and it follows the job until it ends."""
+        from .format import LogTail
+        from .widgets.job_monitor import JobMonitor, follow_in_background, in_kernel
+
         client = self.client
-        if _in_kernel(self.shell):
-            from IPython.display import display
-
-            from .widgets.job_monitor import JobMonitor
-
-            monitor = JobMonitor()
-            monitor.update(job.info)
-            display(monitor)
-
-            def on_status(info: dict) -> None:
-                job.info = info
-                monitor.update(info)
-
-            if block:
-                watch_job(client, job.id, on_status=on_status, on_log=monitor.append_log)
-                job.info = client.job(job.id)
-                monitor.update(job.info)
-            else:
-                thread = threading.Thread(target=watch_job, args=(client, job.id), daemon=True,
-                                          kwargs={"on_status": on_status, "on_log": monitor.append_log},
-                                          name=f"hive-lab-watch-{job.id}")
-                self.watchers[job.id] = thread
-                thread.start()
-            return
-        # plain terminal: print lines
-        print(status_line(job.info), flush=True)
+        kernel = in_kernel(self.shell)
+        monitor = JobMonitor(show_log=not follow)
+        monitor.update(job.info)
         if not block:
+            if kernel:
+                job._monitor = monitor  # shown as the cell's result (Job._ipython_display_)
+                self.watchers[job.id] = job._watcher = follow_in_background(job, monitor)
+            else:
+                print(status_line(job.info), flush=True)
             return
+        tail = monitor.tail  # the log tail printed at the end (--wait)
 
-        def print_status(info: dict) -> None:
-            if info.get("state") != job.info.get("state") or info.get("reason") != job.info.get("reason"):
+        def on_status(info: dict) -> None:
+            if not kernel and (info.get("state"), info.get("reason")) != (job.info.get("state"), job.info.get("reason")) \
+                    and info.get("state") not in FINISHED:
                 print(status_line(info), flush=True)
             job.info = info
+            monitor.update(info)
 
         def print_log(text: str) -> None:
             sys.stdout.write(text)
             sys.stdout.flush()
 
-        final = watch_job(client, job.id, on_status=print_status, on_log=print_log if follow else None)
+        if kernel:
+            monitor.show()
+        else:
+            print(status_line(job.info), flush=True)
+        try:
+            final = watch_job(client, job.id, on_status=on_status,
+                              on_log=print_log if follow else monitor.append_log)
+        except KeyboardInterrupt:
+            if kernel:  # the live display keeps following the job
+                job._monitor = monitor
+                self.watchers[job.id] = job._watcher = follow_in_background(job, monitor)
+            raise
         job.info = final
-        print(status_line(final), flush=True)
+        monitor.clear()
+        if not follow:
+            _print_tail(tail)
+        if not kernel:
+            print(status_line(final), flush=True)
 
     # ---------------------------------------------------------------------------------------------
     @magic_arguments()
@@ -216,6 +222,17 @@ class HiveLabMagics(Magics):
         """Show the server's sentence as the cell's error, without a long traceback (``UsageError``
         stops "run all" like any failing cell; ``__cause__`` keeps the ``HiveLabError``)."""
         raise UsageError(f"hive-lab: {exc}") from exc
+
+
+def _print_tail(tail) -> None:
+    """The job's log tail as the cell's ordinary stdout (saved with the notebook)."""
+    if tail.dropped:
+        print(f"[hive-lab: {tail.dropped} earlier line{'s' if tail.dropped != 1 else ''} of the log not shown; "
+              "job.logs() has it all]")
+    text = tail.text
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
 
 
 def _parse_env(items) -> dict[str, str]:

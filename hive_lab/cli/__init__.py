@@ -16,12 +16,14 @@ SUBCOMMANDS = [
     "submit",
     "jobs",
     "logs",
+    "outputs",
     "cancel",
     "vcs",
     "top",
     "demo",
     "kernelspec",
     "admin",
+    "hub_config",
 ]
 
 

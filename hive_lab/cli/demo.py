@@ -3,7 +3,8 @@
 Starts ``jupyter lab`` (local launcher, the built-in ``default`` cluster: one node, 4 simulated GPUs,
 one VC ``default``; a fresh store and jobs dir unless ``--dir`` is given), waits until it answers,
 submits sample jobs (a 2-GPU training run, a 2-task gang, an opportunistic job, one that has to queue)
-and prints the URL. Ctrl-C stops JupyterLab; the sample jobs are short and end on their own.
+writes a sample notebook (``hive-lab-demo.ipynb``) into its root dir and prints the URL. Ctrl-C (or
+SIGTERM) cancels every job still active on the demo's server, then stops JupyterLab.
 """
 
 from __future__ import annotations
@@ -28,6 +29,50 @@ SAMPLE_JOBS = [
     {"name": "big-eval", "command": "echo evaluating on 4 GPUs: $CUDA_VISIBLE_DEVICES; sleep 20",
      "tasks": [{"gpus": 4}]},
 ]
+
+
+SAMPLE_NOTEBOOK = "hive-lab-demo.ipynb"
+SAMPLE_CELLS = [
+    ("markdown", "# hive-lab demo\nA simulated 4-GPU machine. `%hive_status` shows who holds which GPU; "
+                 "`%%submit` runs a cell as a scheduled job; its output stays in the notebook."),
+    ("code", "%load_ext hive_lab"),
+    ("code", "%hive_status"),
+    ("code", "%%submit --gpus 1 --name hello --wait\nimport os\n"
+             "print('hello from GPU', os.environ['CUDA_VISIBLE_DEVICES'])"),
+    ("code", "%%submit --gpus 2 --name background\nimport time\nfor step in range(5):\n"
+             "    print('step', step, flush=True)\n    time.sleep(2)"),
+    ("code", "%hive_jobs"),
+]
+
+
+def write_sample_notebook(root: str) -> str:
+    """The demo's sample notebook in ``root`` (kept when it is there already); returns its name."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    path = os.path.join(root, SAMPLE_NOTEBOOK)
+    if not os.path.exists(path):
+        cells = [new_code_cell(src) if kind == "code" else new_markdown_cell(src) for kind, src in SAMPLE_CELLS]
+        nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": {
+            "name": "python3", "display_name": "Python 3", "language": "python"}}), path)
+    return SAMPLE_NOTEBOOK
+
+
+def cancel_active_jobs(url: str, headers: dict) -> list[str]:
+    """Cancel every job still active on the demo's server (the samples and whatever was submitted)."""
+    import requests
+
+    try:
+        r = requests.get(url + "hive_lab/api/jobs", params={"state": "submitted,queued,scheduled,running",
+                                                             "limit": 1000}, headers=headers, timeout=10)
+        r.raise_for_status()
+        ids = [j["id"] for j in r.json().get("jobs", [])]
+        for job_id in ids:
+            requests.delete(url + f"hive_lab/api/jobs/{job_id}", params={"reason": "hive-lab demo stopped"},
+                            headers=headers, timeout=30)
+        return ids
+    except requests.RequestException:
+        return []
 
 
 def register(subparsers) -> None:
@@ -102,13 +147,18 @@ def run(args) -> int:
         if not args.no_jobs:
             for job in submit_samples(url, headers):
                 print(f"hive-lab demo: submitted {job['id']} {job['name']:<20} {job['state']:<10} {job['reason']}")
+        notebook = write_sample_notebook(workdir)
         print(f"hive-lab demo: JupyterLab with hive-lab is at {url}lab?token={token}")
+        print(f"hive-lab demo: the sample notebook: {url}lab/tree/{notebook}?token={token}")
         print(f"hive-lab demo: try `hive-lab jobs --url {url} --token {token}`; Ctrl-C stops the demo")
         return proc.wait()
     except KeyboardInterrupt:
         return 0
     finally:
         if proc.poll() is None:
+            cancelled = cancel_active_jobs(url, headers)
+            if cancelled:
+                print(f"hive-lab demo: cancelled {', '.join(cancelled)}", flush=True)
             proc.terminate()
             try:
                 proc.wait(20)

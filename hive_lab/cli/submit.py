@@ -64,6 +64,7 @@ def build_spec(args) -> dict:
     from ..submission import collect_files, parse_priority
 
     words = list(args.words or [])
+    _refuse_server_options_in_command(words, args)
     spec_path = words.pop(0) if words and (words[0] == "-" or words[0].lower().endswith(SPEC_SUFFIXES)) else None
     spec = load_spec(spec_path)
     openpai = "taskRoles" in spec or "jobName" in spec
@@ -114,6 +115,17 @@ def build_spec(args) -> dict:
     return spec
 
 
+def _refuse_server_options_in_command(words: list[str], args) -> None:
+    """``hive-lab submit -- python x.py --url U --token T``: those belong to the command, and hive-lab
+    would quietly talk to the server it finds by itself with that server's token. Say so instead."""
+    for option in ("--url", "--token"):
+        if getattr(args, option[2:]) is None and any(w == option or w.startswith(option + "=") for w in words):
+            raise BadRequest(
+                f"{option} comes after `--`, so it would be part of the job's command and hive-lab would use "
+                f"the server it finds by itself; put {option} before `--` (hive-lab submit {option} ... -- COMMAND), "
+                f"or give a command that takes {option} itself with -c '...'", field=option[2:])
+
+
 @reports_errors
 def run(args) -> int:
     from ..format import FINISHED, status_line
@@ -141,24 +153,53 @@ def run(args) -> int:
 
 
 def wait_with_progress(client, job: dict, *, follow: bool, quiet: bool = False) -> dict:
-    """A spinner with the job's status line (stderr) until it ends; the log on stdout with ``follow``."""
+    """Wait until the job ends. Status lines go to stderr as plain lines, one per change (a spinner
+    shows the current one on a terminal), the final one once; the job's log goes to stdout: as it is
+    written with ``follow``, else all of it once the job has ended."""
     from rich.console import Console
 
-    from ..format import status_line
+    from ..format import FINISHED, status_line
     from ..watch import watch_job
 
-    console = Console(stderr=True, quiet=quiet)
+    console = Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
+    printed = {"key": None}
+
+    def say(info: dict) -> None:
+        key = (info.get("state"), info.get("reason"))
+        if key != printed["key"]:
+            printed["key"] = key
+            console.print(status_line(info), markup=False)
+
+    def on_log(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    say(job)
     with console.status(status_line(job)) as status:
         def on_status(info: dict) -> None:
             status.update(status_line(info))
-            if not quiet:
-                console.log(status_line(info))
-
-        def on_log(text: str) -> None:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            if info.get("state") not in FINISHED:
+                say(info)
 
         final = watch_job(client, job["id"], on_status=on_status, on_log=on_log if follow else None)
-    if not quiet:
-        console.print(status_line(final))
+    if not follow and not quiet:
+        write_log(client, final["id"], sys.stdout)
+    say(final)
     return final
+
+
+def write_log(client, job_id: str, out) -> None:
+    """The job's whole log (every task's, each under a header when there are several)."""
+    from ..errors import NotFound
+
+    try:
+        first = client.logs(job_id)
+    except NotFound:
+        return  # it never started
+    tasks = first.get("tasks") or [first.get("task")]
+    for task in tasks:
+        text = client.log_text(job_id, task=task)
+        if len(tasks) > 1:
+            out.write(f"==> {task} <==\n")
+        out.write(text if not text or text.endswith("\n") else text + "\n")
+    out.flush()

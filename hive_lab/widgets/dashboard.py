@@ -18,14 +18,34 @@ class Dashboard(LiveView):
     needs_bokehjs = True
     refetch_on = ("hello", "cluster")
 
-    def __init__(self, client=None, *, live: bool = True, all_users: bool = True, **kwargs):
+    def __init__(self, client=None, *, live: bool = True, all_users: bool = True, attach_interval: float = 10.0,
+                 **kwargs):
         super().__init__(client, live=live, **kwargs)
+        self.paused = False
         self.header = W.HTML()
         self.vcs = VCUsageView(self.client, live=live)
         self.heatmap = HeatmapView(self.client, live=live)
         self.queue = QueueView(self.client, live=live, all_users=all_users)
         self.widget = W.VBox([self.header, W.HBox([self.vcs.widget]), self.heatmap.widget, self.queue.widget])
         self.start()
+        self.attachment = None
+        if live and self.client is not None and attach_interval > 0:
+            from .attached import AttachmentWatch
+
+            # nobody looking: stop sending updates (the Jupyter server would keep them all)
+            self.attachment = AttachmentWatch(self._attached, interval=attach_interval).start()
+
+    def _attached(self, attached: bool) -> None:
+        """Pause while no browser is connected to this kernel; catch up when one is again."""
+        if attached and self.paused:
+            for view in (self, self.vcs, self.heatmap, self.queue):
+                view.start()
+            self.paused = False
+        elif not attached and not self.paused:
+            self.paused = True
+            for view in (self.vcs, self.heatmap, self.queue):
+                view.stop()
+            LiveView.stop(self)
 
     def fetch(self):
         return self.client.me(), self.client.cluster()
@@ -43,6 +63,8 @@ class Dashboard(LiveView):
         self.header.value = error_html(message)
 
     def stop(self) -> None:
+        if self.attachment is not None:
+            self.attachment.stop()
         for view in (self.vcs, self.heatmap, self.queue):
             view.stop()
         super().stop()

@@ -1,44 +1,176 @@
-"""The live status line and log tail that ``%%submit`` shows under the cell."""
+"""The live status line and log tail that ``%%submit`` shows under the cell.
+
+Deliberately *not* an ipywidget: the view is an ordinary display bundle (``text/plain`` and
+``text/html``) that is updated in place through its display id (``update_display_data``). What a
+notebook saves is therefore readable after reopening, in nbconvert/papermill runs and without any
+kernel: never "Error displaying widget: model not found", and no widget state is saved for it.
+"""
 
 from __future__ import annotations
 
 import html
+import threading
+import time
+import uuid
 
-import ipywidgets as W
-
-from ..format import FINISHED, status_line
+from ..format import FINISHED, LogTail, status_line
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
 
 
+def status_html(job: dict) -> str:
+    state = job.get("state")
+    color = STATE_COLORS.get(state, "#ff9f1c")
+    icon = "✔" if state == "succeeded" else "✖" if state in FINISHED else "▶" if state == "running" else "⏳"
+    return (f'<span style="color:{color};font-weight:bold">{icon}</span> '
+            f'<span style="font-family:monospace">{html.escape(status_line(job))}</span>')
+
+
+def job_bundle(job: dict, log_tail: str = "") -> dict:
+    """The display bundle of a job: its status line (and the log tail, when given)."""
+    text = status_line(job)
+    body = f"<div>{status_html(job)}</div>"
+    if log_tail:
+        text += "\n" + log_tail.rstrip("\n")
+        body += (f'<pre style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
+                 f'padding:4px">{html.escape(log_tail)}</pre>')
+    return {"text/plain": text, "text/html": body}
+
+
 class JobMonitor:
-    """``update(job)`` and ``append_log(text)`` may be called from any thread."""
+    """One job's live display. ``update(job)`` and ``append_log(text)`` may be called from any thread;
+    the display is redrawn at most every ``min_interval`` s (``flush()`` forces the last state out)."""
 
-    def __init__(self, tail_lines: int = 40):
-        self.tail_lines = tail_lines
-        self.status = W.HTML()
-        self.log = W.HTML()
-        self.widget = W.VBox([self.status, self.log])
-        self._log_text = ""
+    def __init__(self, tail_lines: int = 40, *, show_log: bool = True, min_interval: float = 0.5,
+                 clock=time.monotonic):
+        self.tail = LogTail(tail_lines)
+        self.show_log = show_log
+        self.min_interval = min_interval
+        self.clock = clock
+        self.display_id = f"hive-lab-job-{uuid.uuid4().hex}"
         self.job: dict | None = None
+        self.shown = False
+        self.closed = False
+        self._lock = threading.Lock()
+        self._last_draw = float("-inf")
+        self._dirty = False
 
+    # -- state --------------------------------------------------------------------------------------
     def update(self, job: dict) -> None:
-        self.job = job
-        color = STATE_COLORS.get(job.get("state"), "#ff9f1c")
-        icon = "✔" if job.get("state") == "succeeded" else "✖" if job.get("state") in FINISHED else "⏳"
-        if job.get("state") == "running":
-            icon = "▶"
-        self.status.value = (f'<span style="color:{color};font-weight:bold">{icon}</span> '
-                             f'<span style="font-family:monospace">{html.escape(status_line(job))}</span>')
+        with self._lock:
+            changed = self.job is None or (self.job.get("state"), self.job.get("reason")) != (
+                job.get("state"), job.get("reason"))
+            self.job = job
+        self._redraw(force=changed)
 
     def append_log(self, text: str) -> None:
-        self._log_text = "\n".join((self._log_text + text).split("\n")[-(self.tail_lines + 1):])
-        self.log.value = (f'<pre style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
-                          f'padding:4px">{html.escape(self._log_text)}</pre>')
+        with self._lock:
+            self.tail.add(text)
+        self._redraw()
 
     @property
     def log_text(self) -> str:
-        return self._log_text
+        return self.tail.text
+
+    def bundle(self) -> dict:
+        with self._lock:
+            return job_bundle(self.job or {}, self.tail.text if self.show_log else "")
+
+    # -- display ------------------------------------------------------------------------------------
+    def show(self) -> None:
+        """Put the display under the current cell (again: every copy keeps updating)."""
+        from IPython.display import display
+
+        display(self.bundle(), raw=True, display_id=self.display_id)
+        with self._lock:
+            self.shown = True
+            self._last_draw = self.clock()
+            self._dirty = False
+
+    def flush(self) -> None:
+        with self._lock:
+            dirty = self._dirty
+        if dirty:
+            self._redraw(force=True)
+
+    def clear(self) -> None:
+        """Empty the display and stop drawing (the cell's ordinary output says the rest)."""
+        from IPython.display import update_display
+
+        with self._lock:
+            was_shown, self.closed = self.shown and not self.closed, True
+        if was_shown:
+            update_display({}, raw=True, display_id=self.display_id)
+
+    def _redraw(self, force: bool = False) -> None:
+        with self._lock:
+            if not self.shown or self.closed:
+                return
+            now = self.clock()
+            if not force and now - self._last_draw < self.min_interval:
+                if not self._dirty:  # draw the last state once the interval is over
+                    timer = threading.Timer(self.min_interval - (now - self._last_draw), self.flush)
+                    timer.daemon = True
+                    timer.start()
+                self._dirty = True
+                return
+            self._last_draw, self._dirty = now, False
+        from IPython.display import update_display
+
+        update_display(self.bundle(), raw=True, display_id=self.display_id)
 
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        return self.bundle()
+
+
+def in_kernel(shell=None) -> bool:
+    """True in a Jupyter kernel (rich displays render); False in terminal IPython or plain Python."""
+    try:
+        from IPython import get_ipython
+        from ipykernel.zmqshell import ZMQInteractiveShell
+    except ImportError:
+        return False
+    return isinstance(shell if shell is not None else get_ipython(), ZMQInteractiveShell)
+
+
+def follow_in_background(job, monitor: JobMonitor) -> threading.Thread:
+    """Keep ``monitor`` (and ``job.info``) current in a daemon thread until the job has finished."""
+    from ..watch import watch_job
+
+    def on_status(info: dict) -> None:
+        job.info = info
+        monitor.update(info)
+
+    def run() -> None:
+        try:
+            final = watch_job(job.client, job.id, on_status=on_status,
+                              on_log=monitor.append_log if monitor.show_log else None)
+        except Exception as exc:  # noqa: BLE001 - a background thread: say it in the display
+            monitor.update(dict(job.info, reason=f"hive-lab stopped following this job: {exc}"))
+            return
+        on_status(final)
+        monitor.flush()
+
+    thread = threading.Thread(target=run, daemon=True, name=f"hive-lab-watch-{job.id}")
+    thread.start()
+    return thread
+
+
+def display_job(job) -> None:
+    """How a ``Job`` shows itself as a cell's result: in a kernel, a live display while the job has
+    not finished (a watcher thread updates it in place, see ``JobMonitor``), a static one after;
+    elsewhere its one-line repr."""
+    if not in_kernel():
+        print(repr(job))
+        return
+    monitor = getattr(job, "_monitor", None)
+    if monitor is None:
+        if job.done:
+            from IPython.display import display
+
+            display(job_bundle(job.info), raw=True)
+            return
+        monitor = job._monitor = JobMonitor()
+        monitor.update(job.info)
+        job._watcher = follow_in_background(job, monitor)
+    monitor.show()

@@ -30,7 +30,7 @@ CATEGORY20 = [
 # red (bad) and greys (free/drained) are left out so a VC or job never looks like a GPU state
 DISTINCT = [c for c in CATEGORY20[0::2] + CATEGORY20[1::2]
             if c not in ("#d62728", "#ff9896", "#7f7f7f", "#c7c7c7")]
-COLOR_MODES = ("state", "vc", "job")
+COLOR_MODES = ("state", "vc", "job", "user")  # the same modes as the Lab heatmap
 
 
 def gpu_state(gpu: dict) -> str:
@@ -57,8 +57,11 @@ def job_color(job_id: str) -> str:
     return DISTINCT[zlib.crc32(job_id.encode()) % len(DISTINCT)]
 
 
+user_color = job_color  # stable per user name the same way
+
+
 def gpu_colors(gpus: list[dict], by: str = "state", vcs: list[str] | None = None) -> tuple[list[str], list[float]]:
-    """Fill colour and alpha per GPU. ``by``: ``state`` | ``vc`` | ``job``.
+    """Fill colour and alpha per GPU. ``by``: ``state`` | ``vc`` | ``job`` | ``user``.
 
     By VC: the VC's colour, full when used by that VC, pale when only bound/reserved for it; bad
     GPUs stay red in every mode; unassigned ones are grey."""
@@ -78,9 +81,10 @@ def gpu_colors(gpus: list[dict], by: str = "state", vcs: list[str] | None = None
             else:
                 colors.append(STATE_COLORS["drained" if state == "drained" else "free"])
                 alphas.append(1.0)
-        else:  # job
-            if g.get("job"):
-                colors.append(job_color(g["job"]))
+        else:  # job or user: whose work holds the GPU
+            owner = g.get(by)
+            if owner:
+                colors.append(job_color(owner) if by == "job" else user_color(owner))
                 alphas.append(1.0)
             else:
                 colors.append(STATE_COLORS["reserved" if state == "reserved" else
@@ -122,7 +126,7 @@ def heatmap_columns(cluster: dict, by: str = "state", vcs: list[str] | None = No
 def heatmap_legend(columns: dict[str, list], by: str) -> list[tuple[str, str]]:
     """(label, colour) pairs for what is on screen, in a stable order."""
     seen: dict[str, str] = {}
-    key = {"state": "state", "vc": "vc", "job": "job"}[by]
+    key = {"state": "state", "vc": "vc", "job": "job", "user": "user"}[by]
     for label, color, state in zip(columns[key], columns["color"], columns["state"]):
         if state == "bad" and by != "state":
             label = "bad"

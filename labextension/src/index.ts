@@ -19,6 +19,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { HiveApi } from './api';
 import { HeatmapWidget } from './heatmap';
+import { KernelNotices } from './kernelnotices';
 import { ClusterModel, IHiveSettings } from './model';
 import { ClusterPanel } from './panel';
 import { ClusterStatus } from './statusbar';
@@ -141,6 +142,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       window.setTimeout(() => heatmaps.forEach(w => w.content.render()), 200);
     });
 
+    new KernelNotices(model); // queued, culled and preempted GPU kernels: said where the person looks
     model.start();
   }
 };

@@ -31,7 +31,9 @@ export class LogViewer {
     bar.append(this._title, this._tasks, this._status, close);
     this._pre = document.createElement('pre');
     this._pre.className = 'jp-HiveLogs-text';
-    this.node.append(bar, this._pre);
+    this._outputs = document.createElement('ul');
+    this._outputs.className = 'jp-HiveLogs-outputs';
+    this.node.append(bar, this._pre, this._outputs);
   }
 
   readonly node: HTMLDivElement;
@@ -46,6 +48,42 @@ export class LogViewer {
     this._title.textContent = `${job.name || job.id} · ${job.id}`;
     this.node.hidden = false;
     this._switchTask(null);
+    void this._showOutputs(this._generation);
+  }
+
+  /** The job's output files, each a download link (the browser's session authenticates it). */
+  private async _showOutputs(generation: number): Promise<void> {
+    const job = this._job;
+    if (!job) {
+      return;
+    }
+    let files: { path: string; size: number }[] = [];
+    try {
+      files = (await this.model.api.request<{ files: { path: string; size: number }[] }>(
+        `jobs/${encodeURIComponent(job.id)}/outputs`
+      )).files;
+    } catch {
+      files = [];
+    }
+    if (generation !== this._generation || this._job?.id !== job.id) {
+      return;
+    }
+    this._outputs.replaceChildren(
+      ...files.map(f => {
+        const li = document.createElement('li');
+        const a = document.createElement('a');
+        a.className = 'jp-HiveLogs-output';
+        a.href = this.model.api.url(
+          `jobs/${encodeURIComponent(job.id)}/outputs/${f.path.split('/').map(encodeURIComponent).join('/')}`
+        );
+        a.download = f.path.split('/').pop() ?? f.path;
+        a.textContent = `${f.path} (${f.size} B)`;
+        a.title = 'Download this output file';
+        li.appendChild(a);
+        return li;
+      })
+    );
+    this._outputs.hidden = files.length === 0;
   }
 
   close(): void {
@@ -127,6 +165,8 @@ export class LogViewer {
     this.node.dataset.following = String(following);
     if (following) {
       this._timer = window.setTimeout(() => void this._poll(generation), FOLLOW_MS);
+    } else {
+      void this._showOutputs(generation); // what it wrote is complete now
     }
   }
 
@@ -139,4 +179,5 @@ export class LogViewer {
   private _tasks: HTMLSelectElement;
   private _status: HTMLSpanElement;
   private _pre: HTMLPreElement;
+  private _outputs: HTMLUListElement;
 }

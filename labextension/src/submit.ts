@@ -3,7 +3,7 @@
  * POSTs a batch job that stages the notebook and runs it with nbconvert --execute.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { Widget } from '@lumino/widgets';
 
@@ -36,7 +36,8 @@ export function notebookJobSpec(
     name: stem,
     vc,
     kind: 'batch',
-    command: `jupyter nbconvert --to notebook --execute ${quoted} --output ${output}`,
+    // the executed copy is an output of the job: listed by the panel, `hive-lab outputs ID` and the API
+    command: `jupyter nbconvert --to notebook --execute ${quoted} --output ${output} --output-dir "$HIVE_OUTPUT_DIR"`,
     tasks: [{ name: 'main', count: 1, gpus }],
     files: { [file]: notebookText }
   };
@@ -47,7 +48,7 @@ class SubmitForm extends Widget {
     super();
     this.addClass('jp-HiveSubmit');
     const info = document.createElement('p');
-    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy (${name.replace(/\.ipynb$/, '')}.executed.ipynb) is written to the job's working directory.`;
+    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy (${name.replace(/\.ipynb$/, '')}.executed.ipynb) becomes an output of the job (hive-lab outputs ID --download DIR).`;
     this.vc = document.createElement('select');
     this.vc.className = 'jp-mod-styled';
     for (const vc of vcs) {
@@ -104,9 +105,34 @@ export async function submitCurrentNotebook(
       notebookJobSpec(path, text, answer.value.vc, answer.value.gpus)
     );
     void model.refresh();
+    announceWhenDone(model, job);
     return job;
   } catch (error) {
     await showErrorMessage('Could not submit the notebook', (error as Error).message);
     return null;
   }
+}
+
+/** A toast once the notebook job has ended: where its executed notebook is, or why it failed. */
+export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
+  const waiting = Notification.emit(`${submitted.name}: submitted as ${submitted.id}`, 'in-progress', {
+    autoClose: false
+  });
+  const onJob = (_: ClusterModel, job: IJob) => {
+    if (job.id !== submitted.id || !['succeeded', 'failed', 'cancelled'].includes(job.state)) {
+      return;
+    }
+    model.jobEvent.disconnect(onJob);
+    const ok = job.state === 'succeeded';
+    const executed = `${submitted.name}.executed.ipynb`;
+    Notification.update({
+      id: waiting,
+      type: ok ? 'success' : 'error',
+      autoClose: false,
+      message: ok
+        ? `${submitted.name} (${job.id}) is done: ${executed} is among its outputs (hive-lab outputs ${job.id} --download DIR)`
+        : `${submitted.name} (${job.id}) ${job.state}${job.reason ? `: ${job.reason}` : ''}`
+    });
+  };
+  model.jobEvent.connect(onJob);
 }

@@ -230,7 +230,10 @@ def _read_file(path: str) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError("<source>", f"{path} is not valid YAML/JSON: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else path
+        what = " ".join(str(x) for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise ConfigError("<source>", f"{where}: not valid YAML/JSON: {what}") from None
     if not isinstance(data, dict):
         raise ConfigError("<source>", f"{path} must hold a mapping")
     return data
@@ -583,6 +586,18 @@ def check_feasible(cfg: ClusterConfig) -> None:
         if bad:
             level, need, avail, _ = bad
             tname = chain.type_at(level)
+            asked = {}  # GPUs per VC, the sum said in a person's terms when the chain is simply too small
+            for vc in cfg.virtual_clusters.values():
+                for v in vc.virtual_cells:
+                    if v.chain == chain.name:
+                        asked[vc.name] = asked.get(vc.name, 0) + cfg.cell_types[v.cell_type].leaf_count * v.number
+                for pid in vc.pinned_cells:
+                    if cfg.pinned_cells[pid].chain == chain.name:
+                        asked[vc.name] = asked.get(vc.name, 0) + cfg.cell_types[cfg.pinned_cells[pid].type].leaf_count
+            has = sum(cfg.cell_types[top.type].leaf_count for top in cfg.physical_cells if top.chain == chain.name)
+            if sum(asked.values()) > has:
+                raise ConfigError("virtualClusters", f"VCs ask for {sum(asked.values())} {chain.gpu_type} GPUs "
+                                  f"({', '.join(f'{n}: {g}' for n, g in asked.items())}), the cluster has {has}")
             raise ConfigError(
                 "virtualClusters",
                 f"infeasible assignment in chain {chain.name} at level {tname} (level {level}): "

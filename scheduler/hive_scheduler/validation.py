@@ -88,7 +88,7 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
                 raise RequestError(f"{f}.gpu_type", f"pinned cell {req.pinned_cell} holds {s._chain_gpu[pin.chain]} GPUs")
         node_max = max((s._types[s.config.chains[c].node_type].leaf_count for c in chains), default=0)
         if t.gpus > node_max:
-            raise RequestError(f"{f}.gpus", f"asks for {t.gpus} GPUs in one task but the largest node has {node_max}"
+            raise RequestError(f"{f}.gpus", f"asks for {t.gpus} GPUs in one task but the cluster has {s.config.gpu_count()} GPUs in all" if t.gpus > s.config.gpu_count() else f"asks for {t.gpus} GPUs in one task but the largest node has {node_max}"
                                f"{' ' + t.gpu_type if t.gpu_type else ''}; split it into more tasks of fewer GPUs")
         if guaranteed and req.pinned_cell is None:
             vchains = [c for c in chains if vc.total.get(c)]

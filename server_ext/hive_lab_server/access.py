@@ -73,9 +73,10 @@ class AccessPolicy:
         self.owner = owner
         self.all_vcs = tuple(all_vcs)
 
-    def caller(self, user: str, groups: Iterable[str] = ()) -> Caller:
+    def caller(self, user: str, groups: Iterable[str] = (), admin: bool = False) -> Caller:
+        """``admin``: the identity provider already made this caller an admin (e.g. a Hub scope)."""
         groups = tuple(groups)
-        admin = user in self.admin_users or bool(self.admin_groups.intersection(groups)) or (
+        admin = admin or user in self.admin_users or bool(self.admin_groups.intersection(groups)) or (
             self.owner is not None and user == self.owner
         )
         allowed: set[str] = set()

@@ -21,10 +21,11 @@ from __future__ import annotations
 import os
 import pathlib
 
+from hive_scheduler import ConfigError
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Any as AnyTrait
-from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
 
 from . import __version__
 from .access import AccessPolicy, server_owner
@@ -90,6 +91,24 @@ class HiveLabApp(ExtensionApp):
         see hive_lab_server.hardware.fake_nvml).""",
     )
     gpu_sample_interval_s = Float(5.0, config=True, help="seconds between GPU samples (utilisation, health); 0 = off")
+    mode = CaselessStrEnum(
+        ["scheduler", "client"], config=True,
+        help="""scheduler: this server runs hive-lab's scheduler (personal mode, or the JupyterHub service).
+        client: a user's single-user server under JupyterHub; no scheduler starts here and hive_lab/api/
+        forwards to the service (service_url) as the server's owner (see hub.client_mode).
+        Default: HIVE_LAB_MODE, else client when HIVE_LAB_SERVICE_URL is set, else scheduler.""",
+    )
+    service_url = Unicode(
+        config=True, help="client mode: the hive-lab service's URL (default: HIVE_LAB_SERVICE_URL)",
+    )
+
+    @default("mode")
+    def _mode_default(self) -> str:
+        return os.environ.get("HIVE_LAB_MODE") or ("client" if os.environ.get("HIVE_LAB_SERVICE_URL") else "scheduler")
+
+    @default("service_url")
+    def _service_url_default(self) -> str:
+        return os.environ.get("HIVE_LAB_SERVICE_URL", "")
 
     @default("owner")
     def _owner_default(self) -> str:
@@ -100,10 +119,20 @@ class HiveLabApp(ExtensionApp):
         return pathlib.Path(jupyter_data_dir()) / "hive_lab"
 
     def initialize_settings(self) -> None:
+        if self.mode == "client":
+            from .hub.client_mode import initialize_client
+
+            return initialize_client(self)
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
         jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
         jobs_root.mkdir(parents=True, exist_ok=True)
-        self.cluster = resolve_cluster(self.cluster_config, self.nvml_backend)
+        try:
+            self.cluster = resolve_cluster(self.cluster_config, self.nvml_backend)
+        except ConfigError as exc:
+            # jupyter_server would log a failed extension and serve on without hive-lab (a bare 404 in
+            # the panel); a scheduler with a broken cluster model must not look like it runs
+            self.log.critical("hive-lab: the cluster config is not valid, so the server stops: %s", exc)
+            raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
         from hive_scheduler import Scheduler
 
         scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
@@ -111,10 +140,14 @@ class HiveLabApp(ExtensionApp):
         self.events = EventBus()
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
+        self.launcher_requested = self.launcher
         if self.launcher == "auto":
             from .launchers.docker import engine_reachable
 
             self.launcher = "docker" if engine_reachable() else "local"
+            self.log.warning("hive-lab: launcher 'auto' chose %s (%s); set HiveLabApp.launcher to fix the choice",
+                             self.launcher, "a Docker engine answers" if self.launcher == "docker"
+                             else "no Docker engine answers")
         launcher = make_launcher(
             self.launcher,
             parent=self,
@@ -159,21 +192,43 @@ class HiveLabApp(ExtensionApp):
             install_authorizer(self)
         if isolation.isolates():
             protect(server_secret_files(self), self.log)
+        from .kernels.websocket import install
+
+        # (self.settings holds the server's settings here and is copied back into them afterwards)
+        if not install(self.settings):  # queued GPU kernels: no 500 on their websocket
+            self.log.info("hive-lab: kernel websockets use %s (configured), not hive-lab's",
+                          self.settings.get("kernel_websocket_connection_class"))
         self.log.info(
             "hive-lab: %d GPUs (%s cluster), VCs %s, launcher %s, store %s",
             self.cluster.config.gpu_count(), self.cluster.origin, ", ".join(self.access.all_vcs),
             launcher.name, db_url.split("@")[-1],
         )
 
+    @property
+    def launcher_info(self) -> dict:
+        """The launcher in effect and how it was chosen (``GET cluster`` shows it: no silent fallback)."""
+        requested = getattr(self, "launcher_requested", self.launcher)
+        return {"name": self.launcher, "chosen_by": "auto" if requested == "auto" else "config"}
+
     def initialize_handlers(self) -> None:
+        if self.mode == "client":
+            from .hub.client_mode import CLIENT_ROUTES
+
+            return self.handlers.extend(CLIENT_ROUTES)
         self.handlers.extend(ROUTES)
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         # jupyter_server already serves (its own endpoints are not held up); hive-lab's handlers wait
         # for the end of this recovery (``HiveService.wait_ready``)
+        if self.mode == "client":
+            return
         await self.service.start()
         await self.hardware.start()
 
     async def stop_extension(self) -> None:
-        await self.hardware.stop()
-        await self.service.stop()
+        if self.mode == "client":
+            return
+        # parts that were never made (initialisation failed half-way) have nothing to stop
+        for part in ("hardware", "service"):
+            if getattr(self, part, None) is not None:
+                await getattr(self, part).stop()

@@ -127,12 +127,18 @@ class Node(_Out):
     drained: bool = False
 
 
+class LauncherInfo(_Out):
+    name: str = Field(description="the launcher in effect: local, docker, slurm or a module path")
+    chosen_by: Literal["auto", "config"] = Field(description='"auto" when HiveLabApp.launcher is auto')
+
+
 class Cluster(_Out):
     gpus_total: int
     gpus_free: int
     nodes: list[Node]
     cells: list[dict[str, Any]] = Field(description="the core's cell tree (docs/core-api.md: cluster_view)")
     gpus: list[Gpu]
+    launcher: LauncherInfo | None = None
 
 
 class Vc(_Out):

@@ -95,6 +95,12 @@ class HiveProvisioner(LocalProvisioner):
     _session = ""
     _culled = False
     _launched = True  # launch_kernel returned (Jupyter holds the connection info)
+    _stop_requested: str | None = None  # shut down while its job was being submitted: withdraw it
+
+    @property
+    def waiting_for_gpus(self) -> bool:
+        """The kernel's job is submitted but not placed yet (nothing answers on its ports)."""
+        return self.job_id is not None and (self._job or {}).get("state") in ("submitted", "queued")
 
     # ------------------------------------------------------------------ helpers
 
@@ -170,6 +176,7 @@ class HiveProvisioner(LocalProvisioner):
                 CULLED_SESSIONS.setdefault(self._session, f"the previous kernel of this notebook ended: {job['reason']}.")
             await self._cancel("restart")
         self._launched = False
+        self._stop_requested = None
         await self._submit(cmd, connection_file, text, kwargs.get("env") or {})
         await self._await_decision()
         self._launched = True
@@ -180,7 +187,7 @@ class HiveProvisioner(LocalProvisioner):
         connects to the node's address. A queued kernel returns at once (its wait is logged)."""
         deadline = time.monotonic() + self.placement_wait_s
         job = self._job or {}
-        while job.get("state") == "submitted" and time.monotonic() < deadline:
+        while job.get("state") == "submitted" and time.monotonic() < deadline and self.job_id is not None:
             await asyncio.sleep(0.05)
             job = await self._refresh() or {}
         if job.get("state") in ("scheduled", "running"):
@@ -240,6 +247,13 @@ class HiveProvisioner(LocalProvisioner):
             raise RuntimeError(f"hive-lab refused the kernel's GPU request: {exc}") from None
         except OSError as exc:
             raise RuntimeError(f"hive kernel: cannot reach hive-lab at {rest.url} ({exc}); check HIVE_LAB_URL") from None
+        if self._stop_requested is not None:
+            # shut down while the request was on its way (e.g. within seconds of opening the page):
+            # withdraw the job at once, or it would hold a GPU for a kernel nobody can see
+            self.job_id = job["id"]
+            why, self._stop_requested = self._stop_requested, None
+            await self._cancel(f"{why} while starting")
+            raise RuntimeError(f"hive kernel: shut down while starting; its GPU request ({job['id']}) was withdrawn")
         self.job_id = job["id"]
         self._job = job
         self._job_fetched = time.monotonic()
@@ -354,6 +368,8 @@ class HiveProvisioner(LocalProvisioner):
     async def _cancel(self, why: str) -> None:
         job_id = self.job_id
         if job_id is None:
+            if not self._launched:
+                self._stop_requested = why  # _submit withdraws the job once the server answers
             return
         self.job_id = None
         if self._culler is not None:
@@ -411,6 +427,12 @@ class HiveProvisioner(LocalProvisioner):
         await self.kill(restart=restart)
 
     async def shutdown_requested(self, restart: bool = False) -> None:
+        if not restart and (self.job_id is None or self.waiting_for_gpus
+                            or (await self._refresh() or {}).get("state") in ("submitted", "queued")):
+            # not running yet: withdraw the request now; otherwise the shutdown message waiting in its
+            # socket would be read once it got a GPU, and the job would end "succeeded" after holding one
+            await self._cancel("kernel shut down while waiting for GPUs")
+            return
         if not restart and self._workdir is not None:
             try:
                 (self._workdir / KERNEL_DIR / "keep").unlink()

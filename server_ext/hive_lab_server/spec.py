@@ -30,6 +30,9 @@ class SpecError(ValueError):
         self.field = field
 
 
+OPPORTUNISTIC_MAX_RETRIES = 10  # an opportunistic job's max_retries when its spec gives none
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
@@ -116,6 +119,13 @@ class JobSpec(_Model):
                                 "or for GPUs", f"tasks[{i}].cpus")
         return self
 
+    @model_validator(mode="after")
+    def _opportunistic_retries(self) -> "JobSpec":
+        # being preempted is the normal fate of opportunistic work: back to the queue unless told otherwise
+        if self.opportunistic and "max_retries" not in self.model_fields_set:
+            self.max_retries = OPPORTUNISTIC_MAX_RETRIES
+        return self
+
     @property
     def opportunistic(self) -> bool:
         return self.priority == "opportunistic"
@@ -168,7 +178,7 @@ class PaiJob(_Model):
             "data_dir": self.dataDir,
             "output_dir": self.outputDir,
             "working_dir": self.codeDir,
-            "max_retries": self.retryCount,
+            **({"max_retries": self.retryCount} if "retryCount" in self.model_fields_set else {}),
             "env": dict(self.jobEnvs),
             "tasks": [
                 {

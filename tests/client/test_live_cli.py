@@ -65,3 +65,40 @@ def test_logs_follow_waits_for_the_job_and_streams(hive_server):
     out = cli(hive_server, "logs", "-f", job["id"])
     assert out.stdout.split() == ["line1", "line2", "line3"]
     assert "succeeded" in out.stderr
+
+
+def test_submit_wait_prints_the_output_and_plain_status_lines_once(hive_server):
+    out = cli(hive_server, "submit", "--wait", "--name", "printed", "--",
+              "python3", "-c", "import sys; print('out line'); print('err line', file=sys.stderr)")
+    assert out.stdout == "out line\nerr line\n" or sorted(out.stdout.splitlines()) == ["err line", "out line"]
+    lines = out.stderr.splitlines()
+    assert lines[-1].startswith("j-") and "printed: succeeded (exit code 0)" in lines[-1]
+    assert sum("printed: succeeded" in line for line in lines) == 1   # the final line once
+    assert not any(".py:" in line for line in lines)                  # no log records with a source location
+    assert all(line.startswith("j-") for line in lines)               # plain status lines only
+
+
+def test_server_options_after_the_double_dash_are_refused(hive_server):
+    out = subprocess.run([HIVE_LAB, "submit", "--wait", "--", "python3", "train.py", "--url", hive_server.url,
+                          "--token", hive_server.tokens["bob"]], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "--url comes after `--`" in out.stderr and "put --url before `--`" in out.stderr
+    # before the command they are hive-lab's; a command's own --token goes through -c
+    out = cli(hive_server, "submit", "--wait", "-c", "echo --token abc", user="bob")
+    assert out.stdout == "--token abc\n"
+
+
+def test_outputs_lists_and_downloads_a_jobs_files(hive_server, tmp_path):
+    out = cli(hive_server, "submit", "--wait", "--json", "-c",
+              "mkdir -p \"$HIVE_OUTPUT_DIR/plots\" && echo 42 > \"$HIVE_OUTPUT_DIR/result.txt\" && "
+              "echo png > \"$HIVE_OUTPUT_DIR/plots/a.png\"")
+    job = json.loads(out.stdout)
+    listed = cli(hive_server, "outputs", job["id"]).stdout
+    assert "result.txt" in listed and "plots/a.png" in listed
+    assert sorted(f["path"] for f in json.loads(cli(hive_server, "outputs", job["id"], "--json").stdout)["files"]) \
+        == ["plots/a.png", "result.txt"]
+    cli(hive_server, "outputs", job["id"], "--download", str(tmp_path / "dl"))
+    assert (tmp_path / "dl" / "result.txt").read_text() == "42\n"
+    assert (tmp_path / "dl" / "plots" / "a.png").read_text() == "png\n"
+    out = cli(hive_server, "outputs", job["id"], user="bob", check=False)  # not bob's job
+    assert out.returncode == 1 and "may not read" in out.stderr

@@ -73,14 +73,17 @@ def test_submit_in_a_kernel_finds_the_server_and_shows_a_widget(kernel):
 
     messages, reply = run(kernel, "%%submit --wait --name in-kernel\nprint('hello from the job')\n")
     assert reply["status"] == "ok", reply
-    # a widget is displayed and its status line is updated in place until the job has finished
-    assert any(WIDGET_VIEW in m["content"].get("data", {}) for m in messages if m["msg_type"] == "display_data")
-    states = [json.dumps(m["content"]["data"].get("state", {})) for m in messages
-              if m["msg_type"] in ("comm_open", "comm_msg")]
-    assert any("succeeded (exit code 0)" in s for s in states)
-    assert any("hello from the job" in s for s in states)    # the log tail
-    result = next(m for m in messages if m["msg_type"] == "execute_result")
-    assert "in-kernel: succeeded" in result["content"]["data"]["text/plain"]
+    # a live display (no widget: nothing that needs the kernel after reopening) is shown and updated in
+    # place while waiting, then emptied; the job's log is ordinary stdout and the result its final state
+    displays = [m for m in messages if m["msg_type"] in ("display_data", "update_display_data")]
+    assert not any(WIDGET_VIEW in m["content"].get("data", {}) for m in messages if "data" in m["content"])
+    live_id = displays[0]["content"]["transient"]["display_id"]
+    assert displays[-1]["msg_type"] == "display_data" and "in-kernel: succeeded (exit code 0)" in \
+        displays[-1]["content"]["data"]["text/plain"]
+    updates = [m for m in displays if m["content"].get("transient", {}).get("display_id") == live_id]
+    assert updates[-1]["msg_type"] == "update_display_data" and updates[-1]["content"]["data"] == {}
+    assert "hello from the job" in text_of(messages, "stdout")
+    assert not [m for m in messages if m["msg_type"] == "execute_result"]
 
     # the returned Job handle works in the kernel
     messages, reply = run(kernel, "print(_.status, repr(_.logs()))")
@@ -99,14 +102,21 @@ def test_submit_without_wait_returns_at_once_and_keeps_watching(kernel):
     messages, reply = run(kernel, "%load_ext hive_lab")
     messages, reply = run(kernel, "%%submit --name bg\nimport time; time.sleep(1); print('bg done')\n")
     assert reply["status"] == "ok", reply
-    result = next(m for m in messages if m["msg_type"] == "execute_result")
-    assert re.search(r"bg: (submitted|queued|scheduled|running)", result["content"]["data"]["text/plain"])
+    assert not [m for m in messages if m["msg_type"] == "execute_result"]  # no Out[] frozen at "scheduled"
+    shown = next(m for m in messages if m["msg_type"] == "display_data")
+    display_id = shown["content"]["transient"]["display_id"]
+    assert re.search(r"bg: (submitted|queued|scheduled|running)", shown["content"]["data"]["text/plain"])
     code = ("m = get_ipython().magics_manager.registry['HiveLabMagics']\n"
             "job = _\n"
             "m.watchers[job.id].join(60)\n"
             "print(job.state, m.watchers[job.id].is_alive(), repr(job.logs()))")
     messages, reply = run(kernel, code, timeout=90)
     assert text_of(messages, "stdout").strip() == "succeeded False 'bg done\\n'"
+    # the same display was updated in place to the final state (with the log tail)
+    updates = [m for m in messages if m["msg_type"] == "update_display_data"
+               and m["content"]["transient"]["display_id"] == display_id]
+    assert "bg: succeeded (exit code 0)" in updates[-1]["content"]["data"]["text/plain"]
+    assert "bg done" in updates[-1]["content"]["data"]["text/plain"]
 
 
 def test_submit_from_a_gpu_kernel_started_by_the_hive_provisioner(live_server_factory, tmp_path):
@@ -137,7 +147,7 @@ def test_submit_from_a_gpu_kernel_started_by_the_hive_provisioner(live_server_fa
         messages, reply = run(kc, "%%submit --wait --gpus 1 --name from-gpu-kernel\nimport os\n"
                                   "print('job GPUs', os.environ['CUDA_VISIBLE_DEVICES'])\n")
         assert reply["status"] == "ok", reply
-        result = next(m for m in messages if m["msg_type"] == "execute_result")
+        result = [m for m in messages if m["msg_type"] == "display_data"][-1]
         assert "from-gpu-kernel: succeeded (exit code 0)" in result["content"]["data"]["text/plain"]
         jobs = srv.request("GET", "jobs?limit=10").json()["jobs"]
         kinds = {j["name"]: j["kind"] for j in jobs}
@@ -145,3 +155,48 @@ def test_submit_from_a_gpu_kernel_started_by_the_hive_provisioner(live_server_fa
     finally:
         kc.stop_channels()
         srv.request("DELETE", f"/api/sessions/{r.json()['id']}")
+
+
+def test_the_dashboard_pauses_while_no_browser_is_attached(hive_server, kernel):
+    """A %hive_status left open with nobody looking stops sending updates (the Jupyter server would
+    keep every one for the browser's return); a browser connecting makes it catch up."""
+    import asyncio
+    import threading
+
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    wait_paused = ("import time\nfrom hive_lab.widgets.dashboard import Dashboard\n"
+                   "d = Dashboard(attach_interval=0.2)\n"
+                   "deadline = time.monotonic() + 30\n"
+                   "while not d.paused and time.monotonic() < deadline: time.sleep(0.05)\n"
+                   "print('paused', d.paused, d.queue._unsubscribe is None, d.heatmap._unsubscribe is None)")
+    messages, reply = run(kernel, wait_paused)  # this test's client talks ZMQ: no browser counts
+    assert reply["status"] == "ok", reply
+    assert text_of(messages, "stdout").strip() == "paused True True True"
+
+    kernel_id = next(p.stem[len("kernel-"):] for p in hive_server.runtime_dir.glob("kernel-*.json")
+                     if json.loads(p.read_text())["shell_port"] == kernel.shell_port)
+    url = f"ws://127.0.0.1:{hive_server.port}/api/kernels/{kernel_id}/channels?session_id=browser"
+    opened, done = threading.Event(), threading.Event()
+
+    def browser():
+        async def attach():
+            ws = await websocket_connect(HTTPRequest(url, headers=hive_server.headers()))
+            opened.set()
+            while not done.is_set():
+                await asyncio.sleep(0.05)
+            ws.close()
+        asyncio.run(attach())
+
+    thread = threading.Thread(target=browser, daemon=True)
+    thread.start()
+    try:
+        assert opened.wait(30)
+        messages, reply = run(kernel, "deadline = time.monotonic() + 30\n"
+                                      "while d.paused and time.monotonic() < deadline: time.sleep(0.05)\n"
+                                      "print('resumed', not d.paused, d.queue._unsubscribe is not None)\nd.stop()")
+        assert text_of(messages, "stdout").strip() == "resumed True True"
+    finally:
+        done.set()
+        thread.join(10)

@@ -43,6 +43,8 @@ def test_submit_cell_runs_and_files_come_back(shell, tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r"j-\d+ cell-test: (submitted|queued|running)", out)           # the first status line
     assert re.search(r"succeeded \(exit code 0\) after [\d.]+ s", out)              # the last one
+    assert "rows: 3\ndone\n" in out                                                   # the job's output
+    assert len(re.findall(r"cell-test: succeeded", out)) == 1
     assert "rows: 3" in job.logs() and "done" in job.logs()
     assert [f["path"] for f in job.outputs()] == ["model.txt"]
     assert job.read_output("model.txt") == b"trained"

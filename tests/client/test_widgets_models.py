@@ -72,6 +72,26 @@ def test_heatmap_document_has_one_glyph_per_gpu_with_state_colours(recorded):
     assert "11 of 16 GPUs free" in view.status.value
 
 
+def test_heatmap_offers_the_lab_heatmaps_colour_modes(recorded):
+    """Every mode the Lab heatmap offers (labextension/src/heatmap.ts) works here too."""
+    import pathlib
+    import re
+
+    lab = (pathlib.Path(__file__).parents[2] / "labextension" / "src" / "heatmap.ts").read_text()
+    lab_modes = re.findall(r"\{ value: '(\w+)', label:", lab)
+    assert "user" in lab_modes
+    for mode in lab_modes:
+        view = HeatmapView(None, cluster=recorded["cluster"], color_by=mode, live=False)
+        assert len(view.source.data["color"]) == 16
+    view = HeatmapView(None, cluster=recorded["cluster"], color_by="user", live=False)
+    users = view.source.data["user"]
+    colors = view.source.data["color"]
+    ann = {c for u, c in zip(users, colors) if u == "ann"}
+    assert len(ann) == 1 and ann != {STATE_COLORS["free"]}
+    assert "ann" in view.legend.value
+    assert set(view.mode.options) == set(lab_modes)
+
+
 def test_heatmap_readable_for_thousands_of_gpus():
     gpus = [{"node": f"n{n}", "index": i, "state": "used" if (n + i) % 3 == 0 else "free", "vc": "a",
              "path": [f"r{n // 40}", f"n{n}", f"s{i // 4}"]} for n in range(1250) for i in range(8)]
@@ -84,7 +104,10 @@ def test_heatmap_readable_for_thousands_of_gpus():
 def test_job_monitor_keeps_a_tail(recorded):
     monitor = JobMonitor(tail_lines=3)
     monitor.update(recorded["jobs"]["jobs"][2])
-    assert "queued" in monitor.status.value and "8/8 guaranteed" in monitor.status.value
+    html = monitor.bundle()["text/html"]
+    assert "queued" in html and "8/8 guaranteed" in html and "queued" in monitor.bundle()["text/plain"]
     monitor.append_log("a\nb\n")
     monitor.append_log("c\nd\ne\n")
     assert monitor.log_text.splitlines() == ["c", "d", "e"]
+    assert monitor.tail.dropped == 2 and "e" in monitor.bundle()["text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" not in monitor.bundle()

@@ -379,3 +379,86 @@ async def test_a_preempted_kernel_says_why_in_the_next_kernel(live_server_factor
     finally:
         if km.has_kernel:
             await km.shutdown_kernel(now=True)
+
+
+async def test_shutting_down_a_queued_kernel_cancels_its_job(live_server_factory, hive_kernelspec, monkeypatch):
+    """Deleting a kernel that waits for its GPU withdraws the request: the job ends cancelled and never
+    runs (before: the queued shutdown message was read once it got the GPU, and it ended "succeeded")."""
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU)
+    use_server(monkeypatch, srv)
+    name = hive_kernelspec(gpus=1)
+    first, second = AsyncKernelManager(kernel_name=name), AsyncKernelManager(kernel_name=name)
+    await first.start_kernel()
+    try:
+        await run_code(first, "print(1)")
+        await second.start_kernel()
+        job_id = job_of(second)
+        await wait_job(srv, job_id, "queued")
+        assert second.provisioner.waiting_for_gpus
+        await second.shutdown_kernel()  # the graceful path JupyterLab takes
+        job = await wait_job(srv, job_id, "cancelled", "succeeded", "failed")
+        assert job["state"] == "cancelled" and "waiting for GPUs" in job["reason"]
+        assert "running" not in [h["state"] for h in job["history"]]
+    finally:
+        for km in (first, second):
+            if km.has_kernel:
+                await km.shutdown_kernel(now=True)
+
+
+async def test_a_kernel_shut_down_while_starting_leaves_no_job_behind(live_server_factory, hive_kernelspec, monkeypatch):
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU)
+    use_server(monkeypatch, srv)
+    km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1))
+    start = asyncio.ensure_future(km.start_kernel())
+    while km.provisioner is None or km.provisioner._launched:  # launching: the job's POST is on its way
+        await asyncio.sleep(0)
+    await km.provisioner.kill()
+    try:
+        await start
+    except RuntimeError as exc:
+        assert "withdrawn" in str(exc)
+    jobs = (await asyncio.to_thread(srv.request, "GET", "jobs")).json()["jobs"]
+    assert len(jobs) == 1
+    job = await wait_job(srv, jobs[0]["id"], "cancelled", "failed", "succeeded")
+    assert job["state"] == "cancelled"
+    if km.has_kernel:
+        await km.shutdown_kernel(now=True)
+
+
+async def test_the_websocket_of_a_queued_kernel_opens_without_a_500(live_server_factory, tmp_path):
+    """JupyterLab's path: a notebook's GPU kernel waits for the GPU; its websocket opens at once (the
+    browser used to give up while the server held it, and the server logged a 500)."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    specs = tmp_path / "specs"
+    args = argparse.Namespace(gpus=1, gpu_type=None, vc=None, image=None, idle_timeout=None, cpus=0,
+                              memory_mb=0, display_name=None)
+    (specs / "kernels" / "hive-gpu").mkdir(parents=True)
+    (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)})
+
+    async def session(path):
+        body = {"path": path, "name": path, "type": "notebook", "kernel": {"name": "hive-gpu"}}
+        r = await asyncio.to_thread(srv.request, "POST", "/api/sessions", json=body)
+        assert r.status_code == 201, r.text
+        return r.json()["kernel"]["id"]
+
+    await session("holder.ipynb")
+    waiting = await session("waiting.ipynb")
+    jobs = (await asyncio.to_thread(srv.request, "GET", "jobs")).json()["jobs"]
+    queued = [j for j in jobs if j["state"] == "queued"]
+    assert len(queued) == 1 and "waiting.ipynb" in queued[0]["name"]
+
+    url = f"ws://127.0.0.1:{srv.port}/api/kernels/{waiting}/channels?session_id=test"
+    t0 = time.monotonic()
+    try:
+        ws = await websocket_connect(HTTPRequest(url, headers=srv.headers(), request_timeout=20))
+    except Exception as exc:
+        raise AssertionError(f"the websocket did not open: {exc}\n{srv.log()[-4000:]}") from None
+    ws.close()
+    assert "kernel_ws_protocol" not in srv.log() and " 500 " not in srv.log()
+    r = await asyncio.to_thread(srv.request, "DELETE", f"/api/kernels/{waiting}")
+    assert r.status_code == 204
+    job = await wait_job(srv, queued[0]["id"], "cancelled", "succeeded", "failed")
+    assert job["state"] == "cancelled"

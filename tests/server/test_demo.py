@@ -33,6 +33,12 @@ def test_demo_starts_lab_and_submits_samples(tmp_path):
         assert requests.get(url + "lab", headers=headers, timeout=30).status_code == 200
         cluster = requests.get(url + "hive_lab/api/cluster", headers=headers, timeout=10).json()
         assert cluster["gpus_total"] == 4
+        # the sample notebook is there and opens
+        import nbformat
+
+        nb = nbformat.read(tmp_path / "demo" / "hive-lab-demo.ipynb", as_version=4)
+        assert any("%%submit" in c.source for c in nb.cells)
+        assert f"{url}lab/tree/hive-lab-demo.ipynb?token=demo-token" in text
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -40,6 +46,14 @@ def test_demo_starts_lab_and_submits_samples(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         import json
+
+        # stopping the demo cancelled its jobs: none is left running (the store says so)
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "demo" / "hive_lab.sqlite") as db:
+            states = [row[0] for row in db.execute("select state from jobs")]
+        assert states and set(states) <= {"cancelled", "succeeded", "failed"}, states
+        assert "hive-lab demo: cancelled j-" in out.read_text()
 
         for info in (tmp_path / "demo" / "jobs").glob(".*launcher/*/*.json"):
             try:

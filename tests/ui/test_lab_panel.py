@@ -285,8 +285,18 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     expect(job_item(lab_page, job["id"])).to_be_attached()
     done = srv.wait_for_job(job["id"], "succeeded", "failed", timeout=120)
     assert done["state"] == "succeeded", srv.request("GET", f"jobs/{job['id']}/logs").json()["data"]
-    executed = json.loads((pathlib.Path(job["working_dir"]) / "submit-me.executed.ipynb").read_text())
+    # the executed notebook is an output of the job (issue 15), and a toast says the job is done
+    outputs = srv.request("GET", f"jobs/{job['id']}/outputs").json()["files"]
+    assert [f["path"] for f in outputs] == ["submit-me.executed.ipynb"]
+    executed = srv.request("GET", f"jobs/{job['id']}/outputs/submit-me.executed.ipynb").json()
     assert "answer 42" in "".join(executed["cells"][0]["outputs"][0]["text"])
+    expect(lab_page.page.get_by_text(f"submit-me ({job['id']}) is done").first).to_be_visible(timeout=30_000)
+    # the job's details (its log view in the panel) list the outputs as download links
+    job_item(lab_page, job["id"]).locator(".jp-HivePanel-logsButton").click()
+    link = lab_page.page.locator("#hive-lab-panel a.jp-HiveLogs-output", has_text="submit-me.executed.ipynb")
+    expect(link).to_be_visible(timeout=30_000)
+    got = lab_page.page.request.get(link.get_attribute("href"))
+    assert got.status == 200 and "answer 42" in got.text()
 
 
 def test_settings_choose_the_heatmap_colours_and_the_dark_theme_restyles_the_panel(lab_server, chromium):

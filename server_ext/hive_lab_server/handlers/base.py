@@ -143,7 +143,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     def caller(self) -> Caller:
         if not hasattr(self, "_hive_caller"):
             user, groups = identify(self, self.hive.owner)
-            self._hive_caller = self.hive.access.caller(user, groups)
+            admin = bool(getattr(self.current_user, "hive_admin", False))  # hub.identity: a Hub scope
+            self._hive_caller = self.hive.access.caller(user, groups, admin=admin)
         return self._hive_caller
 
     def json_body(self) -> Any:

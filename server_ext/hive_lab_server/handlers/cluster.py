@@ -13,7 +13,7 @@ class ClusterHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply_model(models.Cluster, self.service.cluster_object())
+        self.reply_model(models.Cluster, {**self.service.cluster_object(), "launcher": self.hive.launcher_info})
 
 
 class VcsHandler(HiveHandler):

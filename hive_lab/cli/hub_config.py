@@ -1,0 +1,189 @@
+"""``hive-lab hub-config``: the jupyterhub_config.py fragment that runs hive-lab as one Hub service.
+
+``hive-lab hub-config`` prints it (paste it into jupyterhub_config.py, or ``exec`` it from there);
+``hive-lab hub-config --check jupyterhub_config.py`` loads a Hub config and says what is missing
+(exit 1) or that it is complete (exit 0). See docs/jupyterhub.md.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+from typing import Any
+
+SERVICE = "hive-lab"
+ADMIN_SCOPE = "custom:hive-lab:admin"
+ACCESS_SCOPE = f"access:services!service={SERVICE}"
+SERVICE_MODULE = "hive_lab_server.hub.service_app"
+PREFIX = f"/services/{SERVICE}/"
+
+TEMPLATE = '''\
+# --- hive-lab: one GPU scheduler for every user, as a JupyterHub service -------------------------
+# (printed by `hive-lab hub-config`; check a config with `hive-lab hub-config --check FILE`)
+import sys
+
+hive_lab_url = "http://{ip}:{port}"          # where the service listens (users' servers must reach it)
+
+c.JupyterHub.services.append(
+    {{
+        "name": "{service}",
+        "url": hive_lab_url,                   # the Hub proxies /services/{service}/ to it
+        "command": [sys.executable, "-m", "{module}", "--config={config}"],
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": ["{admin_scope}"],
+        "display": True,
+    }}
+)
+
+# instructors administer hive-lab (every VC, everyone's jobs, drains)
+c.JupyterHub.custom_scopes.update({{
+    "{admin_scope}": {{"description": "Administer hive-lab: every VC, everyone's jobs and logs, drains."}},
+}})
+c.JupyterHub.load_roles.extend([
+    # every user may call the service (their Hub groups decide their VCs, see vc_access in {config})
+    {{"name": "user", "scopes": ["self", "{access_scope}"]}},
+    {{"name": "hive-lab-admin", "scopes": ["{admin_scope}", "{access_scope}"], "groups": {admin_groups!r}}},
+])
+
+# users' servers run hive-lab in client mode: no scheduler there; they forward to the service with
+# their own API token, which therefore carries these scopes (each only where its owner holds it)
+c.Spawner.server_token_scopes = [
+    "users:activity!user",
+    "access:servers!server",
+    "{access_scope}",
+    "{admin_scope}",
+]
+c.Spawner.environment.update({{
+    "HIVE_LAB_MODE": "client",
+    "HIVE_LAB_SERVICE_URL": hive_lab_url + "{prefix}",
+}})
+# --- end of hive-lab -------------------------------------------------------------------------------
+'''
+
+SERVICE_CONFIG = '''\
+# {config}: the hive-lab service's own settings (c.HiveLabApp, see `hive-lab hub-config`)
+c.HiveLabApp.cluster_config = "default"        # or a HiveD / short-form YAML file, e.g. "/etc/hive-lab/cluster.yaml"
+c.HiveLabApp.launcher = "local"                # local | docker | slurm
+c.HiveLabApp.db_url = "sqlite:////var/lib/hive-lab/hive_lab.sqlite"
+c.HiveLabApp.jobs_root = "/var/lib/hive-lab/jobs"
+c.HiveLabApp.vc_access = {{"@cv-101": ["cv-101"], "@nlp-201": ["nlp-201"]}}   # Hub groups -> VCs
+'''
+
+
+def fragment(ip: str = "127.0.0.1", port: int = 10101, config: str = "/etc/hive-lab/hive_lab_config.py",
+             admin_groups: list[str] | None = None) -> str:
+    return TEMPLATE.format(ip=ip, port=port, config=config, service=SERVICE, module=SERVICE_MODULE,
+                           admin_scope=ADMIN_SCOPE, access_scope=ACCESS_SCOPE, prefix=PREFIX,
+                           admin_groups=list(admin_groups if admin_groups is not None else ["instructors"]))
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "hub-config", help="print (or --check) the jupyterhub_config.py fragment running hive-lab as a Hub service"
+    )
+    p.add_argument("--check", metavar="FILE", help="check a jupyterhub_config.py instead of printing the fragment")
+    p.add_argument("--ip", default="127.0.0.1", help="address the service listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=10101, help="port the service listens on (default 10101)")
+    p.add_argument("--config", default="/etc/hive-lab/hive_lab_config.py",
+                   help="the service's own settings file (c.HiveLabApp: cluster, VCs, vc_access, store)")
+    p.add_argument("--admin-group", action="append", dest="admin_groups", metavar="GROUP",
+                   help="Hub group whose members administer hive-lab (repeatable; default: instructors)")
+    p.add_argument("--service-config", action="store_true",
+                   help="print an example of the service's own settings file instead")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.check:
+        problems = check(args.check)
+        for line in problems:
+            print(f"- {line}", file=sys.stderr)
+        if problems:
+            print(f"{args.check}: {len(problems)} problem(s); `hive-lab hub-config` prints a working fragment",
+                  file=sys.stderr)
+            return 1
+        print(f"{args.check}: hive-lab service configured")
+        return 0
+    if args.service_config:
+        print(SERVICE_CONFIG.format(config=args.config), end="")
+        return 0
+    print(fragment(args.ip, args.port, args.config, args.admin_groups), end="")
+    return 0
+
+
+# --- checking ----------------------------------------------------------------------------------------
+
+
+def _value(section: Any, name: str, default: Any) -> Any:
+    """A config value, with lazy ``.update()``/``.append()`` values resolved against ``default``."""
+    if name not in section:
+        return default
+    value = section[name]
+    get_value = getattr(value, "get_value", None)
+    return get_value(default) if callable(get_value) else value
+
+
+def load(path: str | os.PathLike):
+    """Load a jupyterhub_config.py as JupyterHub does (a traitlets Python config file)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = pathlib.Path(path).resolve()
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def check(path: str | os.PathLike) -> list[str]:
+    """What is missing for hive-lab to run as one Hub service (empty: nothing)."""
+    if not pathlib.Path(path).is_file():
+        return [f"{path} does not exist"]
+    try:
+        cfg = load(path)
+    except Exception as exc:  # the admin's file: report, do not crash
+        return [f"cannot load {path}: {type(exc).__name__}: {exc}"]
+    problems: list[str] = []
+    hub, spawner = cfg.JupyterHub, cfg.Spawner
+    services = [s for s in _value(hub, "services", []) if isinstance(s, dict) and s.get("name") == SERVICE]
+    if not services:
+        problems.append(f'c.JupyterHub.services has no service named "{SERVICE}"')
+        service = {}
+    else:
+        service = services[0]
+        if not service.get("url"):
+            problems.append(f'service "{SERVICE}" has no "url" (where it listens, e.g. http://127.0.0.1:10101)')
+        command = [str(a) for a in service.get("command") or []]
+        if not command:
+            problems.append(f'service "{SERVICE}" has no "command": the Hub would not start it '
+                            f'(use [sys.executable, "-m", "{SERVICE_MODULE}", ...])')
+        elif SERVICE_MODULE not in command and not any(a.endswith("hive-lab-service") for a in command):
+            problems.append(f'service "{SERVICE}" does not run {SERVICE_MODULE} (its command: {command})')
+        if not service.get("oauth_no_confirm"):
+            problems.append(f'service "{SERVICE}": set "oauth_no_confirm": True (users are not asked to confirm '
+                            "that hive-lab may identify them)")
+    scopes = _value(hub, "custom_scopes", {})
+    if ADMIN_SCOPE not in scopes:
+        problems.append(f'c.JupyterHub.custom_scopes does not declare "{ADMIN_SCOPE}" (instructors\' admin scope)')
+    roles = _value(hub, "load_roles", [])
+    granted = [r for r in roles if isinstance(r, dict) and any(
+        s in (ACCESS_SCOPE, "access:services") for s in r.get("scopes", ()))]
+    if not granted and ACCESS_SCOPE not in set(_value(hub, "extra_user_scopes", set())):
+        problems.append(f'no role in c.JupyterHub.load_roles grants "{ACCESS_SCOPE}": users could not call the '
+                        'service (add it to the "user" role)')
+    if not any(ADMIN_SCOPE in r.get("scopes", ()) for r in roles if isinstance(r, dict)):
+        problems.append(f'no role in c.JupyterHub.load_roles grants "{ADMIN_SCOPE}": nobody administers hive-lab')
+    token_scopes = _value(spawner, "server_token_scopes", None)
+    if callable(token_scopes):
+        pass  # computed per spawner: cannot be checked here
+    elif not token_scopes or ACCESS_SCOPE not in token_scopes:
+        problems.append(f'c.Spawner.server_token_scopes lacks "{ACCESS_SCOPE}": users\' servers could not forward '
+                        "to the service")
+    env = _value(spawner, "environment", {})
+    service_url = env.get("HIVE_LAB_SERVICE_URL") if isinstance(env, dict) else None
+    if not service_url:
+        problems.append("c.Spawner.environment lacks HIVE_LAB_SERVICE_URL: users' servers would each start their "
+                        f"own scheduler (set it to the service's url + {PREFIX})")
+    elif service.get("url") and not str(service_url).rstrip("/").endswith(PREFIX.rstrip("/")):
+        problems.append(f"HIVE_LAB_SERVICE_URL ({service_url}) does not end with the service's prefix {PREFIX}")
+    if isinstance(env, dict) and env.get("HIVE_LAB_MODE", "client") != "client":
+        problems.append(f"c.Spawner.environment sets HIVE_LAB_MODE={env['HIVE_LAB_MODE']}; users' servers must be "
+                        "in client mode")
+    return problems

@@ -1,0 +1,68 @@
+"""``hive-lab hub-config``: the fragment it prints is complete (``--check`` passes), is the one the docs
+show, and ``--check`` names what is missing in incomplete configs. (tests/hub runs it in a real Hub.)"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from hive_lab.cli import main
+from hive_lab.cli.hub_config import check, fragment
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "jupyterhub.md"
+
+
+def write(tmp_path, text: str) -> pathlib.Path:
+    path = tmp_path / "jupyterhub_config.py"
+    path.write_text("c = get_config()\n" + text)
+    return path
+
+
+def test_the_printed_fragment_passes_the_check(tmp_path, capsys):
+    assert main(["hub-config", "--port", "10555", "--admin-group", "staff"]) == 0
+    printed = capsys.readouterr().out
+    assert '"http://127.0.0.1:10555"' in printed and "'staff'" in printed
+    config = write(tmp_path, printed)
+    assert check(config) == []
+    assert main(["hub-config", "--check", str(config)]) == 0
+
+
+def test_the_docs_show_the_fragment_as_printed():
+    assert fragment() in DOCS.read_text()
+
+
+def test_the_fragment_keeps_the_admins_other_services_and_roles(tmp_path):
+    config = write(tmp_path, 'c.JupyterHub.services = [{"name": "other", "api_token": "x"}]\n'
+                             'c.JupyterHub.load_roles = [{"name": "r", "scopes": ["read:users"]}]\n' + fragment())
+    from hive_lab.cli.hub_config import _value, load
+
+    hub = load(config).JupyterHub
+    assert [s["name"] for s in _value(hub, "services", [])] == ["other", "hive-lab"]
+    assert [r["name"] for r in _value(hub, "load_roles", [])] == ["r", "user", "hive-lab-admin"]
+
+
+@pytest.mark.parametrize("drop, complaint", [
+    ('"oauth_no_confirm": True,', "oauth_no_confirm"),
+    ('"access:services!service=hive-lab",\n    "custom:hive-lab:admin",\n]', "server_token_scopes"),
+    ('"HIVE_LAB_SERVICE_URL": hive_lab_url + "/services/hive-lab/",', "HIVE_LAB_SERVICE_URL"),
+    ('"custom:hive-lab:admin": {"description": "Administer hive-lab: every VC, everyone\'s jobs and logs, drains."},',
+     "custom_scopes"),
+])
+def test_check_names_what_is_missing(tmp_path, capsys, drop, complaint):
+    text = fragment()
+    assert drop in text
+    replacement = "]" if drop.endswith("]") else ""
+    config = write(tmp_path, text.replace(drop, replacement))
+    problems = check(config)
+    assert problems and any(complaint in p for p in problems), problems
+    assert main(["hub-config", "--check", str(config)]) == 1
+    assert complaint in capsys.readouterr().err
+
+
+def test_check_of_a_hub_config_without_hive_lab_and_of_no_file(tmp_path):
+    problems = check(write(tmp_path, "c.JupyterHub.port = 8000\n"))
+    assert any('no service named "hive-lab"' in p for p in problems)
+    assert check(tmp_path / "missing.py") == [f"{tmp_path / 'missing.py'} does not exist"]
+    broken = write(tmp_path, "c.JupyterHub.services = [\n")
+    assert check(broken)[0].startswith("cannot load")

@@ -1,0 +1,109 @@
+"""Kernels in a student's single-user server (client mode) talk to the one hive-lab service as her.
+
+- ``%%submit`` in an ordinary kernel of her server (run as her Unix account, with the server's Hub
+  environment): the job is recorded under her.
+- a ``hive`` GPU kernel started from her server (kernelspec installed by her with ``hive-lab
+  kernelspec install --user``): the kernel's job is hers, in her course's VC, scheduled by the service.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import time
+import uuid
+
+import pytest
+from hub_people import ANN, IVY
+
+pytestmark = pytest.mark.timeout(600)
+
+
+class KernelSession:
+    """A kernel of a user's server, driven over its websocket (as JupyterLab does)."""
+
+    def __init__(self, hub, user: str, kernel_name: str):
+        import websocket
+
+        self.hub, self.user = hub, user
+        r = hub.request("POST", f"/user/{user}/api/kernels", user=user, json={"name": kernel_name})
+        assert r.status_code == 201, r.text
+        self.id = r.json()["id"]
+        ws_url = hub.url.replace("http", "ws", 1) + f"/user/{user}/api/kernels/{self.id}/channels"
+        self.ws = websocket.create_connection(ws_url, header=[f"Authorization: token {hub.token(user)}"], timeout=120)
+        self.session = uuid.uuid4().hex
+
+    def execute(self, code: str, timeout: float = 120) -> tuple[str, dict]:
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "username": self.user, "session": self.session,
+                       "msg_type": "execute_request", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True},
+        }))
+        out, reply, idle = [], None, False
+        deadline = time.monotonic() + timeout
+        while (reply is None or not idle) and time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv())
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["header"]["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "execute_reply":
+                reply = msg["content"]
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                idle = True
+        assert reply is not None, f"no reply to {code!r}; output so far: {''.join(out)}"
+        return "".join(out), reply
+
+    def close(self) -> None:
+        self.ws.close()
+        self.hub.request("DELETE", f"/user/{self.user}/api/kernels/{self.id}", user=self.user)
+
+
+def test_submit_magic_in_a_students_kernel_is_recorded_under_her(hub):
+    kernel = KernelSession(hub, ANN, "python3")
+    try:
+        out, reply = kernel.execute("%load_ext hive_lab")
+        assert reply["status"] == "ok", out
+        out, reply = kernel.execute(
+            "job = get_ipython().run_cell_magic('submit', '--name from-a-kernel --gpus 1', 'print(42)')\n"
+            "import os; print('JOB', job.id, job.client.server.source, os.getuid())"
+        )
+        assert reply["status"] == "ok", out
+        job_line = next(line for line in out.splitlines() if line.startswith("JOB "))
+        _, job_id, *_source, uid = job_line.split()
+        assert int(uid) == pwd.getpwnam(ANN).pw_uid  # her kernel runs as her
+        job = hub.service("GET", f"jobs/{job_id}", IVY).json()
+        assert job["user"] == ANN and job["vc"] == "cv-101" and job["name"] == "from-a-kernel"
+    finally:
+        kernel.close()
+    wait_final(hub, job_id)
+
+
+def test_a_gpu_kernel_started_from_a_students_server_is_her_job(hub):
+    kernel = KernelSession(hub, ANN, "hive-gpu-1")
+    try:
+        out, reply = kernel.execute("import os; print('HIVE', os.environ.get('HIVE_JOB_ID'))", timeout=180)
+        assert reply["status"] == "ok", out
+        job_id = next(line.split()[1] for line in out.splitlines() if line.startswith("HIVE "))
+        job = hub.service("GET", f"jobs/{job_id}", IVY).json()
+        assert job["user"] == ANN and job["vc"] == "cv-101" and job["state"] == "running", job
+        assert len(job["placement"]) == 1 and len(job["placement"][0]["gpus"]) == 1
+        # her own view of it goes through her server too
+        mine = hub.request("GET", f"/user/{ANN}/hive_lab/api/jobs", user=ANN, params={"user": "me"}).json()["jobs"]
+        assert job_id in {j["id"] for j in mine}
+    finally:
+        kernel.close()
+    wait_final(hub, job_id)  # shutting the kernel down ends its job (releases the GPU)
+
+
+def wait_final(hub, job_id: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while hub.service("GET", f"jobs/{job_id}", IVY).json()["state"] not in ("succeeded", "cancelled", "failed"):
+        assert time.monotonic() < deadline, f"job {job_id} did not end"
+        time.sleep(0.2)
