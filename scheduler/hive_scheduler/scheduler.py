@@ -289,13 +289,17 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
 
     def _advance_usage(self, now: float) -> None:
         """Add to the ledger the GPUs running jobs held since the previous call (state is constant between calls)."""
+        at = self._ledger.at
+        if at is not None and now <= at:
+            return
         users: dict[str, float] = {}
         groups: dict[str, float] = {}
-        for j in self._jobs.values():
-            if j.state == RUNNING:
-                g = j.req.total_gpus
-                users[j.req.user] = users.get(j.req.user, 0.0) + g
-                groups[j.req.group] = groups.get(j.req.group, 0.0) + g
+        if at is not None:
+            for j in self._jobs.values():
+                if j.state is RUNNING and j.gpus:
+                    req = j.req
+                    users[req.user] = users.get(req.user, 0.0) + j.gpus
+                    groups[req.group] = groups.get(req.group, 0.0) + j.gpus
         self._ledger.advance(now, users, groups)
 
     # ------------------------------------------------------------------ fair-share usage (kept across restarts by the caller)
