@@ -14,8 +14,8 @@ from core_helpers import SMALL
 from hive_scheduler.sim import load_events, simulate
 from hive_scheduler.sim.events import SubmitEvent
 from hive_scheduler.sim.metrics import user_wait_spread
-from hive_scheduler.sim.trace import synthetic_user, trace_to_events
 from hive_scheduler.sim.shape import cluster_shape
+from hive_scheduler.sim.trace import synthetic_user, trace_to_events
 from test_sim_cli import PHILLY_DEV, hive_lab
 
 
