@@ -33,9 +33,9 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 class Load:
-    def __init__(self, model: str, seed: int = 7):
+    def __init__(self, model: str, seed: int = 7, order: str = "fifo"):
         self.config = load_cluster_config(model)
-        self.sched = Scheduler(self.config)
+        self.sched = Scheduler(self.config, policy=order)
         self.rng = random.Random(seed)
         self.vcs = sorted(self.sched.vc_view())
         self.guarantee = {vc: v["guaranteed_gpus"] for vc, v in self.sched.vc_view().items()}
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--load", type=float, default=0.85, help="fraction of GPUs busy before measuring")
     ap.add_argument("--models", default="philly,big20k")
+    ap.add_argument("--order", default="fifo", help="the core's queue order inside a VC (fifo, priority, drf, fair_share)")
     ap.add_argument("--backlog", type=int, default=0,
                     help="after filling, keep submitting until this many jobs wait (a queue behind the full cluster)")
     ap.add_argument("--bad-gpus", type=float, default=0.0,
@@ -125,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     load1, _, _ = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load1:.1f} (figures are only comparable on a quiet machine)")
-    print(f"decision latency, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs"
+    print(f"decision latency, order {args.order}, {args.samples} calls per model after filling to {args.load:.0%} of the GPUs"
           + (f" and queueing {args.backlog} more jobs" if args.backlog else "")
           + (f", {args.bad_gpus:.1%} of the GPUs bad" if args.bad_gpus else ""))
     for model in args.models.split(","):
         t0 = time.perf_counter()
-        load = Load(model)
+        load = Load(model, order=args.order)
         load.break_gpus(args.bad_gpus)
         load.fill(args.load)
         load.backlog(args.backlog)

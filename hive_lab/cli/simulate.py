@@ -40,7 +40,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--policy", default=None,
                    help="comma-separated policies among hived, quota, fifo, private (default: hived); with a .trace file, Gavel's policies")
     p.add_argument("--order", default="fifo",
-                   help="how hived orders jobs inside a VC: fifo, priority, drf (default fifo); quota and fifo keep their own order")
+                   help="how hived orders jobs inside a VC: a core order (fifo, priority, drf, fair_share; default fifo); "
+                        "quota and fifo keep their own order")
+    p.add_argument("--synthetic-users", type=int, default=None, metavar="N",
+                   help="with --trace: give each job one of N users, a stable hash of its job id (fairness studies)")
     p.add_argument("--out", metavar="DECISIONS.jsonl", help="write the decisions, one JSON object a line")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON instead of a table")
     p.add_argument("--time-scale", type=float, default=1.0, metavar="F",
@@ -110,6 +113,20 @@ def _table(results: list[Any], title: str) -> Any:
     return table
 
 
+def _spread_lines(results: list[Any]) -> list[str]:
+    """``user_wait_spread`` per policy: p95 / median and max / median of the users' average waits."""
+    lines = []
+    for r in results:
+        sp = r.metrics.user_wait_spread
+        if sp is None:
+            continue
+        ratio = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        lines.append(f"user_wait_spread ({r.policy}, {sp['users']} users): p95/median {ratio(sp['p95_over_median'])}, "
+                     f"max/median {ratio(sp['max_over_median'])} (median {_duration(sp['median_s'])}, "
+                     f"p95 {_duration(sp['p95_s'])}, max {_duration(sp['max_s'])})")
+    return lines
+
+
 def _vc_table(results: list[Any], private: Any, title: str) -> Any:
     """Per VC: jobs, private's average queueing, then each policy's, with its anomaly in brackets."""
     from rich.table import Table
@@ -146,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from hive_scheduler import load_cluster_config
+    from hive_scheduler.policies import ORDERS
     from hive_scheduler.sim import POLICIES, EventError, load_events, load_trace, simulate_policies
 
     err = Console(stderr=True)
@@ -154,8 +172,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {message}", file=sys.stderr)  # plain: no wrapping, so paths and line numbers stay whole
         return 2
 
-    if args.order not in ("fifo", "priority", "drf"):
-        return fail(f"--order: unknown {args.order!r}; choose from fifo, priority, drf (Gavel's policies go with a .trace file)")
+    if args.order not in ORDERS:
+        return fail(f"--order: unknown {args.order!r}; choose from {', '.join(ORDERS)} (Gavel's policies go with a .trace file)")
+    if args.synthetic_users is not None and (args.synthetic_users < 1 or not args.trace):
+        return fail(f"--synthetic-users applies to --trace and must be >= 1, got {args.synthetic_users}")
     policies = [p.strip() for p in (args.policy or "hived").split(",") if p.strip()]
     bad = [p for p in policies if p not in POLICIES]
     if not policies or bad:
@@ -173,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         return fail(f"--cluster {args.cluster}: {exc}")
     try:
-        events = load_events(args.events) if args.events else load_trace(args.trace, config, time_scale=args.time_scale)
+        events = load_events(args.events) if args.events else load_trace(args.trace, config, time_scale=args.time_scale,
+                                                                              synthetic_users=args.synthetic_users)
     except EventError as exc:
         return fail(str(exc))
     source = args.events or args.trace
@@ -217,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
             "grace": args.grace,
             "order": args.order,
             "time_scale": args.time_scale,
+            "synthetic_users": args.synthetic_users,
             "overflow": not args.no_overflow,
             "anomaly_reference": "private" if anomaly else None,
             "policies": {r.policy: r.metrics.to_dict() for r in results},
@@ -232,6 +254,8 @@ def run(args: argparse.Namespace) -> int:
         out.print(_table(results, f"{os.path.basename(source)} on {args.cluster}{scale}"))
         if args.by_vc:
             out.print(_vc_table(results, private, f"queueing per VC{scale}"))
+        for line in _spread_lines(results):
+            out.print(line, markup=False)
         for p, path in paths.items():
             if path:
                 out.print(f"decisions ({p}): {path}", markup=False)

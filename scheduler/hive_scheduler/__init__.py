@@ -7,6 +7,7 @@ See docs/core-api.md for the contract the service, the simulator and the UIs rel
 from .config import ClusterConfig, NodeInfo, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
+from .fair_share import FairShareSettings
 from .policies import ORDERS, QueueOrder, register_order
 from .protocol import LiveSchedulerCore, SchedulerCore
 from .scheduler import Scheduler
@@ -16,6 +17,7 @@ __all__ = [
     "ClusterConfig",
     "ConfigError",
     "Decision",
+    "FairShareSettings",
     "JobRequest",
     "JobView",
     "LiveSchedulerCore",

@@ -62,7 +62,7 @@ class Job:
 
     __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
                  "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at",
-                 "detached")
+                 "detached", "gpus")
 
     def __init__(self, req: JobRequest, seq: int):
         self.req = req
@@ -85,6 +85,7 @@ class Job:
         # running tasks on hardware a reconfiguration removed: (placement, GPU type); they run on until
         # the job ends, hold their VC's virtual GPUs (when guaranteed) but no physical cell
         self.detached: tuple = ()
+        self.gpus = req.total_gpus  # GPUs it runs on (fair-share usage counts them each call)
 
     def reset_placement(self) -> None:
         """Forget everything it holds (the caller has released it or is building a new state)."""

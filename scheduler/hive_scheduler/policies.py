@@ -3,6 +3,7 @@
 ``fifo`` (default): submit time, then arrival order. ``priority``: higher priority first, then FIFO.
 ``drf``: dominant resource fairness over GPU/CPU/memory across the users of the VC: the next job
 comes from the user with the smallest dominant share of the VC (ties: user name), FIFO per user.
+``fair_share`` (``fair_share.py``): lowest time-decayed GPU-seconds relative to the owner's share.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def register_order(order: QueueOrder) -> QueueOrder:
     return order
 
 
-for _order in (Fifo(), Priority(), Drf()):
+from .fair_share import FairShare  # noqa: E402  (kept apart: it brings its usage ledger)
+
+for _order in (Fifo(), Priority(), Drf(), FairShare()):
     register_order(_order)
 
 POLICIES = tuple(ORDERS)  # compatible name: the built-in orders

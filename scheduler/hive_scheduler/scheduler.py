@@ -18,6 +18,7 @@ from .jobs import (  # noqa: F401 (_Job: compatible alias)
     FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
 )
 from .placement import PlacementMixin
+from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .recovery import RecoveryMixin
@@ -44,7 +45,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     blocking before that, no starvation after).
     """
 
-    def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0):
+    def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
+                 fair_share: FairShareSettings | None = None):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -56,6 +58,9 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._seq = 0
         self._now = 0.0
         self._qkey = order.key
+        # decayed GPU-seconds per user/group; advanced at each call only under orders that read it
+        self._ledger = UsageLedger(fair_share)
+        self._track_usage = order.name == "fair_share"
 
     def _new_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
@@ -278,7 +283,39 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if now < self._now - 1e-6:
             raise RequestError("now", f"time must not go backwards ({now} < {self._now})")
         self._now = max(self._now, now)
+        if self._track_usage:
+            self._advance_usage(now)
         return now
+
+    def _advance_usage(self, now: float) -> None:
+        """Add to the ledger the GPUs running jobs held since the previous call (state is constant between calls)."""
+        at = self._ledger.at
+        if at is not None and now <= at:
+            return
+        users: dict[str, float] = {}
+        groups: dict[str, float] = {}
+        if at is not None:
+            for j in self._jobs.values():
+                if j.state is RUNNING and j.gpus:
+                    req = j.req
+                    users[req.user] = users.get(req.user, 0.0) + j.gpus
+                    groups[req.group] = groups.get(req.group, 0.0) + j.gpus
+        self._ledger.advance(now, users, groups)
+
+    # ------------------------------------------------------------------ fair-share usage (kept across restarts by the caller)
+    def usage_ledger(self) -> UsageLedger:
+        return self._ledger
+
+    def usage_snapshot(self) -> dict:
+        """Decayed GPU-seconds per user and group as a plain dict (store it; give it to ``restore_usage``)."""
+        return self._ledger.snapshot()
+
+    def restore_usage(self, snapshot: dict) -> None:
+        """Replace the usage ledger by ``snapshot`` (from ``usage_snapshot``); RequestError when malformed."""
+        try:
+            self._ledger.restore(snapshot)
+        except ValueError as e:
+            raise RequestError("usage", str(e)) from None
 
     def _enqueue(self, j: Job, mark: bool = True) -> None:
         j.state = WAITING

@@ -52,6 +52,7 @@ class JobRequest:
     pinned_cell: str | None = None
     lazy_preemption: bool = True
     submit_time: float = 0.0
+    group: str = ""  # the owner's group (fair share one level above users); "" = no group
 
     def __post_init__(self):
         tasks = self.tasks
@@ -82,6 +83,7 @@ class JobRequest:
             pinned_cell=d.get("pinned_cell") or None,
             lazy_preemption=d.get("lazy_preemption", True),
             submit_time=d.get("submit_time", d.get("t", 0.0)) or 0.0,
+            group=d.get("group", "") or "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +97,7 @@ class JobRequest:
             "pinned_cell": self.pinned_cell,
             "lazy_preemption": self.lazy_preemption,
             "submit_time": self.submit_time,
+            "group": self.group,
         }
 
 

@@ -72,7 +72,7 @@ def canonical(s):
 
 @settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "200")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=8, max_size=60),
-       policy=st.sampled_from(["fifo", "priority", "drf"]))
+       policy=st.sampled_from(["fifo", "priority", "drf", "fair_share"]))
 def test_invariants_hold_after_every_step(cluster, steps, policy):
     config, alt, vcs, nodes, withins = CLUSTERS[cluster]
     s = Scheduler(config, policy=policy, starvation_after=30)
@@ -122,6 +122,7 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
         elif op == "restart" and not any(j.detached for j in s._jobs.values()):
             # a server restart: a fresh core adopts what runs and gets the rest submitted again
             s2 = Scheduler(current, policy=policy, starvation_after=30)
+            s2.restore_usage(s.usage_snapshot())  # the service stores fair-share usage across restarts
             for node in sorted(s._node_down):
                 s2.set_node_health(node, False, t)
             for node, g in sorted(s._gpu_down):

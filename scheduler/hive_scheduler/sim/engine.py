@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import RequestError
+from ..policies import ORDERS as _CORE_ORDERS
 from ..types import JobRequest
 from .events import (
     Event,
@@ -43,7 +44,7 @@ from .shape import ClusterShape, cluster_shape
 __all__ = ["simulate", "simulate_policies", "SimResult", "POLICIES", "ORDERS", "make_scheduler", "decision_line"]
 
 POLICIES = ("hived", "quota", "fifo", "private")
-ORDERS = ("fifo", "priority", "drf")  # the core's orders inside a VC (hive_scheduler.policies)
+ORDERS = _CORE_ORDERS  # the core's registry of orders inside a VC (hive_scheduler.policies.register_order)
 
 _COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
 
@@ -298,7 +299,7 @@ def simulate(
     ``cluster``: a ``ClusterConfig`` or anything ``load_cluster_config`` takes (path, built-in name, dict).
     ``out``: a path or text stream that receives the decision lines as they happen.
     ``progress(done, total)`` is called after each script event.
-    ``order``: how ``hived`` orders jobs inside a VC (``fifo``, ``priority`` or ``drf``; the core's policies).
+    ``order``: how ``hived`` orders jobs inside a VC (a name in the core's order registry: ``fifo``, ``priority``, ``drf``, ``fair_share``...).
     ``anomaly``: compute the sharing anomaly against a ``private`` replay of the same events: ``private``
     when given (a result of ``simulate(..., "private")``), else one replayed here. Without it, or for a
     ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from .events import SubmitEvent
 
-__all__ = ["Metrics", "compute_metrics", "percentile"]
+__all__ = ["Metrics", "compute_metrics", "percentile", "user_wait_spread"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -64,6 +64,8 @@ class Metrics:
     sharing_anomaly_s: float | None
     sharing_anomaly_jobs: int | None
     by_vc: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # fairness between users: spread of the users' average waits (None with fewer than 2 users)
+    user_wait_spread: dict[str, Any] | None = None
     waits: dict[str, float] = field(default_factory=dict, repr=False)  # per job; left out of to_dict
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,5 +197,21 @@ def compute_metrics(
         sharing_anomaly_s=None if anomaly is None else sum(anomaly.values()),
         sharing_anomaly_jobs=None if anomaly is None else len(anomaly),
         by_vc=dict(sorted(by_vc.items())),
+        user_wait_spread=user_wait_spread(jobs.values(), waits),
         waits=waits,
     )
+
+
+def user_wait_spread(submits: Iterable[SubmitEvent], waits: Mapping[str, float]) -> dict[str, Any] | None:
+    """Each user's average wait (over their jobs), then how spread those averages are across users:
+    median, p95, max, and p95/median, max/median (None when the median is 0). None for < 2 users."""
+    per_user: dict[str, list[float]] = {}
+    for s in submits:
+        per_user.setdefault(s.user, []).append(waits.get(s.job, 0.0))
+    if len(per_user) < 2:
+        return None
+    avgs = [statistics.fmean(v) for v in per_user.values()]
+    med, p95, top = statistics.median(avgs), percentile(avgs, 95), max(avgs)
+    return {"users": len(avgs), "median_s": med, "p95_s": p95, "max_s": top,
+            "p95_over_median": p95 / med if med > 0 else None,
+            "max_over_median": top / med if med > 0 else None}

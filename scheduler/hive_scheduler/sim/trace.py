@@ -22,6 +22,7 @@ import bisect
 import csv
 import hashlib
 import os
+import zlib
 from typing import Any, Mapping
 
 from .events import EventError, SubmitEvent, TaskSpec
@@ -74,8 +75,12 @@ def _number(text: str, column: str, *, integer: bool) -> float:
     return int(value) if integer or value == int(value) else value
 
 
-def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0) -> list[SubmitEvent]:
+def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0,
+               synthetic_users: int | None = None) -> list[SubmitEvent]:
     """Read a trace CSV into submit events for ``cluster`` (a ``ClusterConfig``, HiveD dict or ``ClusterShape``).
+
+    ``synthetic_users`` N: every job's user is ``user-K``, K a stable hash of the job id modulo N
+    (for fairness studies on traces without users, such as the Philly window).
 
     Raises :class:`EventError` naming the file, the line and the field for each bad row.
     """
@@ -86,14 +91,23 @@ def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0) -
     except FileNotFoundError:
         raise EventError(path, [(0, "file not found")]) from None
     with fh:
-        return trace_to_events(fh, shape, source=path, time_scale=time_scale)
+        return trace_to_events(fh, shape, source=path, time_scale=time_scale, synthetic_users=synthetic_users)
+
+
+def synthetic_user(job: str, users: int) -> str:
+    """``user-K``: K = CRC-32 of the job id modulo ``users`` (stable across runs and hash seeds)."""
+    width = len(str(users - 1))
+    return f"user-{zlib.crc32(job.encode('utf-8')) % users:0{width}d}"
 
 
 def trace_to_events(
-    lines, shape: ClusterShape, source: str = "<trace>", time_scale: float = 1.0
+    lines, shape: ClusterShape, source: str = "<trace>", time_scale: float = 1.0,
+    synthetic_users: int | None = None,
 ) -> list[SubmitEvent]:
     if not time_scale > 0:
         raise ValueError(f"time_scale must be > 0, got {time_scale}")
+    if synthetic_users is not None and not (isinstance(synthetic_users, int) and synthetic_users >= 1):
+        raise ValueError(f"synthetic_users must be an integer >= 1, got {synthetic_users!r}")
     reader = csv.DictReader(lines)
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -135,7 +149,9 @@ def trace_to_events(
             events.append(
                 SubmitEvent(
                     t=t * time_scale, job=job, vc=vc, tasks=_tasks(gpus, gpu_type, per_node_cache[gpu_type]),
-                    priority=0, user=(row.get("user") or ""), duration=duration, line=line,
+                    priority=0,
+                    user=synthetic_user(job, synthetic_users) if synthetic_users else (row.get("user") or ""),
+                    duration=duration, line=line,
                 )
             )
             seen[job] = line
