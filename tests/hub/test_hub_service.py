@@ -4,8 +4,8 @@ The Hub (tests/fixtures/jupyterhub.py, set up in conftest.py) runs the service e
 hub-config`` prints it; the students' single-user servers run as their own Unix accounts from
 /opt/hive-hub-venv, in client mode.
 
-Jobs run as the service's user here (running them under the owner's uid is the isolation work);
-who owns a job is asserted through the API.
+Who owns a job is asserted through the API here; that each job runs under its owner's Unix account
+(the service runs as root, ``Isolation.run_as`` "auto") is test_hub_isolation.py's.
 """
 
 from __future__ import annotations
