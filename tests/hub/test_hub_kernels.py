@@ -71,7 +71,7 @@ def test_submit_magic_in_a_students_kernel_is_recorded_under_her(hub):
         out, reply = kernel.execute("%load_ext hive_lab")
         assert reply["status"] == "ok", out
         out, reply = kernel.execute(
-            "job = get_ipython().run_cell_magic('submit', '--name from-a-kernel --gpus 1', 'print(42)')\n"
+            "job = get_ipython().run_cell_magic('submit', '--name from-a-kernel --gpus 1', 'import os; print(\"uid\", os.getuid())')\n"
             "import os; print('JOB', job.id, job.client.server.source, os.getuid())"
         )
         assert reply["status"] == "ok", out
@@ -83,14 +83,18 @@ def test_submit_magic_in_a_students_kernel_is_recorded_under_her(hub):
     finally:
         kernel.close()
     wait_final(hub, job_id)
+    # the cell ran as a job of the service's, under her own Unix account
+    logged = hub.service("GET", f"jobs/{job_id}/logs", ANN).json()["data"]
+    assert f"uid {pwd.getpwnam(ANN).pw_uid}" in logged, logged
 
 
 def test_a_gpu_kernel_started_from_a_students_server_is_her_job(hub):
     kernel = KernelSession(hub, ANN, "hive-gpu-1")
     try:
-        out, reply = kernel.execute("import os; print('HIVE', os.environ.get('HIVE_JOB_ID'))", timeout=180)
+        out, reply = kernel.execute("import os; print('HIVE', os.environ.get('HIVE_JOB_ID'), os.getuid())", timeout=180)
         assert reply["status"] == "ok", out
-        job_id = next(line.split()[1] for line in out.splitlines() if line.startswith("HIVE "))
+        _, job_id, uid = next(line.split() for line in out.splitlines() if line.startswith("HIVE "))
+        assert int(uid) == pwd.getpwnam(ANN).pw_uid  # the service started her GPU kernel as her
         job = hub.service("GET", f"jobs/{job_id}", IVY).json()
         assert job["user"] == ANN and job["vc"] == "cv-101" and job["state"] == "running", job
         assert len(job["placement"]) == 1 and len(job["placement"][0]["gpus"]) == 1

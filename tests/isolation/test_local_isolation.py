@@ -49,10 +49,12 @@ def _request(launcher, jobs_root, job_id, user, command, *, gpus=(), memory_mb=0
     return LaunchRequest(job_id=job_id, user=user, kind="batch", tasks=(task,))
 
 
-async def _exit(launcher, timeout=60):
+async def _exit(launcher, timeout=60, job_id=None):
+    """The first exit ``launcher`` reports (of ``job_id`` when given: launchers over one jobs_root share
+    their state dir, so a new one may first report an earlier launcher's task)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        exits = await launcher.poll()
+        exits = [e for e in await launcher.poll() if job_id is None or e.job_id == job_id]
         if exits:
             return exits[0]
         await asyncio.sleep(0.05)
@@ -109,7 +111,7 @@ async def test_no_account_or_root_gets_a_clear_error_never_a_root_process(jobs_r
     assert _log(jobs_root, "j-map").strip() == B
     allowed = _launcher(jobs_root, allow_root=True)  # only when the admin asks
     await allowed.start(_request(allowed, jobs_root, "j-root2", "root", "id -u"))
-    assert (await _exit(allowed)).exit_code == 0 and _log(jobs_root, "j-root2").strip() == "0"
+    assert (await _exit(allowed, job_id="j-root2")).exit_code == 0 and _log(jobs_root, "j-root2").strip() == "0"
 
 
 async def test_one_student_cannot_read_or_signal_anothers_job(jobs_root, unix_accounts):

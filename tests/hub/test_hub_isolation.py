@@ -1,0 +1,125 @@
+"""Under the real Hub, the one hive-lab service (run by the Hub as root, ``Isolation.run_as`` "auto")
+runs every student's job as the student's own Unix account, in its own cgroup:
+
+- the job prints ``id -u``: the student's uid (submitted to the service, or through her own server);
+- one student's job cannot read the other's job dir nor signal the other's processes;
+- a ``setsid`` daemon dies with its job (when the job ends, and when it is cancelled);
+- a link planted in the job's output dir is not followed by the service's outputs endpoint.
+
+(The same isolation through a token-map server: tests/isolation/test_isolation_live.py.)
+"""
+
+from __future__ import annotations
+
+import pwd
+import re
+import time
+
+import psutil
+import pytest
+from hub_people import ANN, BOB, IVY
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def submit(hub, user, command, vc, via_server=False, **extra):
+    body = {"command": command, "vc": vc, "tasks": [{"gpus": 0}], **extra}
+    if via_server:
+        r = hub.request("POST", f"/user/{user}/hive_lab/api/jobs", user=user, json=body)
+    else:
+        r = hub.service("POST", "jobs", user, json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def job(hub, job_id):
+    return hub.service("GET", f"jobs/{job_id}", IVY).json()
+
+
+def log(hub, job_id, user):
+    r = hub.service("GET", f"jobs/{job_id}/logs", user)
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
+
+
+def wait(hub, job_id, done, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"job {job_id}: {what} did not happen; job: {job(hub, job_id)}"
+        time.sleep(0.05)
+
+
+def finished(hub, job_id):
+    wait(hub, job_id, lambda: job(hub, job_id)["state"] in ("succeeded", "failed", "cancelled"), "the end")
+    return job(hub, job_id)
+
+
+def gone(pid):
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_students_jobs_run_under_their_own_uids(hub):
+    ids = {(ANN, False): submit(hub, ANN, "id -u", "cv-101"),
+           (BOB, False): submit(hub, BOB, "id -u", "nlp-201"),
+           (ANN, True): submit(hub, ANN, "id -u", "cv-101", via_server=True)}
+    for (user, _), job_id in ids.items():
+        assert finished(hub, job_id)["state"] == "succeeded", job(hub, job_id)
+        assert log(hub, job_id, user).strip() == str(pwd.getpwnam(user).pw_uid), log(hub, job_id, user)
+
+
+def test_a_student_cannot_read_the_others_job_dir_or_signal_their_processes(hub):
+    ann_job = submit(hub, ANN, 'echo ann-private > "$HIVE_OUTPUT_DIR/answer.txt"; echo "pid=$$"; sleep 300', "cv-101")
+    try:
+        wait(hub, ann_job, lambda: "pid=" in log(hub, ann_job, ANN), "her job's start")
+        pid = int(re.search(r"pid=(\d+)", log(hub, ann_job, ANN)).group(1))
+        assert psutil.Process(pid).uids().real == pwd.getpwnam(ANN).pw_uid
+        seen = job(hub, ann_job)  # the instructor sees where it lives
+        answer = f"{seen['output_dir']}/answer.txt"
+        probe = (f'cat "{answer}" && echo READ-IT; ls "{seen["working_dir"]}" && echo LISTED-IT; '
+                 f'kill -0 {pid} && echo SIGNALLED-IT; kill -TERM {pid} && echo KILLED-IT; echo probed')
+        bob_job = submit(hub, BOB, probe, "nlp-201")
+        assert finished(hub, bob_job)["state"] == "succeeded"
+        out = log(hub, bob_job, BOB)
+        assert "probed" in out and "Permission denied" in out, out
+        assert not {"READ-IT", "LISTED-IT", "SIGNALLED-IT", "KILLED-IT", "ann-private"} & set(out.split()), out
+        assert job(hub, ann_job)["state"] == "running" and not gone(pid)  # untouched
+        assert hub.service("GET", f"jobs/{ann_job}/outputs/answer.txt", BOB).status_code == 403
+        assert hub.service("GET", f"jobs/{ann_job}/outputs/answer.txt", ANN).text == "ann-private\n"
+    finally:
+        hub.service("DELETE", f"jobs/{ann_job}", IVY)
+    assert finished(hub, ann_job)["state"] == "cancelled"
+
+
+@pytest.mark.parametrize("ending", ["ends", "cancelled"])
+def test_a_setsid_daemon_dies_with_its_job(hub, ending):
+    command = 'setsid sleep 300 & echo "daemon=$!"' + ("; sleep 300" if ending == "cancelled" else "; sleep 0.5")
+    job_id = submit(hub, ANN, command, "cv-101")
+    wait(hub, job_id, lambda: "daemon=" in log(hub, job_id, ANN), "the daemon's start")
+    pid = int(re.search(r"daemon=(\d+)", log(hub, job_id, ANN)).group(1))
+    try:
+        process = psutil.Process(pid)
+        assert process.uids().real == pwd.getpwnam(ANN).pw_uid
+    except psutil.NoSuchProcess:
+        pass  # already reaped with its ended job
+    if ending == "cancelled":
+        assert hub.service("DELETE", f"jobs/{job_id}", ANN).status_code == 200
+    assert finished(hub, job_id)["state"] == ("succeeded" if ending == "ends" else "cancelled")
+    wait(hub, job_id, lambda: gone(pid), f"the end of the setsid daemon {pid}", timeout=30)
+
+
+def test_a_planted_link_is_not_followed_by_the_outputs_endpoint(hub):
+    plant = ('echo mine > "$HIVE_OUTPUT_DIR/ok"; ln -s / "$HIVE_OUTPUT_DIR/x"; ln -s /etc/shadow "$HIVE_OUTPUT_DIR/s"; '
+             'ln -s /etc "$HIVE_OUTPUT_DIR/etc"; echo planted')
+    job_id = submit(hub, ANN, plant, "cv-101")
+    assert finished(hub, job_id)["state"] == "succeeded", log(hub, job_id, ANN)
+    files = hub.service("GET", f"jobs/{job_id}/outputs", ANN).json()["files"]
+    assert [f["path"] for f in files] == ["ok"]
+    assert hub.service("GET", f"jobs/{job_id}/outputs/ok", ANN).text == "mine\n"
+    for path in ("x/etc/shadow", "s", "etc/passwd", "x/etc/passwd"):
+        for user in (ANN, IVY):
+            r = hub.service("GET", f"jobs/{job_id}/outputs/{path}", user)
+            assert r.status_code in (403, 404), (path, user, r.status_code)
+            assert "root:" not in r.text, path
