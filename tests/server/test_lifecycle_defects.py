@@ -41,6 +41,20 @@ async def until(cond, what: str, timeout_s: float = 30.0):
         await asyncio.sleep(0.01)
 
 
+@pytest.fixture(autouse=True)
+def _no_task_outlives_its_test(tmp_path):
+    """Tasks survive their service's stop on purpose (a restarted server adopts them); the tests here
+    stop services mid-job, so whatever still runs in this test's job dirs is killed afterwards."""
+    yield
+    jobs = str(tmp_path / "jobs")
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.cwd().startswith(jobs):
+                proc.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
 def make_service(tmp_path, cluster, store=None, **kw):
     cfg = load_cluster_config(cluster)
     return HiveService(scheduler=Scheduler(cfg), config=cfg,
