@@ -249,7 +249,9 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
                            store=store)
         await svc.start()
         try:
+            # max_retries 0: ended by its preemption (opportunistic work requeues by default)
             opp = svc.submit(parse_job_spec({"vc": "a", "priority": "opportunistic", "tasks": [{"gpus": 4}],
+                                             "max_retries": 0,
                                              "command": "trap 'exit 0' TERM; while true; do sleep 0.02; done"}),
                              "ann", "a")["id"]
             await until(lambda: state(svc, opp) == "running", "running")
