@@ -9,8 +9,3 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 .venv/bin/pip install -q -e ".[test]"
-# A Python that other Unix accounts can run (the isolation tests run jobs under test accounts, which
-# cannot read a Python under /root): a venv from Debian's python3, as root only.
-if [ "$(id -u)" = 0 ] && [ -x /usr/bin/python3 ] && [ ! -x /opt/hive-test-venv/bin/python ]; then
-  /usr/bin/python3 -m venv --without-pip /opt/hive-test-venv || echo "setup: could not build /opt/hive-test-venv (apt-get install python3-venv)"
-fi

@@ -8,27 +8,14 @@ import json
 import pytest
 from playwright.sync_api import expect
 
+from fixtures.browser import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
 CELLS = [
     "%load_ext hive_lab\n%hive_status",
     "%%submit --wait --name from-browser\nprint('hello from the browser job')",
 ]
-
-
-@pytest.fixture
-def jp_asyncio_loop():
-    # Playwright's sync API runs its own loop on this thread; leave it alone (as tests/ui does)
-    import asyncio
-
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture
-def jp_server_cleanup():
-    yield
 
 
 @pytest.fixture(scope="module")

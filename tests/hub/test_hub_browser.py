@@ -10,30 +10,17 @@ Screenshots: test-results/ui/hub-*.png.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 from hub_people import ANN, BOB, IVY
 from playwright.sync_api import expect
 
-from fixtures.browser import RESULTS
+from fixtures.browser import RESULTS, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 
-# Playwright's sync API keeps an event loop on the test thread: pytest-jupyter's autouse loop and
-# server-cleanup fixtures must leave it alone (as in tests/ui/conftest.py).
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup():
-    yield
 
 
 def submit(hub, user, vc, name):

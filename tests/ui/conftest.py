@@ -1,19 +1,4 @@
-"""Browser tests run no in-process Jupyter server, and Playwright's sync API keeps an event loop
-running on the test thread: pytest-jupyter's autouse loop and server-cleanup fixtures (which close
-or run the thread's current loop) are replaced here by ones that leave Playwright's loop alone."""
+"""Browser tests run no in-process Jupyter server; Playwright's loop is left alone by the fixtures
+imported here (see tests/fixtures/browser.py)."""
 
-import asyncio
-
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def jp_asyncio_loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(autouse=True)
-def jp_server_cleanup():
-    yield
+from fixtures.browser import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
