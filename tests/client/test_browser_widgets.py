@@ -8,7 +8,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
+from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 

@@ -16,7 +16,8 @@ import pytest
 from hub_people import ANN, BOB, IVY
 from playwright.sync_api import expect
 
-from fixtures.browser import RESULTS, jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from fixtures.browser import RESULTS
+from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 

@@ -1,4 +1,4 @@
 """Browser tests run no in-process Jupyter server; Playwright's loop is left alone by the fixtures
-imported here (see tests/fixtures/browser.py)."""
+imported here (see tests/playwright_loop.py)."""
 
-from fixtures.browser import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
+from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures)
