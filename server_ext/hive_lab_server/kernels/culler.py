@@ -4,6 +4,12 @@ The culler listens to the kernel's IOPub broadcast like any frontend does (a SUB
 sent to the kernel), so it sees every execution whoever asked for it: ``status: busy/idle`` messages
 whose parent is an ``execute_request``. Where NVML knows the kernel's GPUs (by UUID), a GPU that is
 busy counts as activity too, so a long training loop started from a cell is never "idle".
+
+Idle time counts from the moment the kernel is up: its first IOPub message (a kernel publishes its
+status when it starts and when a frontend asks for ``kernel_info`` on connecting), not from the moment
+its process was launched, so a kernel that is slow to start (a loaded node, a big image) is never
+culled before anyone could use it. A kernel that never says anything is counted from its launch after
+``startup_grace_s``: it still cannot hold its GPUs forever.
 """
 
 from __future__ import annotations
@@ -58,14 +64,20 @@ class IdleCuller:
         *,
         interval_s: float = 30.0,
         gpu_uuids: Callable[[], list[str]] = lambda: [],
+        startup_grace_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.connection_info = connection_info
         self.limit_s = limit_s
         self.on_idle = on_idle
         self.interval_s = interval_s
         self.gpu_uuids = gpu_uuids
-        self.last_activity = time.monotonic()
+        self.startup_grace_s = startup_grace_s
+        self.clock = clock
+        self.started_at = clock()
+        self.last_activity = self.started_at
         self.executing = False
+        self.up = False  # the kernel has published on IOPub since it (re)started
         self._task: asyncio.Task | None = None
         self._listener: asyncio.Task | None = None
         self._socket = None
@@ -84,9 +96,10 @@ class IdleCuller:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="hive-kernel-culler")
 
     def reset(self) -> None:
-        """The kernel (re)started: its idle time counts from now."""
-        self.last_activity = time.monotonic()
+        """The kernel (re)started: its idle time counts from when it is up (or from now, after the grace)."""
+        self.started_at = self.last_activity = self.clock()
         self.executing = False
+        self.up = False
 
     async def stop(self) -> None:
         for name in ("_task", "_listener"):
@@ -115,7 +128,12 @@ class IdleCuller:
             self._endpoint = new
 
     def idle_for(self) -> float:
-        return 0.0 if self.executing else time.monotonic() - self.last_activity
+        if self.executing:
+            return 0.0
+        now = self.clock()
+        if not self.up:  # still starting: not idle, unless it never comes up at all
+            return max(0.0, now - self.started_at - self.startup_grace_s)
+        return now - self.last_activity
 
     def _on_message(self, frames: list[bytes]) -> None:
         try:
@@ -125,9 +143,15 @@ class IdleCuller:
             content = json.loads(frames[i + 5])
         except (ValueError, IndexError):
             return
-        if header.get("msg_type") == "status" and parent.get("msg_type") == "execute_request":
-            self.executing = content.get("execution_state") == "busy"
-            self.last_activity = time.monotonic()
+        if header.get("msg_type") != "status":
+            return
+        if not self.up:  # the kernel is up: idle time counts from here
+            self.up = True
+            self.last_activity = self.clock()
+        if parent.get("msg_type") in ("execute_request", "kernel_info_request"):
+            # executing, or a frontend attaching (kernel_info is what every client sends on connect)
+            self.executing = parent.get("msg_type") == "execute_request" and content.get("execution_state") == "busy"
+            self.last_activity = self.clock()
 
     async def _listen(self) -> None:
         import zmq
@@ -157,7 +181,7 @@ class IdleCuller:
                 continue
             busy = await asyncio.get_running_loop().run_in_executor(None, gpu_busy, self.gpu_uuids())
             if busy:
-                self.last_activity = time.monotonic()
+                self.last_activity = self.clock()
                 continue
             self._task = None  # on_idle may stop() this culler
             await self.on_idle(idle)
