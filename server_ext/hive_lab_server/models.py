@@ -71,6 +71,11 @@ class Job(_Out):
     working_dir: str | None = Field(None, description="owner/admin only")
     output_dir: str | None = Field(None, description="owner/admin only")
     history: list[HistoryEntry] | None = Field(None, description="only in GET jobs/{id}")
+    time_limit_s: float | None = Field(None, description="run time limit of each attempt in seconds (the spec's, "
+                                                         "else the VC's default for batch jobs); null: none")
+    deadline: IsoTime | None = Field(None, description="running with a limit: when the limit is reached",
+                                     json_schema_extra={"format": "date-time"})
+    time_left_s: float | None = Field(None, description="running with a limit: seconds until the deadline")
 
 
 class JobList(_Out):
