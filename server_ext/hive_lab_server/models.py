@@ -78,6 +78,28 @@ class Job(_Out):
     time_left_s: float | None = Field(None, description="running with a limit: seconds until the deadline")
 
 
+class WhatIf(_Out):
+    """``POST jobs?dry_run=true``: what would happen to this job if it were submitted now. Nothing was
+    stored, launched, published or preempted."""
+
+    dry_run: Literal[True] = True
+    outcome: Literal["start", "preempt", "wait"] = Field(
+        description="start: at once on `placement`; preempt: after the jobs in `preempts` stop (on `placement` "
+                    "when known); wait: queued for `reason`")
+    vc: str
+    gpus: int
+    placement: list[Placement] = Field(description="the node and GPU indices of each task (start, and preempt "
+                                                   "of opportunistic work); empty otherwise")
+    preempts: list[str] = Field(description="jobs that would be preempted for it (none are, by this request)")
+    reason: str | None = Field(None, description="why it would wait (the sentence a queued job shows), or what "
+                                                 "the preemption would do")
+    opportunistic: bool
+    time_limit_s: float | None = Field(None, description="the limit it would get (its own or the VC's default)")
+    estimated_start: IsoTime | None = Field(None, description="when it would start: now for `start`; otherwise "
+                                                              "an estimate where the service makes one, else null",
+                                            json_schema_extra={"format": "date-time"})
+
+
 class JobList(_Out):
     jobs: list[Job]
     total: int
@@ -183,5 +205,5 @@ class Healthy(_Out):
 
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
-    Error, Job, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy,
+    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy,
 )

@@ -259,6 +259,36 @@ class HiveService(UnitOfWork, Recovery):
                         lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit))
         return job, row
 
+    def what_if(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+        """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at once
+        on which GPUs, preempt which jobs, or wait and why. Nothing is stored, launched, published or
+        preempted, and no id is used up: the core answers from a rolled-back placement
+        (``Scheduler.what_if``). ServiceError(400) for what a submit would refuse."""
+        now = self.now()
+        try:
+            limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
+        except TimeLimitError as exc:
+            raise ServiceError(400, exc.message, exc.field) from None
+        spec_dict = spec.model_dump(mode="json")
+        request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
+        try:
+            validate_request(self.scheduler, request)
+            self.scheduler.check_can_ever_fit(request)
+            answer = self.scheduler.what_if(request, now)
+        except RequestError as exc:
+            raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
+        placement = [launch_plan.placement_row(p, answer.opportunistic, self.gpu_uuids) for p in answer.placement]
+        estimate = getattr(answer, "estimated_start", None)
+        return {
+            "dry_run": True, "outcome": answer.outcome, "vc": vc, "gpus": spec.total_gpus,
+            "placement": [{"task": p["task"], "node": p["node"], "address": self.node_address(p["node"]),
+                           "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
+            "preempts": list(answer.victims), "reason": answer.reason, "opportunistic": answer.opportunistic,
+            "time_limit_s": limit,
+            "estimated_start": presentation.iso(now) if answer.outcome == "start" else
+            (presentation.iso(estimate) if isinstance(estimate, (int, float)) else estimate),
+        }
+
     def _admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
         """Store new jobs in one unit, then hand them to the core (in that order: a store fault leaves
         nothing to undo, and a job is acknowledged only once stored)."""
