@@ -53,6 +53,10 @@ class HiveLabMagics(Magics):
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
+    @argument("--time-limit", default=None,
+              help="run time limit, e.g. 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    @argument("--dry-run", action="store_true",
+              help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     @argument("--wait", action="store_true", help="block until the job has finished")
     @argument("--follow", action="store_true", help="block and stream the log")
     @cell_magic
@@ -68,11 +72,18 @@ class HiveLabMagics(Magics):
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
             spec = cell_spec(cell, gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
-                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env)
+                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env,
+                             time_limit=args.time_limit)
             if "vc" not in spec:
                 vcs = self.client.me().get("vcs") or []
                 if vcs:
                     spec["vc"] = vcs[0]
+            if args.dry_run:  # printed, so the answer stays in the saved notebook; nothing is submitted
+                from .format import what_if_text
+
+                answer = self.client.what_if(spec)
+                print(what_if_text(answer))
+                return None
             job = Job(self.client, self.client.submit(spec))
         except HiveLabError as exc:
             return self._fail(exc)
