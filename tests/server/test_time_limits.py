@@ -5,10 +5,11 @@ restart, and the REST API of an in-process Jupyter server (bad values, the VC ma
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import psutil
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from hive_lab_server.launchers.local import LocalLauncher
@@ -127,6 +128,103 @@ def test_limit_text_and_vc_rules():
                      ({"cv-101": {"limit": 5}}, "give a dict with default_s")):
         with pytest.raises(TimeLimitError, match=msg):
             parse_vc_time_limits(bad, ["cv-101"])
+
+
+# --- random interleavings (test_lifecycle_machine's world) with a logical clock and time limits ------
+
+from test_lifecycle_machine import ACTIONS, World, check_safety, run  # noqa: E402
+
+
+class TimedWorld(World):
+    """The lifecycle world of test_lifecycle_machine plus a logical clock: jobs may carry a limit; the
+    shell's deadline check is ``tick`` (TimeUp for the jobs whose derived deadline passed)."""
+
+    def __init__(self, limits):
+        super().__init__()
+        self.clock = 0.0
+        self.limits = limits
+        self.timed_out: set[str] = set()
+
+    def submit(self, gpus, retries):
+        job_id = super().submit(gpus, retries)
+        if job_id is not None:
+            limit = self.limits[self.seq % len(self.limits)]
+            for d in (self.stored, self.mem):
+                d[job_id] = replace(d[job_id], time_limit_s=limit)
+        return job_id
+
+    def launch_one(self, i):
+        self.clock += 1.0
+        real_unit = self.unit
+
+        def unit(facts, request=False):  # the launcher's start carries the clock reading
+            facts = [(j, replace(e, at=self.clock) if isinstance(e, m.LaunchStarted) else e) for j, e in facts]
+            return real_unit(facts, request)
+
+        self.unit = unit
+        try:
+            super().launch_one(i)
+        finally:
+            self.unit = real_unit
+
+    def tick(self, dt):
+        self.clock += dt
+        due = [(j, m.TimeUp(self.clock)) for j, job in sorted(self.mem.items())
+               if job.deadline is not None and job.deadline <= self.clock]
+        if due:
+            self.timed_out.update(j for j, _ in due)
+            self.unit(due)
+
+    def crash_and_recover(self):
+        real_unit = self.unit
+
+        def unit(facts, request=False):  # recovery carries the restart's clock reading
+            facts = [(j, replace(e, at=self.clock) if isinstance(e, m.Recovered) else e) for j, e in facts]
+            return real_unit(facts, request)
+
+        self.unit = unit
+        try:
+            return super().crash_and_recover()
+        finally:
+            self.unit = real_unit
+
+
+TIMED_ACTIONS = st.one_of(ACTIONS, st.tuples(st.just("tick"), st.sampled_from([0.5, 1.0, 3.0, 10.0])),
+                          st.tuples(st.just("tick"), st.sampled_from([1.0, 5.0])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(actions=st.lists(TIMED_ACTIONS, min_size=10, max_size=80),
+       limits=st.lists(st.sampled_from([None, 0.5, 1.0, 2.0, 20.0]), min_size=1, max_size=3))
+def test_random_interleavings_with_time_limits_crashes_and_store_failures(actions, limits):
+    world = TimedWorld(limits)
+    for a in actions:
+        if a[0] == "tick":
+            world.tick(a[1])
+            check_safety(world)
+        else:
+            run_one(world, a)
+    world.settle()
+    check_safety(world)
+    for job_id in world.acked_submits:
+        job = world.stored[job_id]
+        assert job.final, job  # every job ends, time limits or not
+        if job_id in world.acked_cancels:
+            assert job.state is S.CANCELLED
+        elif job.reason.startswith("time limit"):
+            assert job.state is S.FAILED and job_id in world.timed_out and job.time_limit_s is not None
+    assert not world.core_held and not any(world.live.values())
+    event(f"jobs stopped at their limit: {min(len(world.timed_out), 3)}+")
+
+
+def run_one(world, a):
+    """One action of test_lifecycle_machine's ``run`` (without its final settle)."""
+    saved = world.settle
+    world.settle = lambda: None
+    try:
+        run(world, [a])
+    finally:
+        world.settle = saved
 
 
 # --- the real service, injected clock, across a restart -------------------------------------------
