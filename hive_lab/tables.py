@@ -31,6 +31,29 @@ def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None
     return table
 
 
+def what_if_table(answers: list[dict]) -> Table:
+    """Dry-run answers side by side, one column per variant (e.g. 2 GPUs vs 4 GPUs)."""
+    from .format import limit_text, placement_text
+
+    table = Table(title="what if (nothing was submitted)", header_style="bold", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    table.add_column("")
+    for a in answers:
+        table.add_column(f"{a.get('gpus', '?')} GPUs", overflow="fold")
+    rows = [
+        ("outcome", lambda a: {"start": "starts now", "preempt": "preempts", "wait": "waits",
+                               "refused": "never fits"}.get(a.get("outcome"), "?")),
+        ("where", lambda a: placement_text(a.get("placement")) or "-"),
+        ("preempts", lambda a: ", ".join(a.get("preempts") or []) or "-"),
+        ("estimated start", lambda a: a.get("estimated_start") or "-"),
+        ("time limit", lambda a: limit_text(a.get("time_limit_s"))),
+        ("reason", lambda a: a.get("reason") or "-"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *[cell(a) for a in answers])
+    return table
+
+
 def vcs_table(vcs: list[dict]) -> Table:
     table = Table(title="virtual clusters", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("VC", "guaranteed", "used", "borrowed", "bad", "running", "queued", "usage", "yours"):

@@ -78,3 +78,18 @@ def test_magic_dry_run_and_time_limit(shell, capsys):  # noqa: F811
     job = shell.run_cell_magic("submit", "--gpus 1 --time-limit 1s", "import time; time.sleep(60)")
     final = job.wait(timeout=60)
     assert final.state == "failed" and final.reason == "time limit 1s reached"
+
+
+def test_magic_dry_run_compares_gpu_counts_side_by_side(shell, capsys):  # noqa: F811
+    assert shell.run_cell_magic("submit", "--gpus 1 --dry-run --compare 2 4", "print('x')") is None
+    out = capsys.readouterr().out
+    assert "what if (nothing was submitted)" in out and "1 GPUs" in out and "2 GPUs" in out and "4 GPUs" in out
+    outcome = next(line for line in out.splitlines() if line.strip().startswith("outcome"))
+    # VC default guarantees 2 of the 4 GPUs: 1 and 2 GPUs start now, 4 never fit its guarantee
+    assert outcome.split()[1:] == ["starts", "now", "starts", "now", "never", "fits"], out
+    assert Client_jobs_empty(shell)
+
+
+def Client_jobs_empty(shell):  # noqa: N802
+    client = shell.magics_manager.registry["HiveLabMagics"].client
+    return client.jobs(user="me", state="submitted,queued,scheduled,running") == []
