@@ -93,3 +93,12 @@ def test_magic_dry_run_compares_gpu_counts_side_by_side(shell, capsys):  # noqa:
 def Client_jobs_empty(shell):  # noqa: N802
     client = shell.magics_manager.registry["HiveLabMagics"].client
     return client.jobs(user="me", state="submitted,queued,scheduled,running") == []
+
+
+def test_a_kernel_job_carries_a_limit_only_when_its_kernelspec_asks():
+    from hive_lab_server.kernels.job import kernel_job_body
+
+    kw = dict(name="kernel: x", argv=["python"], connection_text="{}", url=None, token=None, gpus=1, gpu_type=None,
+              vc=None, image=None, cpus=0, memory_mb=0, env={})
+    assert kernel_job_body(**kw, time_limit_s=7200)["time_limit_s"] == 7200
+    assert "time_limit_s" not in kernel_job_body(**kw)
