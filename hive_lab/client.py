@@ -105,6 +105,13 @@ class Client:
         body.update({k: v for k, v in fields.items() if v is not None})
         return self._request("POST", "jobs", json=body)
 
+    def what_if(self, spec: dict | None = None, **fields: Any) -> dict:
+        """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at
+        once on which GPUs, preempt which jobs, or wait and why. Nothing is stored or started."""
+        body = dict(spec or {})
+        body.update({k: v for k, v in fields.items() if v is not None})
+        return self._request("POST", "jobs", params={"dry_run": "true"}, json=body)
+
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
              limit: int | None = None) -> list[dict]:
         """Jobs, newest first as the server orders them. ``user=None`` means everybody's;

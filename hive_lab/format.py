@@ -78,6 +78,8 @@ def status_line(job: dict, now: datetime | None = None) -> str:
         text = "running" + (f" on {where}" if where else "") + f" for {ran}"
         if job.get("opportunistic"):
             text += " (opportunistic)"
+        if job.get("time_left_s") is not None:
+            text += f"; {time_limit_text(job)}"
     elif state in FINISHED:
         ran = seconds_between(job.get("started_at"), job.get("finished_at"), now)
         text = state
@@ -90,6 +92,51 @@ def status_line(job: dict, now: datetime | None = None) -> str:
     else:
         text = state + (f" — {job['reason']}" if job.get("reason") else "")
     return head + text
+
+
+def limit_text(seconds: float | None) -> str:
+    """``7200`` -> ``2h``, ``5400`` -> ``1h30m``, ``90`` -> ``1m30s`` (as the server names limits)."""
+    if seconds is None:
+        return "-"
+    if seconds < 60 and seconds != int(seconds):
+        return f"{seconds:g}s"
+    total = int(round(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v) or "0s"
+
+
+def time_limit_text(job: dict) -> str:
+    """``2h`` / ``1 h 12 min left of 2h`` (running) / ``-`` (no limit)."""
+    limit = job.get("time_limit_s")
+    if limit is None:
+        return "-"
+    left = job.get("time_left_s")
+    if job.get("state") == "running" and left is not None:
+        return f"{duration(left)} left of {limit_text(limit)}"
+    return limit_text(limit)
+
+
+def what_if_text(answer: dict) -> str:
+    """One line for a dry-run answer (``POST jobs?dry_run=true``)."""
+    gpus = answer.get("gpus", 0)
+    head = f"what if ({gpus} GPU{'s' if gpus != 1 else ''}, VC {answer.get('vc', '?')}): "
+    outcome = answer.get("outcome")
+    where = placement_text(answer.get("placement"))
+    if outcome == "start":
+        text = f"would start now on {where}" if where else "would start now"
+    elif outcome == "preempt" and where:
+        text = f"would preempt {', '.join(answer.get('preempts') or [])} and run on {where}"
+    elif outcome == "preempt":
+        text = answer.get("reason") or f"would preempt {', '.join(answer.get('preempts') or [])}"
+    else:
+        text = "would wait" + (f" — {answer['reason']}" if answer.get("reason") else "")
+        if answer.get("estimated_start"):
+            text += f"; estimated start {answer['estimated_start']}"
+    if answer.get("time_limit_s") is not None:
+        text += f" (time limit {limit_text(answer['time_limit_s'])})"
+    return head + text + "; nothing was submitted"
 
 
 def priority_text(job: dict) -> str:

@@ -53,6 +53,12 @@ class HiveLabMagics(Magics):
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
+    @argument("--time-limit", default=None,
+              help="run time limit, e.g. 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    @argument("--dry-run", action="store_true",
+              help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
+    @argument("--compare", type=int, nargs="+", default=None, metavar="GPUS",
+              help="with --dry-run: also ask for these GPU counts per task, side by side (e.g. --gpus 2 --compare 4)")
     @argument("--wait", action="store_true", help="block until the job has finished")
     @argument("--follow", action="store_true", help="block and stream the log")
     @cell_magic
@@ -68,11 +74,14 @@ class HiveLabMagics(Magics):
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
             spec = cell_spec(cell, gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
-                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env)
+                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env,
+                             time_limit=args.time_limit)
             if "vc" not in spec:
                 vcs = self.client.me().get("vcs") or []
                 if vcs:
                     spec["vc"] = vcs[0]
+            if args.dry_run:  # printed, so the answer stays in the saved notebook; nothing is submitted
+                return self._what_if(spec, args.compare or [])
             job = Job(self.client, self.client.submit(spec))
         except HiveLabError as exc:
             return self._fail(exc)
@@ -82,6 +91,29 @@ class HiveLabMagics(Magics):
             print(f"stopped waiting; {job.id} keeps going (job.cancel() or %hive_cancel {job.id} stops it)",
                   file=sys.stderr)
         return job
+
+    def _what_if(self, spec: dict, compare: list[int]) -> None:
+        """Print what would happen now for ``spec`` (and for each GPU count in ``compare``, side by side
+        as a table when there are several). Plain output: it stays in the saved notebook."""
+        from .format import what_if_text
+
+        from .errors import BadRequest
+
+        answers = [self.client.what_if(spec)]
+        for gpus in compare:
+            variant = dict(spec, tasks=[dict(spec["tasks"][0], gpus=gpus)] + list(spec["tasks"][1:]))
+            try:
+                answers.append(self.client.what_if(variant))
+            except BadRequest as exc:  # this shape can never run: say so in its column
+                answers.append({"gpus": gpus * spec["tasks"][0].get("count", 1), "outcome": "refused",
+                                "reason": str(exc)})
+        if len(answers) == 1:
+            print(what_if_text(answers[0]))
+            return None
+        from .tables import print_table, what_if_table
+
+        print_table(what_if_table(answers))
+        return None
 
     def _show(self, job: Job, *, block: bool, follow: bool) -> None:
         """What the cell shows. What stays in the saved notebook is ordinary output: the job's log

@@ -85,7 +85,7 @@ def python_command(script: str = CELL_FILE, image: str | None = None, local_pyth
 def cell_spec(code: str, *, gpus: int = 0, gpu_type: str | None = None, vc: str | None = None,
               priority=None, image: str | None = None, name: str | None = None, tasks: int = 1,
               files: dict[str, str] | None = None, env: dict[str, str] | None = None,
-              local_python: str | None = sys.executable) -> dict:
+              local_python: str | None = sys.executable, time_limit=None) -> dict:
     """The ``POST jobs`` body running a notebook cell as a batch job."""
     if tasks < 1:
         raise BadRequest(f"--tasks must be at least 1, got {tasks}", field="tasks[0].count")
@@ -112,4 +112,8 @@ def cell_spec(code: str, *, gpus: int = 0, gpu_type: str | None = None, vc: str 
         spec["image"] = image
     if env:
         spec["env"] = env
+    if time_limit is not None and time_limit != "":
+        from .durations import parse_duration
+
+        spec["time_limit_s"] = parse_duration(time_limit)
     return spec

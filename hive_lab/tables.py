@@ -19,14 +19,38 @@ GPU_GLYPHS = {"free": ("·", "dim"), "used": ("■", "green"), "opportunistic": 
 def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None) -> Table:
     """Jobs as a table; the reason column takes what width is left."""
     table = Table(title=title, expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age"):
+    for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age", "limit"):
         table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None)
     table.add_column("reason / where", overflow="fold", ratio=1, min_width=16)
     for row in job_rows(jobs, me):
         table.add_row(row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),
-                      str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["reason"])
+                      str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["limit"],
+                      row["reason"])
     if not jobs:
         table.caption = "no jobs"
+    return table
+
+
+def what_if_table(answers: list[dict]) -> Table:
+    """Dry-run answers side by side, one column per variant (e.g. 2 GPUs vs 4 GPUs)."""
+    from .format import limit_text, placement_text
+
+    table = Table(title="what if (nothing was submitted)", header_style="bold", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    table.add_column("")
+    for a in answers:
+        table.add_column(f"{a.get('gpus', '?')} GPUs", overflow="fold")
+    rows = [
+        ("outcome", lambda a: {"start": "starts now", "preempt": "preempts", "wait": "waits",
+                               "refused": "never fits"}.get(a.get("outcome"), "?")),
+        ("where", lambda a: placement_text(a.get("placement")) or "-"),
+        ("preempts", lambda a: ", ".join(a.get("preempts") or []) or "-"),
+        ("estimated start", lambda a: a.get("estimated_start") or "-"),
+        ("time limit", lambda a: limit_text(a.get("time_limit_s"))),
+        ("reason", lambda a: a.get("reason") or "-"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *[cell(a) for a in answers])
     return table
 
 

@@ -30,6 +30,11 @@ def run(args) -> int:
 
             console = tables.console()
             console.print(status_line(job))
+            if job.get("time_limit_s") is not None:
+                from ..format import time_limit_text
+
+                console.print(f"  time limit: {time_limit_text(job)}"
+                              + (f" (deadline {job['deadline']})" if job.get("deadline") else ""))
             for h in job.get("history") or []:
                 console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")
         return 0

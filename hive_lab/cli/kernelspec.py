@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..errors import BadRequest
+
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
@@ -28,6 +30,10 @@ def kernel_json(args: argparse.Namespace) -> dict:
         config["cpus"] = args.cpus
     if args.memory_mb:
         config["memory_mb"] = args.memory_mb
+    if getattr(args, "time_limit", None):
+        from ..durations import parse_duration
+
+        config["time_limit_s"] = parse_duration(args.time_limit)
     return {
         # in a container the image's python3 runs the kernel; locally the Python running this command
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
@@ -60,7 +66,11 @@ def install(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    spec = kernel_json(args)
+    try:
+        spec = kernel_json(args)
+    except BadRequest as exc:
+        print(f"hive-lab kernelspec: {exc}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
         dest = KernelSpecManager().install_kernel_spec(
@@ -96,6 +106,9 @@ def register(subparsers) -> None:
     inst.add_argument("--memory-mb", type=_positive_or_zero, default=0, help="memory limit in MB")
     inst.add_argument("--idle-timeout", type=_positive_or_zero, default=None,
                       help="seconds without execution before the kernel is shut down and its GPUs released")
+    inst.add_argument("--time-limit", default=None, metavar="DURATION",
+                      help="optional run time limit of each kernel (2h, 90m, seconds); at it the kernel is "
+                           "stopped and its GPUs released (default: none; idle kernels are culled anyway)")
     inst.add_argument("--display-name", default=None)
     where = inst.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user only")

@@ -37,6 +37,10 @@ def register(subparsers) -> None:
     p.add_argument("--file", action="append", default=[], metavar="PATH",
                    help="stage a text file (or glob, or directory) into the working dir; repeatable")
     p.add_argument("-c", "--command", help="shell command (or give it after --)")
+    p.add_argument("--time-limit", metavar="DURATION",
+                   help="run time limit: 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     p.add_argument("--wait", action="store_true", help="wait until the job ends (exit status: the job's)")
     p.add_argument("-f", "--follow", action="store_true", help="wait and stream the log")
     add_server_args(p)
@@ -104,6 +108,13 @@ def build_spec(args) -> dict:
         spec["vc"] = args.vc
     if args.priority is not None:
         spec["priority"] = parse_priority(args.priority)
+    if getattr(args, "time_limit", None) is not None:
+        from ..durations import parse_duration
+
+        if openpai:
+            raise BadRequest("--time-limit applies to the native spec form (time_limit_s); the OpenPAI form has "
+                             "no time limit field", field="time_limit_s")
+        spec["time_limit_s"] = parse_duration(args.time_limit)
     for item in args.env:
         if "=" not in item:
             raise BadRequest(f"--env takes KEY=VALUE, got {item!r}", field="env")
@@ -136,6 +147,15 @@ def run(args) -> int:
         vcs = client.me().get("vcs") or []
         if vcs:
             spec["vc"] = vcs[0]
+    if args.dry_run:
+        from ..format import what_if_text
+
+        answer = client.what_if(spec)
+        if args.json:
+            print_json(answer)
+        else:
+            print(what_if_text(answer))
+        return 0
     job = client.submit(spec)
     if not (args.wait or args.follow):
         if args.json:

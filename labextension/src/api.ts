@@ -45,6 +45,10 @@ export interface IJob {
   finished_at: string | null;
   exit_code: number | null;
   placement?: IPlacement[];
+  /** run time limit in seconds (null: none); deadline/time_left_s while running with one */
+  time_limit_s?: number | null;
+  deadline?: string | null;
+  time_left_s?: number | null;
 }
 
 export interface IJobList {

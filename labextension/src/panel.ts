@@ -154,6 +154,11 @@ export class ClusterPanel extends Widget {
     const ageText = el('span', 'jp-HivePanel-age', age(job.submitted_at, now));
     ageText.title = `submitted ${job.submitted_at ?? ''}`;
     meta.append(gpus, vc, user, ageText);
+    if (job.time_limit_s !== null && job.time_limit_s !== undefined) {
+      const limit = el('span', 'jp-HivePanel-limit', limitText(job, now));
+      limit.title = job.deadline ? `time limit reached at ${job.deadline}` : 'run time limit';
+      meta.appendChild(limit);
+    }
 
     const actions = el('span', 'jp-HivePanel-rowActions');
     if (mine || this.model.me?.admin) {
@@ -250,4 +255,28 @@ export class ClusterPanel extends Widget {
   private _error: HTMLDivElement;
   private _logs: LogViewer;
   private _ageTimer: number;
+}
+
+/** ``2h`` / ``1h30m`` / ``45s``: a limit as the server names it. */
+export function limitShort(seconds: number): string {
+  let rest = Math.round(seconds);
+  const parts: string[] = [];
+  for (const [unit, size] of [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as [string, number][]) {
+    const n = Math.floor(rest / size);
+    rest -= n * size;
+    if (n) {
+      parts.push(`${n}${unit}`);
+    }
+  }
+  return parts.join('') || `${seconds}s`;
+}
+
+/** A job's limit, and while it runs the time left (counted down from its deadline). */
+export function limitText(job: IJob, now: number): string {
+  const limit = limitShort(job.time_limit_s ?? 0);
+  if (job.state === 'running' && job.deadline) {
+    const left = Math.max(0, (Date.parse(job.deadline) - now) / 1000);
+    return `${limitShort(left)} left of ${limit}`;
+  }
+  return `limit ${limit}`;
 }

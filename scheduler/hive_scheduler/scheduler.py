@@ -128,6 +128,13 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
                            "do not fit in its guaranteed cells even when all are free; ask for fewer or smaller "
                            "tasks, or submit as opportunistic")
 
+    def what_if(self, job: JobRequest, now: float):
+        """What ``submit(job, now)`` would decide for ``job`` now (start where / preempt whom / wait why),
+        without changing anything: see ``what_if.py``."""
+        from .what_if import what_if
+
+        return what_if(self, job, now)
+
     def _fits_when_empty(self, job: JobRequest) -> bool:
         twin = self._empty_twin
         if twin is None:

@@ -82,6 +82,13 @@ class HiveLabApp(ExtensionApp):
         help="""After a restart hive-lab first recovers its jobs (store + what the launcher runs); a request
         arriving meanwhile waits up to this many seconds, then gets 503 (retry later).""",
     )
+    vc_time_limits = Dict(
+        config=True,
+        help="""Run time limits per VC, in seconds: {"cv-101": {"default_s": 3600, "max_s": 14400}}; "*" applies
+        to VCs not named. default_s is the limit of batch jobs that give none (kernels get a limit only
+        when their kernelspec asks for one); a job asking for more than max_s is refused (400). At its
+        limit a job gets the stop signal and stop_grace_s, then ends failed ("time limit 1h reached").""",
+    )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     nvml_backend = Unicode(
@@ -133,6 +140,13 @@ class HiveLabApp(ExtensionApp):
             # the panel); a scheduler with a broken cluster model must not look like it runs
             self.log.critical("hive-lab: the cluster config is not valid, so the server stops: %s", exc)
             raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
+        from .lifecycle.time_limit import TimeLimitError, parse_vc_time_limits
+
+        try:
+            parse_vc_time_limits(self.vc_time_limits, sorted(self.cluster.config.virtual_clusters))
+        except TimeLimitError as exc:
+            self.log.critical("hive-lab: %s; the server stops", exc.message)
+            raise SystemExit(f"hive-lab: {exc.message}") from None
         from hive_scheduler import Scheduler
 
         scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
@@ -168,6 +182,7 @@ class HiveLabApp(ExtensionApp):
             poll_interval_s=self.poll_interval_s,
             events=self.events,
             metrics=self.metrics,
+            vc_time_limits=self.vc_time_limits,
         )
         from .hardware.integration import make_monitor
 

@@ -71,6 +71,33 @@ class Job(_Out):
     working_dir: str | None = Field(None, description="owner/admin only")
     output_dir: str | None = Field(None, description="owner/admin only")
     history: list[HistoryEntry] | None = Field(None, description="only in GET jobs/{id}")
+    time_limit_s: float | None = Field(None, description="run time limit of each attempt in seconds (the spec's, "
+                                                         "else the VC's default for batch jobs); null: none")
+    deadline: IsoTime | None = Field(None, description="running with a limit: when the limit is reached",
+                                     json_schema_extra={"format": "date-time"})
+    time_left_s: float | None = Field(None, description="running with a limit: seconds until the deadline")
+
+
+class WhatIf(_Out):
+    """``POST jobs?dry_run=true``: what would happen to this job if it were submitted now. Nothing was
+    stored, launched, published or preempted."""
+
+    dry_run: Literal[True] = True
+    outcome: Literal["start", "preempt", "wait"] = Field(
+        description="start: at once on `placement`; preempt: after the jobs in `preempts` stop (on `placement` "
+                    "when known); wait: queued for `reason`")
+    vc: str
+    gpus: int
+    placement: list[Placement] = Field(description="the node and GPU indices of each task (start, and preempt "
+                                                   "of opportunistic work); empty otherwise")
+    preempts: list[str] = Field(description="jobs that would be preempted for it (none are, by this request)")
+    reason: str | None = Field(None, description="why it would wait (the sentence a queued job shows), or what "
+                                                 "the preemption would do")
+    opportunistic: bool
+    time_limit_s: float | None = Field(None, description="the limit it would get (its own or the VC's default)")
+    estimated_start: IsoTime | None = Field(None, description="when it would start: now for `start`; otherwise "
+                                                              "an estimate where the service makes one, else null",
+                                            json_schema_extra={"format": "date-time"})
 
 
 class JobList(_Out):
@@ -178,5 +205,5 @@ class Healthy(_Out):
 
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
-    Error, Job, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy,
+    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy,
 )

@@ -67,6 +67,12 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
     return op
 
 
+def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["200"] = {"description": "dry_run=true: what would happen now (nothing was stored)",
+                              "content": _json(models.WhatIf)}
+    return op
+
+
 def _paths() -> dict[str, Any]:
     m = models
     states = ", ".join(STATE_NAMES)
@@ -84,9 +90,12 @@ def _paths() -> dict[str, Any]:
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
                            _query("offset", {**offset, "maximum": 10**9}))),
-            "post": _op("submitJob", "Submit a job (native form or OpenPAI form)",
-                        (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413),
-                        body={"oneOf": [{"$ref": REF.format(model="JobSpec")}, {"$ref": REF.format(model="PaiJob")}]}),
+            "post": _with_dry_run(_op(
+                "submitJob", "Submit a job (native form or OpenPAI form); with dry_run=true only say what would happen",
+                (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413),
+                (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                        "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),),
+                body={"oneOf": [{"$ref": REF.format(model="JobSpec")}, {"$ref": REF.format(model="PaiJob")}]})),
         },
         "/jobs/{job_id}": {
             "parameters": [JOB_ID],

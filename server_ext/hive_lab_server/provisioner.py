@@ -73,6 +73,7 @@ class HiveProvisioner(LocalProvisioner):
     python = Unicode("python3", config=True, help="the Python that runs the kernel inside the image")
     cpus = Float(0.0, config=True, help="CPU limit (0: none)")
     memory_mb = Int(0, config=True, help="memory limit in MB (0: none)")
+    time_limit_s = Float(0.0, config=True, help="run time limit of the kernel's job in seconds (0: none)")
     url = Unicode(None, allow_none=True, config=True, help="hive-lab server URL (default: HIVE_LAB_URL / this server)")
     token = Unicode(None, allow_none=True, config=True, help="token for it (default: HIVE_LAB_TOKEN / this server's)")
     # culling
@@ -239,6 +240,7 @@ class HiveProvisioner(LocalProvisioner):
             memory_mb=self.memory_mb,
             env=job_env,
             lease_s=self.heartbeat_lease_s,
+            time_limit_s=self.time_limit_s or None,
         )
         self._submitted = time.monotonic()
         try:

@@ -32,6 +32,7 @@ from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
     STORE_RETRY_AFTER_S, ActiveJob, ServiceError, StoreUnavailable, UnitOfWork, request_from,
 )
 from .lifecycle.states import PLACED_STATES, JobState
+from .lifecycle.time_limit import TimeLimitError, effective_limit, parse_vc_time_limits
 from .metrics import Metrics
 from .spec import JobSpec
 from .store import Store
@@ -58,6 +59,7 @@ class HiveService(UnitOfWork, Recovery):
         events: EventBus | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        vc_time_limits: dict[str, Any] | None = None,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -78,6 +80,8 @@ class HiveService(UnitOfWork, Recovery):
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
         self.store_error: str | None = None  # the last failed commit, until one succeeds
         self._clock = clock
+        self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
+        self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
         self._seq = store.max_seq()
         self._last_now = 0.0
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
@@ -160,6 +164,7 @@ class HiveService(UnitOfWork, Recovery):
                 exits = await self.launcher.poll()
                 if exits or self._pending:
                     self._handle_exits(exits)
+                self._check_deadlines()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -221,9 +226,14 @@ class HiveService(UnitOfWork, Recovery):
 
     def _prepare(self, spec: JobSpec, user: str, vc: str, now: float) -> tuple[ActiveJob, dict[str, Any]]:
         """A new job and its row; ServiceError(400) if the cluster can never run it."""
+        try:
+            limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
+        except TimeLimitError as exc:
+            raise ServiceError(400, exc.message, exc.field) from None
         seq, job_id = self._next_id()
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
+        spec_dict["time_limit_s"] = limit
         request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
         try:
             validate_request(self.scheduler, request)
@@ -245,8 +255,39 @@ class HiveService(UnitOfWork, Recovery):
         }
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
-                        opportunistic=spec.opportunistic, lc=m.Job(job_id, max_retries=spec.max_retries))
+                        opportunistic=spec.opportunistic,
+                        lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit))
         return job, row
+
+    def what_if(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+        """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at once
+        on which GPUs, preempt which jobs, or wait and why. Nothing is stored, launched, published or
+        preempted, and no id is used up: the core answers from a rolled-back placement
+        (``Scheduler.what_if``). ServiceError(400) for what a submit would refuse."""
+        now = self.now()
+        try:
+            limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
+        except TimeLimitError as exc:
+            raise ServiceError(400, exc.message, exc.field) from None
+        spec_dict = spec.model_dump(mode="json")
+        request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
+        try:
+            validate_request(self.scheduler, request)
+            self.scheduler.check_can_ever_fit(request)
+            answer = self.scheduler.what_if(request, now)
+        except RequestError as exc:
+            raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
+        placement = [launch_plan.placement_row(p, answer.opportunistic, self.gpu_uuids) for p in answer.placement]
+        estimate = getattr(answer, "estimated_start", None)
+        return {
+            "dry_run": True, "outcome": answer.outcome, "vc": vc, "gpus": spec.total_gpus,
+            "placement": [{"task": p["task"], "node": p["node"], "address": self.node_address(p["node"]),
+                           "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
+            "preempts": list(answer.victims), "reason": answer.reason, "opportunistic": answer.opportunistic,
+            "time_limit_s": limit,
+            "estimated_start": presentation.iso(now) if answer.outcome == "start" else
+            (presentation.iso(estimate) if isinstance(estimate, (int, float)) else estimate),
+        }
 
     def _admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
         """Store new jobs in one unit, then hand them to the core (in that order: a store fault leaves

@@ -25,6 +25,14 @@ def _csv(value: str | None) -> list[str]:
     return [v for v in (value or "").split(",") if v]
 
 
+def _flag(value: str | None, name: str) -> bool:
+    if value is None or value.lower() in ("", "0", "false", "no"):
+        return False
+    if value.lower() in ("1", "true", "yes"):
+        return True
+    raise HiveError(400, f"query parameter {name}: use true or false, got {value!r}", name)
+
+
 class JobsHandler(HiveHandler):
     @web.authenticated
     @authorized
@@ -67,6 +75,13 @@ class JobsHandler(HiveHandler):
             self.service.launcher.validate(spec)
         except UnsupportedSpec as exc:
             raise HiveError(400, exc.message, exc.field) from None
+        if _flag(self.get_argument("dry_run", None), "dry_run"):  # what would happen now; nothing is stored, launched or preempted
+            try:
+                answer = self.service.what_if(spec, caller.user, vc)
+            except ServiceError as exc:
+                raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
+            self.reply_model(models.WhatIf, answer, 200)
+            return
         try:  # committed together with the submits arriving at the same time (group commit)
             job = await self.service.submit_grouped(spec, caller.user, vc)
         except ServiceError as exc:

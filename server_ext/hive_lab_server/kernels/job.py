@@ -134,8 +134,9 @@ def kernel_job_body(
     memory_mb: int,
     env: dict[str, str],
     lease_s: int = 60,
+    time_limit_s: float | None = None,
 ) -> dict:
-    """The ``POST jobs`` body of a kernel job."""
+    """The ``POST jobs`` body of a kernel job (a time limit only when its kernelspec asks for one)."""
     files = {CONNECTION_FILE: connection_text, NOTICE_SCRIPT: NOTICE_CODE}
     if token:
         files[f"{KERNEL_DIR}/token"] = token
@@ -152,6 +153,8 @@ def kernel_job_body(
     }
     if vc:
         body["vc"] = vc
+    if time_limit_s:
+        body["time_limit_s"] = time_limit_s
     return body
 
 

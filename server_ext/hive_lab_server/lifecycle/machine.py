@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Union
 
 from .states import FINAL_STATES, Intent, JobState
+from .time_limit import limit_text
 
 S = JobState
 
@@ -32,6 +33,15 @@ class Job:
     stale: frozenset[str] = frozenset()  # exits of a stopped attempt that may still be reported
     reason: str = ""
     exit_code: int | None = None
+    time_limit_s: float | None = None  # from the spec (or the VC's default): the attempt's run time limit
+    started_at: float | None = None  # when the current attempt started running (stored as jobs.started_at)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the running attempt reaches its time limit (derived: start + limit; None without one)."""
+        if self.state is not S.RUNNING or self.time_limit_s is None or self.started_at is None:
+            return None
+        return self.started_at + self.time_limit_s
 
     @property
     def final(self) -> bool:
@@ -64,6 +74,7 @@ class LaunchBegin:
 class LaunchStarted:
     attempt: int
     detail: str = ""
+    at: float | None = None  # the shell's clock reading when the tasks started (None: the unit's)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,13 @@ class Stopped:
 
 
 @dataclass(frozen=True)
+class TimeUp:
+    """The clock (read by the shell) says ``now``: a running attempt past its deadline is stopped."""
+
+    now: float
+
+
+@dataclass(frozen=True)
 class Demoted:
     reason: str
 
@@ -117,10 +135,11 @@ class Recovered:
     # tasks of this job that ended with an exit record nobody acknowledged yet: the attempt started
     # (maybe while the store refused writes), so it must not run again unrecorded
     ended: frozenset[str] = frozenset()
+    at: float | None = None  # the restart's clock reading (the start time of an attempt found running)
 
 
 Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
-              Demoted, Rejected, Recovered]
+              TimeUp, Demoted, Rejected, Recovered]
 
 
 # --- effects --------------------------------------------------------------------------------------
@@ -235,9 +254,11 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         if st is not S.SCHEDULED or event.attempt != job.attempt or not job.launched:
             return job, []
         reason = event.detail or f"{len(job.tasks)} task{'s' if len(job.tasks) != 1 else ''} started"
+        started = {"started_at": event.at} if event.at is not None else {"started": True}
+        job = replace(job, state=S.RUNNING, started_at=event.at)
         if job.intent is not None:  # a stop is on its way; the tasks do run meanwhile
-            return replace(job, state=S.RUNNING), [Record(S.RUNNING, reason, fields={"started": True})]
-        return replace(job, state=S.RUNNING, reason=reason), [Record(S.RUNNING, reason, fields={"started": True})]
+            return job, [Record(S.RUNNING, reason, fields=started)]
+        return replace(job, reason=reason), [Record(S.RUNNING, reason, fields=started)]
 
     if isinstance(event, LaunchFailed):
         if st is not S.SCHEDULED or event.attempt != job.attempt:
@@ -321,6 +342,12 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _retry_or_fail(job, reason, code, preempt=False)
         return _end(job, S.FAILED, reason, code, Core("finish"))
 
+    if isinstance(event, TimeUp):
+        deadline = job.deadline
+        if deadline is None or job.intent is not None or event.now < deadline:
+            return job, []
+        return _stop(job, Intent.FAIL, f"time limit {limit_text(job.time_limit_s)} reached")
+
     if isinstance(event, Demoted):
         return replace(job, reason=event.reason), [Record(st, event.reason)]
 
@@ -328,12 +355,12 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         return _end(job, S.FAILED, event.error, None, None)
 
     if isinstance(event, Recovered):
-        return _recover(job, event.live | event.ended)
+        return _recover(job, event.live | event.ended, event.at)
 
     raise TypeError(f"unknown lifecycle event {event!r}")
 
 
-def _recover(job: Job, live: frozenset[str]) -> tuple[Job, list[Effect]]:
+def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[Job, list[Effect]]:
     """A job read back from the store after a restart, with the tasks the launcher knows of: running
     now, or ended with an exit record still to be reported (their exits follow as Exit facts)."""
     st = job.state
@@ -349,9 +376,12 @@ def _recover(job: Job, live: frozenset[str]) -> tuple[Job, list[Effect]]:
     new = replace(job, state=S.RUNNING, launched=True, left=frozenset(job.tasks) if st is S.RUNNING else frozenset(live))
     if new.tasks == () and live:
         new = replace(new, tasks=tuple(sorted(live)), left=frozenset(live))
+    fields: dict = {}
+    if st is S.SCHEDULED:  # its tasks started while the server was down: they started by now at the latest
+        new = replace(new, started_at=at)
+        fields = {"started_at": at} if at is not None else {"started": True}
     effects: list[Effect] = [Core("adopt"), AdoptTasks(),
-                             Record(S.RUNNING, "adopted after a server restart",
-                                    fields={"started": st is S.SCHEDULED})]
+                             Record(S.RUNNING, "adopted after a server restart", fields=fields)]
     if job.intent is not None:  # a stop was asked (and maybe acknowledged) before the crash: finish it
         if job.intent is Intent.PREEMPT:  # the core does not remember the preemptor: requeue as lost
             new = replace(new, intent=Intent.LOST, intent_reason=f"{job.intent_reason}; the server restarted while it stopped")

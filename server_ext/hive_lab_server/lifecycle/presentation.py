@@ -42,6 +42,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         "placement": [{"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]),
                        "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
     }
+    obj.update(time_limit_fields(svc, row, job))
     if private:
         obj["spec"] = row["spec"]
         obj["working_dir"] = row["working_dir"]
@@ -50,6 +51,20 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         obj["history"] = [{"state": h["state"], "at": iso(h["at"]), "reason": h["reason"]}
                           for h in svc.store.history(job_id)]
     return obj
+
+
+def time_limit_fields(svc: "HiveService", row: dict[str, Any], job: Any) -> dict[str, Any]:
+    """``time_limit_s``, and for a running attempt with a limit its ``deadline`` and ``time_left_s``
+    (derived like the machine's: the attempt's stored start + the limit)."""
+    limit = (row.get("spec") or {}).get("time_limit_s")
+    out: dict[str, Any] = {"time_limit_s": limit, "deadline": None, "time_left_s": None}
+    if limit is not None and row["state"] == JobState.RUNNING.value and row.get("started_at") is not None:
+        deadline = row["started_at"] + limit
+        if job is not None and job.lc.deadline is not None:
+            deadline = job.lc.deadline
+        out["deadline"] = iso(deadline)
+        out["time_left_s"] = round(max(0.0, deadline - svc.now()), 3)
+    return out
 
 
 def cluster_object(svc: "HiveService") -> dict[str, Any]:

@@ -32,7 +32,9 @@ class Recovery:
         lc = m.Job(row["id"], state=state, max_retries=row["max_retries"], retries=row["retries"],
                    attempt=row["attempt"], tasks=tasks if state in PLACED_STATES else (),
                    left=frozenset(tasks) if state in PLACED_STATES else frozenset(), intent=intent,
-                   intent_reason=row.get("stop_reason") or "", reason=row["reason"])
+                   intent_reason=row.get("stop_reason") or "", reason=row["reason"],
+                   time_limit_s=spec.get("time_limit_s"),
+                   started_at=row["started_at"] if state is S.RUNNING else None)
         return ActiveJob(id=row["id"], seq=row["seq"], user=row["user"], vc=row["vc"], spec=spec, request=request,
                          working_dir=row["working_dir"], output_dir=row["output_dir"], queued_at=row["updated_at"],
                          opportunistic=bool(row["opportunistic"]), lc=lc,
@@ -62,7 +64,10 @@ class Recovery:
         for row in rows:
             job = self._active_from_row(row, placements.get(row["id"], []))
             self.active[job.id] = job
-            facts.append((job.id, m.Recovered(frozenset(alive.get(job.id, ())), frozenset(ended.get(job.id, ())))))
+            if job.lc.deadline is not None:  # the stored start + the limit: the deadline holds across restarts
+                self._watch_deadline(job.id, job.lc.deadline)
+            facts.append((job.id, m.Recovered(frozenset(alive.get(job.id, ())), frozenset(ended.get(job.id, ())),
+                                              at=now)))
         self._unit(facts)
         if self._adopting:
             await asyncio.gather(*self._adopting, return_exceptions=True)
@@ -84,6 +89,7 @@ class Recovery:
                          for t in sorted(job.lc.left - alive.get(job.id, set())) if (job.id, t) not in reported]
         if lost:
             self._unit(lost)
+        self._check_deadlines()  # limits that passed while the server was down: the same path as ever
         # anything running that the store does not know as placed is stopped
         for job_id, tasks in sorted(alive.items()):
             job = self.active.get(job_id)

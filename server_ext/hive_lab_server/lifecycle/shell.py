@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from dataclasses import dataclass, field
@@ -146,12 +147,34 @@ class UnitOfWork:
                 self.launcher.ack(acked)
         for job_id, lc in lcs.items():
             job = self.active[job_id]
+            if lc.deadline is not None and lc.deadline != job.lc.deadline:
+                self._watch_deadline(job_id, lc.deadline)
             job.lc = lc
             if lc.final:
                 self.active.pop(job_id, None)
         self._after_commit(effects, now)
         self._publish(changed)
         return changed
+
+    # ------------------------------------------------------------------------------------------
+    # time limits: a heap of deadlines, each checked against the job's current one when it is due
+
+    def _watch_deadline(self, job_id: str, deadline: float) -> None:
+        heapq.heappush(self._deadlines, (deadline, job_id))
+
+    def _check_deadlines(self) -> list[str]:
+        """Apply ``TimeUp`` to the running jobs whose deadline passed (the machine decides; a stale heap
+        entry of an earlier attempt or a finished job does nothing). Returns the jobs that changed."""
+        if not self._deadlines:
+            return []
+        now = self.now()
+        facts: list[tuple[str, m.Event]] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, job_id = heapq.heappop(self._deadlines)
+            job = self.active.get(job_id)
+            if job is not None and job.lc.deadline == deadline:
+                facts.append((job_id, m.TimeUp(now)))
+        return self._unit(facts) if facts else []
 
     def _write(self, batch, job: ActiveJob, lc: m.Job, event: m.Event, e: m.Effect, now: float) -> None:
         if isinstance(e, m.Record):
@@ -346,7 +369,7 @@ class UnitOfWork:
         self.metrics.launch_seconds.observe(time.perf_counter() - t0)
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
-        self._unit([(job_id, m.LaunchStarted(attempt, detail))])
+        self._unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
 
     async def _stop(self, job_id: str, attempt: int, grace_s: float) -> None:
         if job_id not in self.active:

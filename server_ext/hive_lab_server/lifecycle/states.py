@@ -14,7 +14,7 @@ state (+ intent)           event                                  next state (+ 
 submitted                  queued (stored, core says waiting)      queued                      write
 submitted / queued         placed (core chose GPUs)               scheduled                   write placement; launch
 scheduled                  launch_begin                           scheduled, launched         launcher.start
-scheduled, launched        launch_started                         running                     write started_at
+scheduled, launched        launch_started (at: clock reading)     running                     write started_at
 scheduled                  launch_failed                          failed                      write; core.finish
 submitted/queued           cancel                                 cancelled                   write; core.finish
 scheduled, not launched    cancel                                 cancelled                   write; core.finish
@@ -27,6 +27,7 @@ running                    exit != 0, others left                 running + FAIL
 running                    exit != 0, last task                   failed                      write; core.finish
 running                    exit lost, last task, retries left     queued (retry +1)           write; core.finish+submit
 running                    lost (GPU failed)                      running + LOST              write intent; stop
+running, past deadline     time_up (the shell's clock)            running + FAIL              write intent; stop (reason: time limit 2h reached)
 any + intent               exit                                   same (code remembered)      -
 + CANCEL                   stopped                                cancelled                   write; core.finish
 + PREEMPT                  stopped, retries left                  queued (retry +1)           write; core.preemption_done
@@ -37,7 +38,7 @@ any                        demoted                                same          
 any                        rejected (the core will not queue it)  failed                      write
 stored submitted/queued    recovered                              queued                      core.submit
 stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
-stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop)
+stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop); deadline from stored started_at
 stored + CANCEL, no tasks  recovered                              cancelled                   write
 succeeded/failed/cancelled anything                               unchanged                   -
 =========================  =====================================  ==========================  ===========================

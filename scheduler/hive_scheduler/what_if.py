@@ -1,0 +1,161 @@
+"""What-if: what would ``submit(job, now)`` decide for ``job`` right now? A query: it changes nothing.
+
+The answer comes from the placement code itself, run inside a transaction that is rolled back (the
+same primitives ``Scheduler._attempt`` uses for a gang that fails half-way), so it cannot drift from
+what a real submit does:
+
+- ``start``: the job would run at once on ``placement`` (nodes and GPU indices);
+- ``preempt``: it would take ``placement`` from the opportunistic jobs in ``victims``, or (placement
+  empty) free room by preempting (lazily: demoting) the lower-priority jobs of its VC in ``victims``;
+  which GPUs it then takes (and so which opportunistic jobs it preempts as well) the preemption
+  decides when it happens: carrying it out changes jobs in ways no transaction records, so it is not
+  rehearsed here;
+- ``wait``: it would be queued, for ``reason`` (the same sentence a queued job shows).
+
+Between calls every VC's queue has been passed (waiting jobs ahead of it did not fit the current
+state), so a new job is tried at once unless an overtaken job of its VC holds the queue back
+(anti-starvation); this module follows ``Scheduler.submit`` in that. No ``_seq``, clock, queue, ledger
+or dirty flag changes; the property test ``tests/scheduler/test_core_what_if.py`` checks that views
+and every later decision are the same with or without what-if calls in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import RequestError
+from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
+from .policies import ORDERS
+from .types import JobRequest, TaskPlacement
+from .validation import validate_request
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The answer of ``Scheduler.what_if``."""
+
+    outcome: str  # "start" | "preempt" | "wait"
+    placement: tuple[TaskPlacement, ...] = ()
+    victims: tuple[str, ...] = ()
+    reason: str | None = None
+    opportunistic: bool = False
+
+    def to_dict(self) -> dict:
+        return {"outcome": self.outcome, "placement": [p.to_dict() for p in self.placement],
+                "victims": list(self.victims), "reason": self.reason, "opportunistic": self.opportunistic}
+
+
+def task_placements(req: JobRequest, res: list) -> tuple[TaskPlacement, ...]:
+    """The task placements of a placement result ``res`` ((group, index, node, leaves) per task), in
+    rank order: as ``_install`` names them."""
+    firsts, acc = [], 0
+    for tg in req.tasks:
+        firsts.append(acc)
+        acc += tg.count
+    out = []
+    for gi, ti, node, leaves in res:
+        if node is None:
+            continue
+        tg = req.tasks[gi]
+        out.append(TaskPlacement(task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti,
+                                 node=node.name, gpus=tuple(sorted(leaf.gpu for leaf in leaves)),
+                                 cpus=tg.cpus, memory_mb=tg.memory_mb))
+    out.sort(key=lambda p: p.rank)
+    return tuple(out)
+
+
+def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
+    """What ``core.submit(req, now)`` would decide for ``req`` (RequestError for a request submit refuses)."""
+    if not isinstance(req, JobRequest):
+        raise RequestError("job", f"expected a JobRequest, got {type(req).__name__}")
+    validate_request(core, req)
+    now = max(float(now), core._now)
+    j = Job(req, core._seq)
+    opp = req.priority == -1
+    if not opp:
+        held = _held_back_by(core, j, now)
+        if held is not None:
+            j.fail = HeldBack(held)
+            return _waiting(core, j)
+    txn: list = []
+    snap = core._dirty_snapshot()
+    idle = list(core._pending_idle)
+    core._jobs[req.id] = j  # placement looks its job up (removed again below: insertion order is kept)
+    try:
+        res = core._place_opportunistic(j, txn) if opp else _place_now(core, j, txn)
+        if res is not None:
+            placement = task_placements(req, res)
+            victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
+                              if leaf.job is not None and leaf.job != req.id}, key=lambda v: core._jobs[v].seq)
+        core._rollback(txn)
+        victims_lower = [] if res is not None or opp else _lower_victims(core, j)
+    finally:
+        core._rollback(txn)
+        del core._jobs[req.id]
+        core._dirty_restore(snap)
+        core._pending_idle = idle
+    if res is not None:
+        return WhatIf("preempt" if victims else "start", placement, tuple(victims), None, opp)
+    if victims_lower:
+        names = ", ".join(victims_lower)
+        return WhatIf("preempt", (), tuple(victims_lower),
+                      f"would preempt {names} (lower priority in VC {req.vc}) and start once "
+                      f"{'they have' if len(victims_lower) > 1 else 'it has'} stopped (lazy ones run on as "
+                      "opportunistic work unless their GPUs are needed; opportunistic work on the GPUs it "
+                      "takes is preempted too)", False)
+    j.fail = NOFIT
+    return _waiting(core, j)
+
+
+def _place_now(core: "Scheduler", j: Job, txn: list):
+    """``Scheduler._attempt``'s placement without preemption: free GPUs, else GPUs running opportunistic
+    work (whose jobs become victims)."""
+    req = j.req
+    vc = core._vcs[req.vc]
+    if req.pinned_cell is not None:
+        free = vc.pins[req.pinned_cell].free
+    else:
+        free = sum(vc.free[c] for c in core._job_chains(req, vc))
+    if req.total_gpus > free:
+        return None
+    res = core._place_guaranteed(j, FREE, txn)
+    if res is None and core._opp_leaves > 0:
+        core._rollback(txn)
+        res = core._place_guaranteed(j, OPPORTUNISTIC, txn)
+    return res
+
+
+def _lower_victims(core: "Scheduler", j: Job) -> list[str]:
+    """The lower-priority jobs of its VC the job would preempt (the preemption search: it undoes itself)."""
+    vc = core._vcs[j.req.vc]
+    if not any(p < j.req.priority for p in vc.prio_count):
+        return []
+    return [x.req.id for x in sorted(core._preemption.victims(j), key=lambda x: x.seq)]
+
+
+def _held_back_by(core: "Scheduler", j: Job, now: float) -> str | None:
+    """The overtaken job of its VC that would hold the new job back (a scheduling pass stops there)."""
+    vc = core._vcs[j.req.vc]
+    if not core._starving(vc, now):
+        return None
+    key = (core._qkey(j), j.req.id)
+    for qkey, jid in vc.queue:
+        w = core._jobs[jid]
+        if not core._order.dynamic and (qkey, jid) > key:
+            break  # behind the new job in the queue: it cannot hold it back
+        if w.bypass_since is not None and now - w.bypass_since >= core.starvation_after:
+            return jid
+    return None
+
+
+def _waiting(core: "Scheduler", j: Job) -> WhatIf:
+    queue = core._opp_queue if j.req.priority == -1 else core._vcs[j.req.vc].queue
+    key = (ORDERS["fifo"].key(j) if j.req.priority == -1 else core._qkey(j), j.req.id)
+    ahead = sum(1 for k in queue if k < key) if not core._order.dynamic or j.req.priority == -1 else \
+        sum(1 for _, jid in queue if core._jobs[jid].req.submit_time <= j.req.submit_time)
+    j.state = WAITING
+    return WhatIf("wait", (), (), core._reason(j, ahead), j.req.priority == -1)
