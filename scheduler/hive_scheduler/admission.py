@@ -6,8 +6,8 @@ with the jobs behind it, so one user at a limit never holds back the others. A s
 places, nor preempts, nor counts as overtaken (anti-starvation), so gangs, preemption and HiveD's
 guarantee to the VC are unchanged: the gate only ever removes a job from a pass.
 
-What a user holds is derived from the core's jobs (started = running or preempting), once per pass
-and per user, then grown by the jobs the pass starts (a pass only ever adds to what users hold, except
+What users hold is derived from the core's jobs (started = running or preempting), in one walk over
+them per pass (for every VC with limits at once), then grown by the jobs the pass starts (a pass only ever adds to what users hold, except
 for reservations it takes over, so the counts can only over-estimate: never past a limit).
 """
 
@@ -20,6 +20,7 @@ from .jobs import WAITING, Job, OverLimit
 from .limits import LimitTable, Usage, UserLimits, blocking, is_gpu_kernel, owner_groups, queue_refusal, refusal
 
 NO_LIMITS = UserLimits()
+NOTHING = Usage()
 
 
 class AdmissionGate:
@@ -45,40 +46,51 @@ class AdmissionGate:
 
     # --- what users hold -----------------------------------------------------------------------
     def usage(self, vc: str, user: str) -> Usage:
-        gpus = running = kernels = 0
-        for j in self._jobs():
-            if j.state is not WAITING and j.req.vc == vc and j.req.user == user:
-                gpus += j.req.total_gpus
-                running += 1
-                kernels += is_gpu_kernel(j.req)
-        return Usage(gpus, running, kernels)
+        return self.held({vc: None}).get(vc, {}).get(user, NOTHING)
+
+    def held(self, vcs) -> dict[str, dict[str, Usage]]:
+        """VC -> user -> what their started jobs hold there, for the VCs in ``vcs`` (one walk over the jobs)."""
+        out: dict[str, dict[str, list[int]]] = {vc: {} for vc in vcs}
+        for j in self._jobs():  # (hot: every pass of a VC with limits walks all jobs once)
+            if j.state is WAITING:
+                continue
+            req = j.req
+            per_user = out.get(req.vc)
+            if per_user is None:
+                continue
+            u = per_user.get(req.user)
+            if u is None:
+                u = per_user[req.user] = [0, 0, 0]
+            u[0] += j.gpus  # == req.total_gpus, computed once
+            u[1] += 1
+            if j.gpus and req.kind == "kernel":
+                u[2] += 1
+        return {vc: {user: Usage(*u) for user, u in per_user.items()} for vc, per_user in out.items()}
 
     def waiting(self, vc: str, user: str) -> int:
         return sum(1 for j in self._jobs() if j.state is WAITING and j.req.vc == vc and j.req.user == user)
 
     # --- the gate (one ``cache`` per scheduling pass) --------------------------------------------
     def blocked(self, j: Job, cache: dict) -> OverLimit | None:
-        """Why ``j`` may not start now, or None. ``cache``: usage per (vc, user) within one pass."""
+        """Why ``j`` may not start now, or None. ``cache``: VC -> user -> usage, within one pass."""
         req = j.req
         if req.vc not in self.tables:
             return None
         limits = self.limits_of(req)
         if not limits:
             return None
-        key = (req.vc, req.user)
-        use = cache.get(key)
-        if use is None:
-            use = cache[key] = self.usage(req.vc, req.user)
-        hit = blocking(limits, req.vc, use, req)
+        if not cache:  # first use in this pass: every limited VC in one walk
+            cache.update(self.held(self.tables))
+        hit = blocking(limits, req.vc, cache[req.vc].get(req.user, NOTHING), req)
         return OverLimit(*hit) if hit is not None else None
 
     def started(self, j: Job, cache: dict) -> None:
         """``j`` started (or began preempting) during the pass that owns ``cache``."""
-        key = (j.req.vc, j.req.user)
-        use = cache.get(key)
-        if use is not None:
-            cache[key] = Usage(use.gpus + j.req.total_gpus, use.running_jobs + 1,
-                               use.kernels + is_gpu_kernel(j.req))
+        per_user = cache.get(j.req.vc)
+        if per_user is not None:
+            use = per_user.get(j.req.user, NOTHING)
+            per_user[j.req.user] = Usage(use.gpus + j.req.total_gpus, use.running_jobs + 1,
+                                         use.kernels + is_gpu_kernel(j.req))
 
     # --- at submit -----------------------------------------------------------------------------
     def check_submit(self, req, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
