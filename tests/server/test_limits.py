@@ -115,8 +115,9 @@ def test_max_queued_jobs_is_429(srv):
         srv.request("DELETE", f"jobs/{jid}", user="carol")
 
 
-def test_stored_limits_survive_a_restart_and_still_gate(srv):
-    body = {"default": {"max_gpus": 1}, "groups": {"students": {"max_running_jobs": 1}}, "users": {}}
+def test_stored_limits_survive_a_restart_and_still_gate_by_group(srv):
+    # the limit comes from ann's group only: after the restart her queued job must still be gated by it
+    body = {"default": {}, "groups": {"students": {"max_gpus": 1, "max_running_jobs": 1}}, "users": {}}
     srv.request("PUT", "vcs/cv-101/limits", user="carol", json=body).raise_for_status()
     a1 = submit(srv, "ann").json()["id"]
     srv.wait_for_job(a1, "running", user="ann")
