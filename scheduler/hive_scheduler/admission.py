@@ -102,7 +102,8 @@ class AdmissionGate:
         limits = self.limits_of(req)
         if not limits:
             return
-        hit = refusal(limits, req.vc, gpus=req.total_gpus, priority=req.priority, time_limit_s=time_limit_s)
+        hit = refusal(limits, req.vc, gpus=req.total_gpus, priority=req.priority, time_limit_s=time_limit_s,
+                      kind=req.kind)
         if hit is not None:
             field, message = hit
             limit = {"tasks": "max_gpus", "priority": "max_priority", "time_limit_s": "max_time_limit_s"}[field]

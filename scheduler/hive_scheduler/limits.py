@@ -156,9 +156,12 @@ class LimitTable:
         return UserLimits(**out)
 
 
-def refusal(limits: UserLimits, vc: str, *, gpus: int, priority: int,
-            time_limit_s: float | None = None) -> tuple[str, str] | None:
-    """(field, message) when a job can never run under ``limits`` (so it is refused at submit), else None."""
+def refusal(limits: UserLimits, vc: str, *, gpus: int, priority: int, time_limit_s: float | None = None,
+            kind: str = "batch") -> tuple[str, str] | None:
+    """(field, message) when a job can never run under ``limits`` (so it is refused at submit), else None.
+
+    ``max_time_limit_s``: a batch job must ask for a time limit within it; a notebook kernel without one
+    is let through (the idle culler and ``max_kernels`` bound kernels)."""
     if limits.max_gpus is not None and gpus > limits.max_gpus:
         return "tasks", (f"the job asks for {_plural(gpus, 'GPU')} but you may hold at most "
                          f"{_plural(limits.max_gpus, 'GPU')} in VC {vc}; ask for fewer GPUs (or ask an admin to raise your limit)")
@@ -166,10 +169,10 @@ def refusal(limits: UserLimits, vc: str, *, gpus: int, priority: int,
         return "priority", (f"priority {priority} is above your limit in VC {vc} ({limits.max_priority}); "
                             f"ask for priority {limits.max_priority} or less")
     if limits.max_time_limit_s is not None:
-        if time_limit_s is None:
+        if time_limit_s is None and kind != "kernel":
             return "time_limit_s", (f"VC {vc} allows you jobs of at most {limits.max_time_limit_s} s; "
                                     f"set time_limit_s to {limits.max_time_limit_s} or less")
-        if time_limit_s > limits.max_time_limit_s:
+        if time_limit_s is not None and time_limit_s > limits.max_time_limit_s:
             return "time_limit_s", (f"time_limit_s {time_limit_s:g} is above your limit in VC {vc} "
                                     f"({limits.max_time_limit_s} s); ask for {limits.max_time_limit_s} s or less")
     return None

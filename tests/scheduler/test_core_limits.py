@@ -209,6 +209,10 @@ def test_what_can_never_fit_under_the_limits_is_refused_at_submit():
     with pytest.raises(LimitRefusal) as e:
         s.check_limits(job("x", "default", user="ann"))  # no time limit asked: unlimited is over the limit
     assert e.value.field == "time_limit_s"
+    kernel = JobRequest("k", "default", user="ann", tasks=(TaskGroup("k", 1, 1),), kind="kernel")
+    s.check_limits(kernel)  # a kernel without a time limit: bounded by the culler and max_kernels instead
+    with pytest.raises(LimitRefusal):
+        s.check_limits(kernel, time_limit_s=7200)
     s.check_limits(job("x", "default", priority=-1, user="ann"), time_limit_s=60)  # opportunistic: fine
     # max_queued_jobs: counts the owner's waiting jobs (and those about to be submitted)
     s.check_limits(job("x", "default", user="ann"), time_limit_s=60)
