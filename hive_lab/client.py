@@ -242,6 +242,23 @@ class Client:
         """Admins: the node's (or GPU's) bad GPUs were reset or repaired; give them out again."""
         return self._request("POST", self._node_path(node, gpu) + "healthy")
 
+    # -- per-user limits of a VC -----------------------------------------------------------------
+
+    def limits(self, vc: str) -> dict:
+        """The VC's per-user limits: ``{"vc", "default", "groups", "users", "source"}``."""
+        return self._request("GET", f"vcs/{quote(vc, safe='')}/limits")
+
+    def set_limits(self, vc: str, limits: dict) -> dict:
+        """Admins: replace the VC's per-user limits with ``{"default": {...}, "groups": {...}, "users": {...}}``
+        (stored; applied at once). Returns the limits now in effect."""
+        body = {k: limits[k] for k in ("default", "groups", "users") if k in limits}
+        return self._request("PUT", f"vcs/{quote(vc, safe='')}/limits", json=body)
+
+    def my_limits(self, vc: str | None = None) -> dict:
+        """The caller's limits in effect (``GET me``): VC -> {key: value}, or one VC's when ``vc`` is given."""
+        limits = self.me(refresh=True).get("limits") or {}
+        return limits.get(vc, {}) if vc is not None else limits
+
     # -- live events ---------------------------------------------------------------------------
 
     def events_url(self) -> str:

@@ -52,6 +52,12 @@ class TooLarge(HiveLabError):
     status = 413
 
 
+class TooManyQueued(HiveLabError):
+    """429: the caller already has as many jobs queued in the VC as their limits allow (max_queued_jobs)."""
+
+    status = 429
+
+
 class ServerError(HiveLabError):
     """5xx or an answer that is not the REST contract's JSON."""
 
@@ -71,6 +77,7 @@ BY_STATUS: dict[int, type[HiveLabError]] = {
     404: NotFound,
     409: Conflict,
     413: TooLarge,
+    429: TooManyQueued,
 }
 
 

@@ -5,6 +5,8 @@ and check an admin cluster config against the GPUs NVML sees on this machine.
     hive-lab admin undrain NODE [--gpu I]
     hive-lab admin healthy NODE [--gpu I]    a bad GPU was reset/repaired: give it out again
     hive-lab admin gpus                      every GPU: type, job, utilisation, bad/drained
+    hive-lab admin limits VC [--show]        the VC's per-user limits (default, groups, users)
+    hive-lab admin limits VC --set default.max_gpus=2 --set users.ann.max_kernels=1 [--set groups.ta.max_gpus=none]
     hive-lab admin check-hardware --cluster cluster.yaml   (local, no server needed)
 """
 
@@ -31,6 +33,17 @@ def register(subparsers) -> None:
     g = sub.add_parser("gpus", help="every GPU with its job, live utilisation and bad/drained state")
     add_server_args(g)
     g.set_defaults(func=run_gpus)
+    lim = sub.add_parser("limits", help="show or change a VC's per-user limits",
+                         description="Show a VC's per-user limits, or change some (admins): each --set edits one "
+                                     "value of the limits in effect (PART.KEY=N or PART.NAME.KEY=N; N=none removes "
+                                     "it) and the result replaces the VC's limits. Keys: " + ", ".join(LIMIT_KEYS))
+    lim.add_argument("vc", metavar="VC")
+    lim.add_argument("--show", action="store_true", help="print the limits (the default without --set)")
+    lim.add_argument("--set", dest="settings", action="append", default=[], metavar="PATH=N",
+                     help="default.KEY=N, groups.GROUP.KEY=N or users.USER.KEY=N (N an integer >= 0, or none)")
+    lim.add_argument("--clear", action="store_true", help="start from no limits (then apply the --set values)")
+    add_server_args(lim)
+    lim.set_defaults(func=run_limits)
     c = sub.add_parser("check-hardware", help="compare a cluster config with the GPUs NVML sees here",
                        description="compare a cluster config with the GPUs NVML sees on this machine")
     c.add_argument("--cluster", required=True, help="cluster config file (HiveD or short form)")
@@ -79,6 +92,81 @@ def run_gpus(args) -> int:
         mem = g.get("memory_used_mb")
         table.add_row(str(g.get("node")), str(g.get("index")), str(g.get("type") or ""), str(g.get("state") or ""),
                       str(g.get("job") or ""), "" if util is None else str(util), "" if mem is None else str(mem), health)
+    print_table(table)
+    return 0
+
+
+LIMIT_KEYS = ("max_gpus", "max_running_jobs", "max_kernels", "max_queued_jobs", "max_priority", "max_time_limit_s")
+
+
+class BadSetting(ValueError):
+    pass
+
+
+def apply_settings(limits: dict, settings: list[str]) -> dict:
+    """``limits`` ({"default", "groups", "users"}) with each ``PATH=N`` of ``settings`` applied (a new dict)."""
+    out = {"default": dict(limits.get("default") or {}),
+           "groups": {k: dict(v) for k, v in (limits.get("groups") or {}).items()},
+           "users": {k: dict(v) for k, v in (limits.get("users") or {}).items()}}
+    for item in settings:
+        path, eq, raw = item.partition("=")
+        parts = path.strip().split(".")
+        if not eq or len(parts) < 2:
+            raise BadSetting(f"--set {item!r}: write default.KEY=N, groups.GROUP.KEY=N or users.USER.KEY=N")
+        part, key = parts[0], parts[-1]
+        if part == "default" and len(parts) == 2:
+            entry = out["default"]
+        elif part in ("groups", "users") and len(parts) >= 3:
+            entry = out[part].setdefault(".".join(parts[1:-1]), {})
+        else:
+            raise BadSetting(f"--set {item!r}: write default.KEY=N, groups.GROUP.KEY=N or users.USER.KEY=N")
+        if key not in LIMIT_KEYS:
+            raise BadSetting(f"--set {item!r}: unknown limit {key!r}; use {', '.join(LIMIT_KEYS)}")
+        raw = raw.strip()
+        if raw.lower() in ("none", "null", ""):
+            entry.pop(key, None)
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadSetting(f"--set {item!r}: the value must be an integer >= 0 or none") from None
+        if value < 0:
+            raise BadSetting(f"--set {item!r}: the value must be >= 0 (or none for no limit)")
+        entry[key] = value
+    for part in ("groups", "users"):
+        out[part] = {k: v for k, v in out[part].items() if v}
+    return out
+
+
+@reports_errors
+def run_limits(args) -> int:
+    client = client_from(args)
+    current = client.limits(args.vc)
+    if args.settings or args.clear:
+        try:
+            new = apply_settings({} if args.clear else current, args.settings)
+        except BadSetting as exc:
+            print(f"hive-lab: {exc}", file=sys.stderr)
+            return 2
+        current = client.set_limits(args.vc, new)
+    if args.json:
+        print_json(current)
+        return 0
+    from rich.table import Table
+
+    from ..tables import print_table
+
+    source = {"store": "set by an admin", "config": "from the server config", "none": "none set"}.get(
+        current.get("source"), current.get("source"))
+    table = Table(title=f"limits per user in VC {current.get('vc', args.vc)} ({source})")
+    table.add_column("who")
+    for key in LIMIT_KEYS:
+        table.add_column(key.removeprefix("max_").replace("_", " "))
+    rows = [("default", current.get("default") or {})]
+    rows += [(f"group {g}", v) for g, v in sorted((current.get("groups") or {}).items())]
+    rows += [(f"user {u}", v) for u, v in sorted((current.get("users") or {}).items())]
+    for who, values in rows:
+        table.add_row(who, *("" if values.get(k) is None else str(values[k]) for k in LIMIT_KEYS))
     print_table(table)
     return 0
 

@@ -68,6 +68,8 @@ c.HiveLabApp.launcher = "local"                # local | docker | slurm
 c.HiveLabApp.db_url = "sqlite:////var/lib/hive-lab/hive_lab.sqlite"
 c.HiveLabApp.jobs_root = "/var/lib/hive-lab/jobs"
 c.HiveLabApp.vc_access = {{"@cv-101": ["cv-101"], "@nlp-201": ["nlp-201"]}}   # Hub groups -> VCs
+# per-student limits inside a VC (an admin may change them at run time: hive-lab admin limits VC --set ...)
+# c.HiveLabApp.user_limits = {{"cv-101": {{"default": {{"max_gpus": 2, "max_kernels": 1, "max_priority": 10}}}}}}
 '''
 
 

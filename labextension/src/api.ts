@@ -92,10 +92,63 @@ export interface IVc {
   mine: boolean;
 }
 
+/** Per-user limits in one VC (only the keys that are set; docs/rest-api.md). */
+export interface ILimits {
+  max_gpus?: number;
+  max_running_jobs?: number;
+  max_kernels?: number;
+  max_queued_jobs?: number;
+  max_priority?: number;
+  max_time_limit_s?: number;
+}
+
 export interface IMe {
   user: string;
   admin: boolean;
   vcs: string[];
+  /** VC -> the caller's limits in effect there. */
+  limits?: { [vc: string]: ILimits };
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+function duration(s: number): string {
+  if (s >= 3600 && s % 3600 === 0) {
+    return `${s / 3600} h`;
+  }
+  if (s >= 60 && s % 60 === 0) {
+    return `${s / 60} min`;
+  }
+  return `${s} s`;
+}
+
+/** "2 GPUs, 1 kernel" (empty when no limit is set). */
+export function describeLimits(limits: ILimits | undefined): string {
+  if (!limits) {
+    return '';
+  }
+  const parts: string[] = [];
+  if (limits.max_gpus !== undefined) {
+    parts.push(plural(limits.max_gpus, 'GPU'));
+  }
+  if (limits.max_kernels !== undefined) {
+    parts.push(plural(limits.max_kernels, 'kernel'));
+  }
+  if (limits.max_running_jobs !== undefined) {
+    parts.push(plural(limits.max_running_jobs, 'running job'));
+  }
+  if (limits.max_queued_jobs !== undefined) {
+    parts.push(plural(limits.max_queued_jobs, 'queued job'));
+  }
+  if (limits.max_priority !== undefined) {
+    parts.push(`priority ≤ ${limits.max_priority}`);
+  }
+  if (limits.max_time_limit_s !== undefined) {
+    parts.push(`≤ ${duration(limits.max_time_limit_s)} per job`);
+  }
+  return parts.join(', ');
 }
 
 export interface ILogChunk {

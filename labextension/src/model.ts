@@ -116,7 +116,9 @@ export class ClusterModel {
       if (!this.me) {
         this.me = await this.api.me();
       }
-      const [mine, all, vcs, cluster] = await Promise.all([
+      // `me` again each time: an admin may change the caller's limits at run time
+      const [me, mine, all, vcs, cluster] = await Promise.all([
+        this.api.me(),
         this.api.jobs({ user: 'me', limit: 200 }),
         this.api.jobs({ limit: 200 }),
         this.api.vcs(),
@@ -126,6 +128,7 @@ export class ClusterModel {
       this.allJobs = sortJobs(all.jobs);
       this.allJobsTotal = all.total;
       this.vcs = vcs;
+      this.me = me;
       if (cluster) {
         this._setCluster(cluster);
       }

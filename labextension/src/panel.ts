@@ -6,7 +6,7 @@
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { ACTIVE_STATES, IJob, IVc } from './api';
+import { ACTIVE_STATES, describeLimits, IJob, IVc } from './api';
 import { LogViewer } from './logs';
 import { age, ClusterModel } from './model';
 
@@ -239,6 +239,10 @@ export class ClusterPanel extends Widget {
         meta.appendChild(el('span', 'jp-HivePanel-vcDoomed', `bad ${vc.doomed_gpus}`));
       }
       item.append(top, track, meta);
+      const limits = vc.mine ? describeLimits(this.model.me?.limits?.[vc.name]) : '';
+      if (limits) {
+        item.appendChild(el('div', 'jp-HivePanel-vcLimits', `your limits in ${vc.name}: ${limits}`));
+      }
       list.appendChild(item);
     }
     if (vcs.length === 0) {

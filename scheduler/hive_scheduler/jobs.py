@@ -53,7 +53,15 @@ class Requeued:
     reason: str
 
 
-Failure = NoFit | HeldBack | Requeued
+@dataclass(frozen=True)
+class OverLimit:
+    """Starting it would take its owner over a per-user limit of its VC (``limit``); ``reason`` says which."""
+
+    limit: str
+    reason: str
+
+
+Failure = NoFit | HeldBack | Requeued | OverLimit
 NOFIT = NoFit()
 
 

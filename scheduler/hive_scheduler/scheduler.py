@@ -13,10 +13,12 @@ from typing import Any
 from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
+from .admission import AdmissionGate
 from .install import InstallMixin
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
     FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
 )
+from .limits import LimitTable, UserLimits
 from .placement import PlacementMixin
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
@@ -61,6 +63,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         # decayed GPU-seconds per user/group; advanced at each call only under orders that read it
         self._ledger = UsageLedger(fair_share)
         self._track_usage = order.name == "fair_share"
+        # per-user limits per VC (kept across reconfiguration); set_user_limits changes them
+        self._gate = AdmissionGate(lambda: self._jobs.values())
 
     def _new_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
@@ -83,7 +87,11 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
-        if job.priority == -1:
+        over = self._gate.blocked(j, {})
+        if over is not None:  # waits for its owner's own jobs; nobody else's pass changes
+            self._enqueue(j, mark=False)
+            j.fail = over
+        elif job.priority == -1:
             fast = not self._opp_dirty
             self._enqueue(j, mark=not fast)
             if fast:
@@ -134,6 +142,42 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         from .what_if import what_if
 
         return what_if(self, job, now)
+
+    # ------------------------------------------------------------------ per-user limits (admission gate)
+    def set_user_limits(self, vc: str, limits: LimitTable | dict | None, now: float) -> list[Decision]:
+        """Replace VC ``vc``'s per-user limits (``LimitTable``, its dict form, or None = none) and
+        schedule: jobs waiting on a raised limit start at once. Lowering a limit stops nothing; the
+        owner's next jobs wait. RequestError (nothing changes) for an unknown VC or malformed limits."""
+        if vc not in self._vcs:
+            raise RequestError("vc", f"unknown VC {vc!r}")
+        try:
+            table = LimitTable.from_dict(limits)
+        except ValueError as e:
+            raise RequestError(getattr(e, "field", None) or "limits", str(e)) from None
+        now = self._tick(now)
+        self._gate.set(vc, table)
+        self._vcs[vc].dirty = True
+        self._opp_dirty = True
+        out: list[Decision] = []
+        self._schedule(now, out)
+        return out
+
+    def user_limits(self, vc: str) -> LimitTable:
+        """VC ``vc``'s per-user limits (empty when none are set)."""
+        if vc not in self._vcs:
+            raise RequestError("vc", f"unknown VC {vc!r}")
+        return self._gate.table(vc)
+
+    def effective_limits(self, vc: str, user: str, groups=()) -> UserLimits:
+        """The limits in effect for ``user`` (member of ``groups``) in ``vc``: user > groups > default."""
+        return self.user_limits(vc).resolve(user, groups)
+
+    def check_limits(self, job: JobRequest, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
+        """Raise ``LimitRefusal`` (a RequestError naming the limit) if ``job``'s owner may not queue it
+        in its VC: it asks for more GPUs, a higher priority or a longer time limit than their limits
+        allow, or they already have ``max_queued_jobs`` waiting (``also_waiting``: theirs about to be
+        submitted). A query: it changes nothing."""
+        self._gate.check_submit(job, time_limit_s, also_waiting)
 
     def _fits_when_empty(self, job: JobRequest) -> bool:
         twin = self._empty_twin
@@ -455,6 +499,9 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             node.memory_free += mem
         if j.vleaves:
             self._hold_unregister(j)
+        if j.req.vc in self._gate.tables:  # its owner's jobs waiting at a limit may start now
+            self._vcs[j.req.vc].dirty = True
+            self._opp_dirty = True
         j.pleaves, j.reserved, j.vleaves, j.res = [], [], [], []
         j.placement = ()
         j.waiting_on = []
@@ -525,6 +572,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if self._order.dynamic:
             jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != WAITING)
         memo: dict = {}
+        held: dict = {}  # what users hold, for the admission gate (this pass only)
         skipped: list[Job] = []
         hold = None
         for j in jobs:
@@ -533,7 +581,13 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             if hold is not None:
                 j.fail = HeldBack(hold.req.id)
                 continue
+            over = self._gate.blocked(j, held)
+            if over is not None:  # its owner is at a limit: skip it, not the jobs behind it
+                j.fail = over
+                j.bypass_since = None  # not overtaken: it waits for its owner's own jobs
+                continue
             if self._attempt(j, now, out, memo):
+                self._gate.started(j, held)
                 for s in skipped:
                     if s.bypass_since is None:
                         s.bypass_since = now
@@ -550,10 +604,15 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
 
     def _pass_opp(self, now: float, out: list) -> None:
         memo: dict = {}
+        held: dict = {}
         for _, jid in list(self._opp_queue):
             j = self._jobs.get(jid)
             if j is not None and j.state == WAITING:
-                self._attempt_opp(j, now, out, memo)
+                over = self._gate.blocked(j, held)
+                if over is not None:
+                    j.fail = over
+                elif self._attempt_opp(j, now, out, memo):
+                    self._gate.started(j, held)
 
     @staticmethod
     def _shape(req: JobRequest):

@@ -53,6 +53,8 @@ class JobRequest:
     lazy_preemption: bool = True
     submit_time: float = 0.0
     group: str = ""  # the owner's group (fair share one level above users); "" = no group
+    groups: tuple[str, ...] = ()  # all the owner's groups (per-user limits: most generous group wins)
+    kind: str = "batch"  # "batch" | "kernel" (a notebook kernel: ``max_kernels`` counts those holding GPUs)
 
     def __post_init__(self):
         tasks = self.tasks
@@ -61,6 +63,8 @@ class JobRequest:
         elif isinstance(tasks, (list, tuple)):
             tasks = tuple(TaskGroup.from_dict(t) if isinstance(t, dict) else t for t in tasks)
         object.__setattr__(self, "tasks", tasks)
+        if not isinstance(self.groups, tuple):
+            object.__setattr__(self, "groups", tuple(self.groups or ()))
 
     @property
     def opportunistic(self) -> bool:
@@ -84,6 +88,8 @@ class JobRequest:
             lazy_preemption=d.get("lazy_preemption", True),
             submit_time=d.get("submit_time", d.get("t", 0.0)) or 0.0,
             group=d.get("group", "") or "",
+            groups=tuple(d.get("groups") or ()),
+            kind=d.get("kind", "batch") or "batch",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +104,8 @@ class JobRequest:
             "lazy_preemption": self.lazy_preemption,
             "submit_time": self.submit_time,
             "group": self.group,
+            "groups": list(self.groups),
+            "kind": self.kind,
         }
 
 

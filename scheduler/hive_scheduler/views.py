@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .decisions import JobView
-from .jobs import HeldBack, Requeued
+from .jobs import HeldBack, OverLimit, Requeued
 
 
 def _plural(n: int, word: str) -> str:
@@ -92,7 +92,7 @@ class ViewsMixin:
             need = h.req.total_gpus if h else 0
             return (f"held back so that {fail.for_job} (needs {need} GPUs, overtaken for more than "
                     f"{self.starvation_after:g} s) can start first")
-        if isinstance(fail, Requeued):
+        if isinstance(fail, (Requeued, OverLimit)):
             return fail.reason
         if ahead is None:
             ahead = self._jobs_ahead(j)

@@ -76,6 +76,10 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
     now = max(float(now), core._now)
     j = Job(req, core._seq)
     opp = req.priority == -1
+    over = core._gate.blocked(j, {})
+    if over is not None:  # its owner is at a per-user limit: submit queues it, as here
+        j.fail = over
+        return _waiting(core, j)
     if not opp:
         held = _held_back_by(core, j, now)
         if held is not None:

@@ -7,6 +7,7 @@ Configure it like any Jupyter app, in ``jupyter_server_config.py`` or on the com
     c.HiveLabApp.launcher = "docker"                              # local | docker | slurm | pkg.module:Class
     c.HiveLabApp.vc_access = {"@students": ["cv-101"], "ann": ["research", "cv-101"]}
     c.HiveLabApp.admin_users = ["root"]
+    c.HiveLabApp.user_limits = {"cv-101": {"default": {"max_gpus": 2}, "groups": {"ta": {"max_gpus": 4}}}}
     c.HiveLabApp.nvml_backend = "auto"                            # or "none", "fake:/path/hardware.yaml"
     c.DockerLauncher.allowed_mount_roots = ["/datasets"]          # each launcher is a Configurable too
 
@@ -68,6 +69,14 @@ class HiveLabApp(ExtensionApp):
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
         Keys are user names, "@group" or "*" (everyone); values are VC names or "*" (every VC).
         Admins may use every VC.""",
+    )
+    user_limits = Dict(
+        config=True,
+        help="""Per-user limits inside each VC: {"cv-101": {"default": {"max_gpus": 2, "max_kernels": 1},
+        "groups": {"ta": {"max_gpus": 4}}, "users": {"ann": {"max_priority": 100}}}}. Keys: max_gpus,
+        max_running_jobs, max_kernels, max_queued_jobs, max_priority, max_time_limit_s (integers >= 0).
+        Most specific wins key by key (user > group > default; a user in several groups gets the most
+        generous group value). Limits an admin stores with PUT vcs/{vc}/limits replace a VC's entry here.""",
     )
     admin_users = List(Unicode(), config=True, help="users who may do everything")
     admin_groups = List(Unicode(), config=True, help="groups whose members may do everything")
@@ -150,6 +159,13 @@ class HiveLabApp(ExtensionApp):
         from hive_scheduler import Scheduler
 
         scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
+        from .limits import LimitsError, parse_config
+
+        try:
+            user_limits = parse_config(self.user_limits, self.cluster.config.virtual_clusters)
+        except LimitsError as exc:  # like a broken cluster model: a server that ignores limits must not run
+            self.log.critical("hive-lab: HiveLabApp.user_limits is not valid, so the server stops: %s", exc)
+            raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
         self.metrics = Metrics()
@@ -183,6 +199,7 @@ class HiveLabApp(ExtensionApp):
             events=self.events,
             metrics=self.metrics,
             vc_time_limits=self.vc_time_limits,
+            user_limits=user_limits,
         )
         from .hardware.integration import make_monitor
 

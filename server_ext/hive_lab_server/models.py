@@ -184,11 +184,44 @@ class VcList(_Out):
     vcs: list[Vc]
 
 
+class Limits(BaseModel):
+    """Per-user limits in one VC; a missing key or null = no limit (docs/rest-api.md: Limits)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_gpus: int | None = Field(None, ge=0, description="GPUs held at once by the user's started jobs")
+    max_running_jobs: int | None = Field(None, ge=0, description="the user's started jobs at once")
+    max_kernels: int | None = Field(None, ge=0, description="the user's notebook kernels holding GPUs at once")
+    max_queued_jobs: int | None = Field(None, ge=0, description="the user's waiting jobs at once (more: 429 at submit)")
+    max_priority: int | None = Field(None, ge=0, description="highest priority a job may ask for (above: 403 at submit)")
+    max_time_limit_s: int | None = Field(None, ge=0, description="longest time_limit_s a job may ask for (above: 403)")
+
+
+class VcLimitsBody(BaseModel):
+    """``PUT vcs/{vc}/limits``: replaces the VC's limits whole. Most specific wins, key by key: users, then
+    groups (a user in several: the most generous group value), then default."""
+
+    model_config = ConfigDict(extra="forbid")
+    default: Limits = Field(default_factory=Limits)
+    groups: dict[str, Limits] = Field(default_factory=dict, description="group name -> limits")
+    users: dict[str, Limits] = Field(default_factory=dict, description="user name -> limits")
+
+
+class VcLimits(_Out):
+    vc: str
+    default: dict[str, int]
+    groups: dict[str, dict[str, int]]
+    users: dict[str, dict[str, int]]
+    source: Literal["store", "config", "none"] = Field(
+        description="store: set with PUT (replaces the config's); config: HiveLabApp.user_limits; none: no limits")
+
+
 class Me(_Out):
     user: str
     admin: bool
     vcs: list[str] = Field(description="the VCs the caller may submit to")
     groups: list[str]
+    limits: dict[str, dict[str, int]] | None = Field(
+        None, description="VC -> the caller's limits in effect there (only the keys that are set)")
 
 
 class Drain(_Out):
@@ -205,5 +238,5 @@ class Healthy(_Out):
 
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
-    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy,
+    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits,
 )

@@ -31,11 +31,13 @@ ERRORS = {
     404: "no such job, node or file",
     409: "the job's state does not allow it (e.g. cancelling a finished job)",
     413: "the request body is larger than HiveLabApp.max_body_bytes",
+    429: "the caller has as many jobs queued in the VC as their limits allow (max_queued_jobs); submit again later",
     503: "hive-lab is recovering its jobs after a restart (or its store is unavailable); retry after Retry-After",
 }
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}
 NODE = {"name": "node", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]{1,256}$"}}
+VC = {"name": "vc", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]{1,128}$"}}
 GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 
 
@@ -92,7 +94,7 @@ def _paths() -> dict[str, Any]:
                            _query("offset", {**offset, "maximum": 10**9}))),
             "post": _with_dry_run(_op(
                 "submitJob", "Submit a job (native form or OpenPAI form); with dry_run=true only say what would happen",
-                (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413),
+                (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
                 (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
                         "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),),
                 body={"oneOf": [{"$ref": REF.format(model="JobSpec")}, {"$ref": REF.format(model="PaiJob")}]})),
@@ -129,8 +131,15 @@ def _paths() -> dict[str, Any]:
                                 (200, "the cluster", _json(m.Cluster)), (403,))},
         "/vcs": {"get": _op("listVcs", "Virtual clusters with guarantee, use, borrowing and queue length",
                             (200, "the VCs", _json(m.VcList)), (403,))},
-        "/me": {"get": _op("getMe", "The caller, whether they are an admin, and the VCs they may submit to",
-                           (200, "the caller", _json(m.Me)), (403,))},
+        "/me": {"get": _op("getMe", "The caller, whether they are an admin, the VCs they may submit to and "
+                                    "their limits there", (200, "the caller", _json(m.Me)), (403,))},
+        "/vcs/{vc}/limits": {
+            "parameters": [VC],
+            "get": _op("getVcLimits", "The VC's per-user limits (anyone who may use the VC)",
+                       (200, "the limits", _json(m.VcLimits)), (403, 404)),
+            "put": _op("putVcLimits", "Replace the VC's per-user limits (admins); stored, applied at once",
+                       (200, "the limits now in effect", _json(m.VcLimits)), (400, 403, 404), body=m.VcLimitsBody),
+        },
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
         "/nodes/{node}/gpus/{index}/drain": {
@@ -155,7 +164,7 @@ def _paths() -> dict[str, Any]:
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The whole document as a dict (built once per process)."""
-    schema_models = [JobSpec, PaiJob, *models.RESPONSE_MODELS]
+    schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS]
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
     return {
         "openapi": "3.1.0",

@@ -21,10 +21,12 @@ import time
 from typing import Any, Callable
 
 from hive_scheduler import RequestError, Scheduler
+from hive_scheduler.errors import LimitRefusal
 from hive_scheduler.validation import validate_request
 
 from .events import EventBus
 from .launchers.base import Launcher, TaskExit
+from .limits import LimitsPart
 from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
 from .lifecycle.recovery import Recovery
@@ -43,7 +45,7 @@ STATES = tuple(s.value for s in JobState)
 S = JobState
 
 
-class HiveService(UnitOfWork, Recovery):
+class HiveService(UnitOfWork, Recovery, LimitsPart):
     def __init__(
         self,
         *,
@@ -60,6 +62,7 @@ class HiveService(UnitOfWork, Recovery):
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         vc_time_limits: dict[str, Any] | None = None,
+        user_limits: dict | None = None,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -82,6 +85,7 @@ class HiveService(UnitOfWork, Recovery):
         self._clock = clock
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
         self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
+        self.config_limits = dict(user_limits or {})  # VC -> LimitTable (HiveLabApp.user_limits, parsed)
         self._seq = store.max_seq()
         self._last_now = 0.0
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
@@ -94,7 +98,8 @@ class HiveService(UnitOfWork, Recovery):
         self._recovery_error: str | None = None
         self._recovering = False
         self._adopting: list[asyncio.Task] = []
-        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float]] = []  # waiting for group commit
+        # waiting for group commit: (spec, user, vc, future, t0, the user's groups)
+        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...]]] = []
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -119,6 +124,7 @@ class HiveService(UnitOfWork, Recovery):
         if self._loop_task is not None:
             return
         try:
+            self._load_limits()  # before recovery queues jobs again: they are gated like new ones
             await self._recover()
         except BaseException as exc:
             self._recovery_error = f"{type(exc).__name__}: {exc}"
@@ -182,21 +188,21 @@ class HiveService(UnitOfWork, Recovery):
     # ------------------------------------------------------------------------------------------
     # requests from handlers
 
-    def submit(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+    def submit(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
         """Store a validated job, then let the core decide. Raises ServiceError(400) for requests the
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
         decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
-        new = self._prepare(spec, user, vc, self.now())
+        new = self._prepare(spec, user, vc, self.now(), groups)
         self._admit([new])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
         return self._object_of(new[0].id, new[1])
 
-    async def submit_grouped(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+    async def submit_grouped(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
         """``submit``, committed together with the other submits that arrive before the next turn of the
         event loop (group commit: one transaction, one clock reading, one publication for all)."""
         fut = asyncio.get_running_loop().create_future()
-        self._submits.append((spec, user, vc, fut, time.perf_counter()))
+        self._submits.append((spec, user, vc, fut, time.perf_counter(), tuple(groups)))
         if len(self._submits) == 1:
             asyncio.get_running_loop().call_soon(self._flush_submits)
         return await fut
@@ -205,9 +211,10 @@ class HiveService(UnitOfWork, Recovery):
         group, self._submits = self._submits, []
         now = self.now()
         admitted = []
-        for spec, user, vc, fut, t0 in group:
-            try:
-                admitted.append((self._prepare(spec, user, vc, now), fut, t0))
+        for spec, user, vc, fut, t0, groups in group:
+            try:  # (also_waiting: this user's submits in the same group count against max_queued_jobs)
+                mine = sum(1 for (j, _), _, _ in admitted if j.user == user and j.vc == vc)
+                admitted.append((self._prepare(spec, user, vc, now, groups, mine), fut, t0))
             except ServiceError as exc:
                 fut.set_exception(exc)
         if not admitted:
@@ -224,8 +231,10 @@ class HiveService(UnitOfWork, Recovery):
                 fut.set_result(self._object_of(job.id, row))
             self.metrics.submit_seconds.observe(time.perf_counter() - t0)
 
-    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float) -> tuple[ActiveJob, dict[str, Any]]:
-        """A new job and its row; ServiceError(400) if the cluster can never run it."""
+    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
+                 also_waiting: int = 0) -> tuple[ActiveJob, dict[str, Any]]:
+        """A new job and its row; ServiceError(400) if the cluster can never run it, 403 if its owner's
+        limits in the VC never let it run, 429 if they have max_queued_jobs waiting there."""
         try:
             limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
@@ -234,13 +243,17 @@ class HiveService(UnitOfWork, Recovery):
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
         spec_dict["time_limit_s"] = limit
-        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
+        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
+                               groups=groups, kind=spec.kind)
         try:
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
+            self.scheduler.check_limits(request, limit, also_waiting)
         except RequestError as exc:
             if self._seq == seq:  # the id is not used up
                 self._seq -= 1
+            if isinstance(exc, LimitRefusal):
+                raise ServiceError(429 if exc.queue_full else 403, exc.message, exc.field) from None
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
         working_dir = str(self.jobs_root / job_id)
         output_dir = str(self.jobs_root / job_id / "output")
@@ -252,6 +265,7 @@ class HiveService(UnitOfWork, Recovery):
             "submitted_at": now, "started_at": None, "finished_at": None, "exit_code": None,
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
             "output_dir": output_dir, "updated_at": now, "stop_intent": None, "stop_reason": "",
+            "owner_groups": list(groups),
         }
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
@@ -259,7 +273,7 @@ class HiveService(UnitOfWork, Recovery):
                         lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit))
         return job, row
 
-    def what_if(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+    def what_if(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
         """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at once
         on which GPUs, preempt which jobs, or wait and why. Nothing is stored, launched, published or
         preempted, and no id is used up: the core answers from a rolled-back placement
@@ -270,12 +284,16 @@ class HiveService(UnitOfWork, Recovery):
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
         spec_dict = spec.model_dump(mode="json")
-        request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
+        request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
+                               groups=groups, kind=spec.kind)
         try:
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)
+            self.scheduler.check_limits(request, limit)  # what a submit would refuse (403/429) is refused here too
             answer = self.scheduler.what_if(request, now)
         except RequestError as exc:
+            if isinstance(exc, LimitRefusal):
+                raise ServiceError(429 if exc.queue_full else 403, exc.message, exc.field) from None
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
         placement = [launch_plan.placement_row(p, answer.opportunistic, self.gpu_uuids) for p in answer.placement]
         estimate = getattr(answer, "estimated_start", None)

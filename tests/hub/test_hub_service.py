@@ -42,8 +42,8 @@ def wait_state(hub, job_id, *states, timeout=60):
 
 def test_callers_are_hub_users_with_their_groups_and_scopes(hub):
     me = {u: hub.service("GET", "me", u).json() for u in (ANN, BOB, IVY)}
-    assert me[ANN] == {"user": ANN, "admin": False, "vcs": ["cv-101"], "groups": ["cv-101"]}
-    assert me[BOB] == {"user": BOB, "admin": False, "vcs": ["nlp-201"], "groups": ["nlp-201"]}
+    assert me[ANN] == {"user": ANN, "admin": False, "vcs": ["cv-101"], "groups": ["cv-101"], "limits": {"cv-101": {}}}
+    assert me[BOB] == {"user": BOB, "admin": False, "vcs": ["nlp-201"], "groups": ["nlp-201"], "limits": {"nlp-201": {}}}
     # the instructor is an admin through custom:hive-lab:admin (role granted to the group)
     assert me[IVY]["user"] == IVY and me[IVY]["admin"] is True
     assert sorted(me[IVY]["vcs"]) == sorted(COURSES)

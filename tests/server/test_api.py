@@ -45,7 +45,7 @@ def test_me_is_the_server_owner_and_admin(api):
 
     code, me = api("GET", "me")
     assert code == 200
-    assert me == {"user": getpass.getuser(), "admin": True, "vcs": ["default"], "groups": []}
+    assert me == {"user": getpass.getuser(), "admin": True, "vcs": ["default"], "groups": [], "limits": {"default": {}}}
 
 
 def test_submit_run_and_history(api, wait_state, hive):
@@ -196,7 +196,7 @@ def _spec_paths():
 
 
 def test_routes_match_the_openapi_document():
-    sample = {"job_id": "j-000001", "path": "model.pt", "node": "node-0", "index": "3"}
+    sample = {"job_id": "j-000001", "path": "model.pt", "node": "node-0", "index": "3", "vc": "default"}
     routes = [(re.compile(pattern + "$"), handler) for pattern, handler in ROUTES]
     matched_handlers = set()
     for path, methods in _spec_paths().items():

@@ -19,7 +19,7 @@ def test_migrations_match_models(tmp_path):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
         assert diff == []
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
     store.close()
     Store(f"sqlite:///{tmp_path / 'a.sqlite'}").close()  # upgrading an up-to-date store is a no-op
@@ -43,4 +43,17 @@ def test_queries(tmp_path):
     assert store.placements(["j-000002"])["j-000002"][0]["gpus"] == [1]
     assert store.history("j-000001") == [{"state": "succeeded", "at": 1.0, "reason": "because"}]
     assert store.state_counts() == {"succeeded": 1, "running": 1, "queued": 1}
+    store.close()
+
+
+def test_vc_limits_are_stored_whole_and_replaced(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'c.sqlite'}")
+    assert store.vc_limits() == {}
+    with store.begin() as batch:
+        store.set_vc_limits(batch, "cv-101", {"default": {"max_gpus": 2}, "groups": {}, "users": {}}, 1.0, "carol")
+    with store.begin() as batch:
+        store.set_vc_limits(batch, "cv-101", {"default": {}, "groups": {}, "users": {"ann": {"max_gpus": 1}}}, 2.0, "carol")
+        store.set_vc_limits(batch, "other", {"default": {"max_kernels": 1}, "groups": {}, "users": {}}, 2.0, "carol")
+    assert store.vc_limits() == {"cv-101": {"default": {}, "groups": {}, "users": {"ann": {"max_gpus": 1}}},
+                                 "other": {"default": {"max_kernels": 1}, "groups": {}, "users": {}}}
     store.close()

@@ -1,7 +1,7 @@
 """The REST routes of hive-lab (paths relative to ``<base_url>``); see docs/rest-api.md and ``openapi.py``
 (the OpenAPI document, generated from the pydantic models)."""
 
-from .cluster import ClusterHandler, DrainHandler, MeHandler, VcsHandler
+from .cluster import ClusterHandler, DrainHandler, MeHandler, VcLimitsHandler, VcsHandler
 from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler
 from .live import EventsHandler, MetricsHandler, SpecHandler
 from .base import NotFoundHandler
@@ -9,6 +9,7 @@ from .base import NotFoundHandler
 PREFIX = r"/hive_lab/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
 NODE = r"(?P<node>[^/]{1,256})"
+VC = r"(?P<vc>[^/]{1,128})"
 
 ROUTES = [
     (rf"{PREFIX}/jobs/?", JobsHandler),
@@ -18,6 +19,7 @@ ROUTES = [
     (rf"{PREFIX}/jobs/{JOB_ID}/outputs/(?P<path>.+)", JobOutputFileHandler),
     (rf"{PREFIX}/cluster/?", ClusterHandler),
     (rf"{PREFIX}/vcs/?", VcsHandler),
+    (rf"{PREFIX}/vcs/{VC}/limits/?", VcLimitsHandler),
     (rf"{PREFIX}/me/?", MeHandler),
     (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain|healthy)/?", DrainHandler),
     (rf"{PREFIX}/events/?", EventsHandler),

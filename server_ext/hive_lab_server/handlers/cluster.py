@@ -28,7 +28,35 @@ class MeHandler(HiveHandler):
     @authorized
     def get(self) -> None:
         c = self.caller()
-        self.reply_model(models.Me, {"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups)})
+        self.reply_model(models.Me, {"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups),
+                                     "limits": self.service.effective_limits(c.user, c.groups, c.vcs)})
+
+
+class VcLimitsHandler(HiveHandler):
+    """A VC's per-user limits: anyone who may use the VC reads them; admins replace them."""
+
+    def _vc(self, vc: str) -> str:
+        if vc not in self.hive.access.all_vcs:
+            raise HiveError(404, f"VC {vc} does not exist; use one of: {', '.join(self.hive.access.all_vcs)}", "vc")
+        return vc
+
+    @web.authenticated
+    @authorized
+    def get(self, vc: str) -> None:
+        caller = self.caller()
+        if not caller.may_submit(self._vc(vc)):
+            raise HiveError(403, f"user {caller.user} may not use VC {vc}, so not read its limits; your VCs: "
+                                 f"{', '.join(caller.vcs) or 'none'}", "vc")
+        self.reply_model(models.VcLimits, self.service_call(self.service.limits_object, vc))
+
+    @web.authenticated
+    @authorized
+    def put(self, vc: str) -> None:
+        caller = self.caller()
+        if not caller.admin:
+            raise HiveError(403, f"user {caller.user} may not change the limits of VC {vc}; only admins may")
+        body = self.json_body()
+        self.reply_model(models.VcLimits, self.service_call(self.service.set_limits, self._vc(vc), body, caller.user))
 
 
 class DrainHandler(HiveHandler):

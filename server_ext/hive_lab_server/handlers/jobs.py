@@ -77,13 +77,13 @@ class JobsHandler(HiveHandler):
             raise HiveError(400, exc.message, exc.field) from None
         if _flag(self.get_argument("dry_run", None), "dry_run"):  # what would happen now; nothing is stored, launched or preempted
             try:
-                answer = self.service.what_if(spec, caller.user, vc)
+                answer = self.service.what_if(spec, caller.user, vc, caller.groups)
             except ServiceError as exc:
                 raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
             self.reply_model(models.WhatIf, answer, 200)
             return
         try:  # committed together with the submits arriving at the same time (group commit)
-            job = await self.service.submit_grouped(spec, caller.user, vc)
+            job = await self.service.submit_grouped(spec, caller.user, vc, caller.groups)
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])

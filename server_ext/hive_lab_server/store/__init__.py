@@ -17,9 +17,9 @@ from alembic.config import Config
 from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .models import Base, Drain, Job, JobEvent, Placement
+from .models import Base, Drain, Job, JobEvent, Placement, VcLimits
 
-__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "migrate"]
+__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "VcLimits", "migrate"]
 
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -29,6 +29,7 @@ _jobs = Job.__table__
 _events = JobEvent.__table__
 _placements = Placement.__table__
 _drains = Drain.__table__
+_vc_limits = VcLimits.__table__
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -49,9 +50,10 @@ class Batch:
         self.events: list[dict[str, Any]] = []
         self.placements: dict[str, list[dict[str, Any]]] = {}
         self.drains: list[tuple[str, int | None, dict[str, Any] | None]] = []
+        self.limits: dict[str, dict[str, Any]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains)
+        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains or self.limits)
 
     def flush(self, conn: Connection) -> None:
         if self.new_jobs:
@@ -74,6 +76,9 @@ class Batch:
             conn.execute(delete(_drains).where(_drains.c.node == node, cond))
             if row is not None:
                 conn.execute(insert(_drains), [row])
+        if self.limits:
+            conn.execute(delete(_vc_limits).where(_vc_limits.c.vc.in_(list(self.limits))))
+            conn.execute(insert(_vc_limits), list(self.limits.values()))
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -157,6 +162,9 @@ class Store:
     def remove_drain(self, batch: "Batch", node: str, gpu: int | None) -> None:
         batch.drains.append((node, gpu, None))
 
+    def set_vc_limits(self, batch: "Batch", vc: str, limits: dict[str, Any], at: float, by: str) -> None:
+        batch.limits[vc] = {"vc": vc, "limits": limits, "at": at, "by": by}
+
     # --- reads ---------------------------------------------------------------------------------
 
     def max_seq(self) -> int:
@@ -232,3 +240,8 @@ class Store:
     def drains(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(select(_drains).order_by(_drains.c.id)).mappings()]
+
+    def vc_limits(self) -> dict[str, dict[str, Any]]:
+        """VC -> the limits an admin stored for it (``{"default", "groups", "users"}``)."""
+        with self.engine.connect() as conn:
+            return {r["vc"]: r["limits"] for r in conn.execute(select(_vc_limits).order_by(_vc_limits.c.vc)).mappings()}

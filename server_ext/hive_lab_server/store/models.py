@@ -49,6 +49,7 @@ class Job(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     stop_intent: Mapped[str | None] = mapped_column(String(16), nullable=True)  # lifecycle.states.Intent
     stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)  # the owner's groups at submit (limits)
 
 
 class JobEvent(Base):
@@ -87,5 +88,16 @@ class Drain(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     node: Mapped[str] = mapped_column(String(256))
     gpu: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    at: Mapped[float] = mapped_column(Float)
+    by: Mapped[str] = mapped_column(String(128))
+
+
+class VcLimits(Base):
+    """An admin's per-user limits of one VC (``PUT vcs/{vc}/limits``); they replace the config's for that VC."""
+
+    __tablename__ = "vc_limits"
+
+    vc: Mapped[str] = mapped_column(String(128), primary_key=True)
+    limits: Mapped[dict] = mapped_column(JSON)  # {"default": {...}, "groups": {...}, "users": {...}}
     at: Mapped[float] = mapped_column(Float)
     by: Mapped[str] = mapped_column(String(128))
