@@ -53,7 +53,17 @@ class Requeued:
     reason: str
 
 
-Failure = NoFit | HeldBack | Requeued
+@dataclass(frozen=True)
+class Reserved:
+    """Under ``backfill``: an earlier job of the VC that does not fit yet holds a reservation; this
+    one may only start ahead of it if its time limit ends before the reservation's start."""
+
+    for_job: str
+    start: float | None   # the reservation's estimated start (None: unknown)
+    limit: float | None   # this job's time limit
+
+
+Failure = NoFit | HeldBack | Requeued | Reserved
 NOFIT = NoFit()
 
 

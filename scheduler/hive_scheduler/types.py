@@ -53,6 +53,7 @@ class JobRequest:
     lazy_preemption: bool = True
     submit_time: float = 0.0
     group: str = ""  # the owner's group (fair share one level above users); "" = no group
+    time_limit_s: float | None = None  # the job ends by then (estimates and backfill rely on it); None = no limit
 
     def __post_init__(self):
         tasks = self.tasks
@@ -84,6 +85,7 @@ class JobRequest:
             lazy_preemption=d.get("lazy_preemption", True),
             submit_time=d.get("submit_time", d.get("t", 0.0)) or 0.0,
             group=d.get("group", "") or "",
+            time_limit_s=d.get("time_limit_s"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +100,7 @@ class JobRequest:
             "lazy_preemption": self.lazy_preemption,
             "submit_time": self.submit_time,
             "group": self.group,
+            "time_limit_s": self.time_limit_s,
         }
 
 
