@@ -98,10 +98,17 @@ def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None
 
 
 def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expected] | None = None,
-                    max_steps: int | None = None) -> dict[str, StartEstimate]:
-    """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``."""
+                    max_steps: int | None = None, vc: str | None = None) -> dict[str, StartEstimate]:
+    """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``.
+
+    ``vc``: only that VC's guaranteed jobs (backfill's reservations). Its guaranteed jobs only ever
+    use its own virtual cells, and HiveD's buddy invariant keeps those bindable whatever the other
+    VCs do, so the other VCs' jobs and opportunistic work (preempted at once) are left out: the
+    same starts for a fraction of the work."""
     twin = core._estimate_twin()
     jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
+    if vc is not None:
+        jobs = [j for j in jobs if j.req.vc == vc and not j.opp]
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
     if not waiting:
         return {}

@@ -48,11 +48,12 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     ``backfill`` (default False): reservations instead of skipping. The first guaranteed job of a VC
     (in queue order) that does not fit holds a reservation at its estimated start (``estimate_starts``);
     a job behind it starts now only if its ``time_limit_s`` ends by then (it never delays the
-    reservation); jobs without a limit wait behind it. See docs/core-api.md "Backfill".
+    reservation); jobs without a limit wait behind it. ``strict_order``: the same reservations but no
+    backfill (nobody passes them). See docs/core-api.md "Backfill".
     """
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
-                 fair_share: FairShareSettings | None = None, backfill: bool = False):
+                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -68,7 +69,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._ledger = UsageLedger(fair_share)
         self._track_usage = order.name == "fair_share"
         self.backfill = bool(backfill)
-        self._strict = False   # the estimates' twin under backfill: reservations, nobody passes them
+        # reservations and nobody passes them (the estimates' twin under backfill; what backfill is measured against)
+        self._strict = bool(strict_order)
         self._fair_share = fair_share
         self._twin: Scheduler | None = None
         self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
@@ -291,8 +293,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         twin = self._twin
         if twin is None or twin.config is not self.config:
             twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
-                                          fair_share=self._fair_share)
-            twin._strict = self.backfill or self._strict
+                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict)
         return twin
 
     # ================================================================== internals: bookkeeping
@@ -590,9 +591,12 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             j.fail = Reserved(first.req.id, None, limit)
             return False
         if self._reservations is None:
-            self._reservations = _estimates.estimate_starts(self, now)
+            self._reservations = {}
+        vc = j.req.vc
+        if vc not in self._reservations:
+            self._reservations[vc] = _estimates.estimate_starts(self, now, vc=vc)
         for b in blocked:
-            est = self._reservations.get(b.req.id)
+            est = self._reservations[vc].get(b.req.id)
             start = est.start if est is not None else None
             if start is None or now + limit > start + 1e-6:
                 j.fail = Reserved(b.req.id, start, limit)
