@@ -74,6 +74,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._fair_share = fair_share
         self._twin: Scheduler | None = None
         self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
+        self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
 
     def _new_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
@@ -312,6 +313,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             raise RequestError("now", f"time must not go backwards ({now} < {self._now})")
         self._now = max(self._now, now)
         self._reservations = None
+        self.version += 1  # every call that may change state ticks: readers cache by it
         if self._track_usage:
             self._advance_usage(now)
         return now

@@ -63,6 +63,14 @@ class HiveLabApp(ExtensionApp):
         help="auto (docker when a Docker engine answers, else local) | local | docker | slurm | 'pkg.module:Class'",
     )
     queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf")
+    backfill = Bool(
+        False, config=True,
+        help="""Reservations with backfill inside each VC: the first job that does not fit holds a reservation
+        at its estimated start, and a job behind it starts only if its time limit ends before then (it never
+        delays the reservation). Off (default): a job that does not fit is passed by any job that fits
+        (HiveD's way, no head-of-line blocking; an overtaken job holds its VC back after an hour). Turn it
+        on when jobs carry time limits (e.g. per-VC default limits): without limits nothing may pass.""",
+    )
     vc_access = Dict(
         config=True,
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
@@ -135,7 +143,7 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
         from hive_scheduler import Scheduler
 
-        scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
+        scheduler = Scheduler(self.cluster.config, policy=self.queue_policy, backfill=self.backfill)
         self.store = Store(db_url)
         self.events = EventBus()
         self.metrics = Metrics()

@@ -65,6 +65,15 @@ class JobSpec(_Model):
     max_retries: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
     kind: Literal["batch", "kernel"] = "batch"
     files: dict[str, str] = Field(default_factory=dict)
+    # run time limit of each attempt (seconds); None: the VC's default for batch jobs, none for kernels
+    time_limit_s: Annotated[float, Field(gt=0, le=366 * 86400)] | None = None
+
+    @field_validator("time_limit_s", mode="before")
+    @classmethod
+    def _time_limit_seconds(cls, v: Any) -> Any:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ValueError(f"give the run time limit in seconds as a number, e.g. 7200 for 2 hours (got {v!r:.40})")
+        return v
 
     @field_validator("env")
     @classmethod

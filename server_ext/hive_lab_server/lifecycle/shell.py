@@ -280,6 +280,7 @@ class UnitOfWork:
             log.exception("hive-lab: state listener failed")
 
     def _publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
+        self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
         if self.events.subscriber_count == 0:
             return
         for job_id in job_ids:
