@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import FINISHED, duration, placement_text, priority_text, seconds_between
+from ..format import FINISHED, duration, placement_text, priority_text, seconds_between, short_estimate
 from .layout import Layout, compute_layout
 
 # -- GPU states and colours -------------------------------------------------------------------------
@@ -165,6 +165,8 @@ def job_rows(jobs: list[dict], me: str | None = None, admin: bool = False,
             "priority": priority_text(job),
             "priority_n": -1 if job.get("opportunistic") else job.get("priority", 0),
             "age": duration(age_s),
+            "estimate": short_estimate(job, now),
+            "estimate_basis": job.get("estimated_start_basis") or "",
             "age_s": age_s or 0.0,
             "state_n": STATE_ORDER.get(state, 9),
             "mine": me is not None and job.get("user") == me,
