@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .errors import RequestError
-from .jobs import PREEMPTING, RUNNING, WAITING
+from .jobs import PREEMPTING, RUNNING, WAITING, Job
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scheduler import Scheduler
@@ -128,9 +128,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
         for j in jobs:
             if j.state is not RUNNING or j.preempted_by is not None or j.detached:
                 continue  # a victim being stopped is gone at once; detached tasks cannot be put back
-            try:
-                twin.adopt(j.req, j.placement, j.opp, 0.0)
-            except RequestError:
+            if not _put_running(twin, j):
                 continue
             e = exp[j.req.id]
             if e is not None:
@@ -197,16 +195,34 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     return out
 
 
+def _put_running(twin: "Scheduler", j) -> bool:
+    """``adopt`` without its checks and its scheduling pass (the live core already accepted the job;
+    waiting jobs come after): the twin's part of the cost that grows with the running jobs."""
+    try:
+        res = twin._resolve_placement(j.req, j.placement)
+    except RequestError:
+        return False
+    tj = Job(j.req, twin._seq)
+    twin._seq += 1
+    twin._jobs[j.req.id] = tj
+    twin._adopt_running(tj, res, j.opp, 0.0, [], "")
+    return True
+
+
 def _empty(twin: "Scheduler", core: "Scheduler") -> None:
-    """Take every job out of the twin and make its hardware healthy again (ready for the next call)."""
+    """Take every job out of the twin and make its hardware healthy again (ready for the next call):
+    each job's cells released through the state primitives, no scheduling passes in between."""
     t = twin._now
-    for jid in [jid for jid, j in twin._jobs.items() if j.state == WAITING]:
-        twin._jobs[jid].preemptors = []
-        twin.finish(jid, t)
-    while twin._jobs:
-        jid = next(iter(twin._jobs))
-        twin._jobs[jid].preempted_by = None
-        twin.finish(jid, t)
+    for j in list(twin._jobs.values()):
+        if j.state == WAITING:
+            twin._dequeue(j)
+        twin._release(j)
+    twin._jobs.clear()
+    twin._flush_idle()
+    for vc in twin._vcs.values():
+        vc.dirty = True
+        vc.min_bypass = None
+    twin._opp_dirty = True
     for node in sorted(twin._node_down):
         twin.set_node_health(node, True, t)
     for node, gpu in sorted(twin._gpu_down):
