@@ -559,7 +559,7 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             if hold is not None:
                 j.fail = HeldBack(hold.req.id)
                 continue
-            if blocked:
+            if blocked and j.req.priority <= max(b.req.priority for b in blocked):
                 if not self._may_backfill(j, blocked, now):
                     continue
                 if not self._attempt(j, now, out, memo):

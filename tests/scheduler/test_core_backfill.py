@@ -111,3 +111,12 @@ def test_backfill_never_delays_a_gang(jobs):
         count, gpus = j["shape"]
         if count * gpus > 1:
             assert s1[f"j{i}"] <= s0[f"j{i}"] + 1e-9, (f"j{i}", s1[f"j{i}"], s0[f"j{i}"])
+
+
+def test_higher_priority_is_not_held_by_a_reservation():
+    s = Scheduler(CFG, backfill=True)
+    s.submit(job("r", 1, 2, 100, 0), 0.0)
+    s.submit(job("gang", 2, 2, 50, 1), 1.0)
+    urgent = JobRequest(id="urgent", vc="default", user="bob", tasks=(TaskGroup("w", 1, 2),), priority=10,
+                        submit_time=5)  # no limit, but priority 10 > the gang's 0
+    assert starts(s.submit(urgent, 5.0)) == {"urgent": (5.0, (2, 3))}
