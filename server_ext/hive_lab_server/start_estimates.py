@@ -1,8 +1,9 @@
 """``estimated_start`` of queued jobs: the core's forward simulation, recomputed on change and cached.
 
-After every unit of work that changed something the service asks ``refresh_soon`` (one recompute per
-event-loop turn however many changes came); REST reads take the cached answer (``get``), recomputing
-first only if the core changed since and no refresh ran yet. Running jobs end at their time limit
+After every unit of work that changed something the service asks ``refresh_soon`` (one recompute for
+however many changes came meanwhile, spaced so it takes at most a third of the event loop); REST reads
+take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
+way; the answer to a submit never waits for it. Running jobs end at their time limit
 (the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
 the same kind of job (same command, else same name), else never (no estimate for what waits on them).
 """
@@ -24,6 +25,7 @@ log = logging.getLogger("hive_lab_server")
 
 HISTORY_RUNS = 5
 HISTORY_ROWS = 1000  # succeeded jobs read back to learn run times (newest first)
+MIN_GAP = 3.0        # a recompute waits at least this many times the last one's cost after it
 
 
 def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -54,9 +56,12 @@ class StartEstimates:
         self._labels: dict[str, str] = {}
         self._scheduled = False
         self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
+        self._last_run = 0.0         # time.monotonic() at the end of the last recompute
 
     # ------------------------------------------------------------------ when
     def refresh_soon(self) -> None:
+        """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
+        recompute's cost, so a burst of changes never spends more than a third of the loop on it."""
         if self._scheduled:
             return
         try:
@@ -64,7 +69,8 @@ class StartEstimates:
         except RuntimeError:
             return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
         self._scheduled = True
-        loop.call_soon(self._refresh_now)
+        wait = self._last_run + MIN_GAP * self.last_ms / 1000 - time.monotonic()
+        loop.call_later(max(0.0, wait), self._refresh_now)
 
     def _refresh_now(self) -> None:
         self._scheduled = False
@@ -75,8 +81,10 @@ class StartEstimates:
         except Exception:  # an estimate must never break the service
             log.exception("hive-lab: computing start estimates failed")
 
-    def get(self, job_id: str) -> StartEstimate | None:
-        if self._version != self.svc.scheduler.version:
+    def get(self, job_id: str, fresh: bool = True) -> StartEstimate | None:
+        """The cached estimate. ``fresh``: recompute first if the core changed and no refresh is on its
+        way (never on the submit path, which answers from what is cached)."""
+        if fresh and not self._scheduled and self._version != self.svc.scheduler.version:
             self._refresh_now()
         return self._cache.get(job_id)
 
@@ -114,3 +122,4 @@ class StartEstimates:
         self._cache = core.estimate_starts(svc.now(), expected)
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
+        self._last_run = time.monotonic()

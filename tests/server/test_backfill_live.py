@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures.live_server import LiveServer
+from test_start_estimates import estimated
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_short_job_backfills_long_job_waits(srv):
     got = srv.request("GET", f"jobs/{long['id']}", user="ann").json()
     assert got["state"] == "queued", got
     assert got["reason"].startswith(f"waits behind {gang['id']}'s reservation (needs 4 GPUs"), got["reason"]
-    est = srv.request("GET", f"jobs/{gang['id']}", user="ann").json()
+    est = estimated(srv, gang["id"])
     assert est["estimated_start_basis"] == f"when {holder['id']} ends (its time limit of 1 h)", est
     for job in (long, gang, short, holder):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")

@@ -5,6 +5,7 @@ gets null and says why."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -28,6 +29,16 @@ def submit(srv, body):
     return r.json()
 
 
+def estimated(srv, job_id: str, timeout: float = 30) -> dict:
+    """The job object once it carries an estimate's basis (recomputed just after a change, not per GET)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = srv.request("GET", f"jobs/{job_id}", user="ann").json()
+        if got.get("estimated_start_basis") is not None or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
 def when(iso: str) -> float:
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -38,7 +49,7 @@ def test_queued_job_shows_estimate_from_time_limit(srv):
     running = srv.wait_for_job(running["id"], "running", user="ann")
     waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
     assert waiting["state"] == "queued"
-    got = srv.request("GET", f"jobs/{waiting['id']}", user="ann").json()
+    got = estimated(srv, waiting["id"])
     assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2 h)", got
     # the core's start (at the scheduling decision) + 2 h; the stored start is the launch, a moment later
     assert abs(when(got["estimated_start"]) - (when(running["started_at"]) + 7200)) < 30, (got, running)
@@ -54,7 +65,7 @@ def test_no_limit_no_estimate(srv):
     running = submit(srv, {"vc": "a", "command": "sleep 600", "tasks": [{"gpus": 4}]})
     srv.wait_for_job(running["id"], "running", user="ann")
     waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
-    got = srv.request("GET", f"jobs/{waiting['id']}", user="ann").json()
+    got = estimated(srv, waiting["id"])
     assert got["estimated_start"] is None
     assert got["estimated_start_basis"] == "running jobs have no time limit"
     for job in (waiting, running):
