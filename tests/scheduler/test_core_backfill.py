@@ -120,3 +120,52 @@ def test_higher_priority_is_not_held_by_a_reservation():
     urgent = JobRequest(id="urgent", vc="default", user="bob", tasks=(TaskGroup("w", 1, 2),), priority=10,
                         submit_time=5)  # no limit, but priority 10 > the gang's 0
     assert starts(s.submit(urgent, 5.0)) == {"urgent": (5.0, (2, 3))}
+
+
+# ------------------------------------------------------------------ property: backfill keeps the core's invariants
+from core_helpers import SMALL, check_invariants  # noqa: E402
+from core_helpers import job as make_job  # noqa: E402
+
+ops = st.one_of(
+    st.tuples(st.just("submit"), st.sampled_from(["a", "b", "c"]), st.sampled_from([1, 1, 2, 4, 8]),
+              st.integers(1, 2), st.sampled_from([-1, 0, 0, 5]), st.sampled_from([None, 10, 100, 1000])),
+    st.tuples(st.just("finish"), st.integers(0, 50)),
+    st.tuples(st.just("stop"), st.integers(0, 50)),
+    st.tuples(st.just("gpu"), st.integers(0, 3), st.integers(0, 7), st.booleans()),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(ops, min_size=5, max_size=40))
+def test_backfill_keeps_invariants_and_estimates_change_nothing(steps):
+    s = Scheduler(SMALL, backfill=True)
+    t, n, victims = 0.0, 0, []
+    for step in steps:
+        t += 7
+        ds = []
+        if step[0] == "submit":
+            _, vc, g, count, prio, limit = step
+            n += 1
+            try:
+                ds = s.submit(make_job(f"j{n}", vc, g, count, prio, time_limit_s=limit), t)
+            except Exception as e:  # RequestError: a shape its VC can never hold
+                assert type(e).__name__ == "RequestError"
+                continue
+        elif step[0] == "finish" and s._jobs:
+            ds = s.finish(list(s._jobs)[step[1] % len(s._jobs)], t)
+        elif step[0] == "stop":
+            pending = [v for v in victims if v in s._jobs and s._jobs[v].preempted_by is not None]
+            if pending:
+                ds = s.preemption_done(pending[step[1] % len(pending)], t)
+        elif step[0] == "gpu":
+            ds = s.set_gpu_health(f"node-{step[1]}", step[2], step[3], t)
+        victims += [v for d in ds if d.event == "preempting" for v in d.victims]
+        check_invariants(s)
+        before = [v.to_dict() for v in s.jobs()]
+        est = s.estimate_starts(t)
+        assert [v.to_dict() for v in s.jobs()] == before
+        assert set(est) == {v["id"] for v in before if v["state"] in ("waiting", "preempting")}
+        assert all(e.start is None or e.start >= t for e in est.values())
+        if s._twin is not None:
+            assert not s._twin._jobs
+            recount(s._twin)
