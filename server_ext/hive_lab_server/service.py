@@ -34,7 +34,6 @@ from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
 from .lifecycle.states import PLACED_STATES, JobState
 from .metrics import Metrics
 from .spec import JobSpec
-from .start_estimates import StartEstimates, with_time_limit
 from .store import Store
 
 log = logging.getLogger("hive_lab_server")
@@ -92,7 +91,6 @@ class HiveService(UnitOfWork, Recovery):
         self._recovering = False
         self._adopting: list[asyncio.Task] = []
         self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float]] = []  # waiting for group commit
-        self.start_estimates = StartEstimates(self)  # estimated_start of queued jobs, recomputed on change
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -268,7 +266,6 @@ class HiveService(UnitOfWork, Recovery):
             for listener in self._state_listeners:
                 asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
                                                      f"submitted by {job.user} to VC {job.vc}")
-            job.request = with_time_limit(job.request, job.spec)
             try:
                 facts += self._facts_of(self.scheduler.submit(job.request, now), job.id)
             except Exception as exc:  # stored, so it must end somewhere visible

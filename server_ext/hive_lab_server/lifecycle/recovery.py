@@ -11,7 +11,6 @@ import logging
 from typing import Any
 
 from . import launch_plan, machine as m
-from ..start_estimates import with_time_limit
 from .shell import ActiveJob, request_from
 from .states import PLACED_STATES, Intent, JobState
 
@@ -27,7 +26,6 @@ class Recovery:
         spec = row["spec"]
         request = request_from(row["id"], row["vc"], row["user"], spec["tasks"], row["priority"],
                                 spec.get("within"), row["submitted_at"])
-        request = with_time_limit(request, spec)  # backfill reads the limit from the core's request
         tasks = tuple(p["task"] for p in sorted(placement, key=lambda p: p["rank"]))
         state = JobState(row["state"])
         intent = Intent(row["stop_intent"]) if row.get("stop_intent") else None

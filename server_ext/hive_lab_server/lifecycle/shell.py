@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Awaitable, Callable
 from hive_scheduler import JobRequest, RequestError, TaskGroup, TaskPlacement
 
 from ..launchers.base import LaunchError, TaskExit
+from ..start_estimates import StartEstimates, with_time_limit
 from . import launch_plan, machine as m, presentation
 
 log = logging.getLogger("hive_lab_server")
@@ -69,6 +71,10 @@ class ActiveJob:
     queued_at: float = 0.0
     opportunistic: bool = False
     placement: list[TaskPlacement] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # the core's request carries the spec's time limit (backfill and the start estimates read it)
+        self.request = with_time_limit(self.request, self.spec)
 
     @property
     def state(self) -> str:
@@ -278,6 +284,11 @@ class UnitOfWork:
             listener(job_id, state, reason)
         except Exception:
             log.exception("hive-lab: state listener failed")
+
+    @functools.cached_property
+    def start_estimates(self) -> StartEstimates:
+        """``estimated_start`` of queued jobs, recomputed on change (see start_estimates)."""
+        return StartEstimates(self)
 
     def _publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
         self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
