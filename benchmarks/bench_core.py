@@ -1,6 +1,11 @@
 """Decision latency of the core scheduler on a loaded cluster: philly (2,816 GPUs) and big20k (20,000 GPUs).
 
     .venv/bin/python benchmarks/bench_core.py [--samples N] [--load 0.85] [--models philly,big20k] [--bad-gpus 0.01]
+    .venv/bin/python benchmarks/bench_core.py --models philly --backlog 300 --estimates 20 --samples 0
+
+``--estimates N``: after filling (and the backlog), N times: one submit or finish, then one
+``estimate_starts`` (the server's recompute after a change), timed; every job gets a time limit
+(1-24 h) so the forward simulation runs to the end of the queue.
 
 The cluster is first filled to ``--load`` of its GPUs with a deterministic mix of jobs (1, 2, 4, 8 GPUs
 and 2x8 / 4x8 gangs, each VC up to its guarantee, plus opportunistic jobs), then each sample times one
@@ -42,6 +47,7 @@ class Load:
         self.running: list[str] = []
         self.n = 0
         self.now = 0.0
+        self.limits = False
 
     def request(self, opportunistic: bool = False) -> JobRequest:
         self.n += 1
@@ -50,6 +56,7 @@ class Load:
         return JobRequest(
             id=f"j{self.n}", vc=vc, user=f"u{self.n % 17}", tasks=(TaskGroup("w", count, gpus),),
             priority=-1 if opportunistic else self.rng.choice([0, 0, 0, 10, 100]), submit_time=self.now,
+            time_limit_s=self.rng.choice([3600.0, 4 * 3600.0, 24 * 3600.0]) if self.limits else None,
         )
 
     def call(self, fn, *args) -> tuple[tuple[float, float], list]:
@@ -99,6 +106,19 @@ class Load:
             queued += sum(1 for d in decisions if d.event == "queued")
             self.track(decisions)
 
+    def measure_estimates(self, n: int) -> list[tuple[float, float, int]]:
+        """(wall s, CPU s, estimates) of ``n`` recomputes, each after one submit or finish."""
+        out = []
+        for i in range(n):
+            if i % 2 == 0 or not self.running:
+                self.track(self.call(self.sched.submit, self.request())[1])
+            else:
+                self.track(self.call(self.sched.finish, self.running[self.rng.randrange(len(self.running))])[1])
+            c0, t0 = time.thread_time(), time.perf_counter()
+            est = self.sched.estimate_starts(self.now)
+            out.append((time.perf_counter() - t0, time.thread_time() - c0, sum(e.start is not None for e in est.values())))
+        return out
+
     def measure(self, samples: int) -> dict[str, list[tuple[float, float]]]:
         times: dict[str, list[tuple[float, float]]] = {"submit": [], "finish": []}
         for i in range(samples):
@@ -123,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="after filling, keep submitting until this many jobs wait (a queue behind the full cluster)")
     ap.add_argument("--bad-gpus", type=float, default=0.0,
                     help="fraction of the GPUs marked bad before filling (one per node: partly bad cells)")
+    ap.add_argument("--estimates", type=int, default=0, metavar="N",
+                    help="also time N start-time estimate recomputes (jobs get time limits)")
     args = ap.parse_args(argv)
     load1, _, _ = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPUs, load average {load1:.1f} (figures are only comparable on a quiet machine)")
@@ -132,13 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     for model in args.models.split(","):
         t0 = time.perf_counter()
         load = Load(model, order=args.order)
+        load.limits = args.estimates > 0
         load.break_gpus(args.bad_gpus)
         load.fill(args.load)
         load.backlog(args.backlog)
         setup = time.perf_counter() - t0
         busy = load.sched.gpu_count() - load.sched.free_gpu_count()
         times = load.measure(args.samples)
+        if args.estimates:
+            waiting = sum(1 for j in load.sched.jobs() if j.state == "waiting")
+            est = load.measure_estimates(args.estimates)
+            wall = [1000 * w for w, _, _ in est]
+            cpu = [1000 * c for _, c, _ in est]
+            print(f"\n{model}: start-time estimates with {waiting} jobs waiting, {len(load.running)} running: "
+                  f"recompute wall p50 {statistics.median(wall):.1f} ms, max {max(wall):.1f} ms; CPU p50 "
+                  f"{statistics.median(cpu):.1f} ms, max {max(cpu):.1f} ms ({est[-1][2]} of the waiting jobs "
+                  f"got a start; n={len(est)})")
         allt = times["submit"] + times["finish"]
+        if not allt:
+            continue
         target = TARGET_P99_MS.get(model)
         waiting = sum(1 for j in load.sched.jobs() if j.state == "waiting")
         print(f"\n{model}: {load.sched.gpu_count()} GPUs, {busy} busy ({busy / load.sched.gpu_count():.0%}), "

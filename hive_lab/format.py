@@ -64,6 +64,27 @@ def placement_text(placement: list[dict] | None) -> str:
     return "; ".join(parts)
 
 
+def estimate_text(job: dict, now: datetime | None = None, basis: bool = True) -> str:
+    """A queued job's estimated start: ``starts in ~2 h 03 min (when j-000004 ends (its time limit of 2 h))``,
+    ``start unknown (running jobs have no time limit)``; ``""`` when the server gave no estimate."""
+    if job.get("state") not in WAITING or "estimated_start_basis" not in job or job.get("estimated_start_basis") is None:
+        return ""
+    why = job.get("estimated_start_basis") or ""
+    at = parse_time(job.get("estimated_start"))
+    if at is None:
+        text = "start unknown"
+    else:
+        left = (at - (now or utcnow())).total_seconds()
+        text = f"starts in ~{duration(left)}" if left > 1 else "starts any moment"
+    return text + (f" ({why})" if basis and why else "")
+
+
+def short_estimate(job: dict, now: datetime | None = None) -> str:
+    """The estimate for a table cell: ``in ~2 h 03 min``, ``unknown``, ``""`` (not queued / no estimate)."""
+    text = estimate_text(job, now, basis=False)
+    return text.replace("starts in ", "in ").replace("start unknown", "unknown").replace("starts any moment", "now")
+
+
 def status_line(job: dict, now: datetime | None = None) -> str:
     """One line saying where a job stands, e.g. ``j-000017 train: running on node-0 GPU 2 for 4.1 s``."""
     state = job.get("state", "?")
@@ -72,6 +93,9 @@ def status_line(job: dict, now: datetime | None = None) -> str:
         waited = duration(seconds_between(job.get("submitted_at"), None, now))
         reason = job.get("reason")
         text = f"{state} for {waited}" + (f" — {reason}" if reason else "")
+        est = estimate_text(job, now)
+        if est:
+            text += f"; {est}"
     elif state == "running":
         where = placement_text(job.get("placement"))
         ran = duration(seconds_between(job.get("started_at"), None, now))

@@ -53,6 +53,14 @@ def register(subparsers: Any) -> None:
                    help="also print each VC's average queueing per policy next to private's, and its anomaly")
     p.add_argument("--no-overflow", action="store_true",
                    help="hived without the overflow lever (the bare core; private never overflows)")
+    p.add_argument("--queueing", choices=("skip", "strict", "backfill"), default="skip",
+                   help="hived inside a VC: skip (default: a job that does not fit is passed by those behind it), "
+                        "strict (it holds a reservation nobody passes), backfill (only jobs whose time limit ends "
+                        "before the reservation pass it)")
+    p.add_argument("--backfill", action="store_true", help="the same as --queueing backfill")
+    p.add_argument("--time-limits", type=float, default=None, metavar="F",
+                   help="with --trace: give every job a time limit of F x its duration (1 = exact, 2 = overestimated "
+                        "twice); backfill needs limits")
     p.add_argument("--no-anomaly", action="store_true",
                    help="skip the private replay behind the sharing anomaly (its rows show '-')")
     from .simulate_hetero import add_arguments
@@ -186,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--grace must be >= 0 seconds, got {args.grace}")
     if not args.time_scale > 0:
         return fail(f"--time-scale must be > 0, got {args.time_scale}")
+    if args.backfill:
+        args.queueing = "backfill"
+    if args.time_limits is not None and (not args.trace or not args.time_limits >= 1):
+        return fail(f"--time-limits applies to --trace and must be >= 1, got {args.time_limits}")
     if args.events and args.time_scale != 1.0:
         return fail("--time-scale applies to --trace only (an event script's times are its own)")
     try:
@@ -194,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--cluster {args.cluster}: {exc}")
     try:
         events = load_events(args.events) if args.events else load_trace(args.trace, config, time_scale=args.time_scale,
-                                                                              synthetic_users=args.synthetic_users)
+                                                                              synthetic_users=args.synthetic_users,
+                                                                              time_limits=args.time_limits)
     except EventError as exc:
         return fail(str(exc))
     source = args.events or args.trace
@@ -219,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     anomaly = not args.no_anomaly
     try:
         results = simulate_policies(config, events, policies, grace=args.grace, order=args.order,
-                                    anomaly=anomaly, overflow=not args.no_overflow, out=paths.get,
+                                    anomaly=anomaly, overflow=not args.no_overflow, queueing=args.queueing,
+                                    out=paths.get,
                                     progress=progress_for)
     except (EventError, ValueError, OSError) as exc:
         if progress is not None:
@@ -240,6 +254,8 @@ def run(args: argparse.Namespace) -> int:
             "time_scale": args.time_scale,
             "synthetic_users": args.synthetic_users,
             "overflow": not args.no_overflow,
+            "queueing": args.queueing,
+            "time_limits": args.time_limits,
             "anomaly_reference": "private" if anomaly else None,
             "policies": {r.policy: r.metrics.to_dict() for r in results},
             "decisions": {p: path for p, path in paths.items() if path},
@@ -251,6 +267,10 @@ def run(args: argparse.Namespace) -> int:
         scale = f", submit times x {args.time_scale:g}" if args.time_scale != 1.0 else ""
         if args.no_overflow and "hived" in policies:
             scale += ", hived without overflow"
+        if args.queueing != "skip" and "hived" in policies:
+            scale += f", hived queueing {args.queueing}"
+        if args.time_limits is not None:
+            scale += f", time limits {args.time_limits:g}x durations"
         out.print(_table(results, f"{os.path.basename(source)} on {args.cluster}{scale}"))
         if args.by_vc:
             out.print(_vc_table(results, private, f"queueing per VC{scale}"))

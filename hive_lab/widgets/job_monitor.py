@@ -58,8 +58,8 @@ class JobMonitor:
     # -- state --------------------------------------------------------------------------------------
     def update(self, job: dict) -> None:
         with self._lock:
-            changed = self.job is None or (self.job.get("state"), self.job.get("reason")) != (
-                job.get("state"), job.get("reason"))
+            keys = ("state", "reason", "estimated_start", "estimated_start_basis")
+            changed = self.job is None or [self.job.get(k) for k in keys] != [job.get(k) for k in keys]
             self.job = job
         self._redraw(force=changed)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import FINISHED, duration, placement_text, priority_text, seconds_between, time_limit_text
+from ..format import FINISHED, duration, placement_text, priority_text, seconds_between, short_estimate, time_limit_text
 from .layout import Layout, compute_layout
 
 # -- GPU states and colours -------------------------------------------------------------------------
@@ -166,6 +166,8 @@ def job_rows(jobs: list[dict], me: str | None = None, admin: bool = False,
             "priority_n": -1 if job.get("opportunistic") else job.get("priority", 0),
             "age": duration(age_s),
             "limit": time_limit_text(job),
+            "estimate": short_estimate(job, now),
+            "estimate_basis": job.get("estimated_start_basis") or "",
             "age_s": age_s or 0.0,
             "state_n": STATE_ORDER.get(state, 9),
             "mine": me is not None and job.get("user") == me,

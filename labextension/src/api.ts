@@ -36,6 +36,10 @@ export interface IJob {
   kind: string;
   state: JobState | string;
   reason: string | null;
+  /** queued: when the scheduler's forward simulation expects it to start (null: unknown) */
+  estimated_start?: string | null;
+  /** queued: one line saying what the estimate rests on */
+  estimated_start_basis?: string | null;
   priority: number;
   opportunistic: boolean;
   gpus: number;

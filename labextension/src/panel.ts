@@ -200,6 +200,10 @@ export class ClusterPanel extends Widget {
     if (job.reason && WAITING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-reason', job.reason));
     }
+    const estimate = estimateText(job);
+    if (estimate && WAITING_STATES.has(job.state)) {
+      item.appendChild(el('div', 'jp-HivePanel-estimate', estimate));
+    }
     return item;
   }
 
@@ -283,4 +287,17 @@ export function limitText(job: IJob, now: number): string {
     return `${limitShort(left)} left of ${limit}`;
   }
   return `limit ${limit}`;
+}
+
+/** A queued job's estimated start as one line ("Starts about 14:05 (when j-000004 ends ...)"); "" if none. */
+export function estimateText(job: IJob): string {
+  if (job.estimated_start_basis === undefined || job.estimated_start_basis === null) {
+    return '';
+  }
+  const basis = job.estimated_start_basis ? ` (${job.estimated_start_basis})` : '';
+  if (!job.estimated_start) {
+    return `Start unknown${basis}`;
+  }
+  const at = new Date(job.estimated_start);
+  return `Starts about ${at.toLocaleString([], { dateStyle: 'short', timeStyle: 'short' })}${basis}`;
 }

@@ -61,7 +61,17 @@ class OverLimit:
     reason: str
 
 
-Failure = NoFit | HeldBack | Requeued | OverLimit
+@dataclass(frozen=True)
+class Reserved:
+    """Under ``backfill``: an earlier job of the VC that does not fit yet holds a reservation; this
+    one may only start ahead of it if its time limit ends before the reservation's start."""
+
+    for_job: str
+    start: float | None   # the reservation's estimated start (None: unknown)
+    limit: float | None   # this job's time limit
+
+
+Failure = NoFit | HeldBack | Requeued | OverLimit | Reserved
 NOFIT = NoFit()
 
 

@@ -16,9 +16,10 @@ from .errors import ConfigError, RequestError
 from .admission import AdmissionGate
 from .install import InstallMixin
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, _Job,
+    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job,
 )
 from .limits import LimitTable, UserLimits
+from . import estimates as _estimates
 from .placement import PlacementMixin
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
@@ -45,10 +46,16 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     (seconds, None = never): a guaranteed job that waited that long since a later job of its VC
     overtook it holds back every job behind it in its VC until it starts (no head-of-line
     blocking before that, no starvation after).
+
+    ``backfill`` (default False): reservations instead of skipping. The first guaranteed job of a VC
+    (in queue order) that does not fit holds a reservation at its estimated start (``estimate_starts``);
+    a job behind it starts now only if its ``time_limit_s`` ends by then (it never delays the
+    reservation); jobs without a limit wait behind it. ``strict_order``: the same reservations but no
+    backfill (nobody passes them). See docs/core-api.md "Backfill".
     """
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
-                 fair_share: FairShareSettings | None = None):
+                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -65,6 +72,13 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         self._track_usage = order.name == "fair_share"
         # per-user limits per VC (kept across reconfiguration); set_user_limits changes them
         self._gate = AdmissionGate(lambda: self._jobs.values())
+        self.backfill = bool(backfill)
+        # reservations and nobody passes them (the estimates' twin under backfill; what backfill is measured against)
+        self._strict = bool(strict_order)
+        self._fair_share = fair_share
+        self._twin: Scheduler | None = None
+        self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
+        self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
 
     def _new_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
@@ -98,7 +112,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
                 self._attempt_opp(j, now, out, None)
         else:
             vc = self._vcs[job.vc]
-            fast = not vc.dirty and not self._starving(vc, now)
+            # (with reservations a new job must queue behind the VC's waiting jobs: the pass decides)
+            fast = not vc.dirty and not self._starving(vc, now) and not (vc.queue and (self.backfill or self._strict))
             self._enqueue(j, mark=not fast)
             if fast and self._attempt(j, now, out, None):
                 self._mark_bypassed(vc, now)
@@ -319,6 +334,20 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             self._cancel_reservation(p, now, out, f"GPUs it reserved went bad ({', '.join(bad)}); "
                                                   "it waits to be placed again")
 
+    # ================================================================== start-time estimates
+    def estimate_starts(self, now: float, expected=None) -> dict:
+        """``{job id: StartEstimate(start, basis)}`` for every waiting job: a forward simulation of the
+        current state in which running jobs end at their ``time_limit_s`` (else at ``expected[id]``,
+        an ``estimates.Expected``; else never). A query: it changes nothing (see ``estimates``)."""
+        return _estimates.estimate_starts(self, float(now), expected)
+
+    def _estimate_twin(self) -> "Scheduler":
+        twin = self._twin
+        if twin is None or twin.config is not self.config:
+            twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
+                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict)
+        return twin
+
     # ================================================================== internals: bookkeeping
     def _get(self, job_id: str) -> Job:
         j = self._jobs.get(job_id)
@@ -334,6 +363,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if now < self._now - 1e-6:
             raise RequestError("now", f"time must not go backwards ({now} < {self._now})")
         self._now = max(self._now, now)
+        self._reservations = None
+        self.version += 1  # every call that may change state ticks: readers cache by it
         if self._track_usage:
             self._advance_usage(now)
         return now
@@ -575,6 +606,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         held: dict = {}  # what users hold, for the admission gate (this pass only)
         skipped: list[Job] = []
         hold = None
+        reserve = self.backfill or self._strict
+        blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
         for j in jobs:
             if j.state != WAITING:
                 continue
@@ -585,6 +618,20 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             if over is not None:  # its owner is at a limit: skip it, not the jobs behind it
                 j.fail = over
                 j.bypass_since = None  # not overtaken: it waits for its owner's own jobs
+                continue
+            if blocked and j.req.priority <= max(b.req.priority for b in blocked):
+                if not self._may_backfill(j, blocked, now):
+                    continue
+                if self._attempt(j, now, out, memo):
+                    self._gate.started(j, held)
+                else:
+                    blocked.append(j)
+                continue
+            if reserve:
+                if self._attempt(j, now, out, memo):
+                    self._gate.started(j, held)
+                else:
+                    blocked.append(j)
                 continue
             if self._attempt(j, now, out, memo):
                 self._gate.started(j, held)
@@ -601,6 +648,27 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             b = self._jobs[jid].bypass_since
             if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
                 vc.min_bypass = b
+
+    def _may_backfill(self, j: Job, blocked: list[Job], now: float) -> bool:
+        """Backfill: ``j`` (behind the reservations ``blocked``) may try to start only if its time limit
+        ends before every one of their estimated starts; else it waits (``Reserved``)."""
+        first = blocked[0]
+        limit = j.req.time_limit_s
+        if self._strict or limit is None:
+            j.fail = Reserved(first.req.id, None, limit)
+            return False
+        if self._reservations is None:
+            self._reservations = {}
+        vc = j.req.vc
+        if vc not in self._reservations:
+            self._reservations[vc] = _estimates.estimate_starts(self, now, vc=vc)
+        for b in blocked:
+            est = self._reservations[vc].get(b.req.id)
+            start = est.start if est is not None else None
+            if start is None or now + limit > start + 1e-6:
+                j.fail = Reserved(b.req.id, start, limit)
+                return False
+        return True
 
     def _pass_opp(self, now: float, out: list) -> None:
         memo: dict = {}

@@ -55,6 +55,7 @@ class JobRequest:
     group: str = ""  # the owner's group (fair share one level above users); "" = no group
     groups: tuple[str, ...] = ()  # all the owner's groups (per-user limits: most generous group wins)
     kind: str = "batch"  # "batch" | "kernel" (a notebook kernel: ``max_kernels`` counts those holding GPUs)
+    time_limit_s: float | None = None  # the job ends by then (estimates and backfill rely on it); None = no limit
 
     def __post_init__(self):
         tasks = self.tasks
@@ -90,6 +91,7 @@ class JobRequest:
             group=d.get("group", "") or "",
             groups=tuple(d.get("groups") or ()),
             kind=d.get("kind", "batch") or "batch",
+            time_limit_s=d.get("time_limit_s"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +108,7 @@ class JobRequest:
             "group": self.group,
             "groups": list(self.groups),
             "kind": self.kind,
+            "time_limit_s": self.time_limit_s,
         }
 
 

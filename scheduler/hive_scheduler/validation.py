@@ -26,6 +26,8 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
         raise RequestError("user", f"must be a string, got {req.user!r}")
     if not _num(req.submit_time):
         raise RequestError("submit_time", f"must be a number, got {req.submit_time!r}")
+    if req.time_limit_s is not None and (not _num(req.time_limit_s) or not req.time_limit_s > 0):
+        raise RequestError("time_limit_s", f"must be a positive number of seconds or null, got {req.time_limit_s!r}")
     if not isinstance(req.lazy_preemption, bool):
         raise RequestError("lazy_preemption", f"must be true or false, got {req.lazy_preemption!r}")
     if not req.tasks:

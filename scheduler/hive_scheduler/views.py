@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from .decisions import JobView
-from .jobs import HeldBack, OverLimit, Requeued
+from .jobs import HeldBack, OverLimit, Requeued, Reserved
 
 
 def _plural(n: int, word: str) -> str:
@@ -94,6 +94,16 @@ class ViewsMixin:
                     f"{self.starvation_after:g} s) can start first")
         if isinstance(fail, (Requeued, OverLimit)):
             return fail.reason
+        if isinstance(fail, Reserved):
+            h = self._jobs.get(fail.for_job)
+            need = h.req.total_gpus if h else 0
+            head = f"waits behind {fail.for_job}'s reservation (needs {need} GPUs"
+            if fail.start is None and fail.limit is not None:
+                return head + "; its start is unknown, so no job may pass it yet)"
+            if fail.start is None:
+                return head + "); only jobs with a time limit that ends before it starts may pass it"
+            return (head + f", estimated to start in {max(0.0, fail.start - self._now):.0f} s); only jobs with a time "
+                    "limit that ends before then may pass it")
         if ahead is None:
             ahead = self._jobs_ahead(j)
         ahead_s = f"; {_plural(ahead, 'job')} ahead" if ahead else ""

@@ -86,6 +86,14 @@ class HiveLabApp(ExtensionApp):
     stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
     cancel_wait_s = Float(5.0, config=True, help="how long DELETE jobs/{id} waits for the job to stop before answering")
     poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
+    backfill = Bool(
+        False, config=True,
+        help="""Reservations with backfill inside each VC: the first job that does not fit holds a reservation
+        at its estimated start, and a job behind it starts only if its time limit ends before then (it never
+        delays the reservation). Off (default): a job that does not fit is passed by any job that fits
+        (HiveD's way, no head-of-line blocking; an overtaken job holds its VC back after an hour). Turn it
+        on when jobs carry time limits (e.g. per-VC default limits): without limits nothing may pass.""",
+    )
     recovery_wait_s = Float(
         30.0, config=True,
         help="""After a restart hive-lab first recovers its jobs (store + what the launcher runs); a request
@@ -170,6 +178,7 @@ class HiveLabApp(ExtensionApp):
         self.events = EventBus()
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
+        scheduler.backfill = self.backfill  # (read by the passes and by the estimates' twin when it is built)
         self.launcher_requested = self.launcher
         if self.launcher == "auto":
             from .launchers.docker import engine_reachable

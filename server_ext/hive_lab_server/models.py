@@ -55,6 +55,10 @@ class Job(_Out):
     kind: Literal["batch", "kernel"]
     state: JobState
     reason: str
+    estimated_start: IsoTime | None = Field(
+        None, description="queued: when the core's forward simulation expects it to start (null: unknown)",
+        json_schema_extra={"format": "date-time"})
+    estimated_start_basis: str | None = Field(None, description="queued: one line saying what the estimate rests on")
     priority: int = Field(description="0..1000, or -1 = opportunistic")
     opportunistic: bool
     gpus: int

@@ -34,6 +34,7 @@ from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
     STORE_RETRY_AFTER_S, ActiveJob, ServiceError, StoreUnavailable, UnitOfWork, request_from,
 )
 from .lifecycle.states import PLACED_STATES, JobState
+from .start_estimates import with_time_limit
 from .lifecycle.time_limit import TimeLimitError, effective_limit, parse_vc_time_limits
 from .metrics import Metrics
 from .spec import JobSpec
@@ -286,6 +287,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         spec_dict = spec.model_dump(mode="json")
         request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
                                groups=groups, kind=spec.kind)
+        request = with_time_limit(request, {"time_limit_s": limit})  # backfill decides on it, as for a submit
         try:
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)

@@ -121,14 +121,18 @@ def _load_config(source: Any) -> Any:
     return load_cluster_config(source)
 
 
-def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False) -> Any:
+QUEUEING = ("skip", "strict", "backfill")
+
+
+def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False,
+                   queueing: str = "skip") -> Any:
     """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC, wrapped in the overflow
     lever when ``overflow``; ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster
     of exactly its cells)."""
     if policy == "hived":
         from hive_scheduler import Scheduler
 
-        core = Scheduler(config, policy=order)
+        core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict")
         if overflow:
             from .overflow import OverflowScheduler
 
@@ -151,19 +155,20 @@ def _request(ev: SubmitEvent) -> JobRequest:
     return JobRequest(
         id=ev.job, vc=ev.vc, user=ev.user, tasks=ev.tasks, priority=ev.priority, within=ev.within,
         pinned_cell=ev.pinned_cell, lazy_preemption=ev.lazy_preemption, submit_time=float(ev.t),
+        time_limit_s=ev.time_limit_s,
     )
 
 
 class _Replay:
     def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
-                 order: str = "fifo", overflow: bool = False):
+                 order: str = "fifo", overflow: bool = False, queueing: str = "skip"):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config, order, overflow)
+        self.sched = make_scheduler(policy, config, order, overflow, queueing)
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.runs: dict[str, _Run] = {}
@@ -293,6 +298,7 @@ def simulate(
     anomaly: bool = True,
     private: SimResult | None = None,
     overflow: bool = True,
+    queueing: str = "skip",
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -305,7 +311,12 @@ def simulate(
     ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.
     ``overflow`` (``hived`` only, default on): a queued guaranteed job may run as opportunistic in idle
     GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.sim.overflow`); False: the bare core.
+    ``queueing`` (``hived`` only): ``skip`` (the core's default: a job that does not fit is passed by
+    those behind it), ``strict`` (it holds a reservation nobody passes) or ``backfill`` (only jobs whose
+    ``time_limit_s`` ends before the reservations ahead pass them). ``private`` always uses ``skip``.
     """
+    if queueing not in QUEUEING:
+        raise ValueError(f"unknown queueing {queueing!r}; choose from {', '.join(QUEUEING)}")
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     if grace < 0:
@@ -322,7 +333,7 @@ def simulate(
     elif out is not None:
         sink = out
     try:
-        replay = _Replay(config, policy, grace, sink, source, order, overflow)
+        replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
         end = replay.run(events, progress)
     finally:
         if close:
@@ -355,6 +366,7 @@ def simulate_policies(
     order: str = "fifo",
     anomaly: bool = True,
     overflow: bool = True,
+    queueing: str = "skip",
 ) -> list[SimResult]:
     """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
     sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
@@ -378,6 +390,7 @@ def simulate_policies(
         if policy in results:
             continue
         results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=anomaly,
-                                   private=reference, overflow=overflow, out=out(policy) if out else None,
+                                   private=reference, overflow=overflow, queueing=queueing,
+                                   out=out(policy) if out else None,
                                    progress=progress(policy, total) if progress else None)
     return [results[p] for p in policies]

@@ -71,6 +71,7 @@ class SubmitEvent:
     pinned_cell: str | None = None
     lazy_preemption: bool = True
     duration: float | None = None
+    time_limit_s: float | None = None
     line: int = field(default=0, compare=False)
     op = "submit"
 
@@ -93,6 +94,8 @@ class SubmitEvent:
         }
         if self.duration is not None:
             d["duration"] = self.duration
+        if self.time_limit_s is not None:
+            d["time_limit_s"] = self.time_limit_s
         return d
 
 
@@ -163,7 +166,7 @@ Event = Union[SubmitEvent, FinishEvent, NodeEvent, GpuEvent, ReconfigureEvent]
 _FIELDS = {
     "submit": (
         {"t", "op", "job", "vc", "tasks"},
-        {"priority", "user", "within", "pinned_cell", "lazy_preemption", "duration"},
+        {"priority", "user", "within", "pinned_cell", "lazy_preemption", "duration", "time_limit_s"},
     ),
     "finish": ({"t", "op", "job"}, set()),
     "node_down": ({"t", "op", "node"}, set()),
@@ -264,9 +267,12 @@ def _event(obj: Any, line: int, base_dir: str | None) -> Event:
         duration = obj.get("duration")
         if duration is not None and (not _is_number(duration) or duration <= 0):
             raise _Invalid(f"submit: 'duration' must be a number of seconds > 0 (or absent), got {json.dumps(duration)}")
+        limit = obj.get("time_limit_s")
+        if limit is not None and (not _is_number(limit) or limit <= 0):
+            raise _Invalid(f"submit: 'time_limit_s' must be a number of seconds > 0 (or absent), got {json.dumps(limit)}")
         return SubmitEvent(
             t=t, job=job, vc=vc, tasks=tasks, priority=priority, user=user, within=within,
-            pinned_cell=pinned, lazy_preemption=lazy, duration=duration, line=line,
+            pinned_cell=pinned, lazy_preemption=lazy, duration=duration, time_limit_s=limit, line=line,
         )
     if op == "finish":
         return FinishEvent(t=t, job=_str(obj, "job", op), line=line)

@@ -76,8 +76,11 @@ def _number(text: str, column: str, *, integer: bool) -> float:
 
 
 def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0,
-               synthetic_users: int | None = None) -> list[SubmitEvent]:
+               synthetic_users: int | None = None, time_limits: float | None = None) -> list[SubmitEvent]:
     """Read a trace CSV into submit events for ``cluster`` (a ``ClusterConfig``, HiveD dict or ``ClusterShape``).
+
+    ``time_limits`` F: every job gets ``time_limit_s`` = F x its duration (1: exact limits; 2: users
+    overestimating twice), for backfill; None: no limits.
 
     ``synthetic_users`` N: every job's user is ``user-K``, K a stable hash of the job id modulo N
     (for fairness studies on traces without users, such as the Philly window).
@@ -91,7 +94,8 @@ def load_trace(path: str | os.PathLike, cluster: Any, time_scale: float = 1.0,
     except FileNotFoundError:
         raise EventError(path, [(0, "file not found")]) from None
     with fh:
-        return trace_to_events(fh, shape, source=path, time_scale=time_scale, synthetic_users=synthetic_users)
+        return trace_to_events(fh, shape, source=path, time_scale=time_scale, synthetic_users=synthetic_users,
+                               time_limits=time_limits)
 
 
 def synthetic_user(job: str, users: int) -> str:
@@ -102,10 +106,12 @@ def synthetic_user(job: str, users: int) -> str:
 
 def trace_to_events(
     lines, shape: ClusterShape, source: str = "<trace>", time_scale: float = 1.0,
-    synthetic_users: int | None = None,
+    synthetic_users: int | None = None, time_limits: float | None = None,
 ) -> list[SubmitEvent]:
     if not time_scale > 0:
         raise ValueError(f"time_scale must be > 0, got {time_scale}")
+    if time_limits is not None and not time_limits >= 1:
+        raise ValueError(f"time_limits must be >= 1 (a multiple of each job's duration), got {time_limits}")
     if synthetic_users is not None and not (isinstance(synthetic_users, int) and synthetic_users >= 1):
         raise ValueError(f"synthetic_users must be an integer >= 1, got {synthetic_users!r}")
     reader = csv.DictReader(lines)
@@ -152,6 +158,7 @@ def trace_to_events(
                     priority=0,
                     user=synthetic_user(job, synthetic_users) if synthetic_users else (row.get("user") or ""),
                     duration=duration, line=line,
+                    time_limit_s=duration * time_limits if time_limits is not None else None,
                 )
             )
             seen[job] = line

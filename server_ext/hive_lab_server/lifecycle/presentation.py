@@ -47,6 +47,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         obj["spec"] = row["spec"]
         obj["working_dir"] = row["working_dir"]
         obj["output_dir"] = row["output_dir"]
+    obj.update(estimate_fields(svc, row, fresh=live_reason))
     if detail:
         obj["history"] = [{"state": h["state"], "at": iso(h["at"]), "reason": h["reason"]}
                           for h in svc.store.history(job_id)]
@@ -65,6 +66,16 @@ def time_limit_fields(svc: "HiveService", row: dict[str, Any], job: Any) -> dict
         out["deadline"] = iso(deadline)
         out["time_left_s"] = round(max(0.0, deadline - svc.now()), 3)
     return out
+
+
+def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True) -> dict[str, Any]:
+    """``estimated_start`` (ISO or null) and its one-line basis for a queued job (see start_estimates)."""
+    est = None
+    if row["state"] == JobState.QUEUED.value and getattr(svc, "start_estimates", None) is not None:
+        est = svc.start_estimates.get(row["id"], fresh=fresh)
+    if est is None:
+        return {"estimated_start": None, "estimated_start_basis": None}
+    return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
 
 
 def cluster_object(svc: "HiveService") -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import logging
 import time
@@ -23,6 +24,7 @@ from typing import Any, Awaitable, Callable
 from hive_scheduler import JobRequest, RequestError, TaskGroup, TaskPlacement
 
 from ..launchers.base import LaunchError, TaskExit
+from ..start_estimates import StartEstimates, with_time_limit
 from . import launch_plan, machine as m, presentation
 
 log = logging.getLogger("hive_lab_server")
@@ -70,6 +72,10 @@ class ActiveJob:
     queued_at: float = 0.0
     opportunistic: bool = False
     placement: list[TaskPlacement] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # the core's request carries the spec's time limit (backfill and the start estimates read it)
+        self.request = with_time_limit(self.request, self.spec)
 
     @property
     def state(self) -> str:
@@ -303,7 +309,13 @@ class UnitOfWork:
         except Exception:
             log.exception("hive-lab: state listener failed")
 
+    @functools.cached_property
+    def start_estimates(self) -> StartEstimates:
+        """``estimated_start`` of queued jobs, recomputed on change (see start_estimates)."""
+        return StartEstimates(self)
+
     def _publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
+        self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
         if self.events.subscriber_count == 0:
             return
         for job_id in job_ids:

@@ -1,0 +1,231 @@
+"""When will each waiting job start? A forward simulation of the live state (``Scheduler.estimate_starts``).
+
+The core replays the future on a *twin*: a second ``Scheduler`` over the same config that is kept
+between calls (building the cell trees is the expensive part). Each call puts the live state into it
+(health, the running jobs through ``adopt`` on their exact GPUs, the waiting jobs in their order),
+lets every running job end at its expected time (its ``time_limit_s``, else an expected duration the
+caller learned, e.g. from the user's history: ``RuntimeHistory``), records when each waiting job
+starts, and empties the twin again. Nothing of the live scheduler changes.
+
+Assumptions a reader of an estimate should know: nothing new arrives, preemption victims stop at
+once, jobs run exactly their expected time, a job with neither a limit nor an expected duration runs
+forever (so whatever waits for it has no estimate), and under ``backfill`` the simulation serves each
+VC in strict order (no backfilling in the future: the estimate is the latest start backfill allows).
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from .errors import RequestError
+from .jobs import PREEMPTING, RUNNING, WAITING, Job
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class Expected:
+    """How long a job is expected to run, and why we think so."""
+
+    seconds: float
+    source: str = "limit"     # "limit" (its time limit) | "history" (learned from past runs)
+    user: str = ""            # history: whose runs
+    runs: int = 0             # history: how many
+    kind: str = ""            # history: what kind of job (its command or name)
+
+    def describe(self, viewer: str | None = None) -> str:
+        if self.source == "limit":
+            return f"its time limit of {_duration(self.seconds)}"
+        whose = "your" if viewer is not None and viewer == self.user else f"{self.user}'s"
+        return f"from {whose} last {self.runs} run{'s' if self.runs != 1 else ''} of {self.kind}"
+
+
+@dataclass(frozen=True)
+class StartEstimate:
+    """``start``: core time the job would start (None: unknown); ``basis``: one line saying why."""
+
+    start: float | None
+    basis: str
+
+    def to_dict(self) -> dict:
+        return {"start": self.start, "basis": self.basis}
+
+
+NO_LIMIT = "running jobs have no time limit"
+
+
+def _duration(s: float) -> str:
+    s = float(s)
+    if s >= 3600 and s % 3600 == 0:
+        return f"{s / 3600:g} h"
+    if s >= 60 and s % 60 == 0:
+        return f"{s / 60:g} min"
+    return f"{s:g} s"
+
+
+class RuntimeHistory:
+    """The last ``keep`` run times per (user, kind of job); the median is the expected duration.
+
+    Deterministic and pure: the caller records finished runs (e.g. the service from its store) and
+    asks ``expected(user, kind)`` for a running or waiting job without a time limit."""
+
+    def __init__(self, keep: int = 5):
+        self.keep = keep
+        self._runs: dict[tuple[str, str], deque] = {}
+
+    def record(self, user: str, kind: str, seconds: float) -> None:
+        if not kind or seconds is None or seconds < 0:
+            return
+        self._runs.setdefault((user, kind), deque(maxlen=self.keep)).append(float(seconds))
+
+    def expected(self, user: str, kind: str) -> Expected | None:
+        runs = self._runs.get((user, kind))
+        if not runs:
+            return None
+        return Expected(statistics.median(runs), "history", user, len(runs), kind)
+
+
+def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None:
+    limit = getattr(req, "time_limit_s", None)
+    if limit is not None:
+        return Expected(float(limit), "limit")
+    return expected.get(req.id) if expected else None
+
+
+def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expected] | None = None,
+                    max_steps: int | None = None, vc: str | None = None) -> dict[str, StartEstimate]:
+    """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``.
+
+    ``vc``: only that VC's guaranteed jobs (backfill's reservations). Its guaranteed jobs only ever
+    use its own virtual cells, and HiveD's buddy invariant keeps those bindable whatever the other
+    VCs do, so the other VCs' jobs and opportunistic work (preempted at once) are left out: the
+    same starts for a fraction of the work."""
+    twin = core._estimate_twin()
+    jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
+    if vc is not None:
+        jobs = [j for j in jobs if j.req.vc == vc and not j.opp]
+    waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
+    if not waiting:
+        return {}
+    exp = {j.req.id: expected_of(j.req, expected) for j in jobs}
+    t0 = now
+    heap: list = []
+    ends: dict[str, float] = {}
+    starts: dict[str, tuple[float, str | None]] = {}
+    wanted = {j.req.id for j in waiting}
+    try:
+        twin._now = 0.0  # the twin runs on time relative to ``now``
+        for node in sorted(core._node_down):
+            twin.set_node_health(node, False, 0.0)
+        for node, gpu in sorted(core._gpu_down):
+            twin.set_gpu_health(node, gpu, False, 0.0)
+        seq = 0
+        for j in jobs:
+            if j.state is not RUNNING or j.preempted_by is not None or j.detached:
+                continue  # a victim being stopped is gone at once; detached tasks cannot be put back
+            if not _put_running(twin, j):
+                continue
+            e = exp[j.req.id]
+            if e is not None:
+                started = j.started_at if j.started_at is not None else now
+                end = max(0.0, started + e.seconds - t0)
+                ends[j.req.id] = end
+                heapq.heappush(heap, (end, seq, j.req.id))
+                seq += 1
+        pending = []
+        for j in waiting:
+            try:
+                pending += twin.submit(j.req, 0.0)
+            except RequestError:
+                continue
+        cause: str | None = None
+        steps = 0
+        limit = max_steps if max_steps is not None else 4 * len(jobs) + 16
+        t = 0.0
+        while True:
+            while pending:
+                d = pending.pop(0)
+                if d.event == "started":
+                    if d.job in wanted and d.job not in starts:
+                        starts[d.job] = (t, cause)
+                    e = exp.get(d.job)
+                    if e is not None:
+                        rem = e.seconds if d.job not in ends else max(0.0, ends[d.job])
+                        ends[d.job] = t + rem
+                        heapq.heappush(heap, (t + rem, seq, d.job))
+                        seq += 1
+                elif d.event == "preempting":
+                    for v in d.victims:
+                        try:
+                            pending += twin.preemption_done(v, t, requeue=True)
+                        except RequestError:
+                            pass
+                elif d.event == "preempted" and d.job in ends:
+                    ends[d.job] = ends[d.job] - t  # what it has left, once it starts again
+            if len(starts) == len(wanted) or not heap or steps >= limit:
+                break
+            end, _, jid = heapq.heappop(heap)
+            if ends.get(jid) != end or twin._jobs.get(jid) is None or twin._jobs[jid].state is not RUNNING:
+                continue  # stale entry (preempted and started again)
+            steps += 1
+            t = end
+            cause = jid
+            del ends[jid]
+            pending += twin.finish(jid, t)
+    finally:
+        _empty(twin, core)
+    out: dict[str, StartEstimate] = {}
+    for j in waiting:
+        jid = j.req.id
+        if jid in starts:
+            at, by = starts[jid]
+            if by is None:
+                basis = "GPUs are free for it now"
+            else:
+                e = exp.get(by)
+                basis = f"when {by} ends ({e.describe(j.req.user) if e else 'its time limit'})"
+            out[jid] = StartEstimate(t0 + at, basis)
+        else:
+            out[jid] = StartEstimate(None, NO_LIMIT if steps < limit else "beyond the estimate's horizon")
+    return out
+
+
+def _put_running(twin: "Scheduler", j) -> bool:
+    """``adopt`` without its checks and its scheduling pass (the live core already accepted the job;
+    waiting jobs come after): the twin's part of the cost that grows with the running jobs."""
+    try:
+        res = twin._resolve_placement(j.req, j.placement)
+    except RequestError:
+        return False
+    tj = Job(j.req, twin._seq)
+    twin._seq += 1
+    twin._jobs[j.req.id] = tj
+    twin._adopt_running(tj, res, j.opp, 0.0, [], "")
+    return True
+
+
+def _empty(twin: "Scheduler", core: "Scheduler") -> None:
+    """Take every job out of the twin and make its hardware healthy again (ready for the next call):
+    each job's cells released through the state primitives, no scheduling passes in between."""
+    t = twin._now
+    for j in list(twin._jobs.values()):
+        if j.state == WAITING:
+            twin._dequeue(j)
+        twin._release(j)
+    twin._jobs.clear()
+    twin._flush_idle()
+    for vc in twin._vcs.values():
+        vc.dirty = True
+        vc.min_bypass = None
+    twin._opp_dirty = True
+    for node in sorted(twin._node_down):
+        twin.set_node_health(node, True, t)
+    for node, gpu in sorted(twin._gpu_down):
+        twin.set_gpu_health(node, gpu, True, t)
+    if twin._jobs or twin.free_gpu_count() != twin.gpu_count():
+        core._twin = None  # never trust a twin that did not come back empty

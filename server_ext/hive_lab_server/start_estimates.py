@@ -1,0 +1,125 @@
+"""``estimated_start`` of queued jobs: the core's forward simulation, recomputed on change and cached.
+
+After every unit of work that changed something the service asks ``refresh_soon`` (one recompute for
+however many changes came meanwhile, spaced so it takes at most a third of the event loop); REST reads
+take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
+way; the answer to a submit never waits for it. Running jobs end at their time limit
+(the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
+the same kind of job (same command, else same name), else never (no estimate for what waits on them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from hive_scheduler.estimates import Expected, RuntimeHistory, StartEstimate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .service import HiveService
+
+log = logging.getLogger("hive_lab_server")
+
+HISTORY_RUNS = 5
+HISTORY_ROWS = 1000  # succeeded jobs read back to learn run times (newest first)
+MIN_GAP = 3.0        # a recompute waits at least this many times the last one's cost after it
+
+
+def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
+    """(key, label) of a job's kind: its command (else its first task's command, else its name)."""
+    command = spec.get("command") or next((t.get("command") for t in spec.get("tasks") or () if t.get("command")), None)
+    name = spec.get("name") or "job"
+    if command:
+        label = name if name != "job" else (command if len(command) <= 40 else command[:37] + "...")
+        return f"cmd:{command}", label
+    return f"name:{name}", name
+
+
+def with_time_limit(request, spec: dict[str, Any]):
+    """The core request carrying the spec's ``time_limit_s`` (backfill and the estimates read it)."""
+    limit = spec.get("time_limit_s")
+    if limit is None or getattr(request, "time_limit_s", None) == limit:
+        return request
+    return dataclasses.replace(request, time_limit_s=float(limit))
+
+
+class StartEstimates:
+    def __init__(self, svc: "HiveService"):
+        self.svc = svc
+        self._cache: dict[str, StartEstimate] = {}
+        self._version = -1           # the core version the cache is of
+        self._history_at = -1        # succeeded-jobs count the history was learned at
+        self._history = RuntimeHistory(HISTORY_RUNS)
+        self._labels: dict[str, str] = {}
+        self._scheduled = False
+        self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
+        self._last_run = 0.0         # time.monotonic() at the end of the last recompute
+
+    # ------------------------------------------------------------------ when
+    def refresh_soon(self) -> None:
+        """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
+        recompute's cost, so a burst of changes never spends more than a third of the loop on it."""
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
+        self._scheduled = True
+        wait = self._last_run + MIN_GAP * self.last_ms / 1000 - time.monotonic()
+        loop.call_later(max(0.0, wait), self._refresh_now)
+
+    def _refresh_now(self) -> None:
+        self._scheduled = False
+        if self._version == self.svc.scheduler.version:
+            return
+        try:
+            self.recompute()
+        except Exception:  # an estimate must never break the service
+            log.exception("hive-lab: computing start estimates failed")
+
+    def get(self, job_id: str, fresh: bool = True) -> StartEstimate | None:
+        """The cached estimate. ``fresh``: recompute first if the core changed and no refresh is on its
+        way (never on the submit path, which answers from what is cached)."""
+        if fresh and not self._scheduled and self._version != self.svc.scheduler.version:
+            self._refresh_now()
+        return self._cache.get(job_id)
+
+    # ------------------------------------------------------------------ what
+    def _learn(self) -> None:
+        """Relearn run times from the store when jobs succeeded since the last time."""
+        rows, total = self.svc.store.list_jobs(states=["succeeded"], limit=HISTORY_ROWS)
+        if total == self._history_at:
+            return
+        self._history_at = total
+        hist = RuntimeHistory(HISTORY_RUNS)
+        for row in reversed(rows):  # oldest first: the last runs are kept
+            if row.get("started_at") is None or row.get("finished_at") is None:
+                continue
+            key, _ = kind_of(row.get("spec") or {})
+            hist.record(row["user"], key, row["finished_at"] - row["started_at"])
+        self._history = hist
+
+    def recompute(self) -> None:
+        svc = self.svc
+        core = svc.scheduler
+        version = core.version
+        t0 = time.perf_counter()
+        self._learn()
+        expected: dict[str, Expected] = {}
+        for job in svc.active.values():
+            limit = job.spec.get("time_limit_s")
+            if limit is not None:
+                expected[job.id] = Expected(float(limit), "limit")
+                continue
+            key, label = kind_of(job.spec)
+            exp = self._history.expected(job.user, key)
+            if exp is not None:
+                expected[job.id] = dataclasses.replace(exp, kind=label)
+        self._cache = core.estimate_starts(svc.now(), expected)
+        self._version = version
+        self.last_ms = 1000 * (time.perf_counter() - t0)
+        self._last_run = time.monotonic()

@@ -1,0 +1,73 @@
+"""``estimated_start`` on a real Jupyter server: a queued job behind a running job with a time limit gets
+an estimate (the running job's start + its limit) and a basis naming it; behind a job without a limit it
+gets null and says why."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from fixtures.live_server import LiveServer
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    server = LiveServer(
+        tmp_path_factory.mktemp("estimates"),
+        cluster_config={"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "levels": ["pair"], "vcs": {"a": 4}},
+        users={"ann": {}}, vc_access={"ann": ["a"]},
+    ).start()
+    yield server
+    server.close()
+
+
+def submit(srv, body):
+    r = srv.request("POST", "jobs", user="ann", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def estimated(srv, job_id: str, timeout: float = 30) -> dict:
+    """The job object once it carries an estimate's basis (recomputed just after a change, not per GET)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = srv.request("GET", f"jobs/{job_id}", user="ann").json()
+        if got.get("estimated_start_basis") is not None or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def when(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_queued_job_shows_estimate_from_time_limit(srv):
+    running = submit(srv, {"vc": "a", "name": "holder", "command": "sleep 600", "time_limit_s": 7200,
+                           "tasks": [{"gpus": 4}]})
+    running = srv.wait_for_job(running["id"], "running", user="ann")
+    waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
+    assert waiting["state"] == "queued"
+    got = estimated(srv, waiting["id"])
+    assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2 h)", got
+    # the core's start (at the scheduling decision) + 2 h; the stored start is the launch, a moment later
+    assert abs(when(got["estimated_start"]) - (when(running["started_at"]) + 7200)) < 30, (got, running)
+    listed = srv.request("GET", "jobs", user="ann", params={"state": "queued"}).json()["jobs"]
+    assert [j["estimated_start"] for j in listed] == [got["estimated_start"]]
+    assert srv.request("GET", f"jobs/{running['id']}", user="ann").json()["estimated_start"] is None
+    for job in (waiting, running):
+        srv.request("DELETE", f"jobs/{job['id']}", user="ann")
+    srv.wait_for_job(running["id"], "cancelled", user="ann")
+
+
+def test_no_limit_no_estimate(srv):
+    running = submit(srv, {"vc": "a", "command": "sleep 600", "tasks": [{"gpus": 4}]})
+    srv.wait_for_job(running["id"], "running", user="ann")
+    waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
+    got = estimated(srv, waiting["id"])
+    assert got["estimated_start"] is None
+    assert got["estimated_start_basis"] == "running jobs have no time limit"
+    for job in (waiting, running):
+        srv.request("DELETE", f"jobs/{job['id']}", user="ann")
+    srv.wait_for_job(running["id"], "cancelled", user="ann")
