@@ -23,6 +23,7 @@ from typing import Any, Callable
 from hive_scheduler import RequestError, Scheduler
 from hive_scheduler.validation import validate_request
 
+from . import accounting
 from .events import EventBus
 from .launchers.base import Launcher, TaskExit
 from .lifecycle import launch_plan, machine as m, presentation
@@ -90,7 +91,7 @@ class HiveService(UnitOfWork, Recovery):
         self._recovery_error: str | None = None
         self._recovering = False
         self._adopting: list[asyncio.Task] = []
-        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float]] = []  # waiting for group commit
+        self._submits: list[tuple[JobSpec, str, str, str, asyncio.Future, float]] = []  # waiting for group commit
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -115,6 +116,7 @@ class HiveService(UnitOfWork, Recovery):
         if self._loop_task is not None:
             return
         try:
+            self._restore_usage()
             await self._recover()
         except BaseException as exc:
             self._recovery_error = f"{type(exc).__name__}: {exc}"
@@ -169,6 +171,16 @@ class HiveService(UnitOfWork, Recovery):
                     last_error, last_logged = repr(exc), now
             await asyncio.sleep(self.poll_interval_s)
 
+    def _restore_usage(self) -> None:
+        """Fair share: the core's decayed usage, derived from the stored usage records (so it survives
+        restarts without a second copy to keep in sync), given to the core before any job is."""
+        if self.scheduler.policy != "fair_share":
+            return
+        half_life = self.scheduler.usage_ledger().settings.half_life_s
+        now = self.now()
+        rows = self.store.usage_rows(since=now - accounting.FORGOTTEN_AFTER_HALF_LIVES * half_life)
+        self.scheduler.restore_usage(accounting.fair_share_snapshot(rows, now, half_life))
+
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
         """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
         the transaction is committed, so it may call ``submit``/``cancel``)."""
@@ -177,21 +189,21 @@ class HiveService(UnitOfWork, Recovery):
     # ------------------------------------------------------------------------------------------
     # requests from handlers
 
-    def submit(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+    def submit(self, spec: JobSpec, user: str, vc: str, group: str = "") -> dict[str, Any]:
         """Store a validated job, then let the core decide. Raises ServiceError(400) for requests the
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
         decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
-        new = self._prepare(spec, user, vc, self.now())
+        new = self._prepare(spec, user, vc, self.now(), group)
         self._admit([new])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
         return self._object_of(new[0].id, new[1])
 
-    async def submit_grouped(self, spec: JobSpec, user: str, vc: str) -> dict[str, Any]:
+    async def submit_grouped(self, spec: JobSpec, user: str, vc: str, group: str = "") -> dict[str, Any]:
         """``submit``, committed together with the other submits that arrive before the next turn of the
         event loop (group commit: one transaction, one clock reading, one publication for all)."""
         fut = asyncio.get_running_loop().create_future()
-        self._submits.append((spec, user, vc, fut, time.perf_counter()))
+        self._submits.append((spec, user, vc, group, fut, time.perf_counter()))
         if len(self._submits) == 1:
             asyncio.get_running_loop().call_soon(self._flush_submits)
         return await fut
@@ -200,9 +212,9 @@ class HiveService(UnitOfWork, Recovery):
         group, self._submits = self._submits, []
         now = self.now()
         admitted = []
-        for spec, user, vc, fut, t0 in group:
+        for spec, user, vc, user_group, fut, t0 in group:
             try:
-                admitted.append((self._prepare(spec, user, vc, now), fut, t0))
+                admitted.append((self._prepare(spec, user, vc, now, user_group), fut, t0))
             except ServiceError as exc:
                 fut.set_exception(exc)
         if not admitted:
@@ -219,12 +231,14 @@ class HiveService(UnitOfWork, Recovery):
                 fut.set_result(self._object_of(job.id, row))
             self.metrics.submit_seconds.observe(time.perf_counter() - t0)
 
-    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float) -> tuple[ActiveJob, dict[str, Any]]:
-        """A new job and its row; ServiceError(400) if the cluster can never run it."""
+    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float,
+                 group: str = "") -> tuple[ActiveJob, dict[str, Any]]:
+        """A new job and its row; ServiceError(400) if the cluster can never run it. ``group``: the
+        owner's group for fair share (``AccessPolicy.fair_share_group``)."""
         seq, job_id = self._next_id()
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
-        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now)
+        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now, group)
         try:
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
@@ -242,6 +256,7 @@ class HiveService(UnitOfWork, Recovery):
             "submitted_at": now, "started_at": None, "finished_at": None, "exit_code": None,
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
             "output_dir": output_dir, "updated_at": now, "stop_intent": None, "stop_reason": "",
+            "user_group": group,
         }
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
@@ -412,3 +427,21 @@ class HiveService(UnitOfWork, Recovery):
 
     def vcs_object(self, may_submit: Callable[[str], bool]) -> dict[str, Any]:
         return presentation.vcs_object(self, may_submit)
+
+    # ------------------------------------------------------------------------------------------
+    # accounting (see accounting.py)
+
+    def usage(self, *, since: float, by: str, users: list[str] | None) -> list[dict[str, Any]]:
+        """Totals per user, VC or day over ``[since, now]`` (running attempts count up to now);
+        ``users``: only these users' attempts (None: everyone's)."""
+        return accounting.usage_table(self.store.usage_rows(since=since, users=users), since, self.now(), by)
+
+    def gpus_held(self) -> dict[str, int]:
+        """GPUs each user's placed jobs hold now (Prometheus ``hive_lab_user_gpus_held``)."""
+        held: dict[str, int] = {}
+        for job in self.active.values():
+            if job.lc.state in PLACED_STATES:
+                n = sum(len(p.gpus) for p in job.placement)
+                if n:
+                    held[job.user] = held.get(job.user, 0) + n
+        return dict(sorted(held.items()))

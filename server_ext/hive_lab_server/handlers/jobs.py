@@ -68,7 +68,7 @@ class JobsHandler(HiveHandler):
         except UnsupportedSpec as exc:
             raise HiveError(400, exc.message, exc.field) from None
         try:  # committed together with the submits arriving at the same time (group commit)
-            job = await self.service.submit_grouped(spec, caller.user, vc)
+            job = await self.service.submit_grouped(spec, caller.user, vc, self.hive.access.fair_share_group(caller, vc))
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])

@@ -25,7 +25,7 @@ class Recovery:
     def _active_from_row(self, row: dict[str, Any], placement: list[dict[str, Any]]) -> ActiveJob:
         spec = row["spec"]
         request = request_from(row["id"], row["vc"], row["user"], spec["tasks"], row["priority"],
-                                spec.get("within"), row["submitted_at"])
+                                spec.get("within"), row["submitted_at"], row.get("user_group") or "")
         tasks = tuple(p["task"] for p in sorted(placement, key=lambda p: p["rank"]))
         state = JobState(row["state"])
         intent = Intent(row["stop_intent"]) if row.get("stop_intent") else None

@@ -1,4 +1,4 @@
-"""The hive-lab store: jobs, their state history and placements, in any SQLAlchemy database.
+"""The hive-lab store: jobs, their state history, placements and usage, in any SQLAlchemy database.
 
 ``Store(url)`` connects, runs the alembic migrations (``upgrade head``) and offers the few
 queries the service and the REST handlers need. SQLite gets WAL mode, so readers never block
@@ -17,9 +17,9 @@ from alembic.config import Config
 from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .models import Base, Drain, Job, JobEvent, Placement
+from .models import Base, Drain, Job, JobEvent, JobUsage, Placement
 
-__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "migrate"]
+__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "JobUsage", "migrate", "migrations_head"]
 
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -29,6 +29,7 @@ _jobs = Job.__table__
 _events = JobEvent.__table__
 _placements = Placement.__table__
 _drains = Drain.__table__
+_usage = JobUsage.__table__
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -40,6 +41,15 @@ def migrate(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
+def migrations_head() -> str:
+    """The newest revision of the packaged migrations (what ``migrate`` brings a store to)."""
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
 class Batch:
     """Writes collected by ``Store.begin()``; ``flush`` sends them in dependency order."""
 
@@ -49,9 +59,10 @@ class Batch:
         self.events: list[dict[str, Any]] = []
         self.placements: dict[str, list[dict[str, Any]]] = {}
         self.drains: list[tuple[str, int | None, dict[str, Any] | None]] = []
+        self.usage: list[tuple[str, dict[str, Any]]] = []  # ("open", row) | ("close", fields), in order
 
     def __bool__(self) -> bool:
-        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains)
+        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains or self.usage)
 
     def flush(self, conn: Connection) -> None:
         if self.new_jobs:
@@ -74,6 +85,13 @@ class Batch:
             conn.execute(delete(_drains).where(_drains.c.node == node, cond))
             if row is not None:
                 conn.execute(insert(_drains), [row])
+        for op, row in self.usage:  # after the jobs they refer to; in the order they happened
+            if op == "open":
+                conn.execute(insert(_usage), [row])
+            else:
+                fields = {k: v for k, v in row.items() if k != "job_id"}
+                conn.execute(update(_usage).where(_usage.c.job_id == row["job_id"], _usage.c.ended_at.is_(None))
+                             .values(**fields))
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -157,6 +175,16 @@ class Store:
     def remove_drain(self, batch: "Batch", node: str, gpu: int | None) -> None:
         batch.drains.append((node, gpu, None))
 
+    def open_usage(self, batch: "Batch", row: dict[str, Any]) -> None:
+        """An attempt starts holding GPUs (``row``: a ``job_usage`` row without ``ended_at``)."""
+        batch.usage.append(("open", dict(row)))
+
+    def close_usage(self, batch: "Batch", job_id: str, at: float, cpu_seconds: float | None = None,
+                    peak_memory_mb: float | None = None) -> None:
+        """The job's open attempt (if any) gave its GPUs back at ``at``."""
+        batch.usage.append(("close", {"job_id": job_id, "ended_at": at, "cpu_seconds": cpu_seconds,
+                                      "peak_memory_mb": peak_memory_mb}))
+
     # --- reads ---------------------------------------------------------------------------------
 
     def max_seq(self) -> int:
@@ -232,3 +260,14 @@ class Store:
     def drains(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(select(_drains).order_by(_drains.c.id)).mappings()]
+
+    def usage_rows(self, *, since: float | None = None, users: list[str] | None = None) -> list[dict[str, Any]]:
+        """``job_usage`` rows of attempts still open or ended after ``since``, oldest first."""
+        conds = []
+        if since is not None:
+            conds.append((_usage.c.ended_at.is_(None)) | (_usage.c.ended_at > since))
+        if users is not None:
+            conds.append(_usage.c.user.in_(users))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_usage).where(*conds).order_by(_usage.c.id)).mappings()
+            return [dict(r) for r in rows]
