@@ -271,3 +271,12 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(select(_usage).where(*conds).order_by(_usage.c.id)).mappings()
             return [dict(r) for r in rows]
+
+    def gpu_seconds_by_user(self, now: float) -> dict[str, float]:
+        """All-time GPU-seconds per user (open attempts up to ``now``), summed in the database."""
+        held = _usage.c.gpus * _usage.c.share
+        ended = func.coalesce(_usage.c.ended_at, now)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_usage.c.user, func.sum(held * (ended - _usage.c.started_at)))
+                                .group_by(_usage.c.user).order_by(_usage.c.user))
+            return {user: max(0.0, float(total or 0.0)) for user, total in rows}
