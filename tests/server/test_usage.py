@@ -1,0 +1,145 @@
+"""Accounting and fair share against a REAL server with several users (issue 14).
+
+Times are the server's own clock: the tests assert relations (a job's GPU-seconds equal its GPUs
+times the span between its stored ``scheduled`` and ``succeeded`` events), never wall-clock figures.
+Exact arithmetic (windows, days, decay) is tested on the pure functions in test_accounting.py.
+"""
+
+import datetime as dt
+
+import pytest
+
+COURSE = {"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"course": 2}}
+STUDENTS = {"ann": {"groups": ["students"]}, "bob": {"groups": ["students"]}, "dan": {"groups": ["students"]},
+            "carol": {"groups": ["staff"]}}
+
+
+def _course(factory, **config):
+    return factory(cluster_config=COURSE, users=STUDENTS, vc_access={"@students": ["course"]},
+                   admin_users=["carol"], config={"HiveLabApp": config} if config else None)
+
+
+def _submit(srv, user, command, gpus=1):
+    r = srv.request("POST", "jobs", user=user, json={"command": command, "tasks": [{"gpus": gpus}]})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _at(job, state):
+    iso = next(h["at"] for h in job["history"] if h["state"] == state)
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture
+def course(live_server_factory):
+    """ann ran a 2-GPU job and bob a 1-GPU job in the course VC; carol is the instructor (admin)."""
+    srv = _course(live_server_factory)
+    jobs = {"ann": _submit(srv, "ann", "true", gpus=2), "bob": _submit(srv, "bob", "true", gpus=1)}
+    done = {user: srv.wait_for_job(job_id, "succeeded", user="carol") for user, job_id in jobs.items()}
+    return srv, done
+
+
+def test_usage_rows_after_jobs_ran(course):
+    srv, done = course
+    r = srv.request("GET", "usage", user="carol", params={"since": "7d", "by": "user"})
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["by"] == "user"
+    rows = {row["user"]: row for row in report["rows"]}
+    assert sorted(rows) == ["ann", "bob"]  # sorted by key; carol ran nothing
+    for user, gpus in (("ann", 2), ("bob", 1)):
+        job = done[user]
+        held = gpus * (_at(job, "succeeded") - _at(job, "scheduled"))  # placed -> GPUs given back
+        assert rows[user]["gpu_seconds"] == pytest.approx(held, abs=0.01)
+        assert rows[user]["gpu_seconds_by_type"] == {"T4": rows[user]["gpu_seconds"]}
+        assert rows[user]["jobs"] == 1
+    by_vc = srv.request("GET", "usage", user="carol", params={"by": "vc"}).json()["rows"]
+    assert [(row["vc"], row["jobs"]) for row in by_vc] == [("course", 2)]
+    assert by_vc[0]["gpu_seconds"] == pytest.approx(rows["ann"]["gpu_seconds"] + rows["bob"]["gpu_seconds"], abs=0.01)
+    by_day = srv.request("GET", "usage", user="carol", params={"by": "day", "since": "24h"}).json()["rows"]
+    assert sum(row["gpu_seconds"] for row in by_day) == pytest.approx(by_vc[0]["gpu_seconds"], abs=0.01)
+    assert all(len(row["day"]) == 10 for row in by_day)
+
+
+def test_students_read_only_their_own_usage(course):
+    srv, _ = course
+    mine = srv.request("GET", "usage", user="ann").json()["rows"]
+    assert [row["user"] for row in mine] == ["ann"]
+    assert srv.request("GET", "usage", user="ann", params={"user": "me"}).json()["rows"] == mine
+    r = srv.request("GET", "usage", user="ann", params={"user": "bob"})
+    assert r.status_code == 403 and "only admins" in r.json()["error"]
+    assert srv.request("GET", "usage", user="dan").json()["rows"] == []  # ran nothing
+    only_bob = srv.request("GET", "usage", user="carol", params={"user": "bob"}).json()["rows"]
+    assert [row["user"] for row in only_bob] == ["bob"]
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"since": "seven days"}, "since"), ({"since": "-3d"}, "since"), ({"since": "0h"}, "since"),
+    ({"since": "2999-01-01"}, "since"), ({"by": "week"}, "by"),
+])
+def test_bad_usage_queries_are_400(live_server, params, field):
+    r = live_server.request("GET", "usage", params=params)
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field and r.json()["error"]
+
+
+def test_usage_accepts_iso_dates_and_hours(live_server):
+    for since in ("24h", "90m", "2026-01-01", "2026-01-01T00:00:00Z"):
+        assert live_server.request("GET", "usage", params={"since": since}).status_code == 200
+
+
+def test_per_user_metrics_only_for_admins(live_server_factory):
+    srv = _course(live_server_factory)
+    running = _submit(srv, "ann", "sleep 60")
+    srv.wait_for_job(running, "running", user="ann")
+    admin = srv.request("GET", "metrics", user="carol")
+    assert admin.status_code == 200
+    assert 'hive_lab_user_gpus_held{user="ann"} 1.0' in admin.text
+    assert 'hive_lab_user_gpu_seconds_total{user="ann"}' in admin.text
+    student = srv.request("GET", "metrics", user="bob")
+    assert student.status_code == 200
+    assert "hive_lab_vc_gpus_used" in student.text  # the cluster's series, without anyone's usage
+    assert "hive_lab_user_" not in student.text
+    srv.request("DELETE", f"jobs/{running}", user="carol")
+
+
+@pytest.mark.parametrize("policy, first", [("fifo", "ann"), ("fair_share", "bob")])
+def test_fair_share_starts_the_lower_usage_student_first_across_a_restart(live_server_factory, policy, first):
+    srv = _course(live_server_factory, queue_policy=policy)
+    srv.wait_for_job(_submit(srv, "ann", "true", gpus=2), "succeeded", user="ann")  # ann has used GPUs, bob not
+    srv.kill()  # the decayed usage must survive the restart (derived from the stored usage records)
+    srv.start()
+    blocker = _submit(srv, "dan", "sleep 60", gpus=2)  # the course VC is full
+    srv.wait_for_job(blocker, "running", user="dan")
+    waiting = {"ann": _submit(srv, "ann", "sleep 60", gpus=2), "bob": _submit(srv, "bob", "sleep 60", gpus=2)}
+    for user, job_id in waiting.items():
+        assert srv.request("GET", f"jobs/{job_id}", user=user).json()["state"] == "queued"
+    assert srv.request("DELETE", f"jobs/{blocker}", user="carol").status_code == 200
+    srv.wait_for_job(waiting[first], "scheduled", "running", user="carol")
+    other = "bob" if first == "ann" else "ann"
+    assert srv.request("GET", f"jobs/{waiting[other]}", user="carol").json()["state"] == "queued"
+    for job_id in waiting.values():
+        srv.request("DELETE", f"jobs/{job_id}", user="carol")
+
+
+def test_usage_survives_a_restart(course):
+    srv, _ = course
+    before = srv.request("GET", "usage", user="carol", params={"since": "2026-01-01"}).json()["rows"]
+    srv.kill()
+    srv.start()
+    after = srv.request("GET", "usage", user="carol", params={"since": "2026-01-01"}).json()["rows"]
+    assert after == before and len(after) == 2
+
+
+def test_group_of_a_job_comes_from_the_identity(live_server_factory):
+    srv = _course(live_server_factory)
+    job_id = _submit(srv, "ann", "true")
+    srv.wait_for_job(job_id, "succeeded", user="ann")
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(srv.db_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select user_group from jobs where id = :i"), {"i": job_id}).scalar() == "students"
+        assert conn.execute(sa.text("select user_group from job_usage where job_id = :i"), {"i": job_id}).scalar() \
+            == "students"
+    engine.dispose()
