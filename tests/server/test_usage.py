@@ -30,13 +30,20 @@ def _at(job, state):
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-@pytest.fixture
-def course(live_server_factory):
-    """ann ran a 2-GPU job and bob a 1-GPU job in the course VC; carol is the instructor (admin)."""
-    srv = _course(live_server_factory)
-    jobs = {"ann": _submit(srv, "ann", "true", gpus=2), "bob": _submit(srv, "bob", "true", gpus=1)}
-    done = {user: srv.wait_for_job(job_id, "succeeded", user="carol") for user, job_id in jobs.items()}
-    return srv, done
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """One server for the read-only tests: ann ran a 2-GPU job and bob a 1-GPU job in the course VC;
+    carol is the instructor (admin)."""
+    from fixtures.live_server import LiveServer
+
+    srv = LiveServer(tmp_path_factory.mktemp("usage-srv"), cluster_config=COURSE, users=STUDENTS,
+                     vc_access={"@students": ["course"]}, admin_users=["carol"]).start()
+    try:
+        jobs = {"ann": _submit(srv, "ann", "true", gpus=2), "bob": _submit(srv, "bob", "true", gpus=1)}
+        done = {user: srv.wait_for_job(job_id, "succeeded", user="carol") for user, job_id in jobs.items()}
+        yield srv, done
+    finally:
+        srv.close()
 
 
 def test_usage_rows_after_jobs_ran(course):
@@ -77,15 +84,15 @@ def test_students_read_only_their_own_usage(course):
     ({"since": "seven days"}, "since"), ({"since": "-3d"}, "since"), ({"since": "0h"}, "since"),
     ({"since": "2999-01-01"}, "since"), ({"by": "week"}, "by"),
 ])
-def test_bad_usage_queries_are_400(live_server, params, field):
-    r = live_server.request("GET", "usage", params=params)
+def test_bad_usage_queries_are_400(course, params, field):
+    r = course[0].request("GET", "usage", params=params)
     assert r.status_code == 400, r.text
     assert r.json()["field"] == field and r.json()["error"]
 
 
-def test_usage_accepts_iso_dates_and_hours(live_server):
-    for since in ("24h", "90m", "2026-01-01", "2026-01-01T00:00:00Z"):
-        assert live_server.request("GET", "usage", params={"since": since}).status_code == 200
+def test_usage_accepts_iso_dates_and_hours(course):
+    for since in ("24h", "90m", "2026-01-01", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00+01:00"):
+        assert course[0].request("GET", "usage", params={"since": since}).status_code == 200
 
 
 def test_per_user_metrics_only_for_admins(live_server_factory):
@@ -131,15 +138,16 @@ def test_usage_survives_a_restart(course):
     assert after == before and len(after) == 2
 
 
-def test_group_of_a_job_comes_from_the_identity(live_server_factory):
-    srv = _course(live_server_factory)
-    job_id = _submit(srv, "ann", "true")
-    srv.wait_for_job(job_id, "succeeded", user="ann")
+def test_group_of_a_job_comes_from_the_identity(course):
+    """Fair share's group is the student's group from their identity (here the token map's groups)."""
     import sqlalchemy as sa
 
+    srv, done = course
     engine = sa.create_engine(srv.db_url)
     with engine.connect() as conn:
-        assert conn.execute(sa.text("select user_group from jobs where id = :i"), {"i": job_id}).scalar() == "students"
-        assert conn.execute(sa.text("select user_group from job_usage where job_id = :i"), {"i": job_id}).scalar() \
-            == "students"
+        for table in ("jobs", "job_usage"):
+            column = "id" if table == "jobs" else "job_id"
+            group = conn.execute(sa.text(f"select user_group from {table} where {column} = :i"),
+                                 {"i": done["ann"]["id"]}).scalar()
+            assert group == "students"
     engine.dispose()

@@ -1,0 +1,94 @@
+"""Accounting arithmetic (pure functions, explicit times) and the fair-share ledger derived from usage
+records: it equals what the core's own ledger holds after the same history (so a restart that
+restores it changes no decision)."""
+
+import math
+
+import pytest
+
+from hive_lab_server.accounting import UsageQueryError, fair_share_snapshot, parse_since, usage_table
+from hive_scheduler import JobRequest, Scheduler, TaskGroup
+from hive_scheduler.fair_share import FairShareSettings
+
+DAY = 86400.0
+T0 = 1_780_000_000.0 - 1_780_000_000.0 % DAY  # a UTC midnight (2026-05-28)
+
+
+def row(job, user, start, end, gpus=1, vc="course", cpu=None, peak=None, types=None, group="students"):
+    return {"job_id": job, "attempt": 1, "user": user, "user_group": group, "vc": vc, "gpus": gpus, "share": 1.0,
+            "gpu_types": types or {"T4": gpus}, "started_at": start, "ended_at": end, "cpu_seconds": cpu,
+            "peak_memory_mb": peak}
+
+
+def test_parse_since():
+    now = T0 + 10 * DAY
+    assert parse_since("7d", now) == now - 7 * DAY
+    assert parse_since("24h", now) == now - DAY
+    assert parse_since("90m", now) == now - 5400
+    assert parse_since(None, now) == now - 7 * DAY  # the default
+    assert parse_since("2026-05-28", now) == T0
+    assert parse_since("2026-05-28T02:00:00+02:00", now) == T0
+    assert parse_since("2026-05-28T00:00:00Z", now) == T0
+    for bad in ("week", "-1d", "0d", "7 days", "2026-13-01", "2027-01-01"):
+        with pytest.raises(UsageQueryError) as err:
+            parse_since(bad, now)
+        assert err.value.field == "since"
+
+
+def test_usage_table_clips_to_the_window_and_counts_running_attempts_to_now():
+    now = T0 + 3600
+    rows = [row("j1", "ann", T0 - 600, T0 + 600, gpus=2, cpu=50.0, peak=1024),  # half before the window
+            row("j2", "bob", T0 + 1000, None),  # still running
+            row("j3", "ann", T0 - 900, T0 - 300, gpus=4, cpu=7.0)]  # ended before the window
+    table = usage_table(rows, since=T0, now=now, by="user")
+    assert table == [
+        {"user": "ann", "gpu_seconds": 1200.0, "cpu_seconds": 50.0, "peak_memory_mb": 1024.0, "jobs": 1,
+         "gpu_seconds_by_type": {"T4": 1200.0}},
+        {"user": "bob", "gpu_seconds": 2600.0, "cpu_seconds": None, "peak_memory_mb": None, "jobs": 1,
+         "gpu_seconds_by_type": {"T4": 2600.0}},
+    ]
+    assert [(r["vc"], r["gpu_seconds"], r["jobs"]) for r in usage_table(rows, T0, now, "vc")] == [("course", 3800.0, 2)]
+
+
+def test_usage_by_day_splits_at_utc_midnight():
+    rows = [row("j1", "ann", T0 - 1800, T0 + 3600, gpus=1, cpu=10.0, types={"A100": 1})]
+    days = usage_table(rows, since=T0 - DAY, now=T0 + DAY, by="day")
+    assert [(d["day"], d["gpu_seconds"], d["cpu_seconds"], d["jobs"]) for d in days] == [
+        ("2026-05-27", 1800.0, None, 1), ("2026-05-28", 3600.0, 10.0, 1)]  # CPU counts on the day it ended
+    assert days[0]["gpu_seconds_by_type"] == {"A100": 1800.0}
+
+
+def test_usage_table_rejects_an_unknown_key():
+    with pytest.raises(UsageQueryError):
+        usage_table([], 0, 1, "week")
+
+
+def _request(job_id, user, group, gpus, t):
+    return JobRequest(id=job_id, vc="course", user=user, group=group, priority=0, submit_time=t,
+                      tasks=(TaskGroup(name="main", count=1, gpus=gpus),))
+
+
+def test_derived_ledger_equals_the_cores_own():
+    cfg = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "vcs": {"course": 4}}
+    settings = FairShareSettings(half_life_s=3600.0)
+    core = Scheduler(cfg, policy="fair_share", fair_share=settings)
+    core.submit(_request("a", "ann", "students", 2, T0), T0)
+    core.submit(_request("b", "bob", "staff", 1, T0 + 100), T0 + 100)
+    core.finish("a", T0 + 1900)
+    core.submit(_request("c", "ann", "students", 1, T0 + 2000), T0 + 2000)
+    now = T0 + 5000
+    core.submit(_request("probe", "zed", "", 1, now), now)  # advances the core's ledger to now
+    records = [row("a", "ann", T0, T0 + 1900, gpus=2), row("b", "bob", T0 + 100, None, group="staff"),
+               row("c", "ann", T0 + 2000, None)]
+    derived = fair_share_snapshot(records, now, settings.half_life_s)
+    own = core.usage_snapshot()
+    assert derived["at"] == own["at"] == now
+    for table in ("users", "groups"):
+        assert derived[table].keys() == {k for k, v in own[table].items() if v}
+        for key, value in derived[table].items():
+            assert value == pytest.approx(own[table][key], rel=1e-9)
+    lam = math.log(2) / 3600.0
+    assert derived["users"]["bob"] == pytest.approx((1 - math.exp(-lam * 4900)) / lam)
+    restored = Scheduler(cfg, policy="fair_share", fair_share=settings)
+    restored.restore_usage(derived)  # the service's path at start
+    assert restored.usage_ledger().user_ratio("ann") > restored.usage_ledger().user_ratio("bob")
