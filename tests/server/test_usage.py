@@ -10,8 +10,11 @@ import datetime as dt
 import pytest
 
 COURSE = {"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"course": 2}}
+# CPU time that does not depend on the machine's speed (it burns until it has used 0.3 s), and 64 MiB touched
+BURN = ("python3 -c \"import time; b = bytearray(64 * 2**20); b[::4096] = b'x' * len(b[::4096]); "
+        "t = time.process_time(); exec('while time.process_time() - t < 0.3: pass')\"")
 STUDENTS = {"ann": {"groups": ["students"]}, "bob": {"groups": ["students"]}, "dan": {"groups": ["students"]},
-            "carol": {"groups": ["staff"]}}
+            "eve": {"groups": ["students"]}, "carol": {"groups": ["staff"]}}
 
 
 def _course(factory, **config):
@@ -32,14 +35,15 @@ def _at(job, state):
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """One server for the read-only tests: ann ran a 2-GPU job and bob a 1-GPU job in the course VC;
-    carol is the instructor (admin)."""
+    """One server for the read-only tests: ann ran a 2-GPU job, bob a 1-GPU job, dan a 1-GPU job that
+    burns 0.3 s of CPU and touches 64 MiB, all in the course VC; carol is the instructor (admin)."""
     from fixtures.live_server import LiveServer
 
     srv = LiveServer(tmp_path_factory.mktemp("usage-srv"), cluster_config=COURSE, users=STUDENTS,
                      vc_access={"@students": ["course"]}, admin_users=["carol"]).start()
     try:
-        jobs = {"ann": _submit(srv, "ann", "true", gpus=2), "bob": _submit(srv, "bob", "true", gpus=1)}
+        jobs = {"ann": _submit(srv, "ann", "true", gpus=2), "bob": _submit(srv, "bob", "true", gpus=1),
+                "dan": _submit(srv, "dan", BURN, gpus=1)}
         done = {user: srv.wait_for_job(job_id, "succeeded", user="carol") for user, job_id in jobs.items()}
         yield srv, done
     finally:
@@ -53,7 +57,7 @@ def test_usage_rows_after_jobs_ran(course):
     report = r.json()
     assert report["by"] == "user"
     rows = {row["user"]: row for row in report["rows"]}
-    assert sorted(rows) == ["ann", "bob"]  # sorted by key; carol ran nothing
+    assert list(rows) == ["ann", "bob", "dan"]  # sorted by key; carol ran nothing
     for user, gpus in (("ann", 2), ("bob", 1)):
         job = done[user]
         held = gpus * (_at(job, "succeeded") - _at(job, "scheduled"))  # placed -> GPUs given back
@@ -61,11 +65,25 @@ def test_usage_rows_after_jobs_ran(course):
         assert rows[user]["gpu_seconds_by_type"] == {"T4": rows[user]["gpu_seconds"]}
         assert rows[user]["jobs"] == 1
     by_vc = srv.request("GET", "usage", user="carol", params={"by": "vc"}).json()["rows"]
-    assert [(row["vc"], row["jobs"]) for row in by_vc] == [("course", 2)]
-    assert by_vc[0]["gpu_seconds"] == pytest.approx(rows["ann"]["gpu_seconds"] + rows["bob"]["gpu_seconds"], abs=0.01)
+    assert [(row["vc"], row["jobs"]) for row in by_vc] == [("course", 3)]
+    assert by_vc[0]["gpu_seconds"] == pytest.approx(sum(r["gpu_seconds"] for r in rows.values()), abs=0.01)
     by_day = srv.request("GET", "usage", user="carol", params={"by": "day", "since": "24h"}).json()["rows"]
     assert sum(row["gpu_seconds"] for row in by_day) == pytest.approx(by_vc[0]["gpu_seconds"], abs=0.01)
     assert all(len(row["day"]) == 10 for row in by_day)
+
+
+def test_cpu_seconds_and_peak_memory_where_the_launcher_measures_them(course):
+    """The local launcher records CPU time (its wrapper's ``times``) and, with cgroups, peak memory."""
+    srv, _ = course
+    rows = {row["user"]: row for row in srv.request("GET", "usage", user="carol").json()["rows"]}
+    assert rows["dan"]["cpu_seconds"] >= 0.3  # it burned until it had used 0.3 s
+    assert rows["ann"]["cpu_seconds"] < rows["dan"]["cpu_seconds"]  # `true` uses next to nothing
+    from hive_lab_server.isolation import cgroups
+
+    if cgroups.detect("auto") == "off":
+        assert rows["dan"]["peak_memory_mb"] is None  # not known without cgroups: null, not a made-up 0
+    else:
+        assert rows["dan"]["peak_memory_mb"] >= 64
 
 
 def test_students_read_only_their_own_usage(course):
@@ -75,7 +93,7 @@ def test_students_read_only_their_own_usage(course):
     assert srv.request("GET", "usage", user="ann", params={"user": "me"}).json()["rows"] == mine
     r = srv.request("GET", "usage", user="ann", params={"user": "bob"})
     assert r.status_code == 403 and "only admins" in r.json()["error"]
-    assert srv.request("GET", "usage", user="dan").json()["rows"] == []  # ran nothing
+    assert srv.request("GET", "usage", user="eve").json()["rows"] == []  # ran nothing
     only_bob = srv.request("GET", "usage", user="carol", params={"user": "bob"}).json()["rows"]
     assert [row["user"] for row in only_bob] == ["bob"]
 
@@ -135,7 +153,7 @@ def test_usage_survives_a_restart(course):
     srv.kill()
     srv.start()
     after = srv.request("GET", "usage", user="carol", params={"since": "2026-01-01"}).json()["rows"]
-    assert after == before and len(after) == 2
+    assert after == before and len(after) == 3
 
 
 def test_group_of_a_job_comes_from_the_identity(course):
