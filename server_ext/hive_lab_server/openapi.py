@@ -143,7 +143,8 @@ def _paths() -> dict[str, Any]:
                                                    "unless drained (admins)", healthy, (400, 403, 404))},
         "/events": {"get": _op("events", "Websocket of live updates: hello, job, cluster, vcs messages",
                                (101, "switching to the websocket protocol", {}), (403,))},
-        "/metrics": {"get": _op("getMetrics", "Prometheus text format",
+        "/metrics": {"get": _op("getMetrics", "Prometheus text format (per-user series hive_lab_user_* "
+                                               "for admins only; others get the rest)",
                                 (200, "metrics", {"text/plain": {"schema": {"type": "string"}}}), (403,))},
         "/spec.yaml": {"get": _op("getSpec", "This document",
                                   (200, "the OpenAPI document", {"application/yaml": {"schema": {"type": "object"}}}), (403,))},

@@ -179,12 +179,12 @@ class UnitOfWork:
                 self.store.set_placement(batch, job.id, lc.attempt,
                                          [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids)
                                           for p in job.placement])
+                job.measured = {}  # a new attempt (what an earlier one measured was written when it closed)
                 self.store.open_usage(batch, launch_plan.usage_row(job, lc.attempt, now, self.config))
 
     def _close_usage(self, batch, job: ActiveJob, now: float) -> None:
         """The attempt's GPUs are given back: close its usage record with what the launcher measured."""
-        measured = job.measured
-        job.measured = {}
+        measured = job.measured  # kept until the next attempt opens: a failed commit writes it again
         self.store.close_usage(batch, job.id, now, cpu_seconds=measured.get("cpu_seconds"),
                                peak_memory_mb=measured.get("peak_memory_mb"))
 
