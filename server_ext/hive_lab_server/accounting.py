@@ -49,7 +49,7 @@ def parse_since(text: str | None, now: float, default: str = "7d") -> float:
         amount = float(m.group(1))
         if amount <= 0:
             raise UsageQueryError("since", f"since must be a positive duration, got {raw!r}")
-        return now - amount * _UNIT_S[m.group(2)]
+        return _not_before_1970(now - amount * _UNIT_S[m.group(2)], raw)
     try:
         when = dt.datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
     except ValueError:
@@ -57,9 +57,15 @@ def parse_since(text: str | None, now: float, default: str = "7d") -> float:
                                        f"2026-11-01 (UTC), got {raw!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
-    start = when.timestamp()
+    start = _not_before_1970(when.timestamp(), raw)
     if start > now:
         raise UsageQueryError("since", f"since {raw!r} is in the future; ask for a time before now")
+    return start
+
+
+def _not_before_1970(start: float, raw: str) -> float:
+    if not math.isfinite(start) or start < 0:
+        raise UsageQueryError("since", f"since {raw!r} reaches back before 1970; ask for a later start")
     return start
 
 
