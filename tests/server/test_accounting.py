@@ -93,3 +93,58 @@ def test_derived_ledger_equals_the_cores_own():
     restored = Scheduler(cfg, policy="fair_share", fair_share=settings)
     restored.restore_usage(derived)  # the service's path at start
     assert restored.usage_ledger().user_ratio("ann") > restored.usage_ledger().user_ratio("bob")
+
+
+def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tmp_path):
+    """Exact figures through the real service, store and local launcher, with a clock the test moves."""
+    import asyncio
+
+    from hive_lab_server.launchers.local import LocalLauncher
+    from hive_lab_server.service import HiveService
+    from hive_lab_server.spec import parse_job_spec
+    from hive_lab_server.store import Store
+    from hive_scheduler import load_cluster_config
+
+    cfg = load_cluster_config({"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"course": 2}})
+    clock = [T0]
+    settings = FairShareSettings(half_life_s=DAY)
+
+    def service():
+        return HiveService(scheduler=Scheduler(cfg, policy="fair_share", fair_share=settings), config=cfg,
+                           store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"), launcher=LocalLauncher(tmp_path / "state"),
+                           jobs_root=tmp_path / "jobs", poll_interval_s=0.02, stop_grace_s=0.5, clock=lambda: clock[0])
+
+    async def first_life():
+        svc = service()
+        await svc.start()
+        job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 2}]}), "ann", "course", "students")
+        async def started():
+            while svc.active[job["id"]].state != "running":  # its launch runs on the loop
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(started(), 60)
+        clock[0] = T0 + 600
+        running = svc.usage(since=T0 - DAY, by="user", users=None)
+        await svc.cancel(job["id"], "carol", wait_s=30)
+        clock[0] = T0 + 900
+        ended = svc.usage(since=T0 - DAY, by="user", users=None)
+        await svc.stop()
+        return running, ended
+
+    running, ended = asyncio.run(first_life())
+    assert [(r["user"], r["gpu_seconds"]) for r in running] == [("ann", 1200.0)]  # 2 GPUs x 600 s, up to now
+    assert [(r["user"], r["gpu_seconds"], r["jobs"]) for r in ended] == [("ann", 1200.0, 1)]  # closed at the cancel
+    assert ended[0]["cpu_seconds"] is not None  # the local launcher measured the (idle) task
+
+    async def second_life():
+        svc = service()
+        clock[0] = T0 + 900 + DAY
+        await svc.start()  # the fair-share ledger is derived from the stored records
+        snap = svc.scheduler.usage_snapshot()
+        await svc.stop()
+        return snap
+
+    snap = asyncio.run(second_life())
+    lam = math.log(2) / DAY
+    expected = 2 / lam * (math.exp(-lam * (300 + DAY)) - math.exp(-lam * (900 + DAY)))
+    assert snap["users"] == {"ann": pytest.approx(expected)} and snap["groups"] == {"students": pytest.approx(expected)}
