@@ -42,14 +42,12 @@ class UsageQueryError(ValueError):
 
 def parse_since(text: str | None, now: float, default: str = "7d") -> float:
     """The start of the window: ``7d``/``24h``/``90m`` before ``now``, or an ISO date/time (UTC unless it
-    names a zone)."""
+    names a zone). Starts before 1970 begin in 1970 (everything); ``0d`` or a start after ``now`` is an
+    empty window (the answer's ``since``/``until`` show it). Anything else: UsageQueryError."""
     raw = default if text is None or text.strip() == "" else text.strip()
     m = _RELATIVE.match(raw)
     if m:
-        amount = float(m.group(1))
-        if amount <= 0:
-            raise UsageQueryError("since", f"since must be a positive duration, got {raw!r}")
-        return _not_before_1970(now - amount * _UNIT_S[m.group(2)], raw)
+        return _not_before_1970(now - float(m.group(1)) * _UNIT_S[m.group(2)])
     try:
         when = dt.datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
     except ValueError:
@@ -57,16 +55,14 @@ def parse_since(text: str | None, now: float, default: str = "7d") -> float:
                                        f"2026-11-01 (UTC), got {raw!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
-    start = _not_before_1970(when.timestamp(), raw)
-    if start > now:
-        raise UsageQueryError("since", f"since {raw!r} is in the future; ask for a time before now")
-    return start
+    try:
+        return _not_before_1970(when.timestamp())
+    except (OverflowError, OSError, ValueError):  # e.g. year 1 with a zone east of UTC
+        return 0.0
 
 
-def _not_before_1970(start: float, raw: str) -> float:
-    if not math.isfinite(start) or start < 0:
-        raise UsageQueryError("since", f"since {raw!r} reaches back before 1970; ask for a later start")
-    return start
+def _not_before_1970(start: float) -> float:
+    return start if math.isfinite(start) and start > 0 else 0.0
 
 
 def check_by(by: str | None) -> str:

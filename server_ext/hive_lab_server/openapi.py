@@ -39,6 +39,11 @@ NODE = {"name": "node", "in": "path", "required": True, "schema": {"type": "stri
 GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 
 
+# what GET usage accepts as ``since`` (accounting.parse_since; it also takes any valid ISO date/time)
+SINCE_PATTERN = (r"^([0-9]{1,9}(\.[0-9]{1,6})?[dhm]|(19|2[0-9])[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+                 r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$")
+
+
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
     out = {"name": name, "in": "query", "required": False, "schema": schema}
     if description:
@@ -124,7 +129,7 @@ def _paths() -> dict[str, Any]:
                            (200, "the caller", _json(m.Me)), (403,))},
         "/usage": {"get": _op("getUsage", "GPU-seconds, CPU-seconds and jobs per user, VC or day (non-admins: "
                                           "their own only)", (200, "the totals", _json(m.UsageReport)), (400, 403), (
-            _query("since", {"type": "string", "default": "7d"},
+            _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
             _query("by", {"type": "string", "enum": ["user", "vc", "day"], "default": "user"}),
             _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "

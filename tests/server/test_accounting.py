@@ -29,8 +29,11 @@ def test_parse_since():
     assert parse_since("2026-05-28", now) == T0
     assert parse_since("2026-05-28T02:00:00+02:00", now) == T0
     assert parse_since("2026-05-28T00:00:00Z", now) == T0
-    for bad in ("week", "-1d", "0d", "7 days", "2026-13-01", "2027-01-01", "9" * 400 + "d", "100000d",
-                "0001-01-01", "1969-12-31"):
+    assert parse_since("0d", now) == now  # an empty window
+    assert parse_since("2999-01-01", now) > now  # an empty window too (the answer shows since > until)
+    for before_1970 in ("100000d", "9" * 400 + "d", "1969-12-31", "0001-01-01T00:00+01:00"):
+        assert parse_since(before_1970, now) == 0.0  # everything
+    for bad in ("week", "-1d", "7 days", "2026-13-01", "2026-02-30", "d", "1e3d"):
         with pytest.raises(UsageQueryError) as err:
             parse_since(bad, now)
         assert err.value.field == "since"
