@@ -151,3 +151,15 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
     lam = math.log(2) / DAY
     expected = 2 / lam * (math.exp(-lam * (300 + DAY)) - math.exp(-lam * (900 + DAY)))
     assert snap["users"] == {"ann": pytest.approx(expected)} and snap["groups"] == {"students": pytest.approx(expected)}
+
+
+def test_fair_share_group_is_the_identity_group_that_grants_the_vc():
+    from hive_lab_server.access import AccessPolicy
+
+    policy = AccessPolicy({"@cv-101": ["cv-101"], "@nlp": ["nlp"], "@staff": ["*"]}, [], [], None, ["cv-101", "nlp"])
+    both = policy.caller("ann", ("nlp", "cv-101"))
+    assert policy.fair_share_group(both, "cv-101") == "cv-101"
+    assert policy.fair_share_group(both, "nlp") == "nlp"
+    assert policy.fair_share_group(policy.caller("tim", ("staff",)), "nlp") == "staff"  # "*" grants every VC
+    assert policy.fair_share_group(policy.caller("zoe", ("zz", "aa")), "nlp") == "aa"  # none grants it: the first
+    assert policy.fair_share_group(policy.caller("bob"), "nlp") == ""  # no groups
