@@ -5,7 +5,7 @@ and check an admin cluster config against the GPUs NVML sees on this machine.
     hive-lab admin undrain NODE [--gpu I]
     hive-lab admin healthy NODE [--gpu I]    a bad GPU was reset/repaired: give it out again
     hive-lab admin gpus                      every GPU: type, job, who holds it, utilisation, bad/drained
-    hive-lab admin usage --since 7d [--by user|vc|day] [--csv]   who used how much
+    hive-lab admin usage --since 7d [--by user|vc|day|job] [--csv]   who used how much
     hive-lab admin check-hardware --cluster cluster.yaml   (local, no server needed)
 """
 

@@ -14,14 +14,14 @@ import sys
 
 from ._common import add_server_args, client_from, print_json, reports_errors
 
-BY = ("user", "vc", "day")
+BY = ("user", "vc", "day", "job")
 
 
 def register_usage(sub) -> None:
     u = sub.add_parser("usage", help="GPU-seconds, CPU-seconds and jobs per user, VC or day",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     u.add_argument("--since", default="7d", help="7d, 24h, 90m, or an ISO date (UTC), e.g. 2026-11-01 (default: 7d)")
-    u.add_argument("--by", default="user", choices=BY, help="one row per user (default), VC or UTC day")
+    u.add_argument("--by", default="user", choices=BY, help="one row per user (default), VC, UTC day or job")
     u.add_argument("--user", default=None, metavar="NAME", help="only these users (comma-separated; admins)")
     u.add_argument("--csv", action="store_true", help="print CSV (one line per row) for spreadsheets")
     add_server_args(u)

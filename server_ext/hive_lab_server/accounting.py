@@ -8,7 +8,8 @@ and an explicit ``now`` (no clock is read here):
 - ``parse_since("7d" | "24h" | "90m" | "2026-11-01" | "2026-11-01T12:00:00Z", now)`` -> UNIX seconds;
 - ``usage_table(rows, since, now, by)`` -> ``[{"user": ..., "gpu_seconds": ..., "cpu_seconds": ...,
   "jobs": ...}, ...]``: GPU-seconds of the part of each attempt inside ``[since, now]`` (a running
-  attempt counts up to ``now``; ``by="day"`` splits attempts at UTC midnights); CPU-seconds and peak
+  attempt counts up to ``now``; ``by="day"`` splits attempts at UTC midnights, ``by="job"`` sums a
+  job's attempts); CPU-seconds and peak
   memory belong to the attempt's end (they are known when it ends, and only where the launcher
   measures them), so they count in the window (and day) the attempt ended in;
 - ``fair_share_snapshot(rows, now, half_life_s)`` -> the core's usage ledger snapshot
@@ -24,7 +25,7 @@ from typing import Any, Iterable
 
 from hive_scheduler.fair_share import SNAPSHOT_VERSION
 
-BY = ("user", "vc", "day")
+BY = ("user", "vc", "day", "job")
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhm])\s*$")
 _UNIT_S = {"d": 86400.0, "h": 3600.0, "m": 60.0}
 DAY_S = 86400.0
@@ -120,7 +121,7 @@ def usage_table(rows: Iterable[dict[str, Any]], since: float, now: float, by: st
                 job_sets[day].add(row["job_id"])
             end_key = day_of(row["ended_at"]) if ended_inside else None
         else:
-            key = str(row[by])
+            key = str(row["job_id" if by == "job" else by])
             b = bucket(key)
             if end > start:
                 add_gpu(b, row, end - start)

@@ -183,6 +183,7 @@ class UsageRow(_Out):
     user: str | None = Field(None, description="by=user")
     vc: str | None = Field(None, description="by=vc")
     day: str | None = Field(None, description="by=day: the UTC date, e.g. 2026-11-23")
+    job: str | None = Field(None, description="by=job: the job id (all its attempts)")
     gpu_seconds: float = Field(description="GPUs x share x seconds held inside the window (running jobs up to now)")
     gpu_seconds_by_type: dict[str, float] = Field(description="the same per GPU type")
     cpu_seconds: float | None = Field(description="CPU time of the attempts that ended in the window, where the "
@@ -193,7 +194,7 @@ class UsageRow(_Out):
 
 
 class UsageReport(_Out):
-    by: Literal["user", "vc", "day"]
+    by: Literal["user", "vc", "day", "job"]
     since: IsoTime = Field(json_schema_extra={"format": "date-time"})
     until: IsoTime = Field(json_schema_extra={"format": "date-time"})
     rows: list[UsageRow] = Field(description="sorted by key; non-admins get their own rows only")

@@ -127,11 +127,11 @@ def _paths() -> dict[str, Any]:
                             (200, "the VCs", _json(m.VcList)), (403,))},
         "/me": {"get": _op("getMe", "The caller, whether they are an admin, and the VCs they may submit to",
                            (200, "the caller", _json(m.Me)), (403,))},
-        "/usage": {"get": _op("getUsage", "GPU-seconds, CPU-seconds and jobs per user, VC or day (non-admins: "
+        "/usage": {"get": _op("getUsage", "GPU-seconds, CPU-seconds and jobs per user, VC, day or job (non-admins: "
                                           "their own only)", (200, "the totals", _json(m.UsageReport)), (400, 403), (
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
-            _query("by", {"type": "string", "enum": ["user", "vc", "day"], "default": "user"}),
+            _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),
             _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
                                                "themselves); `me` is the caller")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},

@@ -52,6 +52,8 @@ def test_usage_table_clips_to_the_window_and_counts_running_attempts_to_now():
          "gpu_seconds_by_type": {"T4": 2600.0}},
     ]
     assert [(r["vc"], r["gpu_seconds"], r["jobs"]) for r in usage_table(rows, T0, now, "vc")] == [("course", 3800.0, 2)]
+    assert [(r["job"], r["gpu_seconds"], r["cpu_seconds"]) for r in usage_table(rows, T0, now, "job")] == [
+        ("j1", 1200.0, 50.0), ("j2", 2600.0, None)]
 
 
 def test_usage_by_day_splits_at_utc_midnight():

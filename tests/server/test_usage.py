@@ -67,6 +67,8 @@ def test_usage_rows_after_jobs_ran(course):
     by_vc = srv.request("GET", "usage", user="carol", params={"by": "vc"}).json()["rows"]
     assert [(row["vc"], row["jobs"]) for row in by_vc] == [("course", 3)]
     assert by_vc[0]["gpu_seconds"] == pytest.approx(sum(r["gpu_seconds"] for r in rows.values()), abs=0.01)
+    by_job = srv.request("GET", "usage", user="carol", params={"by": "job"}).json()["rows"]
+    assert {row["job"]: row["gpu_seconds"] for row in by_job} == {j["id"]: rows[u]["gpu_seconds"] for u, j in done.items()}
     by_day = srv.request("GET", "usage", user="carol", params={"by": "day", "since": "24h"}).json()["rows"]
     assert sum(row["gpu_seconds"] for row in by_day) == pytest.approx(by_vc[0]["gpu_seconds"], abs=0.01)
     assert all(len(row["day"]) == 10 for row in by_day)
