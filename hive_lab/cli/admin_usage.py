@@ -66,7 +66,8 @@ def usage_table(rows: list[dict], by: str, since: str):
     if not rows:
         table.caption = "no usage in this window"
     elif any(r.get("cpu_seconds") is None for r in rows):
-        table.caption = "empty CPU/memory: not measured (only the local launcher with cgroups measures them)"
+        table.caption = ("empty CPU/memory: not measured (the local launcher measures CPU, and memory with "
+                         "cgroups, when a job ends)")
     return table
 
 
