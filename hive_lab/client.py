@@ -222,6 +222,15 @@ class Client:
             self._me = self._request("GET", "me")
         return self._me
 
+    def usage(self, since: str = "7d", by: str = "user", user: str | None = None) -> list[dict]:
+        """Usage totals (``GET usage``): one row per user, VC or day (``by``) since ``since`` (7d, 24h,
+        an ISO date); each with gpu_seconds, gpu_seconds_by_type, cpu_seconds, peak_memory_mb, jobs.
+        Non-admins get their own rows only."""
+        params: dict[str, Any] = {"since": since, "by": by}
+        if user:
+            params["user"] = user
+        return self._request("GET", "usage", params=params).get("rows", [])
+
     def metrics(self) -> str:
         return self._request("GET", "metrics", raw=True).text
 

@@ -4,9 +4,10 @@ and check an admin cluster config against the GPUs NVML sees on this machine.
     hive-lab admin drain NODE [--gpu I]      no new work there; running jobs finish
     hive-lab admin undrain NODE [--gpu I]
     hive-lab admin healthy NODE [--gpu I]    a bad GPU was reset/repaired: give it out again
-    hive-lab admin gpus                      every GPU: type, job, utilisation, bad/drained
+    hive-lab admin gpus                      every GPU: type, job, who holds it, utilisation, bad/drained
     hive-lab admin limits VC [--show]        the VC's per-user limits (default, groups, users)
     hive-lab admin limits VC --set default.max_gpus=2 --set users.ann.max_kernels=1 [--set groups.ta.max_gpus=none]
+    hive-lab admin usage --since 7d [--by user|vc|day|job] [--csv]   who used how much
     hive-lab admin check-hardware --cluster cluster.yaml   (local, no server needed)
 """
 
@@ -44,6 +45,10 @@ def register(subparsers) -> None:
     lim.add_argument("--clear", action="store_true", help="start from no limits (then apply the --set values)")
     add_server_args(lim)
     lim.set_defaults(func=run_limits)
+
+    from .admin_usage import register_usage
+
+    register_usage(sub)
     c = sub.add_parser("check-hardware", help="compare a cluster config with the GPUs NVML sees here",
                        description="compare a cluster config with the GPUs NVML sees on this machine")
     c.add_argument("--cluster", required=True, help="cluster config file (HiveD or short form)")
@@ -80,7 +85,7 @@ def run_gpus(args) -> int:
     from ..tables import print_table
 
     table = Table(title=f"{cluster.get('gpus_free', '?')}/{cluster.get('gpus_total', '?')} GPUs free")
-    for column in ("node", "gpu", "type", "state", "job", "util %", "mem MiB", "health"):
+    for column in ("node", "gpu", "type", "state", "job", "user", "util %", "mem MiB", "health"):
         table.add_column(column)
     for g in gpus:
         health = "bad" if g.get("bad") else "ok"
@@ -91,7 +96,7 @@ def run_gpus(args) -> int:
         util = g.get("utilization")
         mem = g.get("memory_used_mb")
         table.add_row(str(g.get("node")), str(g.get("index")), str(g.get("type") or ""), str(g.get("state") or ""),
-                      str(g.get("job") or ""), "" if util is None else str(util), "" if mem is None else str(mem), health)
+                      str(g.get("job") or ""), str(g.get("user") or ""), "" if util is None else str(util), "" if mem is None else str(mem), health)
     print_table(table)
     return 0
 

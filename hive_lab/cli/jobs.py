@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ._common import add_server_args, client_from, print_json, reports_errors
 
 
@@ -9,7 +11,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("jobs", help="list jobs (mine; --all for everyone's)")
     p.add_argument("job", nargs="?", help="show one job in full (with its history)")
     p.add_argument("--all", action="store_true", help="everyone's jobs")
-    p.add_argument("--user", default=None, help="one user's jobs")
+    p.add_argument("--user", default=None, metavar="NAME",
+                   help="one user's jobs (admins: anyone's; others: their own)")
     p.add_argument("--vc", default=None)
     p.add_argument("--state", default=None, help="comma-separated, e.g. queued,running")
     p.add_argument("--limit", type=int, default=50, help="at most this many (0: all)")
@@ -39,6 +42,12 @@ def run(args) -> int:
                 console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")
         return 0
     user = args.user or (None if args.all else "me")
+    if user not in (None, "me"):
+        me = client.me()
+        if user != me.get("user") and not me.get("admin"):
+            print(f"hive-lab: only admins may list another user's jobs; you are {me.get('user')} "
+                  "(leave out --user for your own jobs, or --all for the whole queue)", file=sys.stderr)
+            return 1
     jobs = client.jobs(user=user, vc=args.vc, state=args.state, limit=args.limit or None)
     if args.json:
         print_json({"jobs": jobs, "count": len(jobs)})

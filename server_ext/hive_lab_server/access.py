@@ -90,3 +90,15 @@ class AccessPolicy:
             allowed.update(self.all_vcs)
         vcs = tuple(v for v in self.all_vcs if v in allowed)
         return Caller(user=user, groups=groups, admin=admin, vcs=vcs)
+
+    def fair_share_group(self, caller: Caller, vc: str) -> str:
+        """The group a caller's job in ``vc`` counts under for fair share: the first (by name) of their
+        groups that ``vc_access`` maps to ``vc`` ("@group"), else their first group, else "" (no group).
+        Groups come from the identity (Hub groups, the token map's ``groups``)."""
+        if not caller.groups:
+            return ""
+        for group in sorted(caller.groups):
+            granted = self.vc_access.get(f"@{group}", ())
+            if vc in granted or "*" in granted:
+                return group
+        return sorted(caller.groups)[0]

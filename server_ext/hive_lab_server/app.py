@@ -8,6 +8,8 @@ Configure it like any Jupyter app, in ``jupyter_server_config.py`` or on the com
     c.HiveLabApp.vc_access = {"@students": ["cv-101"], "ann": ["research", "cv-101"]}
     c.HiveLabApp.admin_users = ["root"]
     c.HiveLabApp.user_limits = {"cv-101": {"default": {"max_gpus": 2}, "groups": {"ta": {"max_gpus": 4}}}}
+    c.HiveLabApp.queue_policy = "fair_share"                      # fifo | priority | drf | fair_share
+    c.HiveLabApp.fair_share_half_life_s = 86400                   # past usage weighs half after a day
     c.HiveLabApp.nvml_backend = "auto"                            # or "none", "fake:/path/hardware.yaml"
     c.DockerLauncher.allowed_mount_roots = ["/datasets"]          # each launcher is a Configurable too
 
@@ -63,7 +65,16 @@ class HiveLabApp(ExtensionApp):
         "auto", config=True,
         help="auto (docker when a Docker engine answers, else local) | local | docker | slurm | 'pkg.module:Class'",
     )
-    queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf")
+    queue_policy = Unicode(
+        "fifo", config=True,
+        help="""order of jobs inside a VC: fifo | priority | drf | fair_share (the waiting job whose group,
+        then whose user, used the fewest GPU-seconds lately, decayed with fair_share_half_life_s, goes first;
+        the usage survives restarts: it is derived from the stored accounting records)""",
+    )
+    fair_share_half_life_s = Float(
+        86400.0, config=True,
+        help="fair_share: the half-life of past usage in seconds (default one day: yesterday's GPU-hours weigh half)",
+    )
     vc_access = Dict(
         config=True,
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
@@ -165,8 +176,14 @@ class HiveLabApp(ExtensionApp):
             self.log.critical("hive-lab: %s; the server stops", exc.message)
             raise SystemExit(f"hive-lab: {exc.message}") from None
         from hive_scheduler import Scheduler
+        from hive_scheduler.fair_share import FairShareSettings
 
-        scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
+        try:
+            scheduler = Scheduler(self.cluster.config, policy=self.queue_policy,
+                                  fair_share=FairShareSettings(half_life_s=self.fair_share_half_life_s))
+        except (ConfigError, ValueError) as exc:
+            self.log.critical("hive-lab: the queue policy is not valid, so the server stops: %s", exc)
+            raise SystemExit(f"hive-lab: the queue policy is not valid: {exc}") from None
         from .limits import LimitsError, parse_config
 
         try:

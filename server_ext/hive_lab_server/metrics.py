@@ -3,6 +3,10 @@
 Other parts of the server add their own metrics to the same registry
 (``Gauge(..., registry=app.metrics_registry)`` or ``app.metrics_registry.register(collector)``);
 ``GET <base_url>hive_lab/api/metrics`` serves all of it.
+
+Per-user series (who used how much) are in a second registry, ``Metrics.user_registry``, served to
+admins only: ``GET metrics`` with a non-admin's token answers the same document without them (a
+scraper needs an admin's token to see them).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .job_state import STATE_NAMES
 
@@ -60,9 +64,32 @@ class _ServiceCollector:
         yield jobs
 
 
+class _UserCollector:
+    """Per-user series, computed at scrape time from the accounting records and the running jobs."""
+
+    def __init__(self, service: "HiveService"):
+        self.service = service
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        s = self.service
+        seconds = CounterMetricFamily("hive_lab_user_gpu_seconds", "GPU-seconds each user's jobs held "
+                                      "(all time; running jobs up to now)", labels=["user"])
+        for user, total in s.store.gpu_seconds_by_user(s.now()).items():
+            seconds.add_metric([user], total)
+        yield seconds
+        held = GaugeMetricFamily("hive_lab_user_gpus_held", "GPUs each user's jobs hold now", labels=["user"])
+        for user, n in s.gpus_held().items():
+            held.add_metric([user], n)
+        yield held
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry(auto_describe=False)
+        self.user_registry = CollectorRegistry(auto_describe=False)  # admins only (see the module doc)
         self.scheduling_latency = Histogram(
             "hive_lab_scheduling_latency_seconds",
             "Time from a job entering the queue to the core placing it",
@@ -85,3 +112,4 @@ class Metrics:
 
     def attach(self, service: "HiveService") -> None:
         self.registry.register(_ServiceCollector(service))
+        self.user_registry.register(_UserCollector(service))

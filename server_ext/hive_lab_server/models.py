@@ -241,6 +241,29 @@ class Healthy(_Out):
     gpus: list[int]
 
 
+class UsageRow(_Out):
+    """Totals of one user, VC or day (the key named by ``by``) over the window."""
+
+    user: str | None = Field(None, description="by=user")
+    vc: str | None = Field(None, description="by=vc")
+    day: str | None = Field(None, description="by=day: the UTC date, e.g. 2026-11-23")
+    job: str | None = Field(None, description="by=job: the job id (all its attempts)")
+    gpu_seconds: float = Field(description="GPUs x share x seconds held inside the window (running jobs up to now)")
+    gpu_seconds_by_type: dict[str, float] = Field(description="the same per GPU type")
+    cpu_seconds: float | None = Field(description="CPU time of the attempts that ended in the window, where the "
+                                                  "launcher measures it (local launcher with cgroups); else null")
+    peak_memory_mb: float | None = Field(description="largest peak memory of one task of those attempts, where "
+                                                     "measured; else null")
+    jobs: int = Field(description="jobs that held GPUs or ended in the window")
+
+
+class UsageReport(_Out):
+    by: Literal["user", "vc", "day", "job"]
+    since: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    until: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    rows: list[UsageRow] = Field(description="sorted by key; non-admins get their own rows only")
+
+
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
-    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits,
+    Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits, UsageReport,
 )

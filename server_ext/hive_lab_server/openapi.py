@@ -41,6 +41,11 @@ VC = {"name": "vc", "in": "path", "required": True, "schema": {"type": "string",
 GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 
 
+# what GET usage accepts as ``since`` (accounting.parse_since; it also takes any valid ISO date/time)
+SINCE_PATTERN = (r"^([0-9]{1,9}(\.[0-9]{1,6})?[dhm]|(19|2[0-9])[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+                 r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$")
+
+
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
     out = {"name": name, "in": "query", "required": False, "schema": schema}
     if description:
@@ -140,6 +145,13 @@ def _paths() -> dict[str, Any]:
             "put": _op("putVcLimits", "Replace the VC's per-user limits (admins); stored, applied at once",
                        (200, "the limits now in effect", _json(m.VcLimits)), (400, 403, 404), body=m.VcLimitsBody),
         },
+        "/usage": {"get": _op("getUsage", "GPU-seconds, CPU-seconds and jobs per user, VC, day or job (non-admins: "
+                                          "their own only)", (200, "the totals", _json(m.UsageReport)), (400, 403), (
+            _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
+                   "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
+            _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),
+            _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
+                                               "themselves); `me` is the caller")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
         "/nodes/{node}/gpus/{index}/drain": {
@@ -154,7 +166,8 @@ def _paths() -> dict[str, Any]:
                                                    "unless drained (admins)", healthy, (400, 403, 404))},
         "/events": {"get": _op("events", "Websocket of live updates: hello, job, cluster, vcs messages",
                                (101, "switching to the websocket protocol", {}), (403,))},
-        "/metrics": {"get": _op("getMetrics", "Prometheus text format",
+        "/metrics": {"get": _op("getMetrics", "Prometheus text format (per-user series hive_lab_user_* "
+                                               "for admins only; others get the rest)",
                                 (200, "metrics", {"text/plain": {"schema": {"type": "string"}}}), (403,))},
         "/spec.yaml": {"get": _op("getSpec", "This document",
                                   (200, "the OpenAPI document", {"application/yaml": {"schema": {"type": "object"}}}), (403,))},

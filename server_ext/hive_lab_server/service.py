@@ -24,6 +24,7 @@ from hive_scheduler import RequestError, Scheduler
 from hive_scheduler.errors import LimitRefusal
 from hive_scheduler.validation import validate_request
 
+from . import accounting
 from .events import EventBus
 from .launchers.base import Launcher, TaskExit
 from .limits import LimitsPart
@@ -99,8 +100,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self._recovery_error: str | None = None
         self._recovering = False
         self._adopting: list[asyncio.Task] = []
-        # waiting for group commit: (spec, user, vc, future, t0, the user's groups)
-        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...]]] = []
+        # waiting for group commit: (spec, user, vc, future, t0, the user's groups, fair share's group)
+        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -125,6 +126,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         if self._loop_task is not None:
             return
         try:
+            self._restore_usage()
             self._load_limits()  # before recovery queues jobs again: they are gated like new ones
             await self._recover()
         except BaseException as exc:
@@ -181,6 +183,16 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
                     last_error, last_logged = repr(exc), now
             await asyncio.sleep(self.poll_interval_s)
 
+    def _restore_usage(self) -> None:
+        """Fair share: the core's decayed usage, derived from the stored usage records (so it survives
+        restarts without a second copy to keep in sync), given to the core before any job is."""
+        if self.scheduler.policy != "fair_share":
+            return
+        half_life = self.scheduler.usage_ledger().settings.half_life_s
+        now = self.now()
+        rows = self.store.usage_rows(since=now - accounting.FORGOTTEN_AFTER_HALF_LIVES * half_life)
+        self.scheduler.restore_usage(accounting.fair_share_snapshot(rows, now, half_life))
+
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
         """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
         the transaction is committed, so it may call ``submit``/``cancel``)."""
@@ -189,21 +201,22 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
     # ------------------------------------------------------------------------------------------
     # requests from handlers
 
-    def submit(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
+    def submit(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = (), group: str = "") -> dict[str, Any]:
         """Store a validated job, then let the core decide. Raises ServiceError(400) for requests the
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
         decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
-        new = self._prepare(spec, user, vc, self.now(), groups)
+        new = self._prepare(spec, user, vc, self.now(), groups, group=group)
         self._admit([new])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
         return self._object_of(new[0].id, new[1])
 
-    async def submit_grouped(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
+    async def submit_grouped(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = (),
+                             group: str = "") -> dict[str, Any]:
         """``submit``, committed together with the other submits that arrive before the next turn of the
         event loop (group commit: one transaction, one clock reading, one publication for all)."""
         fut = asyncio.get_running_loop().create_future()
-        self._submits.append((spec, user, vc, fut, time.perf_counter(), tuple(groups)))
+        self._submits.append((spec, user, vc, fut, time.perf_counter(), tuple(groups), group))
         if len(self._submits) == 1:
             asyncio.get_running_loop().call_soon(self._flush_submits)
         return await fut
@@ -212,10 +225,10 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         group, self._submits = self._submits, []
         now = self.now()
         admitted = []
-        for spec, user, vc, fut, t0, groups in group:
+        for spec, user, vc, fut, t0, groups, user_group in group:
             try:  # (also_waiting: this user's submits in the same group count against max_queued_jobs)
                 mine = sum(1 for (j, _), _, _ in admitted if j.user == user and j.vc == vc)
-                admitted.append((self._prepare(spec, user, vc, now, groups, mine), fut, t0))
+                admitted.append((self._prepare(spec, user, vc, now, groups, mine, group=user_group), fut, t0))
             except ServiceError as exc:
                 fut.set_exception(exc)
         if not admitted:
@@ -233,9 +246,10 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
             self.metrics.submit_seconds.observe(time.perf_counter() - t0)
 
     def _prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
-                 also_waiting: int = 0) -> tuple[ActiveJob, dict[str, Any]]:
+                 also_waiting: int = 0, group: str = "") -> tuple[ActiveJob, dict[str, Any]]:
         """A new job and its row; ServiceError(400) if the cluster can never run it, 403 if its owner's
-        limits in the VC never let it run, 429 if they have max_queued_jobs waiting there."""
+        limits in the VC never let it run, 429 if they have max_queued_jobs waiting there. ``groups``: all
+        the owner's groups (limits); ``group``: their group for fair share (``AccessPolicy.fair_share_group``)."""
         try:
             limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
@@ -244,7 +258,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
         spec_dict["time_limit_s"] = limit
-        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
+        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now, group,
                                groups=groups, kind=spec.kind)
         try:
             validate_request(self.scheduler, request)
@@ -267,6 +281,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
             "output_dir": output_dir, "updated_at": now, "stop_intent": None, "stop_reason": "",
             "owner_groups": list(groups),
+            "user_group": group,
         }
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
@@ -473,3 +488,21 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
 
     def vcs_object(self, may_submit: Callable[[str], bool]) -> dict[str, Any]:
         return presentation.vcs_object(self, may_submit)
+
+    # ------------------------------------------------------------------------------------------
+    # accounting (see accounting.py)
+
+    def usage(self, *, since: float, by: str, users: list[str] | None) -> list[dict[str, Any]]:
+        """Totals per user, VC or day over ``[since, now]`` (running attempts count up to now);
+        ``users``: only these users' attempts (None: everyone's)."""
+        return accounting.usage_table(self.store.usage_rows(since=since, users=users), since, self.now(), by)
+
+    def gpus_held(self) -> dict[str, int]:
+        """GPUs each user's placed jobs hold now (Prometheus ``hive_lab_user_gpus_held``)."""
+        held: dict[str, int] = {}
+        for job in self.active.values():
+            if job.lc.state in PLACED_STATES:
+                n = sum(len(p.gpus) for p in job.placement)
+                if n:
+                    held[job.user] = held.get(job.user, 0) + n
+        return dict(sorted(held.items()))

@@ -88,6 +88,7 @@ def test_real_answers_only_carry_declared_fields(api, wait_state):
         (models.Cluster, api("GET", "cluster")[1]),
         (models.VcList, api("GET", "vcs")[1]),
         (models.Me, api("GET", "me")[1]),
+        (models.UsageReport, api("GET", "usage?by=user")[1]),
         (models.Drain, api("POST", "nodes/node-0/drain")[1]),
         (models.Error, api("GET", "jobs/j-999999")[1]),
     ]

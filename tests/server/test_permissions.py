@@ -48,7 +48,7 @@ def test_unauthenticated_requests_are_refused(srv):
     import requests
 
     # 401 for an unknown caller (issue 11: jupyter_server's 403 was not what docs/rest-api.md promised)
-    for method, path in [("GET", "jobs"), ("POST", "jobs"), ("GET", "cluster"), ("GET", "metrics"), ("GET", "me"),
+    for method, path in [("GET", "jobs"), ("POST", "jobs"), ("GET", "cluster"), ("GET", "metrics"), ("GET", "me"), ("GET", "usage"),
                          ("DELETE", "jobs/j-000001")]:
         r = requests.request(method, srv.api_url + path, json={"command": "true"}, timeout=10)
         assert r.status_code == 401, (method, path)

@@ -5,6 +5,7 @@ from .cluster import ClusterHandler, DrainHandler, MeHandler, VcLimitsHandler, V
 from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler
 from .live import EventsHandler, MetricsHandler, SpecHandler
 from .base import NotFoundHandler
+from .usage import UsageHandler
 
 PREFIX = r"/hive_lab/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
@@ -21,6 +22,7 @@ ROUTES = [
     (rf"{PREFIX}/vcs/?", VcsHandler),
     (rf"{PREFIX}/vcs/{VC}/limits/?", VcLimitsHandler),
     (rf"{PREFIX}/me/?", MeHandler),
+    (rf"{PREFIX}/usage/?", UsageHandler),
     (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain|healthy)/?", DrainHandler),
     (rf"{PREFIX}/events/?", EventsHandler),
     (rf"{PREFIX}/metrics/?", MetricsHandler),

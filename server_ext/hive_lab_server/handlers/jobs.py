@@ -83,7 +83,8 @@ class JobsHandler(HiveHandler):
             self.reply_model(models.WhatIf, answer, 200)
             return
         try:  # committed together with the submits arriving at the same time (group commit)
-            job = await self.service.submit_grouped(spec, caller.user, vc, caller.groups)
+            job = await self.service.submit_grouped(spec, caller.user, vc, caller.groups,
+                                                    self.hive.access.fair_share_group(caller, vc))
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job["id"])

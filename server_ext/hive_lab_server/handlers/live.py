@@ -62,7 +62,10 @@ class MetricsHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.finish(generate_latest(self.hive.metrics_registry), set_content_type=CONTENT_TYPE_LATEST)
+        text = generate_latest(self.hive.metrics_registry)
+        if self.caller().admin:  # who used how much: admins only (metrics.Metrics.user_registry)
+            text += generate_latest(self.hive.metrics.user_registry)
+        self.finish(text, set_content_type=CONTENT_TYPE_LATEST)
 
 
 class SpecHandler(HiveHandler):

@@ -192,6 +192,20 @@ class TaskCgroup:
             pass
         return False
 
+    def peak_memory_bytes(self) -> int | None:
+        """The task's peak memory use (v2 ``memory.peak``, kernel 5.19+; v1 ``memory.max_usage_in_bytes``),
+        None when the kernel does not keep it or the cgroup is gone."""
+        if self.version == "v2":
+            f = self.dirs["unified"] / "memory.peak"
+        elif "memory" in self.dirs:
+            f = self.dirs["memory"] / "memory.max_usage_in_bytes"
+        else:
+            return None
+        try:
+            return int(f.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def kill(self, timeout_s: float = 10.0) -> bool:
         """SIGKILL every process in the cgroup (frozen first, so none forks away); True once empty."""
         if self.version == "v2":

@@ -66,6 +66,9 @@ class TaskExit:
     task: str
     exit_code: int | None  # None when unknown (lost)
     reason: str = ""  # "", "OOMKilled", "lost", "stopped", a launcher error ...
+    # what the task used, where the launcher measures it (accounting); None = not known
+    cpu_seconds: float | None = None
+    peak_memory_mb: float | None = None
 
 
 class _LauncherMeta(MetaHasTraits, abc.ABCMeta):

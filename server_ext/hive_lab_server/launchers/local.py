@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -42,7 +43,8 @@ from .base import LaunchError, Launcher, LaunchRequest, TaskExit
 
 __all__ = ["LocalLauncher"]
 
-# Runs "$1" with /bin/sh and writes its exit status to "$2". First joins the task's cgroups (the
+# Runs "$1" with /bin/sh and writes its exit status to "$2" (and, first, the CPU time of what it waited
+# for, the shell's ``times``, to "$2.cpu"). First joins the task's cgroups (the
 # cgroup.procs files after "$4"), then runs the command as uid "$3" / gid "$4" (setpriv, with the
 # account's groups) when "$3" is set. TERM/INT/HUP are caught (not ignored, so the task itself still
 # gets them) to let the wrapper outlive the task and record its status.
@@ -51,6 +53,7 @@ for p in "$@"; do printf '%s\\n' $$ > "$p" || { echo "hive-lab: cannot join cgro
 trap : TERM INT HUP
 if [ -n "$uid" ]; then setpriv --reuid="$uid" --regid="$gid" --init-groups -- /bin/sh -c "$cmd"; else /bin/sh -c "$cmd"; fi
 code=$?
+times > "$exitf.cpu" 2>/dev/null
 printf "%s\\n" "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
 exit $code
 """
@@ -61,6 +64,7 @@ LOG_LIMITER = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" /
 SECRET_ENV = ("JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN_FILE", "JUPYTERHUB_OAUTH_CLIENT_SECRET")
 
 log = logging.getLogger(__name__)
+_TIMES = re.compile(r"(\d+)m([\d.]+)s")  # "0m1.250000s" in the output of the shell's ``times``
 
 
 @dataclass
@@ -114,7 +118,7 @@ class LocalLauncher(Launcher):
 
     def _forget(self, job_id: str, task: str) -> None:
         info, exitf = self._paths(job_id, task)
-        for p in (info, exitf, exitf.with_suffix(".exit.tmp")):
+        for p in (info, exitf, exitf.with_suffix(".exit.tmp"), exitf.with_suffix(".exit.cpu")):
             p.unlink(missing_ok=True)
         try:
             info.parent.rmdir()
@@ -127,6 +131,19 @@ class LocalLauncher(Launcher):
             return int(path.read_text().strip())
         except (OSError, ValueError):
             return None
+
+    @staticmethod
+    def _read_cpu_seconds(exitf: pathlib.Path) -> float | None:
+        """User + system CPU time of the task's processes the wrapper waited for (its ``times`` line 2;
+        daemons that escaped the task are not in it), or None when it was not recorded."""
+        try:
+            lines = exitf.with_suffix(".exit.cpu").read_text().splitlines()
+        except OSError:
+            return None
+        parts = _TIMES.findall(lines[1]) if len(lines) > 1 else []
+        if len(parts) != 2:
+            return None
+        return round(sum(int(m) * 60 + float(sec) for m, sec in parts), 3)
 
     # --- liveness -----------------------------------------------------------------------------
 
@@ -306,18 +323,22 @@ class LocalLauncher(Launcher):
     def _exit_of(self, t: _Task) -> TaskExit:
         _, exitf = self._paths(t.job_id, t.task)
         code = self._read_exit(exitf)
+        cg = self.cgroup(t.job_id, t.task)
+        peak = cg.peak_memory_bytes() if cg is not None else None
         oom = self._reap_cgroup(t.job_id, t.task)
         self._drain_copier(t.copier)
+        measured = {"cpu_seconds": self._read_cpu_seconds(exitf),
+                    "peak_memory_mb": None if peak is None else round(peak / 2**20, 1)}
         if oom and code is not None:
-            return TaskExit(t.job_id, t.task, code, oom)
+            return TaskExit(t.job_id, t.task, code, oom, **measured)
         if code is not None:
-            return TaskExit(t.job_id, t.task, code, "")
+            return TaskExit(t.job_id, t.task, code, "", **measured)
         if t.proc is not None and t.proc.returncode is not None:
             rc = t.proc.returncode
             if rc < 0:
-                return TaskExit(t.job_id, t.task, 128 - rc, oom or f"killed by {signal.Signals(-rc).name}")
-            return TaskExit(t.job_id, t.task, rc, "")
-        return TaskExit(t.job_id, t.task, None, "lost")
+                return TaskExit(t.job_id, t.task, 128 - rc, oom or f"killed by {signal.Signals(-rc).name}", **measured)
+            return TaskExit(t.job_id, t.task, rc, "", **measured)
+        return TaskExit(t.job_id, t.task, None, "lost", **measured)
 
     async def poll(self) -> list[TaskExit]:
         out, self._pending = self._pending, []

@@ -122,3 +122,31 @@ def placement_row(p: TaskPlacement, opportunistic: bool, gpu_uuids: dict) -> dic
 def placement_from_rows(rows: list[dict[str, Any]]) -> list[TaskPlacement]:
     return [TaskPlacement(task=p["task"], group=p["group"], index=p["index"], rank=p["rank"], node=p["node"],
                           gpus=tuple(p["gpus"]), cpus=p["cpus"], memory_mb=p["memory_mb"]) for p in rows]
+
+
+def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]:
+    """The ``job_usage`` row opened when an attempt is placed: its GPUs, by type (a node with one GPU
+    type gives it; else the task group's requested type, else "unknown"). Whole GPUs: share 1.0."""
+    types: dict[str, int] = {}
+    asked = {t.name: t.gpu_type for t in job.request.tasks}
+    nodes = getattr(config, "nodes", {}) or {}
+    for p in job.placement:
+        if not p.gpus:
+            continue
+        node_types = tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ())
+        gpu_type = node_types[0] if len(node_types) == 1 else (asked.get(p.group) or "unknown")
+        types[gpu_type] = types.get(gpu_type, 0) + len(p.gpus)
+    return {"job_id": job.id, "attempt": attempt, "user": job.user, "user_group": job.request.group,
+            "vc": job.vc, "gpus": sum(types.values()), "share": 1.0, "gpu_types": dict(sorted(types.items())),
+            "started_at": now, "ended_at": None, "cpu_seconds": None, "peak_memory_mb": None}
+
+
+def add_measured(measured: dict[str, float], exit: Any) -> None:
+    """Add what a launcher measured of an ended task (``TaskExit.cpu_seconds``/``peak_memory_mb``, when
+    it knows them) to its attempt's totals: CPU-seconds add up, peak memory is the largest task's."""
+    cpu = getattr(exit, "cpu_seconds", None)
+    if cpu is not None:
+        measured["cpu_seconds"] = measured.get("cpu_seconds", 0.0) + float(cpu)
+    peak = getattr(exit, "peak_memory_mb", None)
+    if peak is not None:
+        measured["peak_memory_mb"] = max(measured.get("peak_memory_mb", 0.0), float(peak))

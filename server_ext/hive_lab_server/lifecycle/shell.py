@@ -72,6 +72,8 @@ class ActiveJob:
     queued_at: float = 0.0
     opportunistic: bool = False
     placement: list[TaskPlacement] = field(default_factory=list)
+    # what the launcher measured of the current attempt's ended tasks (cpu_seconds, peak_memory_mb)
+    measured: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # the core's request carries the spec's time limit (backfill and the start estimates read it)
@@ -91,10 +93,10 @@ class ActiveJob:
 
 
 def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: int, within: Any,
-                  submit_time: float, *, groups: tuple[str, ...] | list[str] | None = (),
+                  submit_time: float, group: str = "", *, groups: tuple[str, ...] | list[str] | None = (),
                   kind: str = "batch") -> JobRequest:
     return JobRequest(
-        id=job_id, vc=vc, user=user,
+        id=job_id, vc=vc, user=user, group=group,
         tasks=tuple(TaskGroup(name=t["name"], count=t["count"], gpus=t["gpus"], gpu_type=t.get("gpu_type"),
                               cpus=t.get("cpus") or 0, memory_mb=t.get("memory_mb") or 0) for t in tasks),
         priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
@@ -194,16 +196,27 @@ class UnitOfWork:
                 fields["started_at"] = now
             fields.update(extra)
             self.store.update_job(batch, job.id, **fields)
+            if fields.get("finished_at") is not None:
+                self._close_usage(batch, job, now)
             if e.history:
                 self.store.add_event(batch, job.id, e.state.value, now, e.reason)
                 self.metrics.transitions.labels(e.state.value).inc()
         elif isinstance(e, m.SetPlacement):
             if e.clear:
                 self.store.clear_placement(batch, job.id)
+                self._close_usage(batch, job, now)
             else:
                 self.store.set_placement(batch, job.id, lc.attempt,
                                          [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids)
                                           for p in job.placement])
+                job.measured = {}  # a new attempt (what an earlier one measured was written when it closed)
+                self.store.open_usage(batch, launch_plan.usage_row(job, lc.attempt, now, self.config))
+
+    def _close_usage(self, batch, job: ActiveJob, now: float) -> None:
+        """The attempt's GPUs are given back: close its usage record with what the launcher measured."""
+        measured = job.measured  # kept until the next attempt opens: a failed commit writes it again
+        self.store.close_usage(batch, job.id, now, cpu_seconds=measured.get("cpu_seconds"),
+                               peak_memory_mb=measured.get("peak_memory_mb"))
 
     def _after_commit(self, effects: list[tuple[str, m.Event, m.Effect]], now: float) -> None:
         """Effects of a committed unit: state listeners, core calls (their decisions are the next unit's
@@ -413,6 +426,10 @@ class UnitOfWork:
     def _handle_exits(self, exits: list[TaskExit]) -> None:
         """Exits are facts: applied in one unit; acknowledged to the launcher once stored."""
         facts = [(e.job_id, m.Exit(e.task, e.exit_code, e.reason)) for e in exits if e.job_id in self.active]
+        for e in exits:
+            job = self.active.get(e.job_id)
+            if job is not None:
+                launch_plan.add_measured(job.measured, e)
         if not facts and not self._pending:
             if exits:
                 with contextlib.suppress(Exception):

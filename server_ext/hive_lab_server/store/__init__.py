@@ -1,4 +1,4 @@
-"""The hive-lab store: jobs, their state history and placements, in any SQLAlchemy database.
+"""The hive-lab store: jobs, their state history, placements and usage, in any SQLAlchemy database.
 
 ``Store(url)`` connects, runs the alembic migrations (``upgrade head``) and offers the few
 queries the service and the REST handlers need. SQLite gets WAL mode, so readers never block
@@ -17,9 +17,10 @@ from alembic.config import Config
 from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .models import Base, Drain, Job, JobEvent, Placement, VcLimits
+from .models import Base, Drain, Job, JobEvent, JobUsage, Placement, VcLimits
 
-__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "VcLimits", "migrate"]
+__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "VcLimits", "JobUsage", "migrate",
+           "migrations_head"]
 
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -30,6 +31,7 @@ _events = JobEvent.__table__
 _placements = Placement.__table__
 _drains = Drain.__table__
 _vc_limits = VcLimits.__table__
+_usage = JobUsage.__table__
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -39,6 +41,15 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
+
+
+def migrations_head() -> str:
+    """The newest revision of the packaged migrations (what ``migrate`` brings a store to)."""
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(cfg).get_current_head()
 
 
 class Batch:
@@ -51,9 +62,11 @@ class Batch:
         self.placements: dict[str, list[dict[str, Any]]] = {}
         self.drains: list[tuple[str, int | None, dict[str, Any] | None]] = []
         self.limits: dict[str, dict[str, Any]] = {}
+        self.usage: list[tuple[str, dict[str, Any]]] = []  # ("open", row) | ("close", fields), in order
 
     def __bool__(self) -> bool:
-        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains or self.limits)
+        return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains or self.limits
+                    or self.usage)
 
     def flush(self, conn: Connection) -> None:
         if self.new_jobs:
@@ -79,6 +92,14 @@ class Batch:
         if self.limits:
             conn.execute(delete(_vc_limits).where(_vc_limits.c.vc.in_(list(self.limits))))
             conn.execute(insert(_vc_limits), list(self.limits.values()))
+
+        for op, row in self.usage:  # after the jobs they refer to; in the order they happened
+            if op == "open":
+                conn.execute(insert(_usage), [row])
+            else:
+                fields = {k: v for k, v in row.items() if k != "job_id"}
+                conn.execute(update(_usage).where(_usage.c.job_id == row["job_id"], _usage.c.ended_at.is_(None))
+                             .values(**fields))
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -165,6 +186,16 @@ class Store:
     def set_vc_limits(self, batch: "Batch", vc: str, limits: dict[str, Any], at: float, by: str) -> None:
         batch.limits[vc] = {"vc": vc, "limits": limits, "at": at, "by": by}
 
+    def open_usage(self, batch: "Batch", row: dict[str, Any]) -> None:
+        """An attempt starts holding GPUs (``row``: a ``job_usage`` row without ``ended_at``)."""
+        batch.usage.append(("open", dict(row)))
+
+    def close_usage(self, batch: "Batch", job_id: str, at: float, cpu_seconds: float | None = None,
+                    peak_memory_mb: float | None = None) -> None:
+        """The job's open attempt (if any) gave its GPUs back at ``at``."""
+        batch.usage.append(("close", {"job_id": job_id, "ended_at": at, "cpu_seconds": cpu_seconds,
+                                      "peak_memory_mb": peak_memory_mb}))
+
     # --- reads ---------------------------------------------------------------------------------
 
     def max_seq(self) -> int:
@@ -245,3 +276,23 @@ class Store:
         """VC -> the limits an admin stored for it (``{"default", "groups", "users"}``)."""
         with self.engine.connect() as conn:
             return {r["vc"]: r["limits"] for r in conn.execute(select(_vc_limits).order_by(_vc_limits.c.vc)).mappings()}
+
+    def usage_rows(self, *, since: float | None = None, users: list[str] | None = None) -> list[dict[str, Any]]:
+        """``job_usage`` rows of attempts still open or ended after ``since``, oldest first."""
+        conds = []
+        if since is not None:
+            conds.append((_usage.c.ended_at.is_(None)) | (_usage.c.ended_at > since))
+        if users is not None:
+            conds.append(_usage.c.user.in_(users))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_usage).where(*conds).order_by(_usage.c.id)).mappings()
+            return [dict(r) for r in rows]
+
+    def gpu_seconds_by_user(self, now: float) -> dict[str, float]:
+        """All-time GPU-seconds per user (open attempts up to ``now``), summed in the database."""
+        held = _usage.c.gpus * _usage.c.share
+        ended = func.coalesce(_usage.c.ended_at, now)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_usage.c.user, func.sum(held * (ended - _usage.c.started_at)))
+                                .group_by(_usage.c.user).order_by(_usage.c.user))
+            return {user: max(0.0, float(total or 0.0)) for user, total in rows}

@@ -1,4 +1,4 @@
-"""SQLAlchemy models of the hive-lab store (jobs, their history, placements, drains).
+"""SQLAlchemy models of the hive-lab store (jobs, their history, placements, drains, usage).
 
 Times are stored as UNIX seconds (float); the REST layer renders them as ISO-8601 UTC.
 The schema is created and upgraded by the alembic migrations in ``migrations/`` only.
@@ -50,6 +50,7 @@ class Job(Base):
     stop_intent: Mapped[str | None] = mapped_column(String(16), nullable=True)  # lifecycle.states.Intent
     stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)  # the owner's groups at submit (limits)
+    user_group: Mapped[str] = mapped_column(String(128), default="", server_default="")  # fair share's group
 
 
 class JobEvent(Base):
@@ -101,3 +102,27 @@ class VcLimits(Base):
     limits: Mapped[dict] = mapped_column(JSON)  # {"default": {...}, "groups": {...}, "users": {...}}
     at: Mapped[float] = mapped_column(Float)
     by: Mapped[str] = mapped_column(String(128))
+
+
+class JobUsage(Base):
+    """What one attempt of a job used: opened when the core places it, closed when its GPUs are given back.
+
+    GPU-seconds are ``gpus * share * (ended_at - started_at)`` (``ended_at`` NULL: still holding them);
+    ``share`` is 1.0 for whole GPUs (fractional GPUs later). ``gpu_types`` maps GPU type -> GPUs of this
+    attempt. ``cpu_seconds`` and ``peak_memory_mb`` are NULL where the launcher does not know them."""
+
+    __tablename__ = "job_usage"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    user_group: Mapped[str] = mapped_column(String(128), default="")
+    vc: Mapped[str] = mapped_column(String(128))
+    gpus: Mapped[int] = mapped_column(Integer)
+    share: Mapped[float] = mapped_column(Float, default=1.0)
+    gpu_types: Mapped[dict] = mapped_column(JSON)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
+    cpu_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peak_memory_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
