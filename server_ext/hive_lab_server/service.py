@@ -65,6 +65,7 @@ class HiveService(UnitOfWork, Recovery):
         self.launcher = launcher
         self.jobs_root = pathlib.Path(jobs_root)
         self.jobs_root.mkdir(parents=True, exist_ok=True)
+        self._jobs_root_str = str(self.jobs_root)
         self.gpu_uuids = dict(gpu_uuids or {})
         self.preemption_grace_s = preemption_grace_s
         self.stop_grace_s = stop_grace_s
@@ -232,8 +233,8 @@ class HiveService(UnitOfWork, Recovery):
             if self._seq == seq:  # the id is not used up
                 self._seq -= 1
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
-        working_dir = str(self.jobs_root / job_id)
-        output_dir = str(self.jobs_root / job_id / "output")
+        working_dir = os.path.join(self._jobs_root_str, job_id)
+        output_dir = os.path.join(working_dir, "output")
         row = {
             "seq": seq, "id": job_id, "name": spec.name, "user": user, "vc": vc, "kind": spec.kind,
             "state": "submitted", "reason": "", "priority": spec.core_priority,
