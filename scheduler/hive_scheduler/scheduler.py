@@ -240,6 +240,63 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         is withdrawn calls its preemption off: victims not yet stopped keep running."""
         return self.finish(job_id, now)
 
+    # ------------------------------------------------------------------ group commit: submits that can be undone
+    def submit_if_waiting(self, job: JobRequest, now: float) -> Decision | None:
+        """``submit`` for a job that can only wait, in a form that ``withdraw_waiting`` undoes exactly.
+
+        If ``submit`` would just queue ``job`` and change nothing else (it cannot start now without
+        preempting, its VC has no lower-priority work it could preempt, no scheduling pass is due),
+        queue it and return its ``queued`` decision (the one ``submit`` would give). Otherwise change
+        nothing and return None: the caller uses ``submit``. A caller that stores its jobs (the
+        service's group commit) can so decide several submits, store them in one transaction and, if
+        the store refuses, withdraw them as if they had never been submitted."""
+        if not isinstance(job, JobRequest):
+            raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
+        validate_request(self, job)
+        now = self._tick(now)
+        if self._opp_dirty or any(vc.dirty for vc in self._vcs.values()):
+            return None  # submit would run a scheduling pass: other jobs may start
+        if job.priority != -1:
+            vc = self._vcs[job.vc]
+            if self._starving(vc, now) or any(p < job.priority for p in vc.prio_count):
+                return None  # submit would hold the VC back, or may preempt
+        j = Job(job, self._seq)
+        self._jobs[job.id] = j  # placement looks its job up
+        txn: list = []
+        snap = self._dirty_snapshot()
+        try:  # every placement submit could make without preempting (a superset of what it tries)
+            if job.priority == -1:
+                res = self._place_opportunistic(j, txn)
+            else:
+                free = vc.pins[job.pinned_cell].free if job.pinned_cell is not None else \
+                    sum(vc.free[c] for c in self._job_chains(job, vc))
+                res = self._place_best(j, txn) if job.total_gpus <= free else None
+        finally:
+            self._rollback(txn)
+            self._dirty_restore(snap)
+            self._flush_idle()
+        if res is not None:
+            del self._jobs[job.id]
+            return None
+        self._seq += 1
+        self._enqueue(j, mark=False)
+        j.fail = NOFIT
+        return Decision("queued", job.id, now, reason=self._reason(j))
+
+    def withdraw_waiting(self, job_ids: list[str]) -> None:
+        """Undo ``submit_if_waiting`` of ``job_ids`` (the latest submits, nothing else called since):
+        they leave the queue and the core as if never submitted. RequestError (nothing changed) if one
+        of them is unknown or no longer waiting."""
+        for job_id in job_ids:
+            j = self._get(job_id)
+            if j.state != WAITING or j.preemptors or j.waiting_on:
+                raise RequestError("job_id", f"job {job_id} is not just waiting; it cannot be withdrawn")
+        for job_id in reversed(job_ids):
+            j = self._jobs.pop(job_id)
+            self._dequeue(j)
+            if j.seq == self._seq - 1:
+                self._seq -= 1
+
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[Decision]:
         j = self._get(job_id)
         if j.preempted_by is None:

@@ -89,9 +89,15 @@ class TokenMapIdentityProvider(IdentityProvider):
         return True
 
     async def get_user_token(self, handler) -> User | None:
-        user = self._by_token(self.get_token(handler) or "")
+        token = self.get_token(handler) or ""
+        user = self._by_token(token)
         if user is not None:
             return user
+        server_token = getattr(handler, "token", None)
+        if server_token and token == server_token and not handler.get_cookie(self.get_cookie_name(handler)):
+            # the server's own token without a login cookie: what jupyter_server answers (the owner),
+            # without its per-request debug line (formatted, then dropped, for every API call)
+            return self.generate_anonymous_user(handler)
         return await super().get_user_token(handler)
 
     def set_login_cookie(self, handler, user: User) -> None:

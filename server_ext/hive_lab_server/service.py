@@ -72,6 +72,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self.launcher = launcher
         self.jobs_root = pathlib.Path(jobs_root)
         self.jobs_root.mkdir(parents=True, exist_ok=True)
+        self._jobs_root_str = str(self.jobs_root)
         self.gpu_uuids = dict(gpu_uuids or {})
         self.preemption_grace_s = preemption_grace_s
         self.stop_grace_s = stop_grace_s
@@ -270,8 +271,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
             if isinstance(exc, LimitRefusal):
                 raise ServiceError(429 if exc.queue_full else 403, exc.message, exc.field) from None
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
-        working_dir = str(self.jobs_root / job_id)
-        output_dir = str(self.jobs_root / job_id / "output")
+        working_dir = os.path.join(self._jobs_root_str, job_id)
+        output_dir = os.path.join(working_dir, "output")
         row = {
             "seq": seq, "id": job_id, "name": spec.name, "user": user, "vc": vc, "kind": spec.kind,
             "state": "submitted", "reason": "", "priority": spec.core_priority,
@@ -325,23 +326,54 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         }
 
     def _admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
-        """Store new jobs in one unit, then hand them to the core (in that order: a store fault leaves
-        nothing to undo, and a job is acknowledged only once stored)."""
+        """Store new jobs and hand them to the core; a job is acknowledged only once stored.
+
+        Group commit: the leading jobs that the core would only queue (``submit_if_waiting``: nothing
+        else changes) are queued in the core first and stored with their queued state in one unit (one
+        transaction); if the store refuses, the core withdraws them exactly (``withdraw_waiting``) and
+        nothing is left. The others (a job that would start or preempt, and every job after it, so
+        the core sees them in order) are stored in that unit too, then given to the core."""
+        now = self.now()
+        facts: list[tuple[str, m.Event]] = []
+        waiting: list[str] = []
+        for job, _ in new:
+            decision = None
+            try:
+                decision = self.scheduler.submit_if_waiting(job.request, now)
+            except Exception:  # the core refuses it: ``submit`` below says so, once it is stored
+                pass
+            if decision is None:
+                break
+            waiting.append(job.id)
+            facts.append((job.id, m.Queued(decision.reason or "waiting")))
+        for job, _ in new:
+            self.active[job.id] = job
 
         def insert(batch, at: float) -> None:
             for job, row in new:
                 self.store.insert_job(batch, row)
                 self.store.add_event(batch, job.id, "submitted", at, f"submitted by {job.user} to VC {job.vc}")
 
-        self._unit([], request=True, write=insert)
+        def committed() -> None:  # before the unit's own effects: listeners hear "submitted" first
+            for job, _ in new:
+                self.metrics.transitions.labels("submitted").inc()
+                for listener in self._state_listeners:
+                    asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
+                                                         f"submitted by {job.user} to VC {job.vc}")
+
+        try:
+            self._unit(facts, request=True, write=insert, committed=committed)
+        except StoreUnavailable:  # nothing was stored: nothing may stay in memory or in the core
+            for job, _ in new:
+                self.active.pop(job.id, None)
+            self.scheduler.withdraw_waiting(waiting)
+            raise
+        rest = new[len(waiting):]
+        if not rest:
+            return
         now = self.now()
-        facts: list[tuple[str, m.Event]] = []
-        for job, row in new:
-            self.active[job.id] = job
-            self.metrics.transitions.labels("submitted").inc()
-            for listener in self._state_listeners:
-                asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
-                                                     f"submitted by {job.user} to VC {job.vc}")
+        facts = []
+        for job, _ in rest:
             try:
                 facts += self._facts_of(self.scheduler.submit(job.request, now), job.id)
             except Exception as exc:  # stored, so it must end somewhere visible

@@ -63,3 +63,41 @@ def test_store_failure_withdraws_the_job_from_the_core(service, monkeypatch):
         await service.stop()
 
     asyncio.run(main())
+
+
+def test_group_commit_stores_submits_arriving_together_in_one_transaction(service, monkeypatch):
+    """Submits arriving together while the GPUs are busy: one commit stores them queued; when the store
+    refuses that commit, all are answered 503 and the core forgets them exactly (it decides the same after)."""
+    from sqlalchemy import event
+
+    commits = []
+    event.listen(service.store.engine, "commit", lambda conn: commits.append(1))
+    spec = parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 2}]})
+
+    async def main():
+        await service.start()
+        busy = service.submit(spec, "ann", "default")
+        assert busy["state"] == "scheduled"
+        await asyncio.sleep(0)
+        commits.clear()
+        jobs = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(5)))
+        assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1
+        stored = [service.store.get_job(j["id"]) for j in jobs]
+        assert [r["state"] for r in stored] == ["queued"] * 5
+        core_jobs = [v.id for v in service.scheduler.jobs()]
+
+        def broken(batch, row):
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(service.store, "insert_job", broken)
+        refused = await asyncio.gather(*(service.submit_grouped(spec, "bob", "default") for _ in range(3)),
+                                       return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailable) for r in refused)
+        assert [v.id for v in service.scheduler.jobs()] == core_jobs and len(service.active) == 6
+        monkeypatch.undo()
+        again = await service.submit_grouped(spec, "bob", "default")
+        assert again["state"] == "queued" and [v.id for v in service.scheduler.jobs()] == core_jobs + [again["id"]]
+        await service.launcher.stop(busy["id"], 0)
+        await service.stop()
+
+    asyncio.run(main())

@@ -109,12 +109,14 @@ class UnitOfWork:
 
 
     def _unit(self, facts: list[tuple[str, m.Event]], *, request: bool = False, exits: list[TaskExit] = (),
-              write: Callable[[Any, float], None] | None = None) -> list[str]:
+              write: Callable[[Any, float], None] | None = None,
+              committed: Callable[[], None] | None = None) -> list[str]:
         """Apply ``facts`` (and those still pending) in one transaction; then run their effects.
 
         ``request``: the facts come from a request; if the commit fails they are dropped and
         StoreUnavailable raised (nothing was acknowledged). Other facts stay pending for the next unit.
-        ``write(batch, now)`` adds writes of its own to the transaction. Returns the jobs that changed."""
+        ``write(batch, now)`` adds writes of its own to the transaction; ``committed()`` runs once it is
+        committed, before the effects. Returns the jobs that changed."""
         all_facts = self._pending + list(facts)
         now = self.now()
         lcs: dict[str, m.Job] = {}
@@ -161,6 +163,8 @@ class UnitOfWork:
             job.lc = lc
             if lc.final:
                 self.active.pop(job_id, None)
+        if committed is not None:
+            committed()
         self._after_commit(effects, now)
         self._publish(changed)
         return changed
