@@ -260,7 +260,16 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
             vc = self._vcs[job.vc]
             if self._starving(vc, now) or any(p < job.priority for p in vc.prio_count):
                 return None  # submit would hold the VC back, or may preempt
+            if vc.queue and (self.backfill or self._strict):
+                return None  # submit would run the VC's pass (reservations decide who may pass)
         j = Job(job, self._seq)
+        over = self._gate.blocked(j, {})
+        if over is not None:  # its owner is at a per-user limit: submit queues it with that reason
+            self._seq += 1
+            self._jobs[job.id] = j
+            self._enqueue(j, mark=False)
+            j.fail = over
+            return Decision("queued", job.id, now, reason=self._reason(j))
         self._jobs[job.id] = j  # placement looks its job up
         txn: list = []
         snap = self._dirty_snapshot()

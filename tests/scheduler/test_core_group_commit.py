@@ -46,10 +46,16 @@ def request(step, n, vcs):
 @settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=5, max_size=50),
-       policy=st.sampled_from(["fifo", "priority", "drf", "fair_share"]))
-def test_submit_if_waiting_is_submit_or_nothing_and_withdraw_leaves_no_trace(cluster, steps, policy):
+       policy=st.sampled_from(["fifo", "priority", "drf", "fair_share"]), limited=st.booleans(),
+       backfill=st.booleans())
+def test_submit_if_waiting_is_submit_or_nothing_and_withdraw_leaves_no_trace(cluster, steps, policy, limited, backfill):
     config, vcs = CLUSTERS[cluster]
     grouped, plain = Scheduler(config, policy=policy), Scheduler(config, policy=policy)
+    for s in (grouped, plain):
+        s.backfill = backfill
+        if limited:  # per-user limits: a job over its owner's limit waits with that reason either way
+            for vc in vcs:
+                s.set_user_limits(vc, {"default": {"max_gpus": 4, "max_running_jobs": 2}}, 0.0)
     t, n = 0.0, 0
     for step in steps:
         t += 1
@@ -120,3 +126,14 @@ def test_withdraw_refuses_a_job_no_longer_just_waiting_and_changes_nothing():
     assert s.job("b").state == "running"
     with pytest.raises(RequestError):
         s.withdraw_waiting(["nope"])
+
+
+def test_a_job_over_its_owners_limit_is_queued_with_the_limit_as_reason():
+    plain, grouped = Scheduler(WORKSTATION), Scheduler(WORKSTATION)
+    for s in (plain, grouped):
+        s.set_user_limits("default", {"default": {"max_gpus": 2}}, 0.0)
+        assert s.submit(job("mine", "default", 2, user="ann"), 1.0)[0].event == "started"
+    expected = plain.submit(job("more", "default", 2, user="ann"), 2.0)
+    queued = grouped.submit_if_waiting(job("more", "default", 2, user="ann"), 2.0)
+    assert queued is not None and decisions([queued]) == decisions(expected)
+    assert "2 of your 2 GPUs" in queued.reason
