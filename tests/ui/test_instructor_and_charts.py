@@ -185,3 +185,44 @@ def test_a_student_sees_no_filters_no_instructor_view_and_no_cancel_on_others(hw
     r = hw_lab.request("DELETE", f"jobs/{bobs['id']}", user="ann")
     assert r.status_code == 403, r.text
     lab.screenshot("student-all-jobs")
+
+
+def test_the_heatmap_charts_my_gpus_live_labels_nodes_and_fits_a_small_machine(hw_lab, lab_as):
+    anns = submit(hw_lab, "ann", gpus=2, name="anns-pair")
+    bobs = submit(hw_lab, "bob", gpus=1, name="bobs-one")
+    g0, g1 = gpus_of(anns)
+    add_fault(hw_lab.hardware, {"at": 0, "gpu": g0, "utilization": 40, "memory_used_mb": 2048})
+    add_fault(hw_lab.hardware, {"at": 0, "gpu": g1, "utilization": 75, "memory_used_mb": 8192})
+
+    lab = lab_as("ann")
+    lab.command("hive-lab:open-heatmap")
+    page = lab.page
+    cards = page.locator(".jp-HiveCharts-card")
+    expect(cards).to_have_count(2, timeout=20_000)  # ann's two GPUs, not bob's
+    first = page.locator(f".jp-HiveCharts-card[data-gpu='ws#{g0}']")
+    second = page.locator(f".jp-HiveCharts-card[data-gpu='ws#{g1}']")
+    expect(first).to_have_attribute("data-job", anns["id"])
+    expect(first).to_have_attribute("data-utilization", "40", timeout=20_000)
+    expect(second).to_have_attribute("data-utilization", "75", timeout=20_000)
+    expect(first.locator(".jp-HiveCharts-mem")).to_have_text("memory 2.0 / 48 GiB")
+    bob_gpu = gpus_of(bobs)[0]
+    expect(page.locator(f".jp-HiveCharts-card[data-gpu='ws#{bob_gpu}']")).to_have_count(0)
+
+    # live: a new reading arrives and extends the series
+    points = int(first.get_attribute("data-points"))
+    add_fault(hw_lab.hardware, {"at": 0, "gpu": g0, "utilization": 90, "memory_used_mb": 4096})
+    expect(first).to_have_attribute("data-utilization", "90", timeout=20_000)
+    page.wait_for_function(
+        "([sel, n]) => Number(document.querySelector(sel).dataset.points) > n",
+        arg=[f".jp-HiveCharts-card[data-gpu='ws#{g0}']", points],
+    )
+    expect(first.locator(".jp-HiveCharts-util")).to_have_text("utilisation 90%")
+
+    # node labels on the heatmap, and no big empty pane above the charts on a 4-GPU machine
+    nodes = page.evaluate("() => document.querySelector('canvas.jp-HiveHeatmap-canvas').hiveNodes()")
+    assert [(n["label"], n["labelled"]) for n in nodes] == [("ws", True)]
+    canvas = page.locator("canvas.jp-HiveHeatmap-canvas").bounding_box()
+    charts = page.locator(".jp-HiveCharts").bounding_box()
+    assert canvas["height"] < 200, canvas
+    assert 0 <= charts["y"] - (canvas["y"] + canvas["height"]) < 40, (canvas, charts)
+    lab.screenshot("heatmap-gpu-charts")
