@@ -65,6 +65,8 @@ export class ClusterModel {
   gpusTotal: number | null = null;
   error: string | null = null;
   connected = false;
+  /** The first refresh answered (jobs, VCs and who I am are known). */
+  loaded = false;
   settings: IHiveSettings = { ...DEFAULT_SETTINGS };
   jobFilter: IJobFilter = { user: null, vc: null };
   /** Every user seen in a job list or on a GPU (the filter's choices). */
@@ -198,6 +200,7 @@ export class ClusterModel {
         this.knownUsers.add(job.user);
       }
       this.vcs = vcs;
+      this.loaded = true;
       if (cluster) {
         this._setCluster(cluster);
       }
