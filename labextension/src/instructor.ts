@@ -150,16 +150,23 @@ export class InstructorView {
     }
   }
 
+  /** The panel is shown / hidden: GPU readings are polled only while an admin looks. */
+  setShown(shown: boolean): void {
+    this._shown = shown;
+    this.render();
+  }
+
   render(): void {
     const m = this.model;
     const admin = !!m.me?.admin;
     this.node.hidden = !admin;
+    const watch = admin && this._shown;
+    if (watch !== this._watching) {
+      this._watching = watch; // readings arrive while the instructor looks: idle since when
+      m.watchSamples(watch);
+    }
     if (!admin) {
       return;
-    }
-    if (!this._watching) {
-      this._watching = true; // readings arrive while the instructor looks: idle since when
-      m.watchSamples(true);
     }
     this._renderIdle();
     const vc = m.jobFilter.vc;
@@ -271,4 +278,5 @@ export class InstructorView {
   private _usageVc: string | null | undefined = undefined;
   private _usageAt = 0;
   private _watching = false;
+  private _shown = false;
 }

@@ -4,6 +4,7 @@
  * Plain DOM, re-rendered from the shared ClusterModel on every change.
  */
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ACTIVE_STATES, IJob, IVc } from './api';
@@ -99,6 +100,14 @@ export class ClusterPanel extends Widget {
     this._logs.dispose();
     this._instructor.dispose();
     super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    this._instructor.setShown(true);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    this._instructor.setShown(false);
   }
 
   render(): void {
