@@ -150,6 +150,8 @@ class GpuUsageView(LiveView):
         used = [y for ys in self.mem_source.data["ys"] for y in ys]
         top = max(totals) / 1024 if totals else max(used, default=0) * 1.2
         self.mem_figure.y_range.end = max(top, 1.0)
+        # no GPU held: no empty charts, just the sentence
+        self.model.layout.display = "" if h.gpus else "none"
         if not h.gpus:
             self.title.value = ("<b>Your GPUs</b>: your jobs hold no GPU now; the GPUs they get are charted "
                                 "here with their utilisation and memory.")

@@ -47,6 +47,9 @@ def test_the_chart_keeps_one_line_per_gpu_i_hold_and_follows_readings():
     view.add_cluster(cluster({}, {}), at=125.0)
     assert view.util_source.data["gpu"] == []
     assert "hold no GPU" in view.title.value
+    assert view.model.layout.display == "none"  # no empty charts
+    view.add_cluster(cluster({1: (1, 1)}, {1: ("j-4", "ann")}), at=130.0)
+    assert view.model.layout.display == ""
 
 
 def test_unread_gpus_are_gaps_not_zeros():
