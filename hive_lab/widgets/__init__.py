@@ -3,9 +3,9 @@
 Imported lazily, so the CLI can use the pure ``shaping``/``layout`` modules without ipywidgets/bokeh.
 """
 
-__all__ = ["Dashboard", "HeatmapView", "JobMonitor", "QueueView", "VCUsageView"]
+__all__ = ["Dashboard", "GpuUsageView", "HeatmapView", "JobMonitor", "QueueView", "VCUsageView"]
 
-_where = {"Dashboard": "dashboard", "HeatmapView": "heatmap", "JobMonitor": "job_monitor",
+_where = {"Dashboard": "dashboard", "GpuUsageView": "gpu_usage", "HeatmapView": "heatmap", "JobMonitor": "job_monitor",
           "QueueView": "queue", "VCUsageView": "vcs"}
 
 

@@ -17,7 +17,8 @@ class LiveView:
     #: event types that make this view refetch
     refetch_on: tuple[str, ...] = ("hello", "job", "cluster", "vcs")
 
-    def __init__(self, client=None, *, live: bool = True, debounce: float = 0.3, min_interval: float = 1.0):
+    def __init__(self, client=None, *, live: bool = True, debounce: float = 0.3, min_interval: float = 1.0,
+                 poll_interval_s: float | None = None):
         if client is None and live:
             from ..client import Client
 
@@ -28,6 +29,9 @@ class LiveView:
         self._debouncer = Debouncer(self.refresh, delay=debounce, min_interval=min_interval)
         self._unsubscribe = None
         self._live = live
+        # readings that change without an event (GPU utilisation): also refetch every poll_interval_s
+        self.poll_interval_s = poll_interval_s
+        self._poll_stop: threading.Event | None = None
 
     def start(self) -> "LiveView":
         """Fetch once, then follow the event stream (when live)."""
@@ -35,12 +39,22 @@ class LiveView:
             self.refresh()
         if self._live and self.client is not None and self._unsubscribe is None:
             self._unsubscribe = LiveFeed.for_client(self.client).subscribe(self.on_event)
+        if self._live and self.client is not None and self.poll_interval_s and self._poll_stop is None:
+            self._poll_stop = stop = threading.Event()
+            threading.Thread(target=self._poll, args=(stop,), daemon=True, name="hive-lab-view-poll").start()
         return self
+
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.wait(self.poll_interval_s):
+            self._debouncer.trigger()
 
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._poll_stop is not None:
+            self._poll_stop.set()
+            self._poll_stop = None
         self._debouncer.cancel()
 
     def on_event(self, message: dict) -> None:

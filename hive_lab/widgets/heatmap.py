@@ -1,4 +1,5 @@
-"""Topology heatmap: every GPU one cell of a single bokeh ``rect`` glyph, shown through jupyter_bokeh."""
+"""Topology heatmap: every GPU one cell of a single bokeh ``rect`` glyph, shown through jupyter_bokeh;
+node names above the node outlines; under it, live charts of the GPUs the caller's jobs hold."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from bokeh.plotting import figure
 from jupyter_bokeh import BokehModel
 
 from .base import LiveView, error_html
+from .gpu_usage import GpuUsageView
 from .layout import Layout, compute_layout
 from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend, topology_key
 
@@ -17,6 +19,9 @@ MAX_WIDTH_PX = 900
 MAX_CELL_PX = 40
 MIN_WIDTH_PX = 320
 MAX_OUTLINES = 600  # node/rack outlines drawn up to this many groups
+MAX_LABELS = 64  # node/rack names drawn up to this many groups (the hover names the node anyway)
+MIN_LABEL_CELL_PX = 10  # ... and only where cells are at least this big
+LABEL_PX = 14  # room above the top row for its names
 
 
 def outline_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list]:
@@ -33,6 +38,8 @@ def outline_columns(cluster: dict, layout: Layout | None = None) -> dict[str, li
         "top": [b.y0 - pad for b in boxes], "bottom": [b.y1 + pad for b in boxes],
         "name": [b.address for b in boxes],
         "width": [1.0 if b.is_node else 2.0 for b in boxes],
+        # node names (a rack's outline starts where its first node does: its name would cover that one)
+        "label": [b.address if b.is_node and len(boxes) <= MAX_LABELS else "" for b in boxes],
     }
 
 
@@ -41,8 +48,11 @@ class HeatmapView(LiveView):
     refetch_on = ("hello", "job", "cluster", "vcs")
 
     def __init__(self, client=None, *, color_by: str = "state", live: bool = True, cluster: dict | None = None,
-                 **kwargs):
-        super().__init__(client, live=live, **kwargs)
+                 usage: bool = True, me: str | None = None, interval_s: float = 5.0, **kwargs):
+        """``usage``: chart the utilisation and memory of my GPUs under the heatmap (``me``: whose GPUs;
+        by default the client's user), refetching every ``interval_s`` s while live."""
+        super().__init__(client, live=live, poll_interval_s=interval_s if usage and live else None, **kwargs)
+        self.usage = GpuUsageView(None, me=me, interval_s=interval_s, live=False) if usage else None
         if color_by not in COLOR_MODES:
             raise ValueError(f"color_by must be one of {', '.join(COLOR_MODES)}, got {color_by!r}")
         self.color_by = color_by
@@ -66,6 +76,9 @@ class HeatmapView(LiveView):
         self.figure.x_range = Range1d(0, 1)
         self.figure.quad(left="left", right="right", top="top", bottom="bottom", source=self.outlines,
                          fill_color=None, line_color="#9a9a9a", line_width="width")
+        self.labels = self.figure.text(x="left", y="top", text="label", source=self.outlines,
+                                       text_font_size="10px", text_color="#555555", text_baseline="bottom",
+                                       y_offset=-1)
         self.renderer = self.figure.rect(x="x", y="y", width=0.9, height=0.9, source=self.source,
                                          fill_color="color", fill_alpha="alpha", line_color=None,
                                          hover_line_color="black", hover_fill_alpha=1.0)
@@ -81,7 +94,12 @@ class HeatmapView(LiveView):
         self.mode.observe(self._mode_changed, names="value")
         self.legend = W.HTML()
         self.status = W.HTML()
-        self.widget = W.VBox([W.HBox([self.mode, self.status]), self.model, self.legend])
+        parts = [W.HBox([self.mode, self.status]), self.model, self.legend]
+        if self.usage is not None:
+            if self.cluster.get("gpus"):
+                self.usage.add_cluster(self.cluster)
+            parts.append(self.usage.widget)
+        self.widget = W.VBox(parts)
         self._legend()
         if self.error:
             self.show_error(self.error)
@@ -89,6 +107,8 @@ class HeatmapView(LiveView):
             self.start()
 
     def fetch(self):
+        if self.usage is not None and self.usage.me is None:
+            self.usage.me = self.client.me().get("user")
         cluster = self.client.cluster()
         try:
             names = [vc["name"] for vc in self.client.vcs()]
@@ -99,6 +119,8 @@ class HeatmapView(LiveView):
     def render(self, data) -> None:
         cluster, names = data
         self.set_cluster(cluster, names)
+        if self.usage is not None:
+            self.usage.add_cluster(cluster)
 
     def set_cluster(self, cluster: dict, vc_names: list[str] | None = None) -> None:
         """Show this ``GET cluster`` answer (also the way to drive the view without a server)."""
@@ -139,13 +161,16 @@ class HeatmapView(LiveView):
         pad = 0.3
         x0 = min([0.0] + list(left)) - pad
         cell_px = max(1.5, min(MAX_CELL_PX, MAX_WIDTH_PX / (w + 2 * pad)))
+        labelled = cell_px >= MIN_LABEL_CELL_PX and any(self.outlines.data.get("label") or [])
+        self.labels.visible = labelled
+        top_pad = pad + (LABEL_PX / cell_px if labelled else 0.0)
         # square cells: a small cluster gets a wider x range rather than stretched cells
         x_units = max(w + pad - x0, (MIN_WIDTH_PX - 10) / cell_px)
         self.figure.x_range.start, self.figure.x_range.end = x0, x0 + x_units
-        self.figure.y_range.start, self.figure.y_range.end = h + pad, min([0.0] + list(self.outlines.data["top"])) - pad
+        self.figure.y_range.start, self.figure.y_range.end = h + pad, min([0.0] + list(self.outlines.data["top"])) - top_pad
         self.figure.width = int(x_units * cell_px) + 10
         self.renderer.glyph.line_color = "#bdbdbd" if cell_px >= 8 else None
-        self.figure.height = int(min(700, max(60, (h + 2 * pad) * cell_px))) + 40  # + the toolbar above
+        self.figure.height = int(min(700, max(60, (h + pad + top_pad) * cell_px))) + 40  # + the toolbar above
         if self.model is None:
             return
         # the widget's box must be as big as the figure, or the page squeezes it

@@ -74,6 +74,7 @@ export interface IGpu {
   opportunistic: boolean;
   utilization: number | null;
   memory_used_mb: number | null;
+  memory_total_mb?: number | null;
   bad: boolean;
   drained: boolean;
   path: string[];
@@ -155,6 +156,14 @@ export function describeLimits(limits: ILimits | undefined): string {
   return parts.join(', ');
 }
 
+/** One row of `GET usage?since=7d&by=user` (the accounting contract of issue 14). */
+export interface IUsageRow {
+  user: string;
+  gpu_seconds: number;
+  cpu_seconds?: number;
+  jobs?: number;
+}
+
 export interface ILogChunk {
   task: string;
   tasks: string[];
@@ -231,6 +240,32 @@ export class HiveApi {
       .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
       .join('&');
     return this.request<IJobList>(qs ? `jobs?${qs}` : 'jobs');
+  }
+
+  /**
+   * Per-user usage (`rows`, and the VC they were restricted to, null: every VC); null where the
+   * server has no usage endpoint (404). A server that refuses the `vc` filter (400) is asked for
+   * every VC, and `vc` in the answer says so.
+   */
+  async usage(
+    since = '7d',
+    vc: string | null = null
+  ): Promise<{ rows: IUsageRow[]; vc: string | null } | null> {
+    const query = `usage?since=${encodeURIComponent(since)}&by=user`;
+    try {
+      const answer = await this.request<{ rows: IUsageRow[] }>(
+        vc ? `${query}&vc=${encodeURIComponent(vc)}` : query
+      );
+      return { rows: answer.rows ?? [], vc };
+    } catch (error) {
+      if (error instanceof HiveApiError && error.status === 404) {
+        return null;
+      }
+      if (vc && error instanceof HiveApiError && error.status === 400) {
+        return this.usage(since, null);
+      }
+      throw error;
+    }
   }
 
   submit(spec: Record<string, unknown>): Promise<IJob> {

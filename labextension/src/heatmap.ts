@@ -8,8 +8,9 @@ import { Widget } from '@lumino/widgets';
 
 import { IGpu } from './api';
 import { colorFor, colorKey, gpuState, NONE_COLOR } from './colors';
+import { GpuCharts } from './gpucharts';
 import { ClusterModel, ColorMode, IHiveSettings } from './model';
-import { hitTest, IHeatmapLayout, layoutHeatmap } from './layout';
+import { hitTest, IHeatmapLayout, layoutHeatmap, NODE_LABEL } from './layout';
 
 const MODES: { value: ColorMode; label: string }[] = [
   { value: 'vc', label: 'Virtual cluster' },
@@ -61,7 +62,9 @@ export class HeatmapWidget extends Widget {
     this._tooltip.className = 'jp-HiveHeatmap-tooltip';
     this._tooltip.hidden = true;
     this._scroller.append(this.canvas, this._tooltip);
-    this.node.append(toolbar, this._legend, this._scroller);
+    this._charts = new GpuCharts(model);
+    // the heatmap takes the height it needs (no empty pane for a 4-GPU machine); the charts follow
+    this.node.append(toolbar, this._legend, this._scroller, this._charts.node);
 
     this.canvas.addEventListener('mousemove', this._onMove);
     this.canvas.addEventListener('mouseleave', () => (this._tooltip.hidden = true));
@@ -69,9 +72,13 @@ export class HeatmapWidget extends Widget {
     this._mode = model.settings.colorMode;
     this._settingsMode = model.settings.colorMode;
     (this.canvas as any).hiveCells = () => this.cells();
+    (this.canvas as any).hiveNodes = () =>
+      (this._cellLayout?.nodes ?? []).map(n => ({ ...n, labelled: !!this._cellLayout?.nodeLabels }));
     model.clusterChanged.connect(this._onClusterChanged, this);
     model.settingsChanged.connect(this._onSettingsChanged, this);
+    model.changed.connect(this._onModelChanged, this);
     model.watchCluster(true);
+    model.watchSamples(true);
   }
 
   readonly canvas: HTMLCanvasElement;
@@ -104,6 +111,8 @@ export class HeatmapWidget extends Widget {
       return;
     }
     this.model.watchCluster(false);
+    this.model.watchSamples(false);
+    this.model.changed.disconnect(this._onModelChanged, this);
     this.model.clusterChanged.disconnect(this._onClusterChanged, this);
     this.model.settingsChanged.disconnect(this._onSettingsChanged, this);
     super.dispose();
@@ -159,6 +168,14 @@ export class HeatmapWidget extends Widget {
     for (const node of layout.nodes) {
       ctx.fillRect(node.x, node.y, node.w, node.h);
       ctx.strokeRect(node.x + 0.5, node.y + 0.5, node.w - 1, node.h - 1);
+    }
+    if (layout.nodeLabels) {
+      // each node's name above its box, cut to the box (and the gap after it)
+      ctx.font = `10px ${font}`;
+      ctx.fillStyle = fg2;
+      for (const node of layout.nodes) {
+        ctx.fillText(fitText(ctx, node.label, node.w + 4), node.x, node.y - NODE_LABEL + 2);
+      }
     }
 
     // Paint cells batched by colour: few fillStyle changes however many GPUs.
@@ -245,6 +262,7 @@ export class HeatmapWidget extends Widget {
     );
     this._summary.textContent = `${cluster.gpus_free} of ${cluster.gpus_total} GPUs free · ${layout.nodes.length} node${layout.nodes.length === 1 ? "" : "s"}`;
     this._renderLegend(counts, mode, fg2);
+    this._charts.render();
   }
 
   /** The CSS colour a GPU is painted with in the current mode (tests compare pixels with it). */
@@ -270,6 +288,12 @@ export class HeatmapWidget extends Widget {
 
   private _onClusterChanged(): void {
     this.render();
+  }
+
+  private _onModelChanged(): void {
+    if (this.isVisible) {
+      this._charts.render(); // who "me" is arrives with the first refresh
+    }
   }
 
   private _onSettingsChanged(_: ClusterModel, settings: IHiveSettings): void {
@@ -325,6 +349,7 @@ export class HeatmapWidget extends Widget {
     this._tooltip.style.top = `${cell.y + cell.h + 4}px`;
   };
 
+  private _charts: GpuCharts;
   private _select: HTMLSelectElement;
   private _summary: HTMLSpanElement;
   private _legend: HTMLDivElement;
@@ -339,6 +364,18 @@ export class HeatmapWidget extends Widget {
   private _renders = 0;
 }
 
+/** `text`, or as much of it as fits in `width` pixels with an ellipsis. */
+function fitText(ctx: CanvasRenderingContext2D, text: string, width: number): string {
+  if (ctx.measureText(text).width <= width) {
+    return text;
+  }
+  let n = text.length;
+  while (n > 1 && ctx.measureText(text.slice(0, n) + '…').width > width) {
+    n--;
+  }
+  return text.slice(0, n) + '…';
+}
+
 function tooltipLines(gpu: IGpu): HTMLElement[] {
   const rows: [string, string][] = [
     ['GPU', `${gpu.node} #${gpu.index}${gpu.type ? ` (${gpu.type})` : ''}`],
@@ -351,7 +388,10 @@ function tooltipLines(gpu: IGpu): HTMLElement[] {
     rows.push(['utilization', `${gpu.utilization}%`]);
   }
   if (gpu.memory_used_mb !== null && gpu.memory_used_mb !== undefined) {
-    rows.push(['memory', `${gpu.memory_used_mb} MiB`]);
+    rows.push([
+      'memory',
+      `${gpu.memory_used_mb}${gpu.memory_total_mb ? ` / ${gpu.memory_total_mb}` : ''} MiB`
+    ]);
   }
   if (gpu.uuid) {
     rows.push(['uuid', gpu.uuid]);

@@ -142,7 +142,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       window.setTimeout(() => heatmaps.forEach(w => w.content.render()), 200);
     });
 
-    new KernelNotices(model); // queued, culled and preempted GPU kernels: said where the person looks
+    // queued, culled and preempted GPU kernels: said where the person looks, with a way to the notebook
+    new KernelNotices(model, label => {
+      for (const widget of shell.widgets('main')) {
+        const path: string | undefined = (widget as any).context?.path;
+        if (path && (path === label || path.split('/').pop() === label)) {
+          return () => shell.activateById(widget.id);
+        }
+      }
+      return null;
+    });
     model.start();
   }
 };

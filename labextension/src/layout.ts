@@ -26,8 +26,10 @@ export interface IHeatmapLayout {
   width: number;
   height: number;
   cells: ICellRect[];
+  /** Node boxes (their `label`: the node's name, drawn above the box when `nodeLabels`). */
   nodes: IBoxRect[];
   groups: IBoxRect[];
+  nodeLabels?: boolean;
 }
 
 const GAP = 2;
@@ -37,6 +39,9 @@ const NODE_GAP = 6;
 const GROUP_LABEL = 16;
 const GROUP_GAP = 10;
 const MARGIN = 8;
+/** Room above each node box for its name (up to this many nodes; beyond, names are in the tooltip). */
+export const NODE_LABEL = 14;
+export const MAX_LABELLED_NODES = 512;
 
 interface INodeGroup {
   name: string;
@@ -81,9 +86,9 @@ function parentCell(gpu: IGpu): string {
   return path.length > nodeAt + 1 ? path[path.length - 1] : gpu.node;
 }
 
-/** Bigger cells for small clusters, smaller for thousands of GPUs. */
+/** Bigger cells for small clusters (a 4-GPU machine), smaller for thousands of GPUs. */
 export function cellSize(count: number): number {
-  return count <= 128 ? 18 : count <= 1024 ? 14 : 10;
+  return count <= 16 ? 30 : count <= 128 ? 18 : count <= 1024 ? 14 : 10;
 }
 
 /** Lays out every GPU as one cell, wrapping nodes into rows `width` pixels wide. */
@@ -95,8 +100,11 @@ export function layoutHeatmap(gpus: IGpu[], width: number): IHeatmapLayout {
   const usable = Math.max(width - 2 * MARGIN, 120);
   let y = MARGIN;
   let maxRight = 0;
+  const tops = groupGpus(gpus);
+  const nodeCount = tops.reduce((n, t) => n + t.nodes.length, 0);
+  const LABEL = nodeCount <= MAX_LABELLED_NODES ? NODE_LABEL : 0;
 
-  for (const top of groupGpus(gpus)) {
+  for (const top of tops) {
     const groupTop = y;
     y += GROUP_LABEL;
     let x = MARGIN;
@@ -132,20 +140,20 @@ export function layoutHeatmap(gpus: IGpu[], width: number): IHeatmapLayout {
         y += rowHeight + NODE_GAP;
         rowHeight = 0;
       }
-      nodes.push({ label: node.name, x, y, w: boxW, h: boxH });
+      nodes.push({ label: node.name, x, y: y + LABEL, w: boxW, h: boxH });
       for (let k = 0; k < count; k++) {
         const r = Math.floor(k / perRow);
         cells.push({
           gpu: node.gpus[k],
           x: x + NODE_PAD + offsets[k],
-          y: y + NODE_PAD + r * (CELL + GAP),
+          y: y + LABEL + NODE_PAD + r * (CELL + GAP),
           w: CELL,
           h: CELL
         });
       }
       x += boxW + NODE_GAP;
       maxRight = Math.max(maxRight, x);
-      rowHeight = Math.max(rowHeight, boxH);
+      rowHeight = Math.max(rowHeight, boxH + LABEL);
     }
     y += rowHeight;
     groups.push({ label: top.name, x: MARGIN, y: groupTop, w: usable, h: y - groupTop });
@@ -156,7 +164,8 @@ export function layoutHeatmap(gpus: IGpu[], width: number): IHeatmapLayout {
     height: y + MARGIN,
     cells,
     nodes,
-    groups
+    groups,
+    nodeLabels: LABEL > 0
   };
 }
 

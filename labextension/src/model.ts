@@ -9,6 +9,7 @@ import {
   ACTIVE_STATES,
   HiveApi,
   ICluster,
+  IGpu,
   IJob,
   IMe,
   IVc
@@ -19,12 +20,37 @@ export type ColorMode = 'vc' | 'job' | 'state' | 'user';
 export interface IHiveSettings {
   refreshInterval: number;
   colorMode: ColorMode;
+  /** Seconds between GPU readings while a utilisation chart is open. */
+  chartInterval: number;
 }
 
 export const DEFAULT_SETTINGS: IHiveSettings = {
   refreshInterval: 10,
-  colorMode: 'vc'
+  colorMode: 'vc',
+  chartInterval: 5
 };
+
+/** One reading of a GPU, as `GET cluster` gave it (time: the browser's clock when it arrived). */
+export interface IGpuReading {
+  t: number;
+  utilization: number | null;
+  memoryUsedMb: number | null;
+  memoryTotalMb: number | null;
+  job: string | null;
+}
+
+/** Readings kept per GPU for the charts (at 5 s, ten minutes). */
+export const HISTORY_LENGTH = 120;
+
+/** The "All jobs" filter (admins): one user, one VC, or null for every one. */
+export interface IJobFilter {
+  user: string | null;
+  vc: string | null;
+}
+
+export function gpuKey(node: string, index: number): string {
+  return `${node}#${index}`;
+}
 
 export class ClusterModel {
   constructor(readonly api: HiveApi = new HiveApi()) {}
@@ -39,7 +65,12 @@ export class ClusterModel {
   gpusTotal: number | null = null;
   error: string | null = null;
   connected = false;
+  /** The first refresh answered (jobs, VCs and who I am are known). */
+  loaded = false;
   settings: IHiveSettings = { ...DEFAULT_SETTINGS };
+  jobFilter: IJobFilter = { user: null, vc: null };
+  /** Every user seen in a job list or on a GPU (the filter's choices). */
+  knownUsers = new Set<string>();
 
   /** Emitted after jobs, VCs or counts changed. */
   get changed(): ISignal<this, void> {
@@ -66,6 +97,35 @@ export class ClusterModel {
       .length;
   }
 
+  /** The readings of one GPU, oldest first. */
+  history(node: string, index: number): IGpuReading[] {
+    return this._history.get(gpuKey(node, index)) ?? [];
+  }
+
+  /** The caller's GPUs (held by their jobs) in the last `GET cluster` answer. */
+  get myGpus(): IGpu[] {
+    const me = this.me?.user;
+    return me ? (this.cluster?.gpus ?? []).filter(g => g.job && g.user === me) : [];
+  }
+
+  /** Changes the "All jobs" filter; the list is refetched with it (server-side filter). */
+  setJobFilter(filter: Partial<IJobFilter>): void {
+    this.jobFilter = { ...this.jobFilter, ...filter };
+    void this.refresh(false);
+  }
+
+  /** A chart is open: `GET cluster` every `chartInterval` seconds while at least one is. */
+  watchSamples(on: boolean): void {
+    this._sampleWatchers += on ? 1 : -1;
+    if (on && this._sampleWatchers === 1) {
+      this.watchCluster(true);
+      this._sampleLater();
+    } else if (!on && this._sampleWatchers === 0) {
+      this.watchCluster(false);
+      window.clearTimeout(this._sampleTimer);
+    }
+  }
+
   /** Starts the event stream and the fallback refresh. Idempotent. */
   start(): void {
     if (this._started) {
@@ -82,6 +142,7 @@ export class ClusterModel {
     window.clearTimeout(this._timer);
     window.clearTimeout(this._debounce);
     window.clearTimeout(this._clusterDebounce);
+    window.clearTimeout(this._sampleTimer);
     this._socket?.close();
     Signal.clearData(this);
   }
@@ -91,6 +152,9 @@ export class ClusterModel {
     this.settings = { ...this.settings, ...settings };
     if (this._started && before !== this.settings.refreshInterval) {
       this._schedule();
+    }
+    if (this._sampleWatchers > 0) {
+      this._sampleLater();
     }
     this._settingsChanged.emit(this.settings);
     this._changed.emit();
@@ -116,19 +180,30 @@ export class ClusterModel {
       if (!this.me) {
         this.me = await this.api.me();
       }
+      const filter: Record<string, string | number> = { limit: 200 };
+      if (this.jobFilter.user) {
+        filter.user = this.jobFilter.user;
+      }
+      if (this.jobFilter.vc) {
+        filter.vc = this.jobFilter.vc;
+      }
       // `me` again each time: an admin may change the caller's limits at run time
       const [me, mine, all, vcs, cluster] = await Promise.all([
         this.api.me(),
         this.api.jobs({ user: 'me', limit: 200 }),
-        this.api.jobs({ limit: 200 }),
+        this.api.jobs(filter),
         this.api.vcs(),
         fetchCluster ? this.api.cluster() : Promise.resolve(null)
       ]);
       this.myJobs = sortJobs(mine.jobs);
       this.allJobs = sortJobs(all.jobs);
       this.allJobsTotal = all.total;
+      for (const job of all.jobs) {
+        this.knownUsers.add(job.user);
+      }
       this.vcs = vcs;
       this.me = me;
+      this.loaded = true;
       if (cluster) {
         this._setCluster(cluster);
       }
@@ -157,9 +232,51 @@ export class ClusterModel {
 
   private _setCluster(cluster: ICluster): void {
     this.cluster = cluster;
+    this._record(cluster);
     this.gpusFree = cluster.gpus_free;
     this.gpusTotal = cluster.gpus_total;
     this._clusterChanged.emit();
+  }
+
+  /** Appends this answer's readings of the GPUs that hold a job (free GPUs have no chart). */
+  private _record(cluster: ICluster): void {
+    const t = Date.now();
+    for (const gpu of cluster.gpus) {
+      if (gpu.user) {
+        this.knownUsers.add(gpu.user);
+      }
+      const key = gpuKey(gpu.node, gpu.index);
+      let series = this._history.get(key);
+      if (!gpu.job && !series) {
+        continue;
+      }
+      if (!series) {
+        series = [];
+        this._history.set(key, series);
+      }
+      series.push({
+        t,
+        utilization: gpu.utilization ?? null,
+        memoryUsedMb: gpu.memory_used_mb ?? null,
+        memoryTotalMb: gpu.memory_total_mb ?? null,
+        job: gpu.job
+      });
+      if (series.length > HISTORY_LENGTH) {
+        series.splice(0, series.length - HISTORY_LENGTH);
+      }
+    }
+  }
+
+  private _sampleLater(): void {
+    window.clearTimeout(this._sampleTimer);
+    if (this._disposed || this._sampleWatchers <= 0) {
+      return;
+    }
+    const seconds = Math.max(1, this.settings.chartInterval || 5);
+    this._sampleTimer = window.setTimeout(async () => {
+      await this.refreshCluster();
+      this._sampleLater();
+    }, seconds * 1000);
   }
 
   private _schedule(): void {
@@ -251,7 +368,11 @@ export class ClusterModel {
       }
       return include ? sortJobs([job, ...list]) : list;
     };
-    this.allJobs = patch(this.allJobs, true);
+    const f = this.jobFilter;
+    this.allJobs = patch(
+      this.allJobs,
+      (!f.user || f.user === job.user) && (!f.vc || f.vc === job.vc)
+    );
     this.myJobs = patch(this.myJobs, !!this.me && job.user === this.me.user);
     this._changed.emit();
   }
@@ -285,6 +406,9 @@ export class ClusterModel {
   private _socket: WebSocket | null = null;
   private _backoff = 1000;
   private _clusterWatchers = 0;
+  private _sampleWatchers = 0;
+  private _sampleTimer = 0;
+  private _history = new Map<string, IGpuReading[]>();
 }
 
 /** Active jobs first, newest first inside each group. */

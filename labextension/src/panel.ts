@@ -4,9 +4,11 @@
  * Plain DOM, re-rendered from the shared ClusterModel on every change.
  */
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ACTIVE_STATES, describeLimits, IJob, IVc } from './api';
+import { InstructorView, JobFilterBar } from './instructor';
 import { LogViewer } from './logs';
 import { age, ClusterModel } from './model';
 
@@ -69,6 +71,8 @@ export class ClusterPanel extends Widget {
     }
     this._tabs = tabs;
 
+    this._filters = new JobFilterBar(model);
+    this._instructor = new InstructorView(model);
     this._jobs = el('div', 'jp-HivePanel-jobs');
     this._vcs = el('div', 'jp-HivePanel-vcs');
     this._error = el('div', 'jp-HivePanel-error');
@@ -78,8 +82,10 @@ export class ClusterPanel extends Widget {
       header,
       this._error,
       tabs,
+      this._filters.node,
       this._jobs,
       this._logs.node,
+      this._instructor.node,
       el('h3', 'jp-HivePanel-section', 'Virtual clusters'),
       this._vcs
     );
@@ -92,7 +98,16 @@ export class ClusterPanel extends Widget {
     window.clearInterval(this._ageTimer);
     this.model.changed.disconnect(this.render, this);
     this._logs.dispose();
+    this._instructor.dispose();
     super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    this._instructor.setShown(true);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    this._instructor.setShown(false);
   }
 
   render(): void {
@@ -110,7 +125,13 @@ export class ClusterPanel extends Widget {
       button.classList.toggle('jp-mod-selected', selected);
       button.setAttribute('aria-selected', String(selected));
     }
+    // admins (instructors): filter "All jobs" by user and VC; idle GPUs and usage below
+    this._filters.node.hidden = !(m.me?.admin && this._tab === 'all');
+    if (!this._filters.node.hidden) {
+      this._filters.render();
+    }
     this._renderJobs();
+    this._instructor.render();
     this._renderVcs(m.vcs);
   }
 
@@ -124,7 +145,11 @@ export class ClusterPanel extends Widget {
       list.appendChild(this._jobItem(job, now));
     }
     if (jobs.length === 0) {
-      list.appendChild(el('li', 'jp-HivePanel-empty', 'No jobs yet.'));
+      const f = m.jobFilter;
+      const filtered = this._tab === 'all' && (f.user || f.vc);
+      list.appendChild(
+        el('li', 'jp-HivePanel-empty', filtered ? 'No jobs match the filter.' : 'No jobs yet.')
+      );
     }
     this._jobs.replaceChildren(list);
   }
@@ -171,14 +196,16 @@ export class ClusterPanel extends Widget {
       };
       actions.appendChild(logs);
     }
-    if (mine && ACTIVE_STATES.has(job.state)) {
+    // students cancel their own jobs; admins anyone's (DELETE jobs/{id} checks the same)
+    if ((mine || this.model.me?.admin) && ACTIVE_STATES.has(job.state)) {
       const cancel = el('button', 'jp-HivePanel-cancel', 'cancel');
-      cancel.title = `Cancel ${job.id}`;
+      cancel.title = mine ? `Cancel ${job.id}` : `Cancel ${job.user}'s job ${job.id} (as an admin)`;
       cancel.onclick = async event => {
         event.stopPropagation();
+        const whose = mine ? '' : ` of ${job.user}`;
         const answer = await showDialog({
           title: 'Cancel job',
-          body: `Cancel ${job.name || job.id} (${job.id})? Its GPUs are released.`,
+          body: `Cancel ${job.name || job.id} (${job.id})${whose}? Its GPUs are released.`,
           buttons: [
             Dialog.cancelButton({ label: 'Keep' }),
             Dialog.warnButton({ label: 'Cancel job' })
@@ -257,6 +284,8 @@ export class ClusterPanel extends Widget {
 
   private _tab: Tab = 'mine';
   private _tabs: HTMLDivElement;
+  private _filters: JobFilterBar;
+  private _instructor: InstructorView;
   private _counts: HTMLDivElement;
   private _jobs: HTMLDivElement;
   private _vcs: HTMLDivElement;

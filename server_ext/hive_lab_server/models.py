@@ -141,6 +141,7 @@ class Gpu(_Out):
     opportunistic: bool = False
     utilization: float | None = None
     memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
     temperature_c: float | None = None
     power_w: float | None = None
     bad: bool = False

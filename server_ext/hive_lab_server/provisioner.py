@@ -351,13 +351,19 @@ class HiveProvisioner(LocalProvisioner):
                f"{'s' if gpus != 1 else ''} (VC {vc} limit {duration(limit)})")
         log.warning("hive kernel %s (job %s): %s; shutting it down", self.kernel_id, self.job_id, why)
         self._culled = True
+        km = self.parent
+        stop_restarter = getattr(km, "stop_restarter", None)
+        if callable(stop_restarter):
+            # culled is shut down, not "died": without this, Jupyter's restarter sees the kernel go
+            # when its job is cancelled, tells the notebook "appears to have died, will restart" and
+            # starts another one (another GPU request) until the shutdown below catches up
+            stop_restarter()
         if self._session:
             CULLED_SESSIONS[self._session] = (
                 f"the previous kernel of this notebook was shut down at {time.strftime('%H:%M')} after "
                 f"{duration(idle_s)} without execution, to release its GPUs for others."
             )
         await self._cancel(why)
-        km = self.parent
         multi = getattr(km, "parent", None)
         try:
             if multi is not None and hasattr(multi, "shutdown_kernel") and self.kernel_id in getattr(multi, "_kernels", {}):

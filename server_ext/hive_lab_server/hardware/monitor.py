@@ -208,6 +208,7 @@ class HardwareMonitor:
         return {
             "utilization": s.utilization if s is not None and s.readable else None,
             "memory_used_mb": s.memory_used_mb if s is not None and s.readable else None,
+            "memory_total_mb": s.memory_total_mb if s is not None and s.readable else None,
             "temperature_c": s.temperature_c if s is not None and s.readable else None,
             "power_w": s.power_w if s is not None and s.readable else None,
             "bad": key in self.state.bad,
