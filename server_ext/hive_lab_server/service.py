@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import math
 import pathlib
 import time
 from typing import Any, Callable
@@ -237,7 +238,9 @@ class HiveService(UnitOfWork, Recovery):
         row = {
             "seq": seq, "id": job_id, "name": spec.name, "user": user, "vc": vc, "kind": spec.kind,
             "state": "submitted", "reason": "", "priority": spec.core_priority,
-            "opportunistic": spec.opportunistic, "gpus": spec.total_gpus,
+            "opportunistic": spec.opportunistic,
+            # the column counts GPUs touched (a share: its one GPU); the share itself is in the spec
+            "gpus": math.ceil(spec.total_gpus),
             "gpu_type": next((t.gpu_type for t in spec.tasks if t.gpu_type), None), "spec": spec_dict,
             "submitted_at": now, "started_at": None, "finished_at": None, "exit_code": None,
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
