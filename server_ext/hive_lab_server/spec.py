@@ -28,17 +28,17 @@ GPU_SHARE_HELP = "a whole number of GPUs (0, 1, 2, ...) or a share of one GPU: 0
 def check_gpus(value: Any) -> int | float:
     """``gpus`` as the core takes it: an int >= 0, or one of GPU_SHARES (a float); ValueError says what is allowed."""
     if isinstance(value, bool):
-        raise ValueError(f"gpus must be {GPU_SHARE_HELP}")
+        raise ValueError(f"must be {GPU_SHARE_HELP}")
     if isinstance(value, int):
         if value < 0 or value > 1024:
-            raise ValueError(f"gpus must be {GPU_SHARE_HELP}")
+            raise ValueError(f"must be {GPU_SHARE_HELP}")
         return value
     if isinstance(value, float):
         if value.is_integer() and 0 <= value <= 1024:
             return int(value)
         if value in GPU_SHARES:
             return value
-    raise ValueError(f"gpus must be {GPU_SHARE_HELP}")
+    raise ValueError(f"must be {GPU_SHARE_HELP}")
 
 
 def is_share(gpus: Any) -> bool:
