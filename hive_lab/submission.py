@@ -96,7 +96,7 @@ def parse_gpus(text) -> int | float:
         return int(value)
     if value in GPU_SHARES:
         return value
-    raise ValueError(f"--gpus must be a whole number of GPUs (0, 1, 2, ...) or a share of one GPU "
+    raise ValueError(f"--gpus must be a whole number of GPUs, 0 or more, or a share of one GPU "
                      f"(0.5, 0.25 or 0.125), got {text!r}")
 
 

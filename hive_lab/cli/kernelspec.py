@@ -18,7 +18,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 def kernel_json(args: argparse.Namespace) -> dict:
     gpus = args.gpus
-    what = f"{gpus} {args.gpu_type + ' ' if args.gpu_type else ''}GPU{'s' if gpus != 1 else ''}"
+    what = f"{gpus:g} {args.gpu_type + ' ' if args.gpu_type else ''}GPU{'s' if gpus > 1 or gpus == 0 else ''}"
     where = f", VC {args.vc}" if args.vc else ""
     image = f", {args.image}" if args.image else ""
     config = {"gpus": gpus, "gpu_type": args.gpu_type, "vc": args.vc, "image": args.image}
