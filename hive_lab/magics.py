@@ -23,8 +23,6 @@ def _in_kernel(shell) -> bool:
     return in_kernel(shell)
 
 
-@magics_class
-
 def _gpus_arg(text: str):
     import argparse
 
@@ -34,6 +32,8 @@ def _gpus_arg(text: str):
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
+
+@magics_class
 class HiveLabMagics(Magics):
     def __init__(self, shell=None, client=None):
         super().__init__(shell)

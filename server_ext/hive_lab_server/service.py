@@ -100,7 +100,6 @@ class HiveService(UnitOfWork, Recovery):
         self.mps = MpsDaemons(self.sharing)
         self.budgets = BudgetWatch()
         self._share_grants: dict[str, tuple[str, int, str, str]] = {}  # job -> (node, gpu, device, mode)
-        self._state_listeners.append(self._share_state)
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -397,6 +396,8 @@ class HiveService(UnitOfWork, Recovery):
         except (ShareRefused, OSError, subprocess.SubprocessError) as exc:
             self.sharing.release(job.id)
             raise LaunchError(f"GPU share: {exc}") from None
+        if self._share_state not in self._state_listeners:  # from the first share on (inside the loop)
+            self._state_listeners.append(self._share_state)
         self._share_grants[job.id] = (p.node, gpu, device, grant.mode)
         if grant.memory_budget_mb:
             self.budgets.budgets[job.id] = grant.memory_budget_mb
