@@ -84,3 +84,22 @@ def test_four_quarters_share_one_gpu_and_the_fifth_waits(service, tmp_path):
     assert done == ["succeeded"] * 5
     for i in ids:  # time-slicing: every share sees the one GPU
         assert (tmp_path / "jobs" / i / "output" / "cvd").read_text().strip() == "0"
+
+
+def test_cli_and_magic_flags_build_share_specs_the_server_accepts(capsys):
+    from hive_lab.cli import build_parser
+    from hive_lab.cli.submit import build_spec
+    from hive_lab.magics import HiveLabMagics
+    from hive_lab.submission import cell_spec
+
+    args = build_parser().parse_args(["submit", "--gpus", "0.5", "--gpu-memory-mb", "4000", "--", "python", "x.py"])
+    spec = parse_job_spec(build_spec(args))
+    assert spec.gpu_share == 0.5 and spec.tasks[0].gpu_memory_mb == 4000
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["submit", "--gpus", "0.3", "--", "true"])
+    assert "0.5, 0.25 or 0.125" in capsys.readouterr().err
+    # %%submit --gpus 0.25: the magic's own argument parser, then the body it sends
+    parsed = HiveLabMagics.submit.parser.parse_argstring("--gpus 0.25")
+    assert parsed.gpus == 0.25
+    body = cell_spec("print(1)", gpus=parsed.gpus, local_python=None)
+    assert parse_job_spec(body).gpu_share == 0.25
