@@ -62,18 +62,20 @@ def test_four_quarters_share_one_gpu_and_the_fifth_waits(service, tmp_path):
                 await asyncio.sleep(0.02)
             objs = [service.job_object(i, detail=False, private=True) for i in ids]
             cluster = service.cluster_object()
+            metrics = {m.name: m.samples[0].value for m in service.metrics.registry.collect()
+                       if m.name.startswith("hive_lab_vc_") and m.samples}
             gate.touch()
             for _ in range(500):
                 if all(service.job_object(i, detail=False, private=True)["state"] == "succeeded" for i in ids):
                     break
                 await asyncio.sleep(0.02)
             done = [service.job_object(i, detail=False, private=True)["state"] for i in ids]
-            return ids, objs, cluster, done
+            return ids, objs, cluster, done, metrics
         finally:
             gate.touch()
             await service.stop()
 
-    ids, objs, cluster, done = asyncio.run(main())
+    ids, objs, cluster, done, metrics = asyncio.run(main())
     assert [o["state"] for o in objs] == ["running"] * 4 + ["queued"]
     assert all(o["gpus"] == 0.25 and o["placement"][0]["gpus"] == [0] for o in objs[:4])
     assert objs[4]["reason"].startswith("no GPU of VC cv-101 has a free quarter; 0 of 1 GPUs hold whole-GPU jobs, "
@@ -82,6 +84,7 @@ def test_four_quarters_share_one_gpu_and_the_fifth_waits(service, tmp_path):
     assert [(s["job"], s["user"], s["share"]) for s in gpu["shares"]] == \
         [(ids[i], f"student{i}", 0.25) for i in range(4)] and gpu["free_share"] == 0.0
     assert done == ["succeeded"] * 5
+    assert (metrics["hive_lab_vc_shared_gpus"], metrics["hive_lab_vc_gpu_shares_used"]) == (1, 1.0)
     for i in ids:  # time-slicing: every share sees the one GPU
         assert (tmp_path / "jobs" / i / "output" / "cvd").read_text().strip() == "0"
 
