@@ -23,6 +23,16 @@ def _in_kernel(shell) -> bool:
     return in_kernel(shell)
 
 
+def _gpus_arg(text: str):
+    import argparse
+
+    from .submission import parse_gpus
+    try:
+        return parse_gpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 @magics_class
 class HiveLabMagics(Magics):
     def __init__(self, shell=None, client=None):
@@ -44,7 +54,8 @@ class HiveLabMagics(Magics):
 
     # ---------------------------------------------------------------------------------------------
     @magic_arguments()
-    @argument("--gpus", type=int, default=0, help="GPUs per task (default 0)")
+    @argument("--gpus", type=_gpus_arg, default=0,
+              help="GPUs per task (default 0), or a share of one GPU: 0.5, 0.25, 0.125")
     @argument("--gpu-type", default=None, help="GPU type, e.g. A100 (default: any your VC has)")
     @argument("--vc", default=None, help="virtual cluster (default: your first)")
     @argument("--priority", default=None, help="0..1000 or 'opportunistic'")

@@ -82,7 +82,25 @@ def python_command(script: str = CELL_FILE, image: str | None = None, local_pyth
     return f'exec "$(command -v python3 || command -v python)" -u {q}'
 
 
-def cell_spec(code: str, *, gpus: int = 0, gpu_type: str | None = None, vc: str | None = None,
+GPU_SHARES = (0.5, 0.25, 0.125)
+
+
+def parse_gpus(text) -> int | float:
+    """``--gpus`` as the server takes it: a whole number of GPUs, or a share of one GPU (0.5, 0.25, 0.125).
+    ValueError says what is allowed (argparse ``type=`` shows it)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is not None and value.is_integer() and value >= 0:
+        return int(value)
+    if value in GPU_SHARES:
+        return value
+    raise ValueError(f"--gpus must be a whole number of GPUs, 0 or more, or a share of one GPU "
+                     f"(0.5, 0.25 or 0.125), got {text!r}")
+
+
+def cell_spec(code: str, *, gpus: int | float = 0, gpu_type: str | None = None, vc: str | None = None,
               priority=None, image: str | None = None, name: str | None = None, tasks: int = 1,
               files: dict[str, str] | None = None, env: dict[str, str] | None = None,
               local_python: str | None = sys.executable, time_limit=None) -> dict:

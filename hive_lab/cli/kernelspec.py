@@ -20,7 +20,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 def kernel_json(args: argparse.Namespace) -> dict:
     gpus = args.gpus
-    what = f"{gpus} {args.gpu_type + ' ' if args.gpu_type else ''}GPU{'s' if gpus != 1 else ''}"
+    what = f"{gpus:g} {args.gpu_type + ' ' if args.gpu_type else ''}GPU{'s' if gpus > 1 or gpus == 0 else ''}"
     where = f", VC {args.vc}" if args.vc else ""
     image = f", {args.image}" if args.image else ""
     config = {"gpus": gpus, "gpu_type": args.gpu_type, "vc": args.vc, "image": args.image}
@@ -47,14 +47,13 @@ def kernel_json(args: argparse.Namespace) -> dict:
     }
 
 
-def _positive_or_zero(text: str) -> int:
+def _positive_or_zero(text: str) -> int | float:
+    """A whole number of GPUs, or a share of one GPU (0.5, 0.25, 0.125)."""
+    from ..submission import parse_gpus
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+        return parse_gpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def install(args: argparse.Namespace) -> int:
@@ -98,7 +97,7 @@ def register(subparsers) -> None:
 
     inst = sub.add_parser("install", help="write a kernelspec whose kernels hold GPUs granted by the scheduler")
     inst.add_argument("--name", required=True, help="kernelspec name, e.g. gpu-1")
-    inst.add_argument("--gpus", required=True, type=_positive_or_zero, help="GPUs the kernel holds")
+    inst.add_argument("--gpus", required=True, type=_positive_or_zero, help="GPUs the kernel holds, or a share of one GPU: 0.5, 0.25, 0.125")
     inst.add_argument("--gpu-type", default=None, help="GPU type (cell leaf type), e.g. A100")
     inst.add_argument("--vc", default=None, help="virtual cluster (default: the server's default VC)")
     inst.add_argument("--image", default=None, help="run the kernel in this container image (needs ipykernel)")

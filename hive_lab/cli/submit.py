@@ -12,8 +12,18 @@ from ..errors import BadRequest
 from ._common import add_server_args, client_from, print_json, reports_errors
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
-TASK_FLAGS = ("gpus", "gpu_type", "tasks", "cpus", "memory_mb")
+TASK_FLAGS = ("gpus", "gpu_type", "tasks", "cpus", "memory_mb", "gpu_memory_mb")
 
+
+
+def _gpus_arg(text: str):
+    import argparse
+
+    from ..submission import parse_gpus
+    try:
+        return parse_gpus(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -24,7 +34,8 @@ def register(subparsers) -> None:
                    help="a YAML/JSON job spec file (*.yaml, *.yml, *.json; '-' for stdin), then the command")
     p.add_argument("--name")
     p.add_argument("--vc")
-    p.add_argument("--gpus", type=int, help="GPUs per task")
+    p.add_argument("--gpus", type=_gpus_arg, help="GPUs per task, or a share of one GPU: 0.5, 0.25, 0.125")
+    p.add_argument("--gpu-memory-mb", type=int, help="a share's GPU memory budget (default: its share of the GPU's)")
     p.add_argument("--gpu-type")
     p.add_argument("--tasks", type=int, help="number of tasks (gang-scheduled)")
     p.add_argument("--cpus", type=float)
@@ -100,6 +111,8 @@ def build_spec(args) -> dict:
             first["cpus"] = args.cpus
         if args.memory_mb is not None:
             first["memory_mb"] = args.memory_mb
+        if args.gpu_memory_mb is not None:
+            first["gpu_memory_mb"] = args.gpu_memory_mb
         if args.file:
             files = dict(spec.get("files") or {})
             files.update(collect_files(args.file))  # relative to the current directory

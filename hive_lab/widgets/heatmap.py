@@ -13,7 +13,7 @@ from jupyter_bokeh import BokehModel
 from .base import LiveView, error_html
 from .gpu_usage import GpuUsageView
 from .layout import Layout, compute_layout
-from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend, topology_key
+from .shaping import COLOR_MODES, heatmap_columns, heatmap_legend, share_columns, topology_key
 
 MAX_WIDTH_PX = 900
 MAX_CELL_PX = 40
@@ -68,6 +68,7 @@ class HeatmapView(LiveView):
         self._layout = compute_layout(self.cluster.get("gpus") or [])
         self.source = ColumnDataSource(data=heatmap_columns(self.cluster, color_by, layout=self._layout))
         self.outlines = ColumnDataSource(data=outline_columns(self.cluster, self._layout))
+        self.shares = ColumnDataSource(data=share_columns(self.cluster, self._layout))
         self.figure = figure(tools="pan,wheel_zoom,box_zoom,reset", toolbar_location="above",
                              x_axis_location=None, y_axis_location=None,
                              min_border=4, outline_line_color=None)
@@ -82,6 +83,11 @@ class HeatmapView(LiveView):
         self.renderer = self.figure.rect(x="x", y="y", width=0.9, height=0.9, source=self.source,
                                          fill_color="color", fill_alpha="alpha", line_color=None,
                                          hover_line_color="black", hover_fill_alpha=1.0)
+        # a shared GPU: its shares drawn over its cell, one strip per share, coloured by job
+        self.share_renderer = self.figure.rect(x="x", y="y", width="w", height=0.8, source=self.shares,
+                                               fill_color="color", line_color="white", line_width=1)
+        self.figure.add_tools(HoverTool(renderers=[self.share_renderer], tooltips=[
+            ("GPU", "@gpu"), ("share", "@share"), ("job", "@job"), ("user", "@user")]))
         self.figure.add_tools(HoverTool(renderers=[self.renderer], tooltips=[
             ("GPU", "@node #@index (@type)"), ("state", "@state"), ("VC", "@vc"), ("job", "@job"),
             ("user", "@user"), ("cells", "@path"), ("util", "@util")]))
@@ -133,6 +139,7 @@ class HeatmapView(LiveView):
             self._topology = topology
             self._layout = compute_layout(cluster.get("gpus") or [])
         self.source.data = heatmap_columns(cluster, self.color_by, self.vc_names, layout=self._layout)
+        self.shares.data = share_columns(cluster, self._layout)
         if changed:
             self.outlines.data = outline_columns(cluster, self._layout)
             self._size()

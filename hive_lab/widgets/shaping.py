@@ -123,6 +123,29 @@ def heatmap_columns(cluster: dict, by: str = "state", vcs: list[str] | None = No
     }
 
 
+def share_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list]:
+    """A shared GPU drawn as its shares: one strip per share inside its GPU's cell (eighths left to
+    right, as the core's ``share_slot`` says), coloured by the job holding it."""
+    gpus = cluster.get("gpus") or []
+    if layout is None:
+        layout = compute_layout(gpus)
+    cols: dict[str, list] = {k: [] for k in ("x", "y", "w", "color", "job", "user", "share", "gpu")}
+    for i, g in enumerate(gpus):
+        for s in g.get("shares") or []:
+            # the GPU's rect is 0.9 wide, centred in its unit cell
+            left = layout.x[i] + 0.05 + 0.9 * s["slot"] / 8
+            width = 0.9 * s["share"]
+            cols["x"].append(left + width / 2)
+            cols["y"].append(layout.y[i] + 0.5)
+            cols["w"].append(max(0.01, width - 0.02))
+            cols["color"].append(job_color(s["job"]))
+            cols["job"].append(s["job"])
+            cols["user"].append(s.get("user") or "")
+            cols["share"].append(f"{s['share']:g} GPU")
+            cols["gpu"].append(f"{g.get('node', '')} #{g.get('index', i)}")
+    return cols
+
+
 def heatmap_legend(columns: dict[str, list], by: str) -> list[tuple[str, str]]:
     """(label, colour) pairs for what is on screen, in a stable order."""
     seen: dict[str, str] = {}
@@ -153,12 +176,13 @@ def job_rows(jobs: list[dict], me: str | None = None, admin: bool = False,
         age_s = seconds_between(job.get("submitted_at"), None, now)
         where = placement_text(job.get("placement"))
         gpus = job.get("gpus", 0)
+        shown = f"{gpus:g} GPU" if isinstance(gpus, float) and 0 < gpus < 1 else gpus  # a share of one GPU
         rows.append({
             "id": job.get("id", ""),
             "name": job.get("name") or "",
             "state": state,
             "reason": job.get("reason") or (f"on {where}" if state == "running" and where else ""),
-            "gpus": gpus if not job.get("gpu_type") else f"{gpus} × {job['gpu_type']}",
+            "gpus": shown if not job.get("gpu_type") else f"{shown} × {job['gpu_type']}",
             "gpus_n": gpus or 0,
             "vc": job.get("vc", ""),
             "user": job.get("user", ""),

@@ -78,6 +78,17 @@ export interface IGpu {
   bad: boolean;
   drained: boolean;
   path: string[];
+  /** A shared GPU: its shares (0.5 / 0.25 / 0.125) and who holds each. */
+  shares?: IGpuShare[] | null;
+  free_share?: number | null;
+}
+
+export interface IGpuShare {
+  job: string;
+  user: string | null;
+  /** Its first eighth of the GPU. */
+  slot: number;
+  share: number;
 }
 
 export interface ICluster {

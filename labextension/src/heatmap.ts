@@ -7,7 +7,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IGpu } from './api';
-import { colorFor, colorKey, gpuState, NONE_COLOR } from './colors';
+import { colorFor, colorForName, colorKey, gpuState, NONE_COLOR } from './colors';
 import { GpuCharts } from './gpucharts';
 import { ClusterModel, ColorMode, IHiveSettings } from './model';
 import { hitTest, IHeatmapLayout, layoutHeatmap, NODE_LABEL } from './layout';
@@ -228,6 +228,23 @@ export class HeatmapWidget extends Widget {
       const d = Math.max(2, Math.round(c.w / 4));
       ctx.fillRect(c.x + (c.w - d) / 2, c.y + (c.h - d) / 2, d, d);
     }
+    // A shared GPU: drawn as its shares (eighths left to right), each in its holder's colour
+    // (its job's or user's in those modes), free eighths left blank, a thin line between shares.
+    layout.cells.forEach(c => {
+      const gpu = gpus[c.gpu];
+      if (!gpu.shares || !gpu.shares.length) {
+        return;
+      }
+      const eighth = (c.w - 2) / 8;
+      ctx.fillStyle = '#ffffff';
+      ctx.fillRect(c.x + 1, c.y + 1, c.w - 2, c.h - 2);
+      for (const s of gpu.shares) {
+        const name = mode === 'user' ? s.user ?? s.job : s.job;
+        ctx.fillStyle =
+          mode === 'job' || mode === 'user' ? colorForName(name) : colorFor(colorKey(gpu, mode, jobVcs), mode);
+        ctx.fillRect(c.x + 1 + s.slot * eighth, c.y + 1, s.share * 8 * eighth - 1, c.h - 2);
+      }
+    });
     // Bad or drained hardware in the VC/job/user modes: a cross over the cell.
     ctx.strokeStyle = '#000';
     ctx.lineWidth = 1.5;
@@ -395,6 +412,12 @@ function tooltipLines(gpu: IGpu): HTMLElement[] {
   }
   if (gpu.uuid) {
     rows.push(['uuid', gpu.uuid]);
+  }
+  for (const s of gpu.shares ?? []) {
+    rows.push([`share ${s.slot}/8`, `${s.share} GPU: ${s.job}${s.user ? ` (${s.user})` : ''}`]);
+  }
+  if (gpu.shares && gpu.shares.length) {
+    rows.push(['free', `${gpu.free_share ?? 0} GPU`]);
   }
   rows.push(['path', (gpu.path ?? []).join(' / ')]);
   return rows.map(([key, value]) => {

@@ -171,7 +171,7 @@ export class ClusterPanel extends Widget {
     top.append(name, el('span', 'jp-HivePanel-jobId', job.id), badge);
 
     const meta = el('div', 'jp-HivePanel-jobMeta');
-    const gpus = el('span', 'jp-HivePanel-gpus', `${job.gpus} GPU${job.gpus === 1 ? '' : 's'}`);
+    const gpus = el('span', 'jp-HivePanel-gpus', `${job.gpus} GPU${job.gpus === 1 || (job.gpus > 0 && job.gpus < 1) ? '' : 's'}`);
     gpus.dataset.gpus = String(job.gpus);
     const vc = el('span', 'jp-HivePanel-vc', job.vc);
     vc.title = 'virtual cluster';

@@ -20,7 +20,7 @@ class PCell:
     __slots__ = (
         "id", "type", "level", "chain", "parent", "children", "address", "node", "gpu", "pinned_id",
         "has_pin", "leaves", "size", "state", "vcell", "used", "opp", "bad", "reserved", "avail",
-        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin", "nbound", "flat",
+        "job", "reserved_by", "healthy", "node_obj", "index", "jopp", "in_pin", "nbound", "flat", "shares",
     )
 
     def __init__(self, spec: PhysicalCellSpec, cid: int, parent: "PCell | None", index: int):
@@ -53,6 +53,7 @@ class PCell:
         self.in_pin = False        # inside a pinned cell
         self.nbound = 0            # leaves inside bound or pinned cells (structural buddy view)
         self.flat = None           # cached depth-first list of the subtree (see cells.flat)
+        self.shares = None         # leaf: its ShareGPU while it holds shares (shares.py)
 
     def __repr__(self):
         return f"PCell({self.address} {self.type})"

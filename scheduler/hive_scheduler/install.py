@@ -10,19 +10,25 @@ from __future__ import annotations
 
 from .decisions import Decision
 from .jobs import PREEMPTING, RUNNING, Job
+from .shares import job_share
 from .types import TaskPlacement
 
 
 class InstallMixin:
     def _install(self, j: Job, res: list, vleaves: list, opportunistic: bool, victims: list[str], now: float,
-                 out: list, announce: bool, placement: tuple | None = None, detached: tuple = ()) -> None:
+                 out: list, announce: bool, placement: tuple | None = None, detached: tuple = (),
+                 share_slot: int = 0) -> None:
         """Make ``j`` running on ``res`` ((group, index, node, physical leaves) per task), or preempting
         ``victims`` while it reserves those leaves. ``vleaves``: the virtual GPUs it holds (already held).
         CPUs/memory of ``res`` are already taken. ``announce``: emit ``started``/``preempting``.
         ``placement`` (reconfigure): the task placements to keep as they were; ``detached``: its tasks
-        on hardware no longer in the config."""
+        on hardware no longer in the config. A share job (``shares.py``) takes the eighths from
+        ``share_slot`` of its one GPU: joining the GPU's other shares, or opening it."""
         req = j.req
         jid = req.id
+        size = job_share(req)
+        if size and placement:
+            share_slot = placement[0].share_slot
         firsts, acc = [], 0
         for tg in req.tasks:
             firsts.append(acc)
@@ -38,7 +44,8 @@ class InstallMixin:
             if placement is None:
                 placements.append(TaskPlacement(
                     task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
-                    gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb))
+                    gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb,
+                    share=tg.gpus if size else 0.0, share_slot=share_slot if size else -1))
             if tg.cpus or tg.memory_mb:
                 j.res.append((node, tg.cpus, tg.memory_mb))
         if placement is None:
@@ -50,12 +57,22 @@ class InstallMixin:
         j.opp = opportunistic
         if j.vleaves:
             self._hold_register(j)
+        if size and not victims and leaves_all and leaves_all[0].shares is not None:  # joins a GPU shared already
+            j.pleaves = leaves_all
+            j.state = RUNNING
+            j.started_at = now
+            self._share_join(j, leaves_all[0], share_slot, size)
+            if announce:
+                out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
+            return
         if not victims:
             for leaf in leaves_all:
                 self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
             j.pleaves = leaves_all
             j.state = RUNNING
             j.started_at = now
+            if size and leaves_all:
+                self._share_join(j, leaves_all[0], share_slot, size)
             if announce:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
@@ -90,6 +107,12 @@ class InstallMixin:
         for _, _, _, leaves in res:
             for leaf in leaves:
                 v = self._vcell_for(vc, leaf, req, txn)
+                if v is not None and leaf.shares is not None and job_share(req):
+                    # joining a shared GPU: guaranteed only beside guaranteed shares of its VC (held by their anchor)
+                    if leaf.jopp or v.job is None:
+                        return None
+                    held.append(v)
+                    continue
                 if v is None or v.job is not None:
                     return None
                 self._vhold(v, req.id, txn)

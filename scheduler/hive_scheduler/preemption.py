@@ -47,5 +47,7 @@ class PreemptionSearch:
                 self.stolen = []
                 core._dirty_restore(snap)
             if res is not None:
+                if core._shared:  # a shared GPU's anchor stands for all its share jobs
+                    stolen = core._share_victims(stolen)
                 return [core._jobs[v] for v in stolen]
         return []

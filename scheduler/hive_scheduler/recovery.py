@@ -13,6 +13,7 @@ from .config import load_cluster_config
 from .decisions import Decision
 from .errors import ConfigError, RequestError
 from .jobs import PREEMPTING, RUNNING, WAITING, Job, Requeued
+from .shares import job_share
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 
@@ -24,13 +25,15 @@ class RecoveryMixin:
             raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
         validate_request(self, job, as_opportunistic=bool(opportunistic))
         res = self._resolve_placement(job, placement)
+        slot = self._adopt_share_slot(job, placement, res, bool(opportunistic))
         now = self._tick(now)
         j = Job(job, self._seq)
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
         self._adopt_running(j, res, bool(opportunistic), now, out,
-                              "adopted as opportunistic: its GPUs are not within VC {vc}'s free guaranteed cells")
+                              "adopted as opportunistic: its GPUs are not within VC {vc}'s free guaranteed cells",
+                            share_slot=slot)
         self._schedule(now, out)
         return out
 
@@ -62,14 +65,16 @@ class RecoveryMixin:
                 if node is None:
                     raise RequestError(f"placement[{i}].node", f"unknown node {d.get('node')!r}")
                 gpus = list(d.get("gpus") or [])
-                if len(gpus) != tg.gpus:
+                shared = job_share(job)
+                if len(gpus) != (1 if shared else tg.gpus):
                     raise RequestError(f"placement[{i}].gpus", f"task {name} asks for {tg.gpus} GPUs but {len(gpus)} are given")
                 leaves = []
                 for g in gpus:
                     leaf = node.gpu_leaves.get(g)
                     if leaf is None:
                         raise RequestError(f"placement[{i}].gpus", f"node {node.name} has no GPU {g!r}")
-                    if (node.name, g) in seen or leaf.job is not None or leaf.reserved_by is not None:
+                    if (node.name, g) in seen or (leaf.job is not None and not (shared and leaf.shares is not None)) \
+                            or leaf.reserved_by is not None:
                         raise RequestError(f"placement[{i}].gpus", f"GPU {g} of node {node.name} is already in use")
                     if tg.gpu_type and self._chain_gpu[leaf.chain] != tg.gpu_type:
                         raise RequestError(f"placement[{i}].gpus", f"GPU {g} of node {node.name} is not a {tg.gpu_type}")
@@ -90,8 +95,31 @@ class RecoveryMixin:
                                    f"the job's tasks there use {cpus:g} / {mem}")
         return res
 
+    def _adopt_share_slot(self, job: JobRequest, placement, res, opportunistic: bool) -> int:
+        """The eighths a share job being adopted takes (its stored ``share_slot`` when still free, else the
+        best free block); RequestError when its GPU has no room or holds the other kind of shares."""
+        size = job_share(job)
+        if not size:
+            return 0
+        d = placement[0].to_dict() if isinstance(placement[0], TaskPlacement) else placement[0]
+        slot = d.get("share_slot", 0)
+        leaf = res[0][3][0]
+        sg = leaf.shares
+        if sg is None:
+            return slot if isinstance(slot, int) and 0 <= slot < 8 and slot % size == 0 else 0
+        if leaf.jopp != (opportunistic or job.priority == -1) and (opportunistic or job.priority == -1):
+            raise RequestError("placement[0].gpus", f"GPU {leaf.gpu} of node {leaf.node} holds guaranteed shares "
+                               "of a VC; an opportunistic share cannot join them")
+        if isinstance(slot, int) and sg.block_free(slot, size):
+            return slot
+        best = sg.best_block(size)
+        if best is None:
+            raise RequestError("placement[0].gpus", f"GPU {leaf.gpu} of node {leaf.node} has no free "
+                               f"{size}/8 of its memory and compute left")
+        return best
+
     def _adopt_running(self, j, res, opportunistic: bool, now: float, out: list, demote_reason: str,
-                       placement: tuple | None = None, detached: tuple = ()) -> None:
+                       placement: tuple | None = None, detached: tuple = (), share_slot: int = 0) -> None:
         """Make ``j`` running on ``res`` ((group, index, node, leaves) per task) through the install path,
         guaranteed when its VC's cells can cover its GPUs, else opportunistic (``demoted``)."""
         req = j.req
@@ -112,7 +140,7 @@ class RecoveryMixin:
             j.demoted = True
         self._take_resources(req, res)
         self._install(j, res, vleaves, not guaranteed, [], now, out, announce=False, placement=placement,
-                      detached=detached)
+                      detached=detached, share_slot=share_slot)
 
     # ------------------------------------------------------------------ reconfiguration
     def reconfigure(self, config: Any, now: float) -> list[Decision]:

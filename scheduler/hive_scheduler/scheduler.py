@@ -25,6 +25,7 @@ from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .recovery import RecoveryMixin
+from .shares import SharesMixin, job_share
 from .state import StateMixin
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
@@ -33,7 +34,7 @@ from .views import ViewsMixin
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
 
 
-class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMixin):
+class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementMixin, StateMixin):
     """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
     Its parts: the cluster state and its primitives (``state``), placement (``placement``), the
@@ -199,6 +200,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if twin is None:
             twin = self._empty_twin = Scheduler(self.config, policy=self.policy, starvation_after=None)
         j = Job(job, 0)
+        if job_share(job):  # a share fits wherever a one-GPU task does
+            j = twin._share_proxy(j)
         txn: list = []
         snap = twin._dirty_snapshot()
         twin._jobs[job.id] = j  # placement looks its job up
@@ -256,6 +259,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         now = self._tick(now)
         if self._opp_dirty or any(vc.dirty for vc in self._vcs.values()):
             return None  # submit would run a scheduling pass: other jobs may start
+        if job_share(job):
+            return None  # a share of a GPU packs onto shared GPUs: submit's own placement decides
         if job.priority != -1:
             vc = self._vcs[job.vc]
             if self._starving(vc, now) or any(p < job.priority for p in vc.prio_count):
@@ -531,6 +536,9 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         without being demoted, as a non-lazy victim does); else it runs on as opportunistic."""
         if v.state != RUNNING or not v.opp or v.demoted or v.req.priority == -1 or v.detached:
             return
+        if job_share(v.req):  # its GPU's other shares lost their cell with it: they all run on opportunistically
+            self._demote(v, now, out, "its preemptor was withdrawn; its GPU share keeps running as opportunistic")
+            return
         txn: list = []
         vleaves = self._cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
         if vleaves is None:
@@ -557,6 +565,9 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         for leaf in p.reserved:
             self._leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
         p.pleaves, p.reserved = p.reserved, []
+        size = job_share(p.req)
+        if size and p.pleaves:
+            self._share_join(p, p.pleaves[0], p.placement[0].share_slot, size)
         p.state = RUNNING
         p.started_at = now
         out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
@@ -579,6 +590,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
     def _release(self, j: Job) -> None:
         """Give back everything ``j`` uses or reserves."""
         jid = j.req.id
+        if j.pleaves and j.pleaves[0].shares is not None:
+            self._share_leave(j)  # another share job on its GPU takes over the leaf, else it is freed below
         for leaf in j.pleaves:
             if leaf.job == jid:
                 self._leaf_set(leaf, job=None, jopp=False)
@@ -760,6 +773,12 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
+        size = job_share(req)
+        if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would
+            if self._share_pack(j, size, now, out):
+                return True
+            j, share_job = self._share_proxy(j), j
+            req = j.req
         vc = self._vcs[req.vc]
         if req.pinned_cell is not None:
             free = vc.pins[req.pinned_cell].free
@@ -784,6 +803,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
                 changed = True  # victims were demoted / reservations taken over
                 if memo is not None:
                     memo.clear()
+        if size:
+            j = share_job
         if res is None:
             self._rollback(txn)
             if not changed:
@@ -808,9 +829,12 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
+        size = job_share(req)
+        if size and self._share_pack(j, size, now, out):
+            return True
         txn: list = []
         snap = self._dirty_snapshot()
-        res = self._place_opportunistic(j, txn)
+        res = self._place_opportunistic(self._share_proxy(j) if size else j, txn)
         if res is None:
             self._rollback(txn)
             self._dirty_restore(snap)
@@ -873,6 +897,8 @@ class Scheduler(RecoveryMixin, InstallMixin, ViewsMixin, PlacementMixin, StateMi
         for leaf in leaves_all:
             if leaf.job is not None and leaf.job != jid:
                 seen[leaf.job] = None
+        if self._shared:  # a shared GPU's anchor stands for all its share jobs
+            seen = dict.fromkeys(self._share_victims(seen))
         victims = sorted(seen, key=lambda v: self._jobs[v].seq)
         self._dequeue(j)
         j.fail = None

@@ -92,6 +92,7 @@ class StateMixin:
         self._bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self._chains}
         self._opp_dirty = True
         self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
+        self._shared: dict = {}  # leaf id -> ShareGPU: the GPUs holding shares (shares.py), in the order opened
 
     # ------------------------------------------------------------------ helpers
     def _task_level(self, chain: str, gpus: int) -> int | None:

@@ -8,11 +8,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class TaskGroup:
-    """``count`` identical tasks of ``gpus`` GPUs each (``gpus=0``: a CPU-only task)."""
+    """``count`` identical tasks of ``gpus`` GPUs each (``gpus=0``: a CPU-only task; 0.5, 0.25 or 0.125:
+    a share of one GPU, for a group of one task, see ``shares.py``)."""
 
     name: str = "task"
     count: int = 1
-    gpus: int = 1
+    gpus: int | float = 1
     gpu_type: str | None = None
     cpus: float = 0
     memory_mb: int = 0
@@ -124,12 +125,17 @@ class TaskPlacement:
     gpus: tuple[int, ...] = field(default_factory=tuple)
     cpus: float = 0
     memory_mb: int = 0
+    share: float = 0.0      # a share of its one GPU (0.5, 0.25, 0.125); 0 = whole GPUs
+    share_slot: int = -1    # the share's first eighth of the GPU (share buddy block), -1 = whole GPUs
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "node": self.node, "gpus": list(self.gpus)}
+        d = {"task": self.task, "node": self.node, "gpus": list(self.gpus)}
+        if self.share:
+            d["share"], d["share_slot"] = self.share, self.share_slot
+        return d
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "task": self.task,
             "group": self.group,
             "index": self.index,
@@ -139,3 +145,6 @@ class TaskPlacement:
             "cpus": self.cpus,
             "memory_mb": self.memory_mb,
         }
+        if self.share:
+            d["share"], d["share_slot"] = self.share, self.share_slot
+        return d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .errors import RequestError
+from .shares import SHARE_SIZES
 from .types import JobRequest, TaskGroup
 
 
@@ -46,8 +47,17 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
         names.add(t.name)
         if isinstance(t.count, bool) or not isinstance(t.count, int) or t.count < 1:
             raise RequestError(f"{f}.count", f"must be a positive integer, got {t.count!r}")
-        if isinstance(t.gpus, bool) or not isinstance(t.gpus, int) or t.gpus < 0:
-            raise RequestError(f"{f}.gpus", f"must be an integer >= 0 (0 = CPU-only), got {t.gpus!r}")
+        if isinstance(t.gpus, float) and 0 < t.gpus < 1:
+            if t.gpus not in SHARE_SIZES:
+                raise RequestError(f"{f}.gpus", f"a share of a GPU must be 0.5, 0.25 or 0.125, got {t.gpus!r}")
+            if t.count != 1 or len(req.tasks) != 1:
+                raise RequestError(f"{f}.gpus", "a share of a GPU (0.5, 0.25, 0.125) is one task on one GPU: "
+                                   "a job of several tasks asks for whole GPUs")
+            if req.within is not None:
+                raise RequestError("within", "a share of a GPU is one task on one GPU; drop 'within'")
+        elif isinstance(t.gpus, bool) or not isinstance(t.gpus, int) or t.gpus < 0:
+            raise RequestError(f"{f}.gpus", f"must be an integer >= 0 (0 = CPU-only) or a share of one GPU "
+                               f"(0.5, 0.25, 0.125), got {t.gpus!r}")
         if not _num(t.cpus) or t.cpus < 0:
             raise RequestError(f"{f}.cpus", f"must be a number >= 0, got {t.cpus!r}")
         if isinstance(t.memory_mb, bool) or not isinstance(t.memory_mb, int) or t.memory_mb < 0:

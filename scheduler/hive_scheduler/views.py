@@ -6,6 +6,7 @@ from bisect import bisect_left
 
 from .decisions import JobView
 from .jobs import HeldBack, OverLimit, Requeued, Reserved
+from .shares import SHARE_NAMES, job_share
 
 
 def _plural(n: int, word: str) -> str:
@@ -17,7 +18,9 @@ class ViewsMixin:
     def _describe(self, req) -> str:
         parts = []
         for t in req.tasks:
-            if t.gpus:
+            if job_share(req):
+                parts.append(f"{t.gpus:g} of one {t.gpu_type + ' ' if t.gpu_type else ''}GPU")
+            elif t.gpus:
                 parts.append(f"{t.count} x {t.gpus} {t.gpu_type + ' ' if t.gpu_type else ''}GPU{'s' if t.gpus != 1 else ''}")
             else:
                 parts.append(f"{t.count} CPU-only task{'s' if t.count != 1 else ''}")
@@ -108,6 +111,8 @@ class ViewsMixin:
             ahead = self._jobs_ahead(j)
         ahead_s = f"; {_plural(ahead, 'job')} ahead" if ahead else ""
         desc = self._describe(req)
+        if job_share(req):
+            return self._share_reason(j, ahead_s)
         if req.priority == -1:
             types = {t.gpu_type for t in req.tasks if t.gpus and t.gpu_type}
             free = sum(r.avail for c in self._chains if not types or self._chain_gpu[c] in types
@@ -156,6 +161,32 @@ class ViewsMixin:
         if any(t.cpus or t.memory_mb for t in req.tasks):
             return f"needs {desc}; the VC's nodes lack the CPUs/memory asked for{ahead_s}{doomed_s}"
         return f"needs {desc}; not enough free guaranteed GPUs of the right shape in VC {req.vc}{ahead_s}{doomed_s}"
+
+    def _share_reason(self, j, ahead_s: str) -> str:
+        """Why a share did not start: the GPUs it could share are full or hold whole-GPU jobs."""
+        req = j.req
+        size = job_share(req)
+        name = SHARE_NAMES[size]
+        opp = req.priority == -1
+        mine = [sg for sg in self._shared.values()
+                if sg.leaf.jopp == opp and (opp or (sg.leaf.vcell is not None and sg.leaf.vcell.vc == req.vc))]
+        full = sum(1 for sg in mine if sg.best_block(size) is None)
+        if opp:
+            free = sum(r.avail for c in self._chains for r in self._buddies[c].roots)
+            return (f"opportunistic: no GPU has a free {name} for opportunistic work; {_plural(len(mine), 'shared GPU')}"
+                    f" ({full} without a free {name}), {free} GPUs free{ahead_s}")
+        vc = self._vcs[req.vc]
+        chains = self._job_chains(req, vc)
+        total = sum(vc.total[c] for c in chains)
+        held = sum(vc.held[c] for c in chains)
+        whole = held - len(mine)
+        free = sum(vc.free[c] for c in chains)
+        parts = [f"{whole} of {total} GPUs hold whole-GPU jobs"]
+        if mine:
+            parts.append(f"{len(mine)} {'is' if len(mine) == 1 else 'are'} shared ({full} without a free {name})")
+        if free:
+            parts.append(f"{free} free but not placeable now")
+        return f"no GPU of VC {req.vc} has a free {name}; {', '.join(parts)}{ahead_s}"
 
     # ------------------------------------------------------------------ queries
     def _view(self, j, ahead: int | None = None) -> JobView:
@@ -241,6 +272,12 @@ class ViewsMixin:
                 d["pinned_cell"] = c.pinned_id
             if c.level == 1:
                 d["gpu"] = c.gpu
+                sg = c.shares
+                if sg is not None:  # a shared GPU: its shares and who holds each
+                    jobs = sorted(sg.holders)
+                    d["shares"] = [{"job": jid, "slot": first, "share": size / 8}
+                                   for jid, (first, size) in sorted(sg.holders.items(), key=lambda kv: kv[1])]
+                    d["free_share"] = sg.free / 8
                 d["jobs"] = jobs
                 if c.reserved_by:
                     d["reserved_by"] = c.reserved_by
@@ -277,6 +314,8 @@ class ViewsMixin:
                 cells[v.cell_type] = cells.get(v.cell_type, 0) + v.number
             pinned_gpus = 0
             pinned_used = 0
+            shared = [sg for sg in self._shared.values()
+                      if not sg.leaf.jopp and sg.leaf.vcell is not None and sg.leaf.vcell.vc == name]
             for pid, p in vc.pins.items():
                 cells[p.type] = cells.get(p.type, 0) + 1
                 pinned_gpus += p.size
@@ -291,5 +330,8 @@ class ViewsMixin:
                 "running_jobs": running[name],
                 "free_gpus": sum(vc.free.values()) + sum(p.free for p in vc.pins.values()),
                 "pinned_cells": sorted(vc.pins),
+                # of used_gpus: GPUs holding its guaranteed shares, and the GPUs' worth those shares take
+                "shared_gpus": len(shared),
+                "share_used_gpus": sum(sg.used for sg in shared) / 8,
             }
         return out

@@ -28,7 +28,7 @@ from hive_scheduler import ConfigError
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Any as AnyTrait
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, default
 
 from . import __version__
 from .access import AccessPolicy, server_owner
@@ -126,6 +126,13 @@ class HiveLabApp(ExtensionApp):
         see hive_lab_server.hardware.fake_nvml).""",
     )
     gpu_sample_interval_s = Float(5.0, config=True, help="seconds between GPU samples (utilisation, health); 0 = off")
+    gpu_share_modes = Dict(
+        config=True,
+        help="""How shares of a GPU (gpus: 0.5/0.25/0.125) are enforced, per GPU type ("*" = the rest):
+        auto (MIG where NVML lists MIG devices, else timeslice), mig, mps (an MPS daemon per shared GPU;
+        needs nvidia-cuda-mps-control), timeslice (memory budget enforced by the GPU sampler), none (no
+        shares). Default: auto for every type. See hive_lab_server.hardware.sharing.""",
+    )
     mode = CaselessStrEnum(
         ["scheduler", "client"], config=True,
         help="""scheduler: this server runs hive-lab's scheduler (personal mode, or the JupyterHub service).
@@ -212,6 +219,12 @@ class HiveLabApp(ExtensionApp):
             log=self.log,
             inventory=self.cluster.inventory,
         )
+        from .hardware.sharing import GpuSharing
+
+        try:
+            sharing = GpuSharing(self.gpu_share_modes, mps_root=str(jobs_root / ".mps"))
+        except ValueError as exc:
+            raise TraitError(f"HiveLabApp.{exc}") from None
         self.service = HiveService(
             scheduler=scheduler,
             config=self.cluster.config,
@@ -226,6 +239,7 @@ class HiveLabApp(ExtensionApp):
             metrics=self.metrics,
             vc_time_limits=self.vc_time_limits,
             user_limits=user_limits,
+            sharing=sharing,
         )
         from .hardware.integration import make_monitor
 

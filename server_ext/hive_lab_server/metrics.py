@@ -42,6 +42,10 @@ class _ServiceCollector:
         guar = GaugeMetricFamily("hive_lab_vc_gpus_guaranteed", "GPUs guaranteed to each VC", labels=["vc"])
         opp = GaugeMetricFamily("hive_lab_vc_gpus_opportunistic", "GPUs each VC borrows opportunistically", labels=["vc"])
         running = GaugeMetricFamily("hive_lab_vc_running_jobs", "Running jobs per VC", labels=["vc"])
+        shared = GaugeMetricFamily("hive_lab_vc_shared_gpus", "GPUs of each VC holding shares (0.5/0.25/0.125)",
+                                   labels=["vc"])
+        shares = GaugeMetricFamily("hive_lab_vc_gpu_shares_used", "GPUs' worth of shares each VC's jobs hold",
+                                   labels=["vc"])
         for name in sorted(vcs):
             v = vcs[name]
             queue.add_metric([name], v.get("queue_length", 0))
@@ -50,7 +54,9 @@ class _ServiceCollector:
             free.add_metric([name], max(0, v.get("guaranteed_gpus", 0) - v.get("used_gpus", 0) - v.get("doomed_gpus", 0)))
             opp.add_metric([name], v.get("opportunistic_gpus", 0))
             running.add_metric([name], v.get("running_jobs", 0))
-        yield from (queue, used, free, guar, opp, running)
+            shared.add_metric([name], v.get("shared_gpus", 0))
+            shares.add_metric([name], v.get("share_used_gpus", 0))
+        yield from (queue, used, free, guar, opp, running, shared, shares)
         total = GaugeMetricFamily("hive_lab_gpus_total", "GPUs in the cluster")
         total.add_metric([], s.scheduler.gpu_count())
         yield total

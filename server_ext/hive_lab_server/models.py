@@ -61,7 +61,7 @@ class Job(_Out):
     estimated_start_basis: str | None = Field(None, description="queued: one line saying what the estimate rests on")
     priority: int = Field(description="0..1000, or -1 = opportunistic")
     opportunistic: bool
-    gpus: int
+    gpus: float = Field(description="GPUs per job; a share of one GPU is 0.5, 0.25 or 0.125")
     gpu_type: str | None = None
     tasks: list[str] = Field(description="task names, e.g. main-0")
     submitted_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
@@ -129,6 +129,13 @@ class OutputList(_Out):
     files: list[OutputFile]
 
 
+class GpuShare(_Out):
+    job: str
+    user: str | None = None
+    slot: int = Field(description="its first eighth of the GPU")
+    share: float = Field(description="0.5, 0.25 or 0.125 of the GPU")
+
+
 class Gpu(_Out):
     node: str
     index: int
@@ -148,6 +155,8 @@ class Gpu(_Out):
     bad_reason: str | None = None
     drained: bool = False
     path: list[str | None]
+    shares: list[GpuShare] | None = Field(None, description="a shared GPU: its shares and who holds each")
+    free_share: float | None = Field(None, description="a shared GPU: the part of it no share holds")
 
 
 class Node(_Out):

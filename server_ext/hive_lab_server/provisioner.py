@@ -42,7 +42,7 @@ import time
 from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
-from traitlets import Dict, Float, Int, Unicode
+from traitlets import Dict, Float, Int, Unicode, Union
 
 from .kernels.culler import IdleCuller
 from .kernels.job import (
@@ -66,7 +66,8 @@ CULLED_SESSIONS: dict[str, str] = {}
 
 class HiveProvisioner(LocalProvisioner):
     # what the kernel asks for (kernelspec metadata.kernel_provisioner.config)
-    gpus = Int(1, config=True, help="GPUs the kernel holds")
+    gpus = Union([Int(), Float()], default_value=1, config=True,
+                 help="GPUs the kernel holds, or a share of one GPU: 0.5, 0.25, 0.125")
     gpu_type = Unicode(None, allow_none=True, config=True, help="GPU type (None: any the VC has)")
     vc = Unicode(None, allow_none=True, config=True, help="virtual cluster (None: the server's default)")
     image = Unicode(None, allow_none=True, config=True, help="run the kernel in this container image")
@@ -347,8 +348,8 @@ class HiveProvisioner(LocalProvisioner):
         limit = self.idle_limit()
         vc = (self._job or {}).get("vc") or self.vc
         gpus = self.gpus
-        why = (f"idle kernel culled: no execution for {duration(idle_s)} while holding {gpus} GPU"
-               f"{'s' if gpus != 1 else ''} (VC {vc} limit {duration(limit)})")
+        why = (f"idle kernel culled: no execution for {duration(idle_s)} while holding {gpus:g} GPU"
+               f"{'s' if gpus > 1 or gpus == 0 else ''} (VC {vc} limit {duration(limit)})")
         log.warning("hive kernel %s (job %s): %s; shutting it down", self.kernel_id, self.job_id, why)
         self._culled = True
         km = self.parent

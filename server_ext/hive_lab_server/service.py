@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import pathlib
+import subprocess
 import time
 from typing import Any, Callable
 
@@ -26,7 +28,8 @@ from hive_scheduler.validation import validate_request
 
 from . import accounting
 from .events import EventBus
-from .launchers.base import Launcher, TaskExit
+from .hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons, ShareRefused
+from .launchers.base import LaunchError, Launcher, TaskExit
 from .limits import LimitsPart
 from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
@@ -65,6 +68,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         clock: Callable[[], float] = time.time,
         vc_time_limits: dict[str, Any] | None = None,
         user_limits: dict | None = None,
+        sharing: GpuSharing | None = None,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -103,6 +107,11 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self._adopting: list[asyncio.Task] = []
         # waiting for group commit: (spec, user, vc, future, t0, the user's groups, fair share's group)
         self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
+        # shares of a GPU: how each is enforced (mode per GPU type), MPS daemons, memory budgets
+        self.sharing = sharing or GpuSharing()
+        self.mps = MpsDaemons(self.sharing)
+        self.budgets = BudgetWatch()
+        self._share_grants: dict[str, tuple[str, int, str, str]] = {}  # job -> (node, gpu, device, mode)
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -262,6 +271,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now, group,
                                groups=groups, kind=spec.kind)
         try:
+            if spec.gpu_share:
+                self._check_share(spec)
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
             self.scheduler.check_limits(request, limit, also_waiting)
@@ -276,7 +287,9 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         row = {
             "seq": seq, "id": job_id, "name": spec.name, "user": user, "vc": vc, "kind": spec.kind,
             "state": "submitted", "reason": "", "priority": spec.core_priority,
-            "opportunistic": spec.opportunistic, "gpus": spec.total_gpus,
+            "opportunistic": spec.opportunistic,
+            # the column counts GPUs touched (a share: its one GPU); the share itself is in the spec
+            "gpus": math.ceil(spec.total_gpus),
             "gpu_type": next((t.gpu_type for t in spec.tasks if t.gpu_type), None), "spec": spec_dict,
             "submitted_at": now, "started_at": None, "finished_at": None, "exit_code": None,
             "retries": 0, "max_retries": spec.max_retries, "attempt": 0, "working_dir": working_dir,
@@ -457,6 +470,72 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
                   if job.lc.intent is None and any(p.node == node and gpu in p.gpus for p in job.placement)]
         self._unit(facts)
         self._publish([], cluster=True)
+
+    # ------------------------------------------------------------------------------------------
+    # shares of a GPU (hardware/sharing.py)
+
+    def _check_share(self, spec: JobSpec) -> None:
+        asked = spec.tasks[0].gpu_type
+        types = [asked] if asked else sorted({ch.gpu_type for ch in self.config.chains.values()})
+        try:
+            self.sharing.check_request(types, spec.gpu_share)
+        except ShareRefused as exc:
+            raise ServiceError(400, str(exc), "tasks[0].gpus") from None
+
+    def gpu_type_of(self, node: str, gpu: int) -> str | None:
+        for g in presentation.cluster_object(self)["gpus"]:
+            if g["node"] == node and g["index"] == gpu:
+                return g.get("type")
+        return None
+
+    def share_grant(self, job: "ActiveJob", p: Any):
+        """The share's enforcement on its GPU (None: the job holds whole GPUs); ShareRefused -> LaunchError."""
+        tasks = job.spec.get("tasks") or []
+        share = tasks[0].get("gpus") if len(tasks) == 1 else None
+        if not (isinstance(share, float) and 0 < share < 1) or not p.gpus:
+            return None
+        gpu = p.gpus[0]
+        device = self.gpu_uuids.get((p.node, gpu)) or str(gpu)
+        try:
+            grant = self.sharing.grant(job.id, self.gpu_type_of(p.node, gpu), p.node, gpu, share, device,
+                                       tasks[0].get("gpu_memory_mb"))
+            if grant.mode == "mps":
+                self.mps.acquire(p.node, gpu, device, job.id)
+        except (ShareRefused, OSError, subprocess.SubprocessError) as exc:
+            self.sharing.release(job.id)
+            raise LaunchError(f"GPU share: {exc}") from None
+        if self._share_state not in self._state_listeners:  # from the first share on (inside the loop)
+            self._state_listeners.append(self._share_state)
+        self._share_grants[job.id] = (p.node, gpu, device, grant.mode)
+        if grant.memory_budget_mb:
+            self.budgets.budgets[job.id] = grant.memory_budget_mb
+        return grant
+
+    def _share_state(self, job_id: str, state: str, reason: str) -> None:
+        """A share's job left its GPU: its MIG device, MPS daemon use and budget go."""
+        if state in ("scheduled", "running") or job_id not in self._share_grants:
+            return
+        node, gpu, device, mode = self._share_grants.pop(job_id)
+        self.sharing.release(job_id)
+        self.budgets.forget(job_id)
+        if mode == "mps":
+            self.mps.release(node, gpu, device, job_id)
+
+    def share_memory(self, used_mb: dict[str, float]) -> None:
+        """Called after each GPU sampling round with each job's GPU memory (NVML per-process memory):
+        a share over its budget gets a warning in its history, then is stopped with the reason."""
+        warnings, stops = self.budgets.check({j: used_mb[j] for j in used_mb if j in self.active})
+        if warnings:
+            def write(batch, at: float) -> None:
+                for job_id, why in warnings:
+                    job = self.active.get(job_id)
+                    if job is not None:
+                        self.store.add_event(batch, job_id, job.lc.state.value, at, why)
+
+            self._unit([], write=write)
+        if stops:
+            self._unit([(job_id, m.Cancel(f"hive-lab ({why})")) for job_id, why in stops
+                        if job_id in self.active and self.active[job_id].lc.intent is None])
 
     def gpu_repaired(self, node: str, gpu: int) -> None:
         """An admin marked a bad GPU healthy: give it out again unless the GPU itself is drained (the

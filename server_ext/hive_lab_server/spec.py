@@ -21,6 +21,28 @@ MAX_FILES_BYTES = 1 << 20
 RESERVED_PATHS = {"output"}  # the job's output dir (HIVE_OUTPUT_DIR); files inside it are fine
 RESERVED_DIRS = {"logs"}  # the tasks' log files; nothing may be staged there
 MAX_TASKS = 1024
+GPU_SHARES = (0.5, 0.25, 0.125)  # a share of one GPU (halves down to eighths; hive_scheduler.shares)
+GPU_SHARE_HELP = "a whole number of GPUs (0, 1, 2, ...) or a share of one GPU: 0.5, 0.25 or 0.125"
+
+
+def check_gpus(value: Any) -> int | float:
+    """``gpus`` as the core takes it: an int >= 0, or one of GPU_SHARES (a float); ValueError says what is allowed."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be {GPU_SHARE_HELP}")
+    if isinstance(value, int):
+        if value < 0 or value > 1024:
+            raise ValueError(f"must be {GPU_SHARE_HELP}")
+        return value
+    if isinstance(value, float):
+        if value.is_integer() and 0 <= value <= 1024:
+            return int(value)
+        if value in GPU_SHARES:
+            return value
+    raise ValueError(f"must be {GPU_SHARE_HELP}")
+
+
+def is_share(gpus: Any) -> bool:
+    return isinstance(gpus, float) and gpus in GPU_SHARES
 
 
 class SpecError(ValueError):
@@ -40,11 +62,18 @@ class _Model(BaseModel):
 class TaskSpec(_Model):
     name: Annotated[str, Field(pattern=NAME_RE)] = "main"
     count: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
-    gpus: Annotated[int, Field(ge=0, le=1024, strict=True)] = 1
+    gpus: int | float = 1
     gpu_type: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    # a share's GPU memory budget (default: its share of the GPU's memory); only with a share
+    gpu_memory_mb: Annotated[int, Field(ge=1, le=1 << 24, strict=True)] | None = None
     cpus: Annotated[float, Field(ge=0, le=100000)] = 1
     memory_mb: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
     command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, v: Any) -> int | float:
+        return check_gpus(v)
 
 
 Priority = Union[Annotated[int, Field(ge=0, le=1000, strict=True)], Literal["opportunistic"]]
@@ -123,6 +152,14 @@ class JobSpec(_Model):
             seen.add(task.name)
             if task.command is None and self.command is None:
                 raise SpecError(f"tasks[{i}].command: give a command for the job (command) or for this task", f"tasks[{i}].command")
+            if is_share(task.gpus) and (task.count != 1 or len(self.tasks) != 1):
+                raise SpecError(f"tasks[{i}].gpus: a share of a GPU ({task.gpus:g}) is one task on one GPU; a job of "
+                                "several tasks (a gang) asks for whole GPUs", f"tasks[{i}].gpus")
+            if is_share(task.gpus) and self.within is not None:
+                raise SpecError("within: a share of a GPU is one task on one GPU; drop within", "within")
+            if task.gpu_memory_mb is not None and not is_share(task.gpus):
+                raise SpecError(f"tasks[{i}].gpu_memory_mb: a memory budget goes with a share of a GPU (gpus 0.5, "
+                                "0.25 or 0.125); a whole GPU's memory is all its own", f"tasks[{i}].gpu_memory_mb")
             if task.gpus == 0 and task.cpus == 0:
                 raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
                                 "or for GPUs", f"tasks[{i}].cpus")
@@ -144,8 +181,13 @@ class JobSpec(_Model):
         return -1 if self.priority == "opportunistic" else int(self.priority)
 
     @property
-    def total_gpus(self) -> int:
+    def total_gpus(self) -> int | float:
         return sum(t.gpus * t.count for t in self.tasks)
+
+    @property
+    def gpu_share(self) -> float:
+        """The share of one GPU the job asks for (0.0: whole GPUs)."""
+        return self.tasks[0].gpus if len(self.tasks) == 1 and is_share(self.tasks[0].gpus) else 0.0
 
     @property
     def task_count(self) -> int:
@@ -161,7 +203,12 @@ class PaiTaskRole(_Model):
     taskNumber: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
     cpuNumber: Annotated[float, Field(ge=0, le=100000)] = 1
     memoryMB: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
-    gpuNumber: Annotated[int, Field(ge=0, le=1024, strict=True)] = 0
+    gpuNumber: int | float = 0
+
+    @field_validator("gpuNumber", mode="before")
+    @classmethod
+    def _gpus(cls, v: Any) -> int | float:
+        return check_gpus(v)
     gpuType: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     command: Annotated[str, Field(min_length=1, max_length=100_000)]
 

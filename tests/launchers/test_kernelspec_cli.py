@@ -41,3 +41,21 @@ def test_bad_input_says_what_to_fix(tmp_path):
     out = run_cli("install", "--name", "g", "--gpus", "-1", "--user", env=env)
     assert out.returncode == 2 and "--gpus" in out.stderr and "0 or more" in out.stderr
     assert not (tmp_path / "data" / "kernels").exists()
+
+
+def test_a_kernel_of_a_quarter_gpu(tmp_path):
+    import os
+
+    from hive_lab_server.provisioner import HiveProvisioner
+    from hive_lab_server.spec import parse_job_spec
+
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "data")}
+    out = run_cli("install", "--name", "quarter", "--gpus", "0.25", "--user", env=env)
+    assert out.returncode == 0, out.stderr
+    spec = json.loads((tmp_path / "data" / "kernels" / "quarter" / "kernel.json").read_text())
+    assert spec["metadata"]["kernel_provisioner"]["config"]["gpus"] == 0.25
+    assert "0.25 GPU" in spec["display_name"] and "0.25 GPUs" not in spec["display_name"]
+    assert HiveProvisioner(gpus=0.25).gpus == 0.25 and HiveProvisioner(gpus=2).gpus == 2
+    assert parse_job_spec({"command": "x", "kind": "kernel", "tasks": [{"gpus": 0.25}]}).gpu_share == 0.25
+    out = run_cli("install", "--name", "q", "--gpus", "0.3", "--user", env=env)
+    assert out.returncode == 2 and "0.5, 0.25 or 0.125" in out.stderr

@@ -4,6 +4,7 @@ and the invariant checker used after every step (also by the property tests)."""
 from __future__ import annotations
 
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
+from hive_scheduler.shares import job_share
 
 HIVED_EXAMPLE = """
 physicalCluster:
@@ -120,6 +121,9 @@ def check_invariants(s: Scheduler) -> None:
             assert j.placement, f"{j.req.id} running without placement"
             n_tasks = sum(t.count for t in j.req.tasks)
             assert len(j.placement) == n_tasks, "gang must be all-or-nothing"
+            if job_share(j.req):
+                check_share(s, j)
+                continue
             assert sum(len(p.gpus) for p in j.placement) == j.req.total_gpus
             for leaf in j.pleaves:
                 assert leaf.job == j.req.id
@@ -130,16 +134,19 @@ def check_invariants(s: Scheduler) -> None:
             assert not j.pleaves and not j.vleaves and not j.reserved and not j.placement
         elif j.state == "preempting":
             assert j.waiting_on and j.reserved
-    # every used leaf belongs to a running job
+    # every used leaf belongs to a running job (a shared GPU: to its anchor, see check_shared_gpus)
     for c in s._cells:
         if c.level == 1 and c.job is not None:
             assert s._jobs[c.job].state == "running"
-            assert (c.node, c.gpu) in seen
+            assert (c.node, c.gpu) in seen or c.shares is not None
+    check_shared_gpus(s, seen)
     # guaranteed work only inside its own VC's bound cells (tasks on removed hardware hold unbound ones)
     for j in s._jobs.values():
         unbound = 0
         for v in j.vleaves:
-            assert v.vc == j.req.vc and v.job == j.req.id
+            assert v.vc == j.req.vc and (v.job == j.req.id or (job_share(j.req) and v.pcell is not None
+                                                               and v.pcell.shares is not None
+                                                               and v.job in v.pcell.shares.holders))
             if v.pcell is None:
                 unbound += 1
             else:
@@ -191,6 +198,49 @@ def check_invariants(s: Scheduler) -> None:
                             f"{owner.req.id} of VC {owner.req.vc} runs guaranteed in VC {vc.name}'s cell"
 
 
+def check_share(s: Scheduler, j) -> None:
+    """A running share job: one task on one GPU, holding its eighths of that GPU's ShareGPU."""
+    (p,) = j.placement
+    assert len(p.gpus) == 1 and p.share == j.req.tasks[0].gpus, f"{j.req.id}: {p}"
+    if j.detached:  # on hardware a reconfiguration removed: it runs on there, holding no physical GPU
+        assert not j.pleaves
+        return
+    assert len(j.pleaves) == 1, f"{j.req.id}: {p} on {j.pleaves}"
+    leaf = j.pleaves[0]
+    assert (leaf.node, leaf.gpu) == (p.node, p.gpus[0])
+    sg = leaf.shares
+    assert sg is not None and sg.holders[j.req.id] == (p.share_slot, job_share(j.req)), f"{j.req.id}: share slot"
+    assert leaf.job is not None and leaf.jopp == j.opp, f"{j.req.id}: shared GPU {leaf} mixes kinds"
+
+
+def check_shared_gpus(s: Scheduler, whole: dict) -> None:
+    """Shared GPUs: no whole-GPU job on them, slots match holders, the anchor is the highest-priority
+    holder, guaranteed shares sit in their VC's cell (held by the anchor)."""
+    from hive_scheduler.shares import EIGHTHS
+
+    listed = {c.id for c in s._cells if c.level == 1 and c.shares is not None}
+    assert listed == set(s._shared), "registry of shared GPUs"
+    for sg in s._shared.values():
+        leaf = sg.leaf
+        assert sg.holders and (leaf.node, leaf.gpu) not in whole, f"{leaf}: shares beside a whole-GPU job"
+        slots = [None] * EIGHTHS
+        for jid, (first, size) in sg.holders.items():
+            assert first % size == 0 and first + size <= EIGHTHS
+            h = s._jobs[jid]
+            assert h.state == "running" and h.pleaves == [leaf] and job_share(h.req) == size
+            for i in range(first, first + size):
+                assert slots[i] is None, f"{leaf}: eighth {i} given twice"
+                slots[i] = jid
+        assert slots == sg.slots and sg.used == sum(x is not None for x in slots)
+        assert leaf.job in sg.holders
+        anchor = s._jobs[leaf.job]
+        for jid in sg.holders:
+            h = s._jobs[jid]
+            assert (anchor.opp, -anchor.req.priority, anchor.seq) <= (h.opp, -h.req.priority, h.seq)
+            if not h.opp:
+                assert leaf.vcell is not None and leaf.vcell.vc == h.req.vc and leaf.vcell.job == leaf.job
+
+
 def recount(s: Scheduler) -> None:
     """Every counter the core keeps incrementally equals the same count made from scratch."""
     from hive_scheduler.cells import BOUND, PINNED
@@ -232,6 +282,8 @@ def recount(s: Scheduler) -> None:
         if x.job is not None:
             j = s._jobs[x.job]
             assert x in j.pleaves and x.jopp == j.opp, f"{x}: job {x.job} flags"
+            if x.shares is None:
+                assert not job_share(j.req), f"{x}: share job {x.job} without its ShareGPU"
         if x.reserved_by is not None:
             assert x in s._jobs[x.reserved_by].reserved
     # health: bad leaves are exactly the unhealthy ones, per chain

@@ -4,6 +4,8 @@ After each step: no GPU used twice; gangs all-or-nothing; every VC's guarantee i
 cells still fit the free buddy cells, and its bound cells hold no other VC's guaranteed work, so it
 can get all its cells by preempting only opportunistic and its own lower-priority jobs);
 opportunistic jobs never cause preemption; no guaranteed job of another VC is ever a victim.
+Shares of a GPU (0.5/0.25/0.125) mix in: a shared GPU never holds a whole-GPU job, its eighths are
+given once, its shares are all guaranteed jobs of one VC or all opportunistic (core_helpers).
 At the end, releasing everything restores the initial state.
 """
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from core_helpers import HIVED_EXAMPLE, MIXED, SMALL, check_invariants, job
 from hive_scheduler import RequestError, Scheduler
+from hive_scheduler.shares import job_share
 
 SMALL_B = dict(SMALL, vcs={"a": 8, "b": 16, "c": {"cells": {"socket": 2}}})
 # node-3 removed (work-preserving: what runs there keeps running, detached)
@@ -25,7 +28,7 @@ CLUSTERS = {
 }
 GPU_TYPES = {"small": [None], "hived": [None], "mixed": [None, "V100", "K80"]}
 
-submit = st.tuples(st.just("submit"), st.integers(0, 2), st.sampled_from([1, 1, 2, 3, 4, 8]), st.integers(1, 3),
+submit = st.tuples(st.just("submit"), st.integers(0, 2), st.sampled_from([1, 1, 2, 3, 4, 8, 0.5, 0.25, 0.25, 0.125]), st.integers(1, 3),
                    st.sampled_from([-1, -1, 0, 0, 5, 50]), st.booleans(), st.integers(0, 2), st.booleans(),
                    st.integers(0, 2))
 ops = st.one_of(
@@ -95,6 +98,9 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
                 kw = {"pinned_cell": "pin1"}
             if n % 7 == 0:
                 g = 0  # a CPU-only task
+            if isinstance(g, float):  # a share of one GPU: one task (a gang of shares is refused, tested apart)
+                count = 1
+                kw["within"] = None
             try:
                 ds = s.submit(job(f"j{n}", vc, g, count, prio, user=f"u{n % 3}", lazy_preemption=lazy,
                                   cpus=2 * (n % 3), **kw), t)
@@ -140,6 +146,12 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
             victims = []
         for d in ds:
             event(d.event)
+            if d.event == "started" and d.placement and d.placement[0].share:
+                event("share started" + (" beside another share" if len(s._jobs[d.job].pleaves[0].shares.holders) > 1
+                                         else ""))
+            if d.event in ("preempting", "demoted") and any(job_share(s._jobs[v].req) for v in (d.victims or (d.job,))
+                                                           if v in s._jobs):
+                event(f"share {d.event}")
             if d.event == "preempting":
                 victims.extend(d.victims)
         check_decisions(s, before, ds, step)

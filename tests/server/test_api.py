@@ -98,7 +98,7 @@ def test_list_filters_and_pagination(api):
     "body, status, field, words",
     [
         ("{not json", 400, None, "not valid JSON"),
-        ({"command": "x", "tasks": [{"gpus": -1}]}, 400, "tasks[0].gpus", "greater than or equal to 0"),
+        ({"command": "x", "tasks": [{"gpus": -1}]}, 400, "tasks[0].gpus", "whole number of GPUs (0, 1, 2, ...) or a share of one GPU"),
         ({"command": "x", "vc": "nope"}, 400, "vc", "does not exist"),
         ({"command": "x", "tasks": [{"gpus": 64}]}, 400, None, ""),  # more GPUs than the cluster: the core says why
         ({"command": "x", "tasks": [{"gpus": 1, "gpu_type": "H100"}]}, 400, None, ""),

@@ -34,7 +34,7 @@ def test_openpai_form_is_accepted():
 @pytest.mark.parametrize(
     "body, field, words",
     [
-        ({"command": "x", "tasks": [{"gpus": -1}]}, "tasks[0].gpus", "greater than or equal to 0"),
+        ({"command": "x", "tasks": [{"gpus": -1}]}, "tasks[0].gpus", "whole number of GPUs (0, 1, 2, ...) or a share of one GPU"),
         ({"command": "x", "tasks": [{"gpu": 1}]}, "tasks[0].gpu", "unknown field"),
         ({"command": "x", "tasks": [{"count": "2"}]}, "tasks[0].count", "integer"),
         ({"command": "x", "priority": 1001}, "priority", "0..1000"),
@@ -50,7 +50,7 @@ def test_openpai_form_is_accepted():
         ({"command": "x", "max_retries": -1}, "max_retries", "greater than or equal to 0"),
         ({"command": "x", "kind": "daemon"}, "kind", "batch"),
         ({"command": "x", "bogus": 1}, "bogus", "unknown field"),
-        ({"jobName": "p", "taskRoles": [{"taskNumber": 1, "gpuNumber": -2, "command": "x"}]}, "taskRoles[0].gpuNumber", ">= 0".replace(">= 0", "greater than")),
+        ({"jobName": "p", "taskRoles": [{"taskNumber": 1, "gpuNumber": -2, "command": "x"}]}, "taskRoles[0].gpuNumber", ">= 0".replace(">= 0", "whole number of GPUs")),
         ({"jobName": "p", "taskRoles": [{"taskNumber": 1}]}, "taskRoles[0].command", "required"),
         ({"jobName": "p"}, "taskRoles", "required"),
     ],

@@ -26,7 +26,8 @@ Description (a dict, or a YAML/JSON file)::
       power_w: 60
       ecc_supported: true              # false -> ECC calls raise NVMLError_NotSupported
       row_remapping: true              # true: remapped rows (Ampere+); false: retired pages
-      processes: [{pid: 1234, used_memory_mb: 500}]
+      processes: [{pid: 1234, used_memory_mb: 500}]   # per-process GPU memory (share budgets)
+      mig_devices: [{uuid: MIG-..., memory_mb: 10240}] # optional: the GPU is in MIG mode with these devices
     nvlink: [[0, 1], {gpus: [2, 3], links: 4}, ...]   # GPU pairs bridged by NVLink
     nvswitch: false                    # true: every GPU has NVLinks to an NVSwitch
     faults:                            # scripted over time (seconds since nvmlInit)
@@ -91,6 +92,19 @@ class FakeHandle:
 
     def __repr__(self) -> str:
         return f"<fake nvmlDevice {self.index}>"
+
+
+class FakeMigHandle(FakeHandle):
+    """A MIG device of GPU ``index`` (``nvmlDeviceGetMigDeviceHandleByIndex``)."""
+
+    __slots__ = ("mig",)
+
+    def __init__(self, index: int, mig: int):
+        super().__init__(index)
+        self.mig = mig
+
+    def __repr__(self) -> str:
+        return f"<fake MIG device {self.index}/{self.mig}>"
 
 
 class FakeEventData:
@@ -190,6 +204,8 @@ class FakeNvml:
                     "row_remapping": bool(g.get("row_remapping", True)),
                     "ecc": {"corrected": int(g.get("ecc_corrected", 0)), "uncorrected": int(g.get("ecc_uncorrected", 0))},
                     "processes": list(g.get("processes") or []),
+                    "mig_devices": [{"uuid": str(d["uuid"]), "memory_mb": int(d["memory_mb"])}
+                                    for d in (g.get("mig_devices") or [])],
                     "cpu_affinity": g.get("cpu_affinity"),  # capture: list of 64-bit words
                     "nvlink_remote": g.get("nvlink_remote"),  # capture: {link: bus id}
                     "retired_pages": dict(g.get("retired_pages") or {}),  # starting state
@@ -342,16 +358,43 @@ class FakeNvml:
         return handle.index
 
     def nvmlDeviceGetUUID(self, handle) -> str:
-        return self._device(handle)["uuid"]
+        s = self._device(handle)
+        if isinstance(handle, FakeMigHandle):
+            return s["mig_devices"][handle.mig]["uuid"]
+        return s["uuid"]
 
     def nvmlDeviceGetName(self, handle) -> str:
         return self._device(handle)["model"]
 
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
         s = self._device(handle)
+        if isinstance(handle, FakeMigHandle):
+            total = s["mig_devices"][handle.mig]["memory_mb"] * 1024 * 1024
+            return _pynvml.c_nvmlMemory_t(total=total, free=total, used=0)
         total = s["memory_mb"] * 1024 * 1024
         used = min(total, s["memory_used_mb"] * 1024 * 1024)
         return _pynvml.c_nvmlMemory_t(total=total, free=total - used, used=used)
+
+    # ---------------------------------------------------------------- MIG
+    def nvmlDeviceGetMigMode(self, device) -> list[int]:
+        s = self._device(device)
+        on = int(bool(s["mig_devices"]))
+        return [on, on]  # [current, pending]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, device) -> int:
+        return 7 if self._device(device)["mig_devices"] else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device, index) -> FakeMigHandle:
+        s = self._device(device)
+        if not s["mig_devices"]:
+            raise _error(_pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= int(index) < len(s["mig_devices"]):
+            raise _error(_pynvml.NVML_ERROR_NOT_FOUND)
+        return FakeMigHandle(device.index, int(index))
+
+    def nvmlDeviceIsMigDeviceHandle(self, device) -> bool:
+        self._device(device)
+        return isinstance(device, FakeMigHandle)
 
     def nvmlDeviceGetPciInfo(self, handle):
         return self._pci(self._device(handle)["pci_bus_id"])

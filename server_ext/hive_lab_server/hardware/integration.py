@@ -15,6 +15,7 @@ from typing import Any
 from .monitor import HardwareMonitor
 from .nvml_backend import load_backend
 from .sampler import JobResolver
+from .sharing import discover
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,15 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
     elif local is not None:
         log.warning("hive-lab: this machine (%s) is not a node of the scheduled cluster; its GPUs are not monitored",
                     local.node)
+    if nvml is not None and getattr(service, "sharing", None) is not None:
+        try:  # GPU memory (a share's default budget) and MIG devices (mig mode) of this machine's GPUs
+            nvml.nvmlInit()
+            try:
+                service.sharing.gpu_memory_mb, service.sharing.mig_devices = discover(nvml, node)
+            finally:
+                nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 (NVML refusing leaves shares on their stated budgets only)
+            log.exception("hive-lab: could not read GPU memory / MIG devices for GPU shares")
     types = {(g["node"], int(g["index"])): g.get("type") or "" for g in service.cluster_object()["gpus"]}
     models = {(local.node, g.index): g.model for g in local.gpus} if local is not None else {}
     inventory = {key: {"uuid": service.gpu_uuids.get(key, ""), "type": types.get(key, ""), "model": models.get(key, "")}
@@ -94,4 +104,5 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher), _containers(service.launcher)), job_labels=labels,
         registry=registry, interval_s=interval_s, inventory=inventory,
         state_path=pathlib.Path(service.jobs_root) / ".hardware" / "health.json",
+        on_job_usage=lambda usage: service.share_memory({j: u.memory_used_mb for j, u in usage.items()}),
     )

@@ -54,7 +54,8 @@ class HardwareMonitor:
                  job_labels: Callable[[], dict[str, dict[str, str]]] | None = None,
                  registry: Any | None = None, interval_s: float = 5.0, rules: HealthRules | None = None,
                  inventory: dict[tuple[str, int], dict] | None = None, on_event: Callable[[HealthEvent], Any] | None = None,
-                 state_path: str | os.PathLike | None = None):
+                 state_path: str | os.PathLike | None = None,
+                 on_job_usage: Callable[[dict[str, Any]], Any] | None = None):
         self.nvml = nvml
         self.node = node
         self.gpus = sorted(gpus)
@@ -70,6 +71,7 @@ class HardwareMonitor:
         self.metrics.set_inventory(inventory or {})
         self.state = HardwareState()
         self.on_event = on_event
+        self.on_job_usage = on_job_usage  # each round: job -> JobGpuUsage (share memory budgets)
         self.state_path = pathlib.Path(state_path) if state_path else None
         self.events: list[HealthEvent] = []  # history, newest last
         self._latest: dict[tuple[str, int], GpuSample] = {}
@@ -125,8 +127,11 @@ class HardwareMonitor:
         events = self.health.observe(samples)
         for event in events:
             await self._went_bad(event)
-        self.metrics.update(samples, bad=self.state.bad, drained=set(self.drained()), jobs=job_usage(samples),
+        usage = job_usage(samples)
+        self.metrics.update(samples, bad=self.state.bad, drained=set(self.drained()), jobs=usage,
                             job_labels=self.job_labels(), seconds=time.monotonic() - started)
+        if self.on_job_usage is not None:
+            await _maybe_await(self.on_job_usage(usage))
         return events
 
     async def _went_bad(self, event: HealthEvent) -> None:

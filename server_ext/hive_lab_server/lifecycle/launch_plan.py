@@ -74,8 +74,17 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
     return env
 
 
+def share_env(grant) -> dict[str, str]:
+    """A share's task env: the one device it sees (a MIG device under MIG), MPS limits, its budget."""
+    env = {"CUDA_VISIBLE_DEVICES": grant.device, "NVIDIA_VISIBLE_DEVICES": grant.device,
+           "HIVE_GPU_SHARE_MODE": grant.mode, "HIVE_GPU_MEMORY_MB": str(grant.memory_budget_mb)}
+    env.update(grant.env)
+    return env
+
+
 def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path, gpu_uuids: dict,
-                   master_port: int | None = None) -> LaunchRequest:
+                   master_port: int | None = None, grant_for=None) -> LaunchRequest:
+    """``grant_for(job, placement)``: a share's ``hardware.sharing.ShareGrant`` (None for whole GPUs)."""
     placement = sorted(job.placement, key=lambda p: p.rank)
     groups = {t["name"]: t for t in job.spec["tasks"]}
     master_addr = launcher.host_address(placement[0].node) if placement else ""
@@ -85,11 +94,17 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
     for p in placement:
         group = groups.get(p.group, {})
         uuids = tuple(gpu_uuids.get((p.node, g)) or "" for g in p.gpus)
+        env = task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port)
+        grant = grant_for(job, p) if grant_for is not None else None
+        if grant is not None:
+            env.update(share_env(grant))
+            if grant.mig_uuid:  # Docker: the MIG device, not the whole GPU
+                uuids = (grant.mig_uuid,)
         tasks.append(TaskLaunch(
             job_id=job.id, task=p.task, group=p.group, index=p.index, rank=p.rank, node=p.node,
             gpu_indices=tuple(p.gpus), gpu_uuids=uuids if uuids and all(uuids) else None,
             command=group.get("command") or job.spec.get("command") or "",
-            env=task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port),
+            env=env,
             working_dir=job.working_dir, log_path=str(log_path(jobs_root, job.id, p.task)),
             cpus=float(group.get("cpus") or 0), memory_mb=int(group.get("memory_mb") or 0),
             image=job.spec.get("image"), data_dir=job.spec.get("data_dir"), output_dir=job.output_dir, user=job.user,

@@ -34,7 +34,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
     obj: dict[str, Any] = {
         "id": row["id"], "name": row["name"], "user": row["user"], "vc": row["vc"], "kind": row["kind"],
         "state": row["state"], "reason": reason, "priority": row["priority"],
-        "opportunistic": bool(row["opportunistic"]), "gpus": row["gpus"], "gpu_type": row["gpu_type"],
+        "opportunistic": bool(row["opportunistic"]), "gpus": spec_gpus(row), "gpu_type": row["gpu_type"],
         "tasks": task_names(row["spec"]),
         "submitted_at": iso(row["submitted_at"]), "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]), "exit_code": row["exit_code"], "retries": row["retries"],
@@ -78,6 +78,14 @@ def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True)
     return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
 
 
+def spec_gpus(row: dict[str, Any]) -> int | float:
+    """The job's GPUs: a share of one GPU (0.5, 0.25, 0.125) from its spec, else the stored count."""
+    tasks = (row.get("spec") or {}).get("tasks") or []
+    if len(tasks) == 1 and isinstance(tasks[0].get("gpus"), float) and 0 < tasks[0]["gpus"] < 1:
+        return tasks[0]["gpus"]
+    return row["gpus"]
+
+
 def cluster_object(svc: "HiveService") -> dict[str, Any]:
     view = svc.scheduler.cluster_view()
     cells = view.get("cells", [])
@@ -99,6 +107,9 @@ def cluster_object(svc: "HiveService") -> dict[str, Any]:
                 "drained": node in svc.drained_nodes or (node, index) in svc.drained_gpus,
                 "path": list(path),
             })
+            if cell.get("shares") is not None:  # a shared GPU: each share and who holds it
+                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"])) for sh in cell["shares"]]
+                gpus[-1]["free_share"] = cell.get("free_share")
             if svc.hardware is not None:  # live readings and the health rules' verdict
                 gpus[-1].update(svc.hardware.gpu_status(node, index))
             return
