@@ -75,6 +75,10 @@ class HiveLabApp(ExtensionApp):
     owner = Unicode(config=True, help="the user running the server (default: JUPYTERHUB_USER or the OS user)")
     preemption_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for preempted jobs")
     stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
+    checkpoint_grace_s = Float(30.0, config=True, help="seconds a job has, after the checkpoint signal (SIGUSR1), to "
+                               "save its checkpoint and exit before it is paused, preempted, migrated or resized "
+                               "(then SIGTERM and the stop grace as usual; 0 = no checkpoint signal); see "
+                               "docs/checkpoint.md")
     cancel_wait_s = Float(5.0, config=True, help="how long DELETE jobs/{id} waits for the job to stop before answering")
     poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
     recovery_wait_s = Float(
@@ -165,6 +169,7 @@ class HiveLabApp(ExtensionApp):
             gpu_uuids=self.cluster.gpu_uuids,
             preemption_grace_s=self.preemption_grace_s,
             stop_grace_s=self.stop_grace_s,
+            checkpoint_grace_s=self.checkpoint_grace_s,
             poll_interval_s=self.poll_interval_s,
             events=self.events,
             metrics=self.metrics,

@@ -27,6 +27,7 @@ from .events import EventBus
 from .launchers.base import Launcher, TaskExit
 from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
+from .lifecycle.moves import Moves
 from .lifecycle.recovery import Recovery
 from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
     STORE_RETRY_AFTER_S, ActiveJob, ServiceError, StoreUnavailable, UnitOfWork, request_from,
@@ -42,7 +43,7 @@ STATES = tuple(s.value for s in JobState)
 S = JobState
 
 
-class HiveService(UnitOfWork, Recovery):
+class HiveService(UnitOfWork, Recovery, Moves):
     def __init__(
         self,
         *,
@@ -54,6 +55,7 @@ class HiveService(UnitOfWork, Recovery):
         gpu_uuids: dict[tuple[str, int], str] | None = None,
         preemption_grace_s: float = 10.0,
         stop_grace_s: float = 10.0,
+        checkpoint_grace_s: float = 30.0,
         poll_interval_s: float = 0.1,
         events: EventBus | None = None,
         metrics: Metrics | None = None,
@@ -68,6 +70,7 @@ class HiveService(UnitOfWork, Recovery):
         self.gpu_uuids = dict(gpu_uuids or {})
         self.preemption_grace_s = preemption_grace_s
         self.stop_grace_s = stop_grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s  # SIGUSR1 -> exit, before the stop (docs/checkpoint.md)
         self.poll_interval_s = poll_interval_s
         self.events = events or EventBus()
         self.metrics = metrics or Metrics()

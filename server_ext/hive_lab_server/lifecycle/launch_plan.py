@@ -3,11 +3,12 @@ the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import socket
 from typing import TYPE_CHECKING, Any
 
-from hive_scheduler import TaskPlacement
+from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
 from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from ..staging import private_dir, write_private
@@ -31,6 +32,26 @@ def node_address(launcher: Launcher, node: str) -> str:
     return launcher.host_address(node)
 
 
+def checkpoint_dir(job: "ActiveJob") -> pathlib.Path:
+    """``HIVE_CHECKPOINT_DIR``: the job's own dir for its checkpoints, the same for every attempt."""
+    return pathlib.Path(job.working_dir) / "checkpoint"
+
+
+def resumed(job: "ActiveJob") -> bool:
+    """``HIVE_RESUMED=1``: an earlier attempt ran and left something in the checkpoint dir."""
+    if job.lc.attempt <= 1:
+        return False
+    try:
+        return any(checkpoint_dir(job).iterdir())
+    except OSError:
+        return False
+
+
+def world_size(job: "ActiveJob") -> int:
+    """``HIVE_WORLD_SIZE``: the GPUs of this attempt (an elastic job's size changes between attempts)."""
+    return sum(len(p.gpus) for p in job.placement)
+
+
 def stage(job: "ActiveJob", launcher: Launcher) -> None:
     """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as."""
     owner = launcher.task_owner(job.user)
@@ -38,6 +59,7 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
     private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
     private_dir(root / "logs", owner, stop_at=root)
     private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
+    private_dir(checkpoint_dir(job), owner, stop_at=root)  # kept across attempts (docs/checkpoint.md)
     for rel, text in (job.spec.get("files") or {}).items():
         target = (root / rel).resolve()
         if root.resolve() not in target.parents:
@@ -65,7 +87,12 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
         "HIVE_OUTPUT_DIR": job.output_dir,
         "HIVE_WORKING_DIR": job.working_dir,
         "HIVE_NODE_ADDRESS": node_addr,
+        "HIVE_CHECKPOINT_DIR": str(checkpoint_dir(job)),
+        "HIVE_RESUMED": "1" if resumed(job) else "0",
+        "HIVE_WORLD_SIZE": str(world_size(job)),
     })
+    if job.spec.get("job_type"):
+        env["HIVE_JOB_TYPE"] = job.spec["job_type"]
     if job.spec.get("data_dir"):
         env["HIVE_DATA_DIR"] = job.spec["data_dir"]
     if len(job.placement) > 1:
@@ -122,3 +149,21 @@ def placement_row(p: TaskPlacement, opportunistic: bool, gpu_uuids: dict) -> dic
 def placement_from_rows(rows: list[dict[str, Any]]) -> list[TaskPlacement]:
     return [TaskPlacement(task=p["task"], group=p["group"], index=p["index"], rank=p["rank"], node=p["node"],
                           gpus=tuple(p["gpus"]), cpus=p["cpus"], memory_mb=p["memory_mb"]) for p in rows]
+
+
+def placed_request(job: "ActiveJob") -> JobRequest:
+    """The request the job's current placement was made for. A job being migrated or resized already
+    carries its next request; the core adopts (after a restart) what it holds now: the placement's
+    groups and sizes, any GPU type."""
+    from .states import Intent
+
+    if job.lc.intent not in (Intent.MIGRATE, Intent.RESIZE) or not job.placement:
+        return job.request
+    groups: dict[str, list[TaskPlacement]] = {}
+    for p in sorted(job.placement, key=lambda p: p.rank):
+        groups.setdefault(p.group, []).append(p)
+    old = {g.name: g for g in job.request.tasks}
+    tasks = tuple(dataclasses.replace(old[name], count=len(ps), gpus=len(ps[0].gpus), gpu_type=None)
+                  if name in old else TaskGroup(name=name, count=len(ps), gpus=len(ps[0].gpus))
+                  for name, ps in groups.items())
+    return dataclasses.replace(job.request, tasks=tasks)

@@ -194,7 +194,7 @@ class UnitOfWork:
                 self._enqueue(job_id, lambda j=job_id, a=e.attempt: self._launch(j, a))
             elif isinstance(e, m.StopTasks):
                 grace = self.preemption_grace_s if e.grace == "preempt" else self.stop_grace_s
-                self._enqueue(job_id, lambda j=job_id, a=e.attempt, g=grace: self._stop(j, a, g))
+                self._enqueue(job_id, lambda j=job_id, a=e.attempt, g=grace, c=e.checkpoint: self._stop(j, a, g, c))
             elif isinstance(e, m.AdoptTasks):
                 self._adopt_tasks(job_id)
         if follow:
@@ -225,7 +225,8 @@ class UnitOfWork:
                 decisions = self._core_submit(job, now) if job is not None else []
             elif e.call == "adopt":
                 try:
-                    decisions = self.scheduler.adopt(job.request, job.placement, job.opportunistic, now)
+                    decisions = self.scheduler.adopt(launch_plan.placed_request(job), job.placement,
+                                                     job.opportunistic, now)
                 except Exception as exc:
                     log.warning("hive-lab: cannot adopt %s (%s); it is marked lost", job_id, exc)
                     return [(job_id, m.Lost(f"lost on restart ({exc})"))]
@@ -348,10 +349,12 @@ class UnitOfWork:
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self._unit([(job_id, m.LaunchStarted(attempt, detail))])
 
-    async def _stop(self, job_id: str, attempt: int, grace_s: float) -> None:
+    async def _stop(self, job_id: str, attempt: int, grace_s: float, checkpoint: bool = False) -> None:
         if job_id not in self.active:
             return
         try:
+            if checkpoint and self.checkpoint_grace_s > 0:  # the checkpoint protocol (docs/checkpoint.md)
+                await self.launcher.checkpoint(job_id, self.checkpoint_grace_s)
             await self.launcher.stop(job_id, grace_s)
             exits = await self.launcher.poll()  # collect the stopped tasks' exit codes now
             self._handle_exits(exits)

@@ -34,13 +34,28 @@ any + intent               exit                                   same (code rem
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
+submitted/queued           pause (admin, owner, round driver)     paused                      write; core.finish
+scheduled, not launched    pause                                  paused                      write; core.finish
+scheduled/running          pause                                  same + PAUSE                write intent; checkpoint+stop
+paused                     resume                                 queued                      write; core.submit
+queued / scheduled, n.l.   migrate | resize (request changed)     queued                      write; core.finish+submit
+running                    migrate | resize                       same + MIGRATE | RESIZE     write intent; checkpoint+stop
+paused                     migrate | resize                       paused (new request kept)   write history note
++ PAUSE                    stopped                                paused (no retry used)      write; core.finish
++ MIGRATE / RESIZE         stopped                                queued (no retry used)      write; core.finish+submit
 any                        rejected (the core will not queue it)  failed                      write
 stored submitted/queued    recovered                              queued                      core.submit
+stored paused              recovered                              paused                      -
+stored + PAUSE, no tasks   recovered                              paused                      write; -
 stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
 stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop)
 stored + CANCEL, no tasks  recovered                              cancelled                   write
 succeeded/failed/cancelled anything                               unchanged                   -
 =========================  =====================================  ==========================  ===========================
+
+"checkpoint+stop": the tasks get the checkpoint signal (SIGUSR1) and ``checkpoint_grace_s`` to save
+and exit, then the usual stop (SIGTERM, the grace, SIGKILL); preemption does the same. Cancels, failed
+gangs and lost tasks stop without it. See docs/checkpoint.md.
 
 ``store_failure`` is not a state change: a unit of work whose commit fails leaves every job as it was;
 facts (exits, launch results, core decisions) stay queued and are applied again on the next unit, and
@@ -57,6 +72,7 @@ class JobState(str, enum.Enum):
     QUEUED = "queued"
     SCHEDULED = "scheduled"
     RUNNING = "running"
+    PAUSED = "paused"  # stopped with a checkpoint, holds no GPUs, not in the core's queue until resumed
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -81,6 +97,14 @@ class Intent(str, enum.Enum):
     PREEMPT = "preempt"  # -> queued again (a retry) or failed
     FAIL = "failed"  # a task of the gang failed -> failed
     LOST = "lost"  # its GPU failed or a task vanished -> queued again (a retry) or failed
+    PAUSE = "pause"  # paused (time-slicing, an admin or its owner) -> paused, no retry used
+    MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used
+    RESIZE = "resize"  # an elastic job's GPU count changed -> queued again with the new request, no retry used
+
+    @property
+    def checkpoints(self) -> bool:
+        """Its tasks get the checkpoint signal before they are stopped (they will run again)."""
+        return self in (Intent.PREEMPT, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
 
     def __str__(self) -> str:
         return self.value

@@ -1,0 +1,222 @@
+"""Issue 17 live: a training-like plain-Python job that checkpoints is paused and resumed, migrated
+between GPU types and resized on a simulated mixed cluster (K80 + V100 nodes, local launcher), through
+the REST endpoints of a real Jupyter server, and ends with the same result as an uninterrupted run.
+
+The job advances only as far as an allowance file (written by the test) lets it, so every pause lands
+mid-run whatever the machine's speed; every wait is on a condition (a file, a job state)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import time
+
+import pytest
+
+from fixtures.live_server import LiveServer
+
+MIXED = {
+    "physicalCluster": {
+        "cellTypes": {
+            "K80-NODE": {"childCellType": "K80", "childCellNumber": 2, "isNodeLevel": True},
+            "V100-NODE": {"childCellType": "V100", "childCellNumber": 2, "isNodeLevel": True},
+        },
+        "physicalCells": [{"cellType": "K80-NODE", "cellAddress": "k80-node"},
+                          {"cellType": "V100-NODE", "cellAddress": "v100-node"}],
+    },
+    "virtualClusters": {"lab": {"virtualCells": [{"cellType": "K80-NODE", "cellNumber": 1},
+                                                 {"cellType": "V100-NODE", "cellNumber": 1}]}},
+}
+
+TOTAL = 90
+
+# Steps are a hash chain (the result depends on every step being done exactly once, in order). The
+# state is checkpointed on SIGUSR1 (then the job exits) and whenever it reaches its allowance.
+TRAIN = r'''
+import hashlib, json, os, pathlib, signal, sys, time
+total = int(sys.argv[1])
+ck = pathlib.Path(os.environ["HIVE_CHECKPOINT_DIR"]) / "state.json"
+out = pathlib.Path(os.environ["HIVE_OUTPUT_DIR"])
+allow = pathlib.Path(os.environ["HIVE_WORKING_DIR"]) / "allow"
+state = {"step": 0, "acc": "seed"}
+if os.environ["HIVE_RESUMED"] == "1":
+    state = json.loads(ck.read_text())
+with open(out / "attempts.jsonl", "a") as f:
+    f.write(json.dumps({k: os.environ[k] for k in ("HIVE_ATTEMPT", "HIVE_RESUMED", "HIVE_WORLD_SIZE",
+                                                   "CUDA_VISIBLE_DEVICES")} | {"from": state["step"]}) + "\n")
+stop = False
+def on_checkpoint_signal(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, on_checkpoint_signal)
+def save():
+    tmp = ck.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, ck)
+def allowed():
+    try:
+        return int(allow.read_text())
+    except (OSError, ValueError):
+        return 0
+saved_at = -1
+while state["step"] < total:
+    if stop:
+        save()
+        sys.exit(0)
+    if state["step"] >= allowed():
+        if saved_at != state["step"]:
+            save()
+            saved_at = state["step"]
+        time.sleep(0.01)
+        continue
+    state["acc"] = hashlib.sha256(f'{state["acc"]}:{state["step"]}'.encode()).hexdigest()
+    state["step"] += 1
+(out / "result.txt").write_text(state["acc"])
+'''
+
+
+def expected(total: int) -> str:
+    acc = "seed"
+    for step in range(total):
+        acc = hashlib.sha256(f"{acc}:{step}".encode()).hexdigest()
+    return acc
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    server = LiveServer(
+        tmp_path_factory.mktemp("checkpoint"), cluster_config=MIXED,
+        users={"ann": {}, "bob": {}, "carol": {}}, vc_access={"ann": ["lab"], "bob": ["lab"]}, admin_users=["carol"],
+        config={"HiveLabApp": {"checkpoint_grace_s": 20.0, "cancel_wait_s": 0.1}},
+    )
+    server.start()
+    yield server
+    server.close()
+
+
+def wait(cond, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def submit(srv, **extra) -> str:
+    body = {"vc": "lab", "command": f"python3 train.py {TOTAL}", "files": {"train.py": TRAIN},
+            "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
+    r = srv.request("POST", "jobs", user="ann", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def checkpoint_step(srv, job_id: str) -> int:
+    try:
+        return json.loads((srv.jobs_root / job_id / "checkpoint" / "state.json").read_text())["step"]
+    except (OSError, ValueError):
+        return -1
+
+
+def allow(srv, job_id: str, steps: int) -> None:
+    path = srv.jobs_root / job_id / "allow"
+    wait(lambda: path.parent.exists(), "the job dir")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(str(steps))
+    tmp.replace(path)
+
+
+def attempts(srv, job_id: str) -> list[dict]:
+    path = srv.jobs_root / job_id / "output" / "attempts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def post(srv, job_id: str, action: str, user: str | None = None, **body):
+    return srv.request("POST", f"jobs/{job_id}/{action}", user=user, json=body)
+
+
+def placed_node(srv, job_id: str) -> str:
+    return srv.request("GET", f"jobs/{job_id}").json()["placement"][0]["node"]
+
+
+@pytest.mark.timeout(300)
+def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
+    # the reference: the same job, never interrupted
+    ref = submit(srv, min_gpus=1, max_gpus=2)
+    allow(srv, ref, TOTAL)
+    srv.wait_for_job(ref, "succeeded", timeout=60)
+    reference = (srv.jobs_root / ref / "output" / "result.txt").read_text()
+    assert reference == expected(TOTAL)
+
+    job = submit(srv, min_gpus=1, max_gpus=2)
+    allow(srv, job, 30)
+    srv.wait_for_job(job, "running")
+    assert placed_node(srv, job) == "k80-node"
+    wait(lambda: checkpoint_step(srv, job) == 30, "30 steps done")
+
+    # pause (its owner): the checkpoint signal, then paused, holding no GPU
+    r = post(srv, job, "pause", user="ann", reason="lunch")
+    assert r.status_code == 200, r.text
+    paused = srv.wait_for_job(job, "paused")
+    assert paused["placement"] == [] and paused["reason"] == "paused: by ann (lunch)"
+    assert post(srv, job, "pause", user="ann").status_code == 409  # already paused: says so
+    assert post(srv, job, "pause", user="bob").status_code == 403  # not bob's
+    allow(srv, job, 50)
+    r = post(srv, job, "resume", user="ann")
+    assert r.status_code == 200, r.text
+    wait(lambda: checkpoint_step(srv, job) == 50, "50 steps done after the resume")
+    assert [a["HIVE_RESUMED"] for a in attempts(srv, job)] == ["0", "1"]
+    assert [a["from"] for a in attempts(srv, job)] == [0, 30]
+
+    # migrate (an admin) K80 -> V100
+    assert post(srv, job, "migrate", user="ann", gpu_type="V100").status_code == 403
+    assert post(srv, job, "migrate", user="carol", gpu_type="TPU").status_code == 400
+    assert post(srv, job, "migrate", user="carol", gpu_type="K80").status_code == 409  # it runs there
+    r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
+    assert r.status_code == 200, r.text
+    allow(srv, job, 70)
+    wait(lambda: checkpoint_step(srv, job) == 70, "70 steps done on the V100")
+    assert placed_node(srv, job) == "v100-node"
+
+    # resize (an admin) 1 -> 2 GPUs: the next attempt has world size 2
+    assert post(srv, job, "resize", user="carol", gpus=3).status_code == 400  # outside 1..2
+    r = post(srv, job, "resize", user="carol", gpus=2, reason="room on the V100s")
+    assert r.status_code == 200, r.text
+    wait(lambda: len(attempts(srv, job)) == 4, "the resized attempt")
+    allow(srv, job, TOTAL)
+    done = srv.wait_for_job(job, "succeeded", timeout=60)
+    assert (srv.jobs_root / job / "output" / "result.txt").read_text() == reference
+
+    runs = attempts(srv, job)
+    assert [a["from"] for a in runs] == [0, 30, 50, 70]
+    assert [a["HIVE_RESUMED"] for a in runs] == ["0", "1", "1", "1"]
+    assert [a["HIVE_WORLD_SIZE"] for a in runs] == ["1", "1", "1", "2"]
+    assert done["retries"] == 0  # pauses, migrations and resizes use no retry
+    history = [h["reason"] for h in srv.request("GET", f"jobs/{job}").json()["history"]]
+    assert "paused: by ann (lunch)" in history
+    assert "resumed: by ann" in history
+    assert "migrated K80 -> V100: by carol (faster type)" in history
+    assert "resized 1 -> 2 GPUs: by carol (room on the V100s)" in history
+    # the finished job: nothing more to do
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 409 and "already succeeded" in r.json()["error"]
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_does_not_checkpoint_is_restarted(srv):
+    """No handler for the checkpoint signal: it ends the job at once, and the job starts from scratch."""
+    marker = "runs.txt"
+    cmd = f'echo "$HIVE_RESUMED" >> output/{marker}; while [ ! -e release ]; do sleep 0.02; done'
+    r = srv.request("POST", "jobs", user="ann", json={"vc": "lab", "command": cmd, "tasks": [{"gpus": 1}]})
+    assert r.status_code == 201, r.text
+    job = r.json()["id"]
+    srv.wait_for_job(job, "running")
+    out = srv.jobs_root / job / "output" / marker
+    wait(out.exists, "the first run")
+    assert post(srv, job, "pause", user="ann").status_code == 200
+    srv.wait_for_job(job, "paused")
+    assert post(srv, job, "resize", user="carol", gpus=2).status_code == 409  # not elastic
+    assert post(srv, job, "resume", user="ann").status_code == 200
+    wait(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
+    (srv.jobs_root / job / "release").touch()
+    srv.wait_for_job(job, "succeeded")
