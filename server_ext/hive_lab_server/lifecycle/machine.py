@@ -287,6 +287,10 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _end(job, S.CANCELLED, job.intent_reason, None, Core("finish"))
         if job.intent is Intent.PREEMPT:  # never started: the core requeues it, no retry used
             return _requeue(job, job.intent_reason, count=False, core=Core("preemption_done", requeue=True))
+        if job.intent is Intent.PAUSE:  # never started: paused all the same
+            return _pause(job, job.intent_reason)
+        if job.intent in (Intent.MIGRATE, Intent.RESIZE):
+            return _moved(job, job.intent.value, job.intent_reason)
         return _end(job, S.FAILED, f"could not start: {event.message}", None, Core("finish"))
 
     if isinstance(event, Cancel):
