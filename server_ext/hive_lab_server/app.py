@@ -75,6 +75,9 @@ class HiveLabApp(ExtensionApp):
     owner = Unicode(config=True, help="the user running the server (default: JUPYTERHUB_USER or the OS user)")
     preemption_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for preempted jobs")
     stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
+    throughputs_file = Unicode("gavel", config=True, help="Gavel-format throughput file (job type x GPU type x "
+                               "GPU count -> steps/s) for jobs that declare a job_type; 'gavel' = the copy shipped "
+                               "with hive-lab, '' = none")
     checkpoint_grace_s = Float(30.0, config=True, help="seconds a job has, after the checkpoint signal (SIGUSR1), to "
                                "save its checkpoint and exit before it is paused, preempted, migrated or resized "
                                "(then SIGTERM and the stop grace as usual; 0 = no checkpoint signal); see "
@@ -121,6 +124,18 @@ class HiveLabApp(ExtensionApp):
     @property
     def data_root(self) -> pathlib.Path:
         return pathlib.Path(jupyter_data_dir()) / "hive_lab"
+
+    def _throughputs(self):
+        """The throughput file for declared job types (None when ``throughputs_file`` is '')."""
+        if not self.throughputs_file:
+            return None
+        from hive_scheduler.hetero import ThroughputError, load_throughputs
+
+        try:
+            return load_throughputs(self.throughputs_file)
+        except ThroughputError as exc:
+            self.log.critical("hive-lab: HiveLabApp.throughputs_file: %s", exc)
+            raise SystemExit(f"hive-lab: HiveLabApp.throughputs_file: {exc}") from None
 
     def initialize_settings(self) -> None:
         if self.mode == "client":
@@ -170,6 +185,7 @@ class HiveLabApp(ExtensionApp):
             preemption_grace_s=self.preemption_grace_s,
             stop_grace_s=self.stop_grace_s,
             checkpoint_grace_s=self.checkpoint_grace_s,
+            throughputs=self._throughputs(),
             poll_interval_s=self.poll_interval_s,
             events=self.events,
             metrics=self.metrics,

@@ -34,6 +34,7 @@ from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
 )
 from .lifecycle.states import PLACED_STATES, JobState
 from .metrics import Metrics
+from .progress import ProgressTracker
 from .spec import JobSpec
 from .store import Store
 
@@ -60,6 +61,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
         events: EventBus | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        throughputs: Any = None,
+        progress_interval_s: float = 1.0,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -76,6 +79,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
         self.metrics = metrics or Metrics()
         self.metrics.attach(self)
         self.active: dict[str, ActiveJob] = {}
+        self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
+        self.progress_interval_s = progress_interval_s
         self.drained_nodes: set[str] = set()
         self.drained_gpus: set[tuple[str, int]] = set()
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
@@ -157,12 +162,15 @@ class HiveService(UnitOfWork, Recovery, Moves):
         self.store.close()
 
     async def _loop(self) -> None:
-        last_error, last_logged = "", 0.0
+        last_error, last_logged, last_progress = "", 0.0, 0.0
         while True:
             try:
                 exits = await self.launcher.poll()
                 if exits or self._pending:
                     self._handle_exits(exits)
+                if time.monotonic() - last_progress >= self.progress_interval_s:
+                    last_progress = time.monotonic()
+                    self.read_progress_of_running()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -224,6 +232,11 @@ class HiveService(UnitOfWork, Recovery, Moves):
 
     def _prepare(self, spec: JobSpec, user: str, vc: str, now: float) -> tuple[ActiveJob, dict[str, Any]]:
         """A new job and its row; ServiceError(400) if the cluster can never run it."""
+        if spec.job_type and self.progress.throughputs is not None and not self.progress.knows_type(spec.job_type):
+            raise ServiceError(400, f"job_type: {spec.job_type!r} is not a job type of the throughput file "
+                                    f"({self.progress.throughputs.source}); e.g. "
+                                    f"{', '.join(repr(t) for t in sorted({k[0] for k in self.progress.throughputs.job_types()})[:3])}",
+                               "job_type")
         seq, job_id = self._next_id()
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
@@ -374,6 +387,32 @@ class HiveService(UnitOfWork, Recovery, Moves):
         except Exception:
             return None
         return getattr(view, "reason", None) if view is not None else None
+
+    def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The job's ``progress`` (see ``progress``), after reading what its first task's log gained."""
+        from .isolation.job_files import read_log
+
+        row = row or self.store.get_job(job_id)
+        if row is None:
+            return None
+        spec = row["spec"]
+        path = self.log_path(job_id, task_names(spec)[0])
+
+        def chunk(offset: int) -> tuple[bytes, int]:
+            data, nxt, _ = read_log(self, row["user"], path, offset)
+            return data, nxt
+
+        self.progress.read(job_id, spec.get("job_type"), chunk, self.now())
+        return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
+
+    def read_progress_of_running(self) -> None:
+        for job in list(self.active.values()):
+            if job.lc.state is S.RUNNING:
+                row = {"spec": job.spec, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
+                try:
+                    self.read_progress(job.id, row)
+                except Exception:
+                    log.exception("hive-lab: reading the progress of %s failed", job.id)
 
     def log_path(self, job_id: str, task: str) -> pathlib.Path:
         return launch_plan.log_path(self.jobs_root, job_id, task)

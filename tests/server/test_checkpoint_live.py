@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import sys
 import time
 
 import pytest
@@ -35,11 +36,15 @@ TOTAL = 90
 # state is checkpointed on SIGUSR1 (then the job exits) and whenever it reaches its allowance.
 TRAIN = r'''
 import hashlib, json, os, pathlib, signal, sys, time
+import hive_lab
+# a simulated GPU: each step "takes" 0.1 s on a K80 and 0.025 s on a V100 (reported as t, so the
+# rates the service learns are exact whatever this machine's speed)
+STEP_S = {"K80": 0.1, "V100": 0.025}[os.environ["HIVE_GPU_TYPE"]]
 total = int(sys.argv[1])
 ck = pathlib.Path(os.environ["HIVE_CHECKPOINT_DIR"]) / "state.json"
 out = pathlib.Path(os.environ["HIVE_OUTPUT_DIR"])
 allow = pathlib.Path(os.environ["HIVE_WORKING_DIR"]) / "allow"
-state = {"step": 0, "acc": "seed"}
+state = {"step": 0, "acc": "seed", "t": 1000.0}
 if os.environ["HIVE_RESUMED"] == "1":
     state = json.loads(ck.read_text())
 with open(out / "attempts.jsonl", "a") as f:
@@ -72,6 +77,8 @@ while state["step"] < total:
         continue
     state["acc"] = hashlib.sha256(f'{state["acc"]}:{state["step"]}'.encode()).hexdigest()
     state["step"] += 1
+    state["t"] += STEP_S
+    hive_lab.progress(state["step"], t=state["t"])
 (out / "result.txt").write_text(state["acc"])
 '''
 
@@ -104,7 +111,7 @@ def wait(cond, what: str, timeout: float = 60.0):
 
 
 def submit(srv, **extra) -> str:
-    body = {"vc": "lab", "command": f"python3 train.py {TOTAL}", "files": {"train.py": TRAIN},
+    body = {"vc": "lab", "command": f"{sys.executable} train.py {TOTAL}", "files": {"train.py": TRAIN},
             "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
     r = srv.request("POST", "jobs", user="ann", json=body)
     assert r.status_code == 201, r.text
@@ -142,13 +149,13 @@ def placed_node(srv, job_id: str) -> str:
 @pytest.mark.timeout(300)
 def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
     # the reference: the same job, never interrupted
-    ref = submit(srv, min_gpus=1, max_gpus=2)
+    ref = submit(srv, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)")
     allow(srv, ref, TOTAL)
     srv.wait_for_job(ref, "succeeded", timeout=60)
     reference = (srv.jobs_root / ref / "output" / "result.txt").read_text()
     assert reference == expected(TOTAL)
 
-    job = submit(srv, min_gpus=1, max_gpus=2)
+    job = submit(srv, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)")
     allow(srv, job, 30)
     srv.wait_for_job(job, "running")
     assert placed_node(srv, job) == "k80-node"
@@ -192,7 +199,14 @@ def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
     assert [a["HIVE_RESUMED"] for a in runs] == ["0", "1", "1", "1"]
     assert [a["HIVE_WORLD_SIZE"] for a in runs] == ["1", "1", "1", "2"]
     assert done["retries"] == 0  # pauses, migrations and resizes use no retry
-    history = [h["reason"] for h in srv.request("GET", f"jobs/{job}").json()["history"]]
+    details = srv.request("GET", f"jobs/{job}").json()
+    history = [h["reason"] for h in details["history"]]
+    # progress: the rate learned per GPU type from hive_lab.progress lines; the known Gavel figures
+    progress = details["progress"]
+    assert progress["steps"] == TOTAL and progress["gpu_type"] == "V100"
+    assert progress["rates"]["K80"]["steps_per_s"] == pytest.approx(10.0)
+    assert progress["rates"]["V100"]["steps_per_s"] == pytest.approx(40.0)
+    assert progress["known_rates"]["v100"] == pytest.approx(7.922054367597505)  # Gavel: 2 GPUs (its size now)
     assert "paused: by ann (lunch)" in history
     assert "resumed: by ann" in history
     assert "migrated K80 -> V100: by carol (faster type)" in history

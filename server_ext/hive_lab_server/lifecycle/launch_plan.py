@@ -69,7 +69,7 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
 
 
 def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str, master_addr: str,
-             master_port: int) -> dict[str, str]:
+             master_port: int, gpu_type: str | None = None) -> dict[str, str]:
     env = {str(k): str(v) for k, v in job.spec.get("env", {}).items()}
     uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
     devices = ",".join(uuids) if uuids and all(uuids) else ",".join(str(g) for g in p.gpus)
@@ -93,6 +93,8 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
     })
     if job.spec.get("job_type"):
         env["HIVE_JOB_TYPE"] = job.spec["job_type"]
+    if gpu_type:
+        env["HIVE_GPU_TYPE"] = gpu_type
     if job.spec.get("data_dir"):
         env["HIVE_DATA_DIR"] = job.spec["data_dir"]
     if len(job.placement) > 1:
@@ -102,7 +104,7 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
 
 
 def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path, gpu_uuids: dict,
-                   master_port: int | None = None) -> LaunchRequest:
+                   master_port: int | None = None, gpu_type: str | None = None) -> LaunchRequest:
     placement = sorted(job.placement, key=lambda p: p.rank)
     groups = {t["name"]: t for t in job.spec["tasks"]}
     master_addr = launcher.host_address(placement[0].node) if placement else ""
@@ -116,7 +118,7 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
             job_id=job.id, task=p.task, group=p.group, index=p.index, rank=p.rank, node=p.node,
             gpu_indices=tuple(p.gpus), gpu_uuids=uuids if uuids and all(uuids) else None,
             command=group.get("command") or job.spec.get("command") or "",
-            env=task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port),
+            env=task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port, gpu_type),
             working_dir=job.working_dir, log_path=str(log_path(jobs_root, job.id, p.task)),
             cpus=float(group.get("cpus") or 0), memory_mb=int(group.get("memory_mb") or 0),
             image=job.spec.get("image"), data_dir=job.spec.get("data_dir"), output_dir=job.output_dir, user=job.user,

@@ -65,6 +65,10 @@ class Moves:
         """The GPU type the job runs on now (None when it holds no GPUs)."""
         if not job.placement:
             return None
+        nodes = self.config.nodes
+        simple = {tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ()) for p in job.placement if p.gpus}
+        if len(simple) == 1 and len(next(iter(simple))) == 1:  # nodes of one GPU type: no tree walk
+            return next(iter(simple))[0]
         types = _leaf_types(self.scheduler.cluster_view().get("cells", []))
         found = {types.get((p.node, g)) for p in job.placement for g in p.gpus}
         found.discard(None)

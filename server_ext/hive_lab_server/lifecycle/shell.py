@@ -337,7 +337,8 @@ class UnitOfWork:
         t0 = time.perf_counter()
         try:
             launch_plan.stage(job, self.launcher)
-            await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids))
+            await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
+                                                                 gpu_type=self.placed_gpu_type(job)))
         except Exception as exc:
             msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
             if not isinstance(exc, LaunchError):
