@@ -36,7 +36,12 @@ TOTAL = 90
 # state is checkpointed on SIGUSR1 (then the job exits) and whenever it reaches its allowance.
 TRAIN = r'''
 import hashlib, json, os, pathlib, signal, sys, time
-import hive_lab
+try:
+    from hive_lab import progress
+except ImportError:  # (an image without hive-lab) the same line by hand
+    def progress(steps, t):
+        print(f"hive-progress: steps={steps} t={t:.3f} attempt={os.environ['HIVE_ATTEMPT']} "
+              f"gpu_type={os.environ['HIVE_GPU_TYPE']}", flush=True)
 # a simulated GPU: each step "takes" 0.1 s on a K80 and 0.025 s on a V100 (reported as t, so the
 # rates the service learns are exact whatever this machine's speed)
 STEP_S = {"K80": 0.1, "V100": 0.025}[os.environ["HIVE_GPU_TYPE"]]
@@ -64,21 +69,22 @@ def allowed():
         return int(allow.read_text())
     except (OSError, ValueError):
         return 0
-saved_at = -1
+reached = -1
 while state["step"] < total:
     if stop:
         save()
         sys.exit(0)
     if state["step"] >= allowed():
-        if saved_at != state["step"]:
-            save()
-            saved_at = state["step"]
+        if reached != state["step"]:  # tell the test (not a checkpoint: only the signal makes one)
+            reached = state["step"]
+            (out / "reached.tmp").write_text(str(reached))
+            os.replace(out / "reached.tmp", out / "reached")
         time.sleep(0.01)
         continue
     state["acc"] = hashlib.sha256(f'{state["acc"]}:{state["step"]}'.encode()).hexdigest()
     state["step"] += 1
     state["t"] += STEP_S
-    hive_lab.progress(state["step"], t=state["t"])
+    progress(state["step"], t=state["t"])
 (out / "result.txt").write_text(state["acc"])
 '''
 
@@ -110,17 +116,18 @@ def wait(cond, what: str, timeout: float = 60.0):
         time.sleep(0.02)
 
 
-def submit(srv, **extra) -> str:
-    body = {"vc": "lab", "command": f"{sys.executable} train.py {TOTAL}", "files": {"train.py": TRAIN},
+def submit(srv, command: str, **extra) -> str:
+    body = {"vc": "lab", "command": command, "files": {"train.py": TRAIN},
             "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
     r = srv.request("POST", "jobs", user="ann", json=body)
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
 
-def checkpoint_step(srv, job_id: str) -> int:
+def reached_step(srv, job_id: str) -> int:
+    """How far the job got (it says so when it waits for a larger allowance)."""
     try:
-        return json.loads((srv.jobs_root / job_id / "checkpoint" / "state.json").read_text())["step"]
+        return int((srv.jobs_root / job_id / "output" / "reached").read_text())
     except (OSError, ValueError):
         return -1
 
@@ -148,18 +155,22 @@ def placed_node(srv, job_id: str) -> str:
 
 @pytest.mark.timeout(300)
 def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
+    pause_migrate_resize(srv, f"{sys.executable} train.py {TOTAL}")
+
+
+def pause_migrate_resize(srv, command: str, **extra) -> None:
     # the reference: the same job, never interrupted
-    ref = submit(srv, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)")
+    ref = submit(srv, command, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)", **extra)
     allow(srv, ref, TOTAL)
     srv.wait_for_job(ref, "succeeded", timeout=60)
     reference = (srv.jobs_root / ref / "output" / "result.txt").read_text()
     assert reference == expected(TOTAL)
 
-    job = submit(srv, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)")
+    job = submit(srv, command, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)", **extra)
     allow(srv, job, 30)
     srv.wait_for_job(job, "running")
     assert placed_node(srv, job) == "k80-node"
-    wait(lambda: checkpoint_step(srv, job) == 30, "30 steps done")
+    wait(lambda: reached_step(srv, job) == 30, "30 steps done")
 
     # pause (its owner): the checkpoint signal, then paused, holding no GPU
     r = post(srv, job, "pause", user="ann", reason="lunch")
@@ -171,7 +182,7 @@ def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
     allow(srv, job, 50)
     r = post(srv, job, "resume", user="ann")
     assert r.status_code == 200, r.text
-    wait(lambda: checkpoint_step(srv, job) == 50, "50 steps done after the resume")
+    wait(lambda: reached_step(srv, job) == 50, "50 steps done after the resume")
     assert [a["HIVE_RESUMED"] for a in attempts(srv, job)] == ["0", "1"]
     assert [a["from"] for a in attempts(srv, job)] == [0, 30]
 
@@ -182,7 +193,7 @@ def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
     r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
     assert r.status_code == 200, r.text
     allow(srv, job, 70)
-    wait(lambda: checkpoint_step(srv, job) == 70, "70 steps done on the V100")
+    wait(lambda: reached_step(srv, job) == 70, "70 steps done on the V100")
     assert placed_node(srv, job) == "v100-node"
 
     # resize (an admin) 1 -> 2 GPUs: the next attempt has world size 2
@@ -234,3 +245,21 @@ def test_a_job_that_does_not_checkpoint_is_restarted(srv):
     wait(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
     (srv.jobs_root / job / "release").touch()
     srv.wait_for_job(job, "succeeded")
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)  # the first docker test may build the test image
+def test_the_same_in_docker_containers(tmp_path, docker_engine, docker_test_image):
+    """The checkpoint signal reaches the command in its container (docker-init forwards it);
+    HIVE_CHECKPOINT_DIR is inside the bind-mounted job dir."""
+    server = LiveServer(
+        tmp_path / "srv", cluster_config=MIXED, launcher="docker",
+        users={"ann": {}, "bob": {}, "carol": {}}, vc_access={"ann": ["lab"], "bob": ["lab"]}, admin_users=["carol"],
+        config={"HiveLabApp": {"checkpoint_grace_s": 20.0, "cancel_wait_s": 0.1},
+                "DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False}},
+    )
+    try:
+        server.start()
+        pause_migrate_resize(server, f"exec python3 train.py {TOTAL}", image=docker_test_image)
+    finally:
+        server.close()

@@ -16,7 +16,7 @@ submitted / queued         placed (core chose GPUs)               scheduled     
 scheduled                  launch_begin                           scheduled, launched         launcher.start
 scheduled, launched        launch_started                         running                     write started_at
 scheduled                  launch_failed                          failed                      write; core.finish
-submitted/queued           cancel                                 cancelled                   write; core.finish
+submitted/queued/paused    cancel                                 cancelled                   write; core.finish
 scheduled, not launched    cancel                                 cancelled                   write; core.finish
 scheduled/running          cancel                                 same + CANCEL               write intent; stop
 scheduled, not launched    preempt                                queued (no retry used)      write; core.preemption_done
@@ -34,7 +34,7 @@ any + intent               exit                                   same (code rem
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
-submitted/queued           pause (admin, owner, round driver)     paused                      write; core.finish
+submitted/queued           pause (the owner, an admin)            paused                      write; core.finish
 scheduled, not launched    pause                                  paused                      write; core.finish
 scheduled/running          pause                                  same + PAUSE                write intent; checkpoint+stop
 paused                     resume                                 queued                      write; core.submit
@@ -43,6 +43,7 @@ running                    migrate | resize                       same + MIGRATE
 paused                     migrate | resize                       paused (new request kept)   write history note
 + PAUSE                    stopped                                paused (no retry used)      write; core.finish
 + MIGRATE / RESIZE         stopped                                queued (no retry used)      write; core.finish+submit
++ PAUSE/MIGRATE/RESIZE     launch_failed                          paused / queued, as stopped write; core.finish(+submit)
 any                        rejected (the core will not queue it)  failed                      write
 stored submitted/queued    recovered                              queued                      core.submit
 stored paused              recovered                              paused                      -
