@@ -62,7 +62,11 @@ class HiveLabApp(ExtensionApp):
         "auto", config=True,
         help="auto (docker when a Docker engine answers, else local) | local | docker | slurm | 'pkg.module:Class'",
     )
-    queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf")
+    queue_policy = Unicode("fifo", config=True, help="order of jobs inside a VC: fifo | priority | drf, or one of "
+                           "Gavel's policies (max_min_fairness_perf, finish_time_fairness_perf, "
+                           "min_total_duration_perf, max_sum_throughput_perf, fifo_perf, gandiva, ...) realised "
+                           "in rounds that pause, resume and migrate jobs (docs/checkpoint.md)")
+    round_length_s = Float(360.0, config=True, help="length of a round of a Gavel queue_policy (seconds)")
     vc_access = Dict(
         config=True,
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
@@ -154,7 +158,11 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
         from hive_scheduler import Scheduler
 
-        scheduler = Scheduler(self.cluster.config, policy=self.queue_policy)
+        from .rounds import LIVE_POLICIES
+
+        # a Gavel policy decides in rounds (rounds.RoundDriver); the core then serves its choice in order
+        scheduler = Scheduler(self.cluster.config,
+                              policy="fifo" if self.queue_policy in LIVE_POLICIES else self.queue_policy)
         self.store = Store(db_url)
         self.events = EventBus()
         self.metrics = Metrics()
@@ -190,6 +198,10 @@ class HiveLabApp(ExtensionApp):
             events=self.events,
             metrics=self.metrics,
         )
+        if self.queue_policy in LIVE_POLICIES:
+            from .rounds import RoundDriver
+
+            self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s)
         from .hardware.integration import make_monitor
 
         self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,

@@ -81,6 +81,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
         self.active: dict[str, ActiveJob] = {}
         self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
         self.progress_interval_s = progress_interval_s
+        self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
+        self._rounds_task: asyncio.Task | None = None
         self.drained_nodes: set[str] = set()
         self.drained_gpus: set[tuple[str, int]] = set()
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
@@ -129,6 +131,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
             self._ready.set()
             raise
         self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
+        if self.rounds is not None:
+            self._rounds_task = asyncio.create_task(self._round_loop(), name="hive-lab-rounds")
         self._ready.set()
 
     @property
@@ -151,6 +155,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
     async def stop(self) -> None:
         """Stop the service; running jobs keep running (the next start adopts them)."""
         self._stopping = True
+        if self._rounds_task:
+            self._rounds_task.cancel()
         if self._loop_task:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -179,6 +185,17 @@ class HiveService(UnitOfWork, Recovery, Moves):
                     log.exception("hive-lab: polling the %s launcher failed", self.launcher.name)
                     last_error, last_logged = repr(exc), now
             await asyncio.sleep(self.poll_interval_s)
+
+    async def _round_loop(self) -> None:
+        """A round of the Gavel policy every ``rounds.round_s`` seconds (rounds.py)."""
+        while True:
+            await asyncio.sleep(self.rounds.round_s)
+            try:
+                await self.rounds.run_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("hive-lab: round %s of %s failed", self.rounds.round, self.rounds.policy_name)
 
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
         """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
