@@ -35,7 +35,7 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode
 from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
 from ..staging import private_dir
-from .base import LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
+from .base import CHECKPOINT_SIGNAL, LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
 from .slurm_script import MISMATCH_EXIT, NAME_PREFIX, exit_file, parse_comment, plan_job
 
 log = logging.getLogger(__name__)
