@@ -177,8 +177,10 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     assert r.status_code == 200, r.text
     paused = srv.wait_for_job(job, "paused")
     assert paused["placement"] == [] and paused["reason"] == "paused: by ann (lunch)"
-    assert post(srv, job, "pause", user="ann").status_code == 409  # already paused: says so
-    assert post(srv, job, "pause", user="bob").status_code == 403  # not bob's
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 409, r.text  # already paused: says so
+    r = post(srv, job, "pause", user="bob")
+    assert r.status_code == 403, r.text  # not bob's
     allow(srv, job, 50)
     r = post(srv, job, "resume", user="ann")
     assert r.status_code == 200, r.text
@@ -187,9 +189,12 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     assert [a["from"] for a in attempts(srv, job)] == [0, 30]
 
     # migrate (an admin) K80 -> V100
-    assert post(srv, job, "migrate", user="ann", gpu_type="V100").status_code == 403
-    assert post(srv, job, "migrate", user="carol", gpu_type="TPU").status_code == 400
-    assert post(srv, job, "migrate", user="carol", gpu_type="K80").status_code == 409  # it runs there
+    r = post(srv, job, "migrate", user="ann", gpu_type="V100")
+    assert r.status_code == 403, r.text
+    r = post(srv, job, "migrate", user="carol", gpu_type="TPU")
+    assert r.status_code == 400, r.text
+    r = post(srv, job, "migrate", user="carol", gpu_type="K80")
+    assert r.status_code == 409, r.text  # it runs there
     r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
     assert r.status_code == 200, r.text
     allow(srv, job, 70)
@@ -197,7 +202,8 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     assert placed_node(srv, job) == "v100-node"
 
     # resize (an admin) 1 -> 2 GPUs: the next attempt has world size 2
-    assert post(srv, job, "resize", user="carol", gpus=3).status_code == 400  # outside 1..2
+    r = post(srv, job, "resize", user="carol", gpus=3)
+    assert r.status_code == 400, r.text  # outside 1..2
     r = post(srv, job, "resize", user="carol", gpus=2, reason="room on the V100s")
     assert r.status_code == 200, r.text
     wait(lambda: len(attempts(srv, job)) == 4, "the resized attempt")
@@ -238,10 +244,13 @@ def test_a_job_that_does_not_checkpoint_is_restarted(srv):
     srv.wait_for_job(job, "running")
     out = srv.jobs_root / job / "output" / marker
     wait(out.exists, "the first run")
-    assert post(srv, job, "pause", user="ann").status_code == 200
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 200, r.text
     srv.wait_for_job(job, "paused")
-    assert post(srv, job, "resize", user="carol", gpus=2).status_code == 409  # not elastic
-    assert post(srv, job, "resume", user="ann").status_code == 200
+    r = post(srv, job, "resize", user="carol", gpus=2)
+    assert r.status_code == 409, r.text  # not elastic
+    r = post(srv, job, "resume", user="ann")
+    assert r.status_code == 200, r.text
     wait(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
     (srv.jobs_root / job / "release").touch()
     srv.wait_for_job(job, "succeeded")

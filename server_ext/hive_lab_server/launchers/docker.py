@@ -196,6 +196,27 @@ class DockerLauncher(Launcher):
 
     # --- Launcher interface
 
+    @staticmethod
+    def _remove_previous(client, name: str, timeout_s: float = 30.0) -> None:
+        """The ended container of the task's previous attempt goes (a job paused, migrated or preempted
+        starts again under the same name); when ``poll`` is removing it already, wait until it is gone."""
+        import docker.errors
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                old = client.containers.get(name)
+                if old.status in ("running", "restarting", "paused"):
+                    raise LaunchError(f"a container {name!r} for this task is already running")
+                old.remove(force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def _start_sync(self, request: LaunchRequest) -> list[tuple[str, str, str]]:
         import docker.errors
 
@@ -212,13 +233,7 @@ class DockerLauncher(Launcher):
         created = []
         try:
             for task, kwargs in specs:
-                try:
-                    old = client.containers.get(kwargs["name"])
-                    if old.status in ("running", "restarting", "paused"):
-                        raise LaunchError(f"a container {kwargs['name']!r} for this task is already running")
-                    old.remove(force=True)
-                except docker.errors.NotFound:
-                    pass
+                self._remove_previous(client, kwargs["name"])
                 container = client.containers.create(**kwargs)
                 created.append((task, container))
             for _, container in created:
