@@ -104,6 +104,9 @@ class ProgressTracker:
         log = self.logs.setdefault(job_id, _Log())
         while True:
             data, nxt = read_chunk(log.offset)
+            if not data and nxt < log.offset:  # the log was rewritten (shorter now): read it again
+                log.offset, log.partial = 0, b""
+                continue
             if not data:
                 break
             log.offset = nxt

@@ -93,6 +93,7 @@ class HiveService(UnitOfWork, Recovery, Moves):
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
+        self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._loop_task: asyncio.Task | None = None
         self._stopping = False
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -171,9 +172,10 @@ class HiveService(UnitOfWork, Recovery, Moves):
         last_error, last_logged, last_progress = "", 0.0, 0.0
         while True:
             try:
-                exits = await self.launcher.poll()
-                if exits or self._pending:
-                    self._handle_exits(exits)
+                async with self._poll_lock:  # (see UnitOfWork._stop)
+                    exits = await self.launcher.poll()
+                    if exits or self._pending:
+                        self._handle_exits(exits)
                 if time.monotonic() - last_progress >= self.progress_interval_s:
                     last_progress = time.monotonic()
                     self.read_progress_of_running()
@@ -416,8 +418,8 @@ class HiveService(UnitOfWork, Recovery, Moves):
         path = self.log_path(job_id, task_names(spec)[0])
 
         def chunk(offset: int) -> tuple[bytes, int]:
-            data, nxt, _ = read_log(self, row["user"], path, offset)
-            return data, nxt
+            data, nxt, size = read_log(self, row["user"], path, offset)
+            return (data, nxt) if data or size >= offset else (b"", size)
 
         self.progress.read(job_id, spec.get("job_type"), chunk, self.now())
         return self.progress.view(job_id, spec.get("job_type"), row["gpus"])

@@ -159,7 +159,7 @@ class DockerLauncher(Launcher):
         )
         return labels
 
-    def _watch(self, job_id: str, task: str, container_id: str, log_path: str) -> None:
+    def _watch(self, job_id: str, task: str, container_id: str, log_path: str, append: bool = False) -> None:
         watcher = ContainerWatcher(
             self.client,
             container_id,
@@ -168,6 +168,7 @@ class DockerLauncher(Launcher):
             log_path,
             report=self._report,
             stopped_by_us=lambda: job_id in self._stopping,
+            append=append,
         )
         with self._exits_lock:
             self._watchers.setdefault(job_id, {})[task] = watcher
@@ -260,7 +261,7 @@ class DockerLauncher(Launcher):
         self._stopping.discard(request.job_id)
         started = await self._call(self._start_sync, request)
         for task, cid, log_path in started:
-            self._watch(request.job_id, task, cid, log_path)
+            self._watch(request.job_id, task, cid, log_path, append=True)
 
     def _containers(self, job_id: str | None = None, all_: bool = True) -> list:
         filters = {"label": [f"{LABEL_INSTANCE}={self.instance}"]}

@@ -357,8 +357,12 @@ class UnitOfWork:
             if checkpoint and self.checkpoint_grace_s > 0:  # the checkpoint protocol (docs/checkpoint.md)
                 await self.launcher.checkpoint(job_id, self.checkpoint_grace_s)
             await self.launcher.stop(job_id, grace_s)
-            exits = await self.launcher.poll()  # collect the stopped tasks' exit codes now
-            self._handle_exits(exits)
+            # collect the stopped tasks' exit codes now, and wait for a poll in flight to be applied: an
+            # exit taken by the service loop's poll but not yet applied would otherwise arrive after the
+            # stop is over, and count as an exit of the job's next attempt (placed at once on a migration)
+            async with self._poll_lock:
+                exits = await self.launcher.poll()
+                self._handle_exits(exits)
         except Exception:
             log.exception("hive-lab: stopping %s failed", job_id)
         self._unit([(job_id, m.Stopped(attempt))])
