@@ -65,6 +65,9 @@ class JobSpec(_Model):
     max_retries: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
     kind: Literal["batch", "kernel"] = "batch"
     files: dict[str, str] = Field(default_factory=dict)
+    # the job saves a checkpoint on SIGUSR1: it gets the signal and checkpoint_grace_s before it is paused,
+    # preempted, migrated or resized (others get SIGTERM at once, as any stop); docs/checkpoint.md
+    checkpoint: bool = False
     # Gavel's job type (e.g. "ResNet-50 (batch size 64)"): its known throughputs per GPU type
     job_type: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)

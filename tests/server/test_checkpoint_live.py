@@ -33,7 +33,7 @@ MIXED = {
 TOTAL = 90
 
 # Steps are a hash chain (the result depends on every step being done exactly once, in order). The
-# state is checkpointed on SIGUSR1 (then the job exits) and whenever it reaches its allowance.
+# state is checkpointed on SIGUSR1 only (then the job exits): the job declares checkpoint: true.
 TRAIN = r'''
 import hashlib, json, os, pathlib, signal, sys, time
 try:
@@ -117,7 +117,7 @@ def wait(cond, what: str, timeout: float = 60.0):
 
 
 def submit(srv, command: str, **extra) -> str:
-    body = {"vc": "lab", "command": command, "files": {"train.py": TRAIN},
+    body = {"vc": "lab", "command": command, "files": {"train.py": TRAIN}, "checkpoint": True,
             "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
     r = srv.request("POST", "jobs", user="ann", json=body)
     assert r.status_code == 201, r.text
@@ -235,7 +235,8 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
 
 @pytest.mark.timeout(120)
 def test_a_job_that_does_not_checkpoint_is_restarted(srv):
-    """No handler for the checkpoint signal: it ends the job at once, and the job starts from scratch."""
+    """A job that does not say it checkpoints (no ``checkpoint: true``) is stopped as always (SIGTERM)
+    and starts from scratch."""
     marker = "runs.txt"
     cmd = f'echo "$HIVE_RESUMED" >> output/{marker}; while [ ! -e release ]; do sleep 0.02; done'
     r = srv.request("POST", "jobs", user="ann", json={"vc": "lab", "command": cmd, "tasks": [{"gpus": 1}]})
