@@ -6,7 +6,9 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "__version__"]
+from .reporting import progress  # noqa: E402  hive_lab.progress(steps) from inside a job (docs/checkpoint.md)
+
+__all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "progress", "__version__"]
 
 
 def load_ipython_extension(ipython) -> None:

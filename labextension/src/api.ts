@@ -10,6 +10,7 @@ export type JobState =
   | 'queued'
   | 'scheduled'
   | 'running'
+  | 'paused'
   | 'succeeded'
   | 'failed'
   | 'cancelled';
@@ -18,7 +19,8 @@ export const ACTIVE_STATES: ReadonlySet<string> = new Set([
   'submitted',
   'queued',
   'scheduled',
-  'running'
+  'running',
+  'paused'
 ]);
 
 export interface IPlacement {

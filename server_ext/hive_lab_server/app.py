@@ -69,12 +69,16 @@ class HiveLabApp(ExtensionApp):
         "fifo", config=True,
         help="""order of jobs inside a VC: fifo | priority | drf | fair_share (the waiting job whose group,
         then whose user, used the fewest GPU-seconds lately, decayed with fair_share_half_life_s, goes first;
-        the usage survives restarts: it is derived from the stored accounting records)""",
+        the usage survives restarts: it is derived from the stored accounting records), or one of Gavel's
+        policies (max_min_fairness_perf, finish_time_fairness_perf, min_total_duration_perf,
+        max_sum_throughput_perf, fifo_perf, gandiva, ...) realised in rounds that pause, resume and migrate
+        jobs (docs/checkpoint.md)""",
     )
     fair_share_half_life_s = Float(
         86400.0, config=True,
         help="fair_share: the half-life of past usage in seconds (default one day: yesterday's GPU-hours weigh half)",
     )
+    round_length_s = Float(360.0, config=True, help="length of a round of a Gavel queue_policy (seconds)")
     vc_access = Dict(
         config=True,
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
@@ -95,6 +99,13 @@ class HiveLabApp(ExtensionApp):
     owner = Unicode(config=True, help="the user running the server (default: JUPYTERHUB_USER or the OS user)")
     preemption_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for preempted jobs")
     stop_grace_s = Float(10.0, config=True, help="seconds between SIGTERM and SIGKILL for cancelled jobs")
+    throughputs_file = Unicode("gavel", config=True, help="Gavel-format throughput file (job type x GPU type x "
+                               "GPU count -> steps/s) for jobs that declare a job_type; 'gavel' = the copy shipped "
+                               "with hive-lab, '' = none")
+    checkpoint_grace_s = Float(30.0, config=True, help="seconds a job has, after the checkpoint signal (SIGUSR1), to "
+                               "save its checkpoint and exit before it is paused, preempted, migrated or resized "
+                               "(then SIGTERM and the stop grace as usual; 0 = no checkpoint signal); see "
+                               "docs/checkpoint.md")
     cancel_wait_s = Float(5.0, config=True, help="how long DELETE jobs/{id} waits for the job to stop before answering")
     poll_interval_s = Float(0.1, config=True, help="how often the service asks the launcher for exited tasks")
     backfill = Bool(
@@ -160,6 +171,18 @@ class HiveLabApp(ExtensionApp):
     def data_root(self) -> pathlib.Path:
         return pathlib.Path(jupyter_data_dir()) / "hive_lab"
 
+    def _throughputs(self):
+        """The throughput file for declared job types (None when ``throughputs_file`` is '')."""
+        if not self.throughputs_file:
+            return None
+        from hive_scheduler.hetero import ThroughputError, load_throughputs
+
+        try:
+            return load_throughputs(self.throughputs_file)
+        except ThroughputError as exc:
+            self.log.critical("hive-lab: HiveLabApp.throughputs_file: %s", exc)
+            raise SystemExit(f"hive-lab: HiveLabApp.throughputs_file: {exc}") from None
+
     def initialize_settings(self) -> None:
         if self.mode == "client":
             from .hub.client_mode import initialize_client
@@ -185,8 +208,12 @@ class HiveLabApp(ExtensionApp):
         from hive_scheduler import Scheduler
         from hive_scheduler.fair_share import FairShareSettings
 
+        from .rounds import LIVE_POLICIES
+
+        # a Gavel policy decides in rounds (rounds.RoundDriver); the core then serves its choice in order
         try:
-            scheduler = Scheduler(self.cluster.config, policy=self.queue_policy,
+            scheduler = Scheduler(self.cluster.config,
+                                  policy="fifo" if self.queue_policy in LIVE_POLICIES else self.queue_policy,
                                   fair_share=FairShareSettings(half_life_s=self.fair_share_half_life_s))
         except (ConfigError, ValueError) as exc:
             self.log.critical("hive-lab: the queue policy is not valid, so the server stops: %s", exc)
@@ -234,6 +261,8 @@ class HiveLabApp(ExtensionApp):
             gpu_uuids=self.cluster.gpu_uuids,
             preemption_grace_s=self.preemption_grace_s,
             stop_grace_s=self.stop_grace_s,
+            checkpoint_grace_s=self.checkpoint_grace_s,
+            throughputs=self._throughputs(),
             poll_interval_s=self.poll_interval_s,
             events=self.events,
             metrics=self.metrics,
@@ -241,6 +270,10 @@ class HiveLabApp(ExtensionApp):
             user_limits=user_limits,
             sharing=sharing,
         )
+        if self.queue_policy in LIVE_POLICIES:
+            from .rounds import RoundDriver
+
+            self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s)
         from .hardware.integration import make_monitor
 
         self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,

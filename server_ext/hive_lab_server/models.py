@@ -44,6 +44,22 @@ class HistoryEntry(_Out):
     reason: str
 
 
+class Rate(_Out):
+    steps_per_s: float | None = Field(None, description="steps / seconds between consecutive readings of one attempt")
+    seconds: float
+
+
+class Progress(_Out):
+    """What the job reported with ``hive_lab.progress(steps)`` (docs/checkpoint.md)."""
+
+    steps: int | None = Field(None, description="the last reported total")
+    at: float | None = Field(None, description="when it was measured (seconds since the epoch)")
+    gpu_type: str | None = None
+    rates: dict[str, Rate] = Field(default_factory=dict, description="learned online, per GPU type")
+    known_rates: dict[str, float] | None = Field(None, description="steps/s per GPU type from the throughput file "
+                                                                 "(the job's job_type at its GPU count)")
+
+
 class Job(_Out):
     """A job; ``spec``, ``working_dir`` and ``output_dir`` only for its owner and admins, ``history`` only
     in ``GET jobs/{id}``."""
@@ -80,6 +96,8 @@ class Job(_Out):
     deadline: IsoTime | None = Field(None, description="running with a limit: when the limit is reached",
                                      json_schema_extra={"format": "date-time"})
     time_left_s: float | None = Field(None, description="running with a limit: seconds until the deadline")
+
+    progress: Progress | None = Field(None, description="reported progress and rates (when it reports any)")
 
 
 class WhatIf(_Out):

@@ -81,6 +81,8 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def _paths() -> dict[str, Any]:
+    from .handlers import job_actions  # (lazy: the handlers import the service)
+
     m = models
     states = ", ".join(STATE_NAMES)
     names = "|".join(STATE_NAMES)
@@ -112,6 +114,7 @@ def _paths() -> dict[str, Any]:
                           (200, "the job (state cancelled once stopped)", _json(m.Job)), (403, 404, 409),
                           (_query("reason", {"type": "string"}, "why (kept in the job's reason, 300 characters)"),)),
         },
+        **job_actions.openapi_paths(_op, JOB_ID, _json),
         "/jobs/{job_id}/logs": {
             "parameters": [JOB_ID],
             "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",

@@ -33,6 +33,7 @@ from .launchers.base import LaunchError, Launcher, TaskExit
 from .limits import LimitsPart
 from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
+from .lifecycle.moves import Moves
 from .lifecycle.recovery import Recovery
 from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
     STORE_RETRY_AFTER_S, ActiveJob, ServiceError, StoreUnavailable, UnitOfWork, request_from,
@@ -41,6 +42,7 @@ from .lifecycle.states import PLACED_STATES, JobState
 from .start_estimates import with_time_limit
 from .lifecycle.time_limit import TimeLimitError, effective_limit, parse_vc_time_limits
 from .metrics import Metrics
+from .progress import ProgressTracker
 from .spec import JobSpec
 from .store import Store
 
@@ -50,7 +52,7 @@ STATES = tuple(s.value for s in JobState)
 S = JobState
 
 
-class HiveService(UnitOfWork, Recovery, LimitsPart):
+class HiveService(UnitOfWork, Recovery, LimitsPart, Moves):
     def __init__(
         self,
         *,
@@ -62,6 +64,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         gpu_uuids: dict[tuple[str, int], str] | None = None,
         preemption_grace_s: float = 10.0,
         stop_grace_s: float = 10.0,
+        checkpoint_grace_s: float = 30.0,
         poll_interval_s: float = 0.1,
         events: EventBus | None = None,
         metrics: Metrics | None = None,
@@ -69,6 +72,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         vc_time_limits: dict[str, Any] | None = None,
         user_limits: dict | None = None,
         sharing: GpuSharing | None = None,
+        throughputs: Any = None,
+        progress_interval_s: float = 1.0,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -80,11 +85,16 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self.gpu_uuids = dict(gpu_uuids or {})
         self.preemption_grace_s = preemption_grace_s
         self.stop_grace_s = stop_grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s  # SIGUSR1 -> exit, before the stop (docs/checkpoint.md)
         self.poll_interval_s = poll_interval_s
         self.events = events or EventBus()
         self.metrics = metrics or Metrics()
         self.metrics.attach(self)
         self.active: dict[str, ActiveJob] = {}
+        self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
+        self.progress_interval_s = progress_interval_s
+        self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
+        self._rounds_task: asyncio.Task | None = None
         self.drained_nodes: set[str] = set()
         self.drained_gpus: set[tuple[str, int]] = set()
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
@@ -98,6 +108,7 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
+        self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._loop_task: asyncio.Task | None = None
         self._stopping = False
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -144,6 +155,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
             self._ready.set()
             raise
         self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
+        if self.rounds is not None:
+            self._rounds_task = asyncio.create_task(self._round_loop(), name="hive-lab-rounds")
         self._ready.set()
 
     @property
@@ -166,6 +179,8 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
     async def stop(self) -> None:
         """Stop the service; running jobs keep running (the next start adopts them)."""
         self._stopping = True
+        if self._rounds_task:
+            self._rounds_task.cancel()
         if self._loop_task:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -177,13 +192,17 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         self.store.close()
 
     async def _loop(self) -> None:
-        last_error, last_logged = "", 0.0
+        last_error, last_logged, last_progress = "", 0.0, 0.0
         while True:
             try:
-                exits = await self.launcher.poll()
-                if exits or self._pending:
-                    self._handle_exits(exits)
+                async with self._poll_lock:  # (see UnitOfWork._stop)
+                    exits = await self.launcher.poll()
+                    if exits or self._pending:
+                        self._handle_exits(exits)
                 self._check_deadlines()
+                if time.monotonic() - last_progress >= self.progress_interval_s:
+                    last_progress = time.monotonic()
+                    self.read_progress_of_running()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -202,6 +221,17 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         now = self.now()
         rows = self.store.usage_rows(since=now - accounting.FORGOTTEN_AFTER_HALF_LIVES * half_life)
         self.scheduler.restore_usage(accounting.fair_share_snapshot(rows, now, half_life))
+
+    async def _round_loop(self) -> None:
+        """A round of the Gavel policy every ``rounds.round_s`` seconds (rounds.py)."""
+        while True:
+            await asyncio.sleep(self.rounds.round_s)
+            try:
+                await self.rounds.run_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("hive-lab: round %s of %s failed", self.rounds.round, self.rounds.policy_name)
 
     def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
         """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
@@ -264,6 +294,11 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
             limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
+        if spec.job_type and self.progress.throughputs is not None and not self.progress.knows_type(spec.job_type):
+            raise ServiceError(400, f"job_type: {spec.job_type!r} is not a job type of the throughput file "
+                                    f"({self.progress.throughputs.source}); e.g. "
+                                    f"{', '.join(repr(t) for t in sorted({k[0] for k in self.progress.throughputs.job_types()})[:3])}",
+                               "job_type")
         seq, job_id = self._next_id()
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
@@ -558,6 +593,32 @@ class HiveService(UnitOfWork, Recovery, LimitsPart):
         except Exception:
             return None
         return getattr(view, "reason", None) if view is not None else None
+
+    def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The job's ``progress`` (see ``progress``), after reading what its first task's log gained."""
+        from .isolation.job_files import read_log
+
+        row = row or self.store.get_job(job_id)
+        if row is None:
+            return None
+        spec = row["spec"]
+        path = self.log_path(job_id, task_names(spec)[0])
+
+        def chunk(offset: int) -> tuple[bytes, int]:
+            data, nxt, size = read_log(self, row["user"], path, offset)
+            return (data, nxt) if data or size >= offset else (b"", size)
+
+        self.progress.read(job_id, spec.get("job_type"), chunk, self.now())
+        return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
+
+    def read_progress_of_running(self) -> None:
+        for job in list(self.active.values()):
+            if job.lc.state is S.RUNNING:
+                row = {"spec": job.spec, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
+                try:
+                    self.read_progress(job.id, row)
+                except Exception:
+                    log.exception("hive-lab: reading the progress of %s failed", job.id)
 
     def log_path(self, job_id: str, task: str) -> pathlib.Path:
         return launch_plan.log_path(self.jobs_root, job_id, task)

@@ -18,7 +18,7 @@ RESERVED_ENV_PREFIXES = ("HIVE_",)
 RESERVED_ENV = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
 MAX_FILES_BYTES = 1 << 20
 # the service makes these in the working dir: a staged file may not take their place
-RESERVED_PATHS = {"output"}  # the job's output dir (HIVE_OUTPUT_DIR); files inside it are fine
+RESERVED_PATHS = {"output", "checkpoint"}  # the job's output dir (HIVE_OUTPUT_DIR) and HIVE_CHECKPOINT_DIR
 RESERVED_DIRS = {"logs"}  # the tasks' log files; nothing may be staged there
 MAX_TASKS = 1024
 GPU_SHARES = (0.5, 0.25, 0.125)  # a share of one GPU (halves down to eighths; hive_scheduler.shares)
@@ -103,6 +103,14 @@ class JobSpec(_Model):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             raise ValueError(f"give the run time limit in seconds as a number, e.g. 7200 for 2 hours (got {v!r:.40})")
         return v
+    # the job saves a checkpoint on SIGUSR1: it gets the signal and checkpoint_grace_s before it is paused,
+    # preempted, migrated or resized (others get SIGTERM at once, as any stop); docs/checkpoint.md
+    checkpoint: bool = False
+    # Gavel's job type (e.g. "ResNet-50 (batch size 64)"): its known throughputs per GPU type
+    job_type: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)
+    min_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+    max_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
 
     @field_validator("env")
     @classmethod
@@ -163,6 +171,23 @@ class JobSpec(_Model):
             if task.gpus == 0 and task.cpus == 0:
                 raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
                                 "or for GPUs", f"tasks[{i}].cpus")
+        return self
+
+    @model_validator(mode="after")
+    def _elastic(self) -> "JobSpec":
+        if self.min_gpus is None and self.max_gpus is None:
+            return self
+        field = "min_gpus" if self.min_gpus is not None else "max_gpus"
+        if self.min_gpus is None or self.max_gpus is None:
+            raise SpecError(f"{field}: an elastic job gives both min_gpus and max_gpus", field)
+        if self.min_gpus > self.max_gpus:
+            raise SpecError(f"min_gpus: {self.min_gpus} is more than max_gpus ({self.max_gpus})", "min_gpus")
+        if len(self.tasks) != 1 or self.tasks[0].count != 1:
+            raise SpecError("tasks: an elastic job (min_gpus..max_gpus) has exactly one task (count 1); its GPU "
+                            "count is what changes", "tasks")
+        if not self.min_gpus <= self.tasks[0].gpus <= self.max_gpus:
+            raise SpecError(f"tasks[0].gpus: {self.tasks[0].gpus} is outside min_gpus..max_gpus "
+                            f"({self.min_gpus}..{self.max_gpus})", "tasks[0].gpus")
         return self
 
     @model_validator(mode="after")

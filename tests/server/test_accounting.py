@@ -2,6 +2,7 @@
 records: it equals what the core's own ledger holds after the same history (so a restart that
 restores it changes no decision)."""
 
+import asyncio
 import math
 
 import pytest
@@ -165,3 +166,36 @@ def test_fair_share_group_is_the_identity_group_that_grants_the_vc():
     assert policy.fair_share_group(policy.caller("tim", ("staff",)), "nlp") == "staff"  # "*" grants every VC
     assert policy.fair_share_group(policy.caller("zoe", ("zz", "aa")), "nlp") == "aa"  # none grants it: the first
     assert policy.fair_share_group(policy.caller("bob"), "nlp") == ""  # no groups
+
+
+def test_a_share_of_a_gpu_is_accounted_at_its_rate(tmp_path):
+    """A quarter of a GPU held for 600 s is 150 GPU-seconds (issue 16: accounting counts GPU-hours by share)."""
+    from hive_lab_server.launchers.local import LocalLauncher
+    from hive_lab_server.service import HiveService
+    from hive_lab_server.spec import parse_job_spec
+    from hive_lab_server.store import Store
+    from hive_scheduler import load_cluster_config
+
+    cfg = load_cluster_config({"nodes": 1, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"course": 2}})
+    clock = [T0]
+
+    async def life():
+        svc = HiveService(scheduler=Scheduler(cfg), config=cfg, store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"),
+                          launcher=LocalLauncher(tmp_path / "state"), jobs_root=tmp_path / "jobs",
+                          poll_interval_s=0.02, stop_grace_s=0.5, clock=lambda: clock[0])
+        await svc.start()
+        job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 0.25}]}), "ann", "course")
+
+        async def started():
+            while svc.active[job["id"]].state != "running":
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(started(), 60)
+        clock[0] = T0 + 600
+        await svc.cancel(job["id"], "ann", wait_s=30)
+        rows = svc.usage(since=T0 - DAY, by="user", users=None)
+        await svc.stop()
+        return rows
+
+    rows = asyncio.run(life())
+    assert [(r["user"], r["gpu_seconds"]) for r in rows] == [("ann", 150.0)]

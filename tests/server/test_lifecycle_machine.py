@@ -23,6 +23,9 @@ S = JobState
 GPUS = 4
 
 
+CHECKPOINTED = (Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
+
+
 class StoreDown(Exception):
     pass
 
@@ -44,6 +47,7 @@ class World:
         self.stops: list[tuple[str, int]] = []
         self.launches: list[tuple[str, int]] = []
         self.seq = 0
+        self.restarts = collections.Counter()  # attempts ended by a pause, migration or resize (no retry)
 
     # --- the shell ---------------------------------------------------------------------------
     def unit(self, facts, request=False):
@@ -52,13 +56,17 @@ class World:
         batch = self.facts + list(facts)
         new = dict(self.mem)
         post = []
+        restarts = collections.Counter()
         for job_id, ev in batch:
             job = new.get(job_id)
             if job is None:
                 continue
+            before = job
             job, effects = m.step(job, ev)
             new[job_id] = job
             post += [(job_id, e) for e in effects]
+            if before.intent in CHECKPOINTED and job.intent is None and not job.final:
+                restarts[job_id] += 1
         if not self.store_up:
             if not request:
                 self.facts = batch
@@ -68,6 +76,7 @@ class World:
                 self.stored[job_id] = job
         self.facts = []
         self.mem = new
+        self.restarts.update(restarts)
         acked = [f for f in batch if isinstance(f[1], m.Exit)]
         self.unacked = [u for u in self.unacked if (u[0], m.Exit(u[1], u[2])) not in acked]
         for job_id, e in post:
@@ -174,6 +183,21 @@ class World:
             self.poll()
         self.unit([(job_id, m.Stopped(attempt))])
 
+    def pause_one(self, i):
+        ids = sorted(j for j, job in self.mem.items() if not job.final)
+        if ids:
+            self.unit([(ids[i % len(ids)], m.Pause("round 1"))], request=True)
+
+    def resume_one(self, i):
+        ids = sorted(j for j, job in self.mem.items() if job.state is S.PAUSED)
+        if ids:
+            self.unit([(ids[i % len(ids)], m.Resume("round 2"))], request=True)
+
+    def move_one(self, i, kind):
+        ids = sorted(j for j, job in self.mem.items() if not job.final)
+        if ids:
+            self.unit([(ids[i % len(ids)], m.Move(kind, "k80 -> v100"))], request=True)
+
     def preempt_one(self, i):
         placed = sorted(j for j, job in self.mem.items() if job.holds_gpus)
         if placed:
@@ -213,7 +237,7 @@ class World:
         if not self.mem and self.stored:
             self.crash_and_recover()
         for _ in range(400):
-            self.unit([])
+            self.unit([(j, m.Resume("settle")) for j, job in sorted(self.mem.items()) if job.state is S.PAUSED])
             self.schedule()
             self.poll()
             if self.launches:
@@ -241,6 +265,9 @@ ACTIONS = st.one_of(
     st.tuples(st.just("poll")),
     st.tuples(st.just("stop"), st.integers(0, 50), st.booleans()),
     st.tuples(st.just("preempt"), st.integers(0, 50)),
+    st.tuples(st.just("pause"), st.integers(0, 50)),
+    st.tuples(st.just("resume"), st.integers(0, 50)),
+    st.tuples(st.just("move"), st.integers(0, 50), st.sampled_from(["migrate", "resize"])),
     st.tuples(st.just("crash")),
     st.tuples(st.just("store_down")),
     st.tuples(st.just("store_up")),
@@ -268,6 +295,12 @@ def run(world, actions):
             world.stop_one(a[1], a[2])
         elif kind == "preempt":
             world.preempt_one(a[1])
+        elif kind == "pause":
+            world.pause_one(a[1])
+        elif kind == "resume":
+            world.resume_one(a[1])
+        elif kind == "move":
+            world.move_one(a[1], a[2])
         elif kind == "crash":
             world.crash_and_recover()
         elif kind == "store_down":
@@ -289,6 +322,11 @@ def check_safety(world):
             assert not world.mem[job_id].final, (job_id, world.mem[job_id])
     # GPUs never over-committed
     assert sum(world.core_held.values()) <= GPUS
+    # a paused job holds no GPU, runs no task and is not in the core's queue (it waits for a resume)
+    for job_id, job in world.mem.items():
+        if job.state is S.PAUSED and not world.facts:
+            assert job_id not in world.core_held and job_id not in world.core_queue, (job_id, job)
+            assert not world.live.get(job_id), (job_id, job)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -304,7 +342,8 @@ def test_random_interleavings_with_crashes_and_store_failures(actions):
         assert all(n == 1 for (j, _), n in world.starts.items() if j == job_id)  # an attempt runs once
         # a retry is recorded for every started attempt but the one that ended the job (if it started):
         # no task runs twice without a recorded retry, and attempts that never started cost none
-        assert job.retries == started - (1 if job.launched else 0), (job, started)
+        # (pauses, migrations and resizes restart an attempt without a retry)
+        assert job.retries == started - world.restarts[job_id] - (1 if job.launched else 0), (job, started)
     for job_id in world.acked_cancels:  # an acknowledged cancel is never lost
         assert world.stored[job_id].state is S.CANCELLED, (job_id, world.stored[job_id])
     assert not world.core_held  # no GPU held once everything ended
@@ -396,3 +435,57 @@ def test_an_attempt_that_ran_while_the_store_was_down_is_not_run_again_after_a_c
     job = world.stored[job_id]
     assert job.state is S.SUCCEEDED and job.retries == 0, job
     assert sum(n for (j, _), n in world.starts.items() if j == job_id) == 1
+
+
+# --- issue 17: pause, resume, migrate, resize --------------------------------------------------
+
+def running(retries=0):
+    job, _ = placed(retries=retries)
+    job, _ = m.step(job, m.LaunchBegin(job.attempt))
+    job, _ = m.step(job, m.LaunchStarted(job.attempt))
+    return job
+
+
+def test_pause_of_a_running_job_checkpoints_then_pauses_without_a_retry():
+    job, effects = m.step(running(), m.Pause("round 3 of max_min_fairness_perf"))
+    assert job.state is S.RUNNING and job.intent is Intent.PAUSE
+    assert m.StopTasks(1, "stop", True) in effects  # the checkpoint signal first
+    job, effects = m.step(job, m.Exit("t0", 0))  # it saved and exited: remembered, not a success
+    assert job.state is S.RUNNING and effects == []
+    job, effects = m.step(job, m.Stopped(1))
+    assert job.state is S.PAUSED and job.retries == 0
+    assert m.Core("finish") in effects and m.SetPlacement(clear=True) in effects
+    assert any(isinstance(e, m.Record) and e.reason == "paused: round 3 of max_min_fairness_perf" for e in effects)
+    job, effects = m.step(job, m.Placed(("t0",)))  # a paused job is not placed
+    assert job.state is S.PAUSED and effects == []
+    job, effects = m.step(job, m.Resume("round 4"))
+    assert job.state is S.QUEUED and m.Core("submit") in effects
+
+
+def test_cancel_stops_without_the_checkpoint_signal_and_preemption_with_it():
+    _, effects = m.step(running(), m.Cancel("ann"))
+    assert m.StopTasks(1, "stop", False) in effects
+    _, effects = m.step(running(), m.Preempt("H"))
+    assert m.StopTasks(1, "preempt", True) in effects
+
+
+@pytest.mark.parametrize("kind,word", [("migrate", "migrated"), ("resize", "resized")])
+def test_migrate_and_resize_requeue_with_the_new_request_without_a_retry(kind, word):
+    job, effects = m.step(running(), m.Move(kind, "k80 -> v100: faster type"))
+    assert job.intent is (Intent.MIGRATE if kind == "migrate" else Intent.RESIZE)
+    assert m.StopTasks(1, "stop", True) in effects
+    job, effects = m.step(job, m.Stopped(1))
+    assert job.state is S.QUEUED and job.retries == 0 and m.Core("requeue") in effects
+    assert any(isinstance(e, m.Record) and e.reason == f"{word} k80 -> v100: faster type" for e in effects)
+    # queued: requeued at once, nothing to stop
+    job, effects = m.step(job, m.Move(kind, "again"))
+    assert job.state is S.QUEUED and m.Core("requeue") in effects and not any(isinstance(e, m.StopTasks) for e in effects)
+
+
+def test_a_paused_job_is_not_adopted_after_a_restart_and_can_be_cancelled():
+    job, _ = m.step(running(), m.Pause("x"))
+    job, _ = m.step(job, m.Stopped(1))
+    same, effects = m.step(job, m.Recovered(frozenset()))
+    assert same.state is S.PAUSED and effects == []
+    job, effects = m.step(job, m.Cancel("ann"))
+    assert job.state is S.CANCELLED

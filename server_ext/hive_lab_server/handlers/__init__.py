@@ -2,6 +2,7 @@
 (the OpenAPI document, generated from the pydantic models)."""
 
 from .cluster import ClusterHandler, DrainHandler, MeHandler, VcLimitsHandler, VcsHandler
+from .job_actions import JobActionHandler
 from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler
 from .live import EventsHandler, MetricsHandler, SpecHandler
 from .base import NotFoundHandler
@@ -15,6 +16,7 @@ VC = r"(?P<vc>[^/]{1,128})"
 ROUTES = [
     (rf"{PREFIX}/jobs/?", JobsHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/?", JobHandler),
+    (rf"{PREFIX}/jobs/{JOB_ID}/(?P<action>pause|resume|migrate|resize)/?", JobActionHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/logs/?", JobLogsHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/outputs/?", JobOutputsHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/outputs/(?P<path>.+)", JobOutputFileHandler),

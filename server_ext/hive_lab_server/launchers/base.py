@@ -16,6 +16,10 @@ from traitlets.config import LoggingConfigurable
 from traitlets.traitlets import MetaHasTraits
 
 
+#: the signal a task gets before it is paused, preempted, migrated or resized (see docs/checkpoint.md)
+CHECKPOINT_SIGNAL = "SIGUSR1"
+
+
 class LaunchError(RuntimeError):
     """The job cannot be started (missing image, bad mount, ...). The message is shown to the user."""
 
@@ -118,6 +122,12 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
 
         Returns once they are gone. Their exits are still reported by ``poll``.
         """
+
+    async def checkpoint(self, job_id: str, grace_s: float) -> None:
+        """The checkpoint protocol's first step (docs/checkpoint.md): send the job's tasks the checkpoint
+        signal (``CHECKPOINT_SIGNAL``, SIGUSR1) and return once they have all exited or ``grace_s``
+        passed; ``stop`` follows either way. A launcher that cannot signal its tasks does nothing (its
+        jobs are simply restarted)."""
 
     @abc.abstractmethod
     async def poll(self) -> list[TaskExit]:

@@ -28,12 +28,13 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from traitlets import Bool, Float, List, Unicode
 
-from .base import LaunchError, LaunchRequest, Launcher, TaskExit
+from .base import CHECKPOINT_SIGNAL, LaunchError, LaunchRequest, Launcher, TaskExit
 from .docker_spec import (
     LABEL_INSTANCE,
     LABEL_JOB,
@@ -158,7 +159,7 @@ class DockerLauncher(Launcher):
         )
         return labels
 
-    def _watch(self, job_id: str, task: str, container_id: str, log_path: str) -> None:
+    def _watch(self, job_id: str, task: str, container_id: str, log_path: str, append: bool = False) -> None:
         watcher = ContainerWatcher(
             self.client,
             container_id,
@@ -167,6 +168,7 @@ class DockerLauncher(Launcher):
             log_path,
             report=self._report,
             stopped_by_us=lambda: job_id in self._stopping,
+            append=append,
         )
         with self._exits_lock:
             self._watchers.setdefault(job_id, {})[task] = watcher
@@ -195,6 +197,27 @@ class DockerLauncher(Launcher):
 
     # --- Launcher interface
 
+    @staticmethod
+    def _remove_previous(client, name: str, timeout_s: float = 30.0) -> None:
+        """The ended container of the task's previous attempt goes (a job paused, migrated or preempted
+        starts again under the same name); when ``poll`` is removing it already, wait until it is gone."""
+        import docker.errors
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                old = client.containers.get(name)
+                if old.status in ("running", "restarting", "paused"):
+                    raise LaunchError(f"a container {name!r} for this task is already running")
+                old.remove(force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def _start_sync(self, request: LaunchRequest) -> list[tuple[str, str, str]]:
         import docker.errors
 
@@ -211,13 +234,7 @@ class DockerLauncher(Launcher):
         created = []
         try:
             for task, kwargs in specs:
-                try:
-                    old = client.containers.get(kwargs["name"])
-                    if old.status in ("running", "restarting", "paused"):
-                        raise LaunchError(f"a container {kwargs['name']!r} for this task is already running")
-                    old.remove(force=True)
-                except docker.errors.NotFound:
-                    pass
+                self._remove_previous(client, kwargs["name"])
                 container = client.containers.create(**kwargs)
                 created.append((task, container))
             for _, container in created:
@@ -244,7 +261,7 @@ class DockerLauncher(Launcher):
         self._stopping.discard(request.job_id)
         started = await self._call(self._start_sync, request)
         for task, cid, log_path in started:
-            self._watch(request.job_id, task, cid, log_path)
+            self._watch(request.job_id, task, cid, log_path, append=True)
 
     def _containers(self, job_id: str | None = None, all_: bool = True) -> list:
         filters = {"label": [f"{LABEL_INSTANCE}={self.instance}"]}
@@ -280,6 +297,25 @@ class DockerLauncher(Launcher):
                 container.kill()
             except Exception:
                 pass
+
+    def _checkpoint_sync(self, job_id: str, grace_s: float) -> None:
+        """SIGUSR1 to each running container (docker-init forwards it to the command's process), then
+        wait until they have all exited or ``grace_s`` passed."""
+        deadline = time.monotonic() + max(0.0, grace_s)
+        live = [c for c in self._containers(job_id, all_=False)]
+        for c in live:
+            try:
+                c.kill(signal=CHECKPOINT_SIGNAL)
+            except Exception as exc:  # gone meanwhile: nothing to checkpoint
+                log.debug("docker: checkpoint signal to %s: %s", c.name, exc)
+        while live and time.monotonic() < deadline:
+            time.sleep(0.05)
+            live = [c for c in self._containers(job_id, all_=False)]
+
+    async def checkpoint(self, job_id: str, grace_s: float) -> None:
+        if job_id in self._local_jobs:
+            return await self._local.checkpoint(job_id, grace_s)
+        await self._call(self._checkpoint_sync, job_id, grace_s)
 
     async def stop(self, job_id: str, grace_s: float) -> None:
         if job_id in self._local_jobs:

@@ -33,8 +33,12 @@ class ContainerWatcher(threading.Thread):
         log_path: str,
         report: Callable[[TaskExit, str], None],
         stopped_by_us: Callable[[], bool],
+        append: bool = False,
     ):
         super().__init__(name=f"hive-docker-{job_id}-{task}", daemon=True)
+        # a fresh attempt's container writes after the earlier attempts' output (a job paused, migrated
+        # or preempted keeps one log, as with the other launchers); an adopted one rewrites the log
+        self.base = os.path.getsize(log_path) if append and os.path.exists(log_path) else 0
         self.client_factory = client_factory
         self.container_id = container_id
         self.job_id = job_id
@@ -93,7 +97,7 @@ class ContainerWatcher(threading.Thread):
         os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
         mode = "r+b" if os.path.exists(self.log_path) else "wb"
         with open(self.log_path, mode) as out:
-            out.seek(0)
+            out.seek(self.base)
             stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
             self._stream = stream
             try:

@@ -46,11 +46,15 @@ __all__ = ["LocalLauncher"]
 # Runs "$1" with /bin/sh and writes its exit status to "$2" (and, first, the CPU time of what it waited
 # for, the shell's ``times``, to "$2.cpu"). First joins the task's cgroups (the
 # cgroup.procs files after "$4"), then runs the command as uid "$3" / gid "$4" (setpriv, with the
-# account's groups) when "$3" is set. TERM/INT/HUP are caught (not ignored, so the task itself still
-# gets them) to let the wrapper outlive the task and record its status.
+# account's groups) when "$3" is set. TERM/INT/HUP/USR1 are caught (not ignored, so the task itself still
+# gets them) to let the wrapper outlive the task and record its status. The command's own shell catches
+# USR1 too (the checkpoint signal, docs/checkpoint.md): it reaches the job's processes, and a compound
+# command's shell keeps waiting for them while they save their checkpoint.
 WRAPPER = """cmd=$1; exitf=$2; uid=$3; gid=$4; shift 4
 for p in "$@"; do printf '%s\\n' $$ > "$p" || { echo "hive-lab: cannot join cgroup $p" >&2; exit 125; }; done
-trap : TERM INT HUP
+trap : TERM INT HUP USR1
+cmd="trap : USR1
+$cmd"
 if [ -n "$uid" ]; then setpriv --reuid="$uid" --regid="$gid" --init-groups -- /bin/sh -c "$cmd"; else /bin/sh -c "$cmd"; fi
 code=$?
 times > "$exitf.cpu" 2>/dev/null
@@ -279,6 +283,15 @@ class LocalLauncher(Launcher):
         oom = cg.oom_killed()
         cg.remove()
         return "OOMKilled: the task went over its memory request (the kernel's OOM killer ended it)" if oom else ""
+
+    async def checkpoint(self, job_id: str, grace_s: float) -> None:
+        live = [t for t in self._tasks.get(job_id, {}).values() if self._alive(t)]
+        for t in live:
+            self._signal(t, signal.SIGUSR1)
+        deadline = time.monotonic() + max(0.0, grace_s)
+        while live and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            live = [t for t in live if self._alive(t)]
 
     async def stop(self, job_id: str, grace_s: float) -> None:
         tasks = list(self._tasks.get(job_id, {}).values())

@@ -35,7 +35,7 @@ from traitlets import Bool, Enum, Float, Int, List, Unicode
 from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
 from ..staging import private_dir
-from .base import LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
+from .base import CHECKPOINT_SIGNAL, LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
 from .slurm_script import MISMATCH_EXIT, NAME_PREFIX, exit_file, parse_comment, plan_job
 
 log = logging.getLogger(__name__)
@@ -244,6 +244,25 @@ class SlurmLauncher(Launcher):
         self._jobs[request.job_id] = _Job(request.job_id, slurm_id, {t.task: t for t in request.tasks},
                                           {t.task: t.log_path for t in request.tasks})
         log.info("hive-lab: %s is Slurm job %s", request.job_id, slurm_id)
+
+    async def checkpoint(self, job_id: str, grace_s: float) -> None:
+        """``scancel --signal=USR1 --full`` (the batch shell and every step; the task functions catch it,
+        the job's processes get it), then wait until the Slurm job ended or ``grace_s`` passed."""
+        job = self._jobs.get(job_id)
+        if job is None or job.slurm_id is None:
+            return
+        if self._job_state(job, await self._states()) != "RUNNING":
+            return
+        try:
+            await self._cancel(job, CHECKPOINT_SIGNAL.removeprefix("SIG"))
+        except SlurmError as exc:
+            log.debug("hive-lab: checkpoint signal to Slurm job %s: %s", job.slurm_id, exc)
+            return
+        deadline = time.monotonic() + max(0.0, grace_s)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(0.25, max(grace_s, 0.01)))
+            if self._job_state(job, await self._states()) in TERMINAL | {"MISSING"}:
+                return
 
     async def stop(self, job_id: str, grace_s: float) -> None:
         job = self._jobs.get(job_id)

@@ -196,8 +196,8 @@ def _task_function(fn: str, t: TaskLaunch, *, in_step: bool, base_env: dict[str,
   [ "${{SLURMD_NODENAME:-}}" = {_q(t.node)} ] || hive_mismatch "Slurm ran {t.task} on ${{SLURMD_NODENAME:-?}}, hive-lab placed it on {t.node}"
 {gpu_check}{exports}
 {cvd}  cd {_q(t.working_dir)} || {{ echo "hive-lab: cannot enter {t.working_dir}"; printf '126\\n' > "$exitf"; exit 126; }}
-  trap : TERM INT HUP
-  /bin/sh -c {_q(t.command)}
+  trap : TERM INT HUP USR1
+  /bin/sh -c {_q("trap : USR1" + chr(10) + t.command)}
   code=$?
   printf '%s\\n' "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
   exit $code
@@ -266,8 +266,9 @@ def plan_job(
         f"# hive-lab job {request.job_id} of {request.user or '?'}: {len(tasks)} task(s) on {', '.join(by_node)}",
         f"export PATH={_q(env['PATH'])}",
         *funcs,
+        *([] if single else ["trap : USR1  # the checkpoint signal is for the tasks; the batch shell waits on"]),
         *launches,
-        *([] if single else ["wait"]),
+        *([] if single else ["until wait; do :; done"]),
         "",
     ])
     return SlurmJobPlan(

@@ -3,11 +3,12 @@ the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import socket
 from typing import TYPE_CHECKING, Any
 
-from hive_scheduler import TaskPlacement
+from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
 from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from ..staging import private_dir, write_private
@@ -31,6 +32,26 @@ def node_address(launcher: Launcher, node: str) -> str:
     return launcher.host_address(node)
 
 
+def checkpoint_dir(job: "ActiveJob") -> pathlib.Path:
+    """``HIVE_CHECKPOINT_DIR``: the job's own dir for its checkpoints, the same for every attempt."""
+    return pathlib.Path(job.working_dir) / "checkpoint"
+
+
+def resumed(job: "ActiveJob") -> bool:
+    """``HIVE_RESUMED=1``: an earlier attempt ran and left something in the checkpoint dir."""
+    if job.lc.attempt <= 1:
+        return False
+    try:
+        return any(checkpoint_dir(job).iterdir())
+    except OSError:
+        return False
+
+
+def world_size(job: "ActiveJob") -> int:
+    """``HIVE_WORLD_SIZE``: the GPUs of this attempt (an elastic job's size changes between attempts)."""
+    return sum(len(p.gpus) for p in job.placement)
+
+
 def stage(job: "ActiveJob", launcher: Launcher) -> None:
     """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as."""
     owner = launcher.task_owner(job.user)
@@ -38,6 +59,7 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
     private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
     private_dir(root / "logs", owner, stop_at=root)
     private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
+    private_dir(checkpoint_dir(job), owner, stop_at=root)  # kept across attempts (docs/checkpoint.md)
     for rel, text in (job.spec.get("files") or {}).items():
         target = (root / rel).resolve()
         if root.resolve() not in target.parents:
@@ -47,7 +69,7 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
 
 
 def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str, master_addr: str,
-             master_port: int) -> dict[str, str]:
+             master_port: int, gpu_type: str | None = None) -> dict[str, str]:
     env = {str(k): str(v) for k, v in job.spec.get("env", {}).items()}
     uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
     devices = ",".join(uuids) if uuids and all(uuids) else ",".join(str(g) for g in p.gpus)
@@ -65,7 +87,14 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
         "HIVE_OUTPUT_DIR": job.output_dir,
         "HIVE_WORKING_DIR": job.working_dir,
         "HIVE_NODE_ADDRESS": node_addr,
+        "HIVE_CHECKPOINT_DIR": str(checkpoint_dir(job)),
+        "HIVE_RESUMED": "1" if resumed(job) else "0",
+        "HIVE_WORLD_SIZE": str(world_size(job)),
     })
+    if job.spec.get("job_type"):
+        env["HIVE_JOB_TYPE"] = job.spec["job_type"]
+    if gpu_type:
+        env["HIVE_GPU_TYPE"] = gpu_type
     if job.spec.get("data_dir"):
         env["HIVE_DATA_DIR"] = job.spec["data_dir"]
     if len(job.placement) > 1:
@@ -83,8 +112,9 @@ def share_env(grant) -> dict[str, str]:
 
 
 def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path, gpu_uuids: dict,
-                   master_port: int | None = None, grant_for=None) -> LaunchRequest:
-    """``grant_for(job, placement)``: a share's ``hardware.sharing.ShareGrant`` (None for whole GPUs)."""
+                   master_port: int | None = None, grant_for=None, gpu_type: str | None = None) -> LaunchRequest:
+    """``grant_for(job, placement)``: a share's ``hardware.sharing.ShareGrant`` (None for whole GPUs);
+    ``gpu_type``: the type of GPUs it was placed on (``HIVE_GPU_TYPE``)."""
     placement = sorted(job.placement, key=lambda p: p.rank)
     groups = {t["name"]: t for t in job.spec["tasks"]}
     master_addr = launcher.host_address(placement[0].node) if placement else ""
@@ -94,7 +124,7 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
     for p in placement:
         group = groups.get(p.group, {})
         uuids = tuple(gpu_uuids.get((p.node, g)) or "" for g in p.gpus)
-        env = task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port)
+        env = task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port, gpu_type)
         grant = grant_for(job, p) if grant_for is not None else None
         if grant is not None:
             env.update(share_env(grant))
@@ -141,7 +171,8 @@ def placement_from_rows(rows: list[dict[str, Any]]) -> list[TaskPlacement]:
 
 def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]:
     """The ``job_usage`` row opened when an attempt is placed: its GPUs, by type (a node with one GPU
-    type gives it; else the task group's requested type, else "unknown"). Whole GPUs: share 1.0."""
+    type gives it; else the task group's requested type, else "unknown"). Whole GPUs: share 1.0; a share of
+    one GPU (``gpus: 0.25``) holds its one GPU at that rate, so it is accounted 0.25 GPU-seconds a second."""
     types: dict[str, int] = {}
     asked = {t.name: t.gpu_type for t in job.request.tasks}
     nodes = getattr(config, "nodes", {}) or {}
@@ -151,8 +182,11 @@ def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]
         node_types = tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ())
         gpu_type = node_types[0] if len(node_types) == 1 else (asked.get(p.group) or "unknown")
         types[gpu_type] = types.get(gpu_type, 0) + len(p.gpus)
+    tasks = job.spec.get("tasks") or []
+    share = tasks[0].get("gpus") if len(tasks) == 1 else None  # a share of one GPU: 0.5, 0.25, 0.125
+    share = float(share) if isinstance(share, float) and 0 < share < 1 else 1.0
     return {"job_id": job.id, "attempt": attempt, "user": job.user, "user_group": job.request.group,
-            "vc": job.vc, "gpus": sum(types.values()), "share": 1.0, "gpu_types": dict(sorted(types.items())),
+            "vc": job.vc, "gpus": sum(types.values()), "share": share, "gpu_types": dict(sorted(types.items())),
             "started_at": now, "ended_at": None, "cpu_seconds": None, "peak_memory_mb": None}
 
 
@@ -165,3 +199,21 @@ def add_measured(measured: dict[str, float], exit: Any) -> None:
     peak = getattr(exit, "peak_memory_mb", None)
     if peak is not None:
         measured["peak_memory_mb"] = max(measured.get("peak_memory_mb", 0.0), float(peak))
+
+
+def placed_request(job: "ActiveJob") -> JobRequest:
+    """The request the job's current placement was made for. A job being migrated or resized already
+    carries its next request; the core adopts (after a restart) what it holds now: the placement's
+    groups and sizes, any GPU type."""
+    from .states import Intent
+
+    if job.lc.intent not in (Intent.MIGRATE, Intent.RESIZE) or not job.placement:
+        return job.request
+    groups: dict[str, list[TaskPlacement]] = {}
+    for p in sorted(job.placement, key=lambda p: p.rank):
+        groups.setdefault(p.group, []).append(p)
+    old = {g.name: g for g in job.request.tasks}
+    tasks = tuple(dataclasses.replace(old[name], count=len(ps), gpus=len(ps[0].gpus), gpu_type=None)
+                  if name in old else TaskGroup(name=name, count=len(ps), gpus=len(ps[0].gpus))
+                  for name, ps in groups.items())
+    return dataclasses.replace(job.request, tasks=tasks)

@@ -130,6 +130,28 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Pause:
+    """Stop the job with a checkpoint and keep it out of the queue until ``Resume``."""
+
+    reason: str  # e.g. "round 3 of max_min_fairness_perf", "by ann"
+
+
+@dataclass(frozen=True)
+class Resume:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Move:
+    """The job's request changed (``kind`` "migrate": another GPU type; "resize": another GPU count);
+    the shell changed the request before this fact. A running job stops with a checkpoint and queues
+    again with the new request."""
+
+    kind: str  # "migrate" | "resize"
+    reason: str  # e.g. "k80 -> v100: faster type"
+
+
+@dataclass(frozen=True)
 class Recovered:
     live: frozenset[str]  # tasks of this job the launcher runs now
     # tasks of this job that ended with an exit record nobody acknowledged yet: the attempt started
@@ -139,7 +161,7 @@ class Recovered:
 
 
 Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
-              TimeUp, Demoted, Rejected, Recovered]
+              TimeUp, Demoted, Rejected, Pause, Resume, Move, Recovered]
 
 
 # --- effects --------------------------------------------------------------------------------------
@@ -177,6 +199,7 @@ class Start:
 class StopTasks:
     attempt: int
     grace: str  # "stop" | "preempt"
+    checkpoint: bool = False  # the checkpoint signal first (the job runs again later)
 
 
 @dataclass(frozen=True)
@@ -195,7 +218,7 @@ def _stop(job: Job, intent: Intent, reason: str, code: int | None = None) -> tup
     job = replace(job, intent=intent, intent_reason=reason, stop_code=code)
     return job, [Record(job.state, f"stopping: {reason}", history=False,
                         fields={"stop_intent": intent.value, "stop_reason": reason}),
-                 StopTasks(job.attempt, "preempt" if intent is Intent.PREEMPT else "stop")]
+                 StopTasks(job.attempt, "preempt" if intent is Intent.PREEMPT else "stop", intent.checkpoints)]
 
 
 def _end(job: Job, state: JobState, reason: str, code: int | None, core: Core | None) -> tuple[Job, list[Effect]]:
@@ -222,6 +245,24 @@ def _retry_or_fail(job: Job, reason: str, code: int | None, *, preempt: bool) ->
                         core=Core("preemption_done", requeue=True) if preempt else Core("requeue"))
     return _end(job, S.FAILED, f"{reason}; no retries left (max_retries={job.max_retries})", code,
                 Core("preemption_done", requeue=False) if preempt else Core("finish"))
+
+
+def _pause(job: Job, reason: str) -> tuple[Job, list[Effect]]:
+    """Paused without running tasks: the core forgets it until it is resumed (no retry used)."""
+    text = f"paused: {reason}"
+    job = replace(job, state=S.PAUSED, launched=False, left=frozenset(), tasks=(), intent=None, intent_reason="",
+                  stop_code=None, reason=text)
+    return job, [Record(S.PAUSED, text, fields={"stop_intent": None, "stop_reason": ""}), SetPlacement(clear=True),
+                 Core("finish")]
+
+
+def _moved(job: Job, kind: str, reason: str) -> tuple[Job, list[Effect]]:
+    """Back to the queue with the new request (no retry used)."""
+    text = f"{'migrated' if kind == 'migrate' else 'resized'} {reason}"
+    job = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=(), intent=None, intent_reason="",
+                  stop_code=None, reason=text)
+    return job, [Record(S.QUEUED, text, fields={"stop_intent": None, "stop_reason": ""}), SetPlacement(clear=True),
+                 Core("requeue")]
 
 
 def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
@@ -267,11 +308,15 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _end(job, S.CANCELLED, job.intent_reason, None, Core("finish"))
         if job.intent is Intent.PREEMPT:  # never started: the core requeues it, no retry used
             return _requeue(job, job.intent_reason, count=False, core=Core("preemption_done", requeue=True))
+        if job.intent is Intent.PAUSE:  # never started: paused all the same
+            return _pause(job, job.intent_reason)
+        if job.intent in (Intent.MIGRATE, Intent.RESIZE):
+            return _moved(job, job.intent.value, job.intent_reason)
         return _end(job, S.FAILED, f"could not start: {event.message}", None, Core("finish"))
 
     if isinstance(event, Cancel):
         reason = f"cancelled by {event.by}"
-        if st in (S.SUBMITTED, S.QUEUED) or (st is S.SCHEDULED and not job.launched):
+        if st in (S.SUBMITTED, S.QUEUED, S.PAUSED) or (st is S.SCHEDULED and not job.launched):
             return _end(job, S.CANCELLED, reason, None, Core("finish"))
         if job.intent is Intent.CANCEL:
             return job, []
@@ -340,6 +385,10 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _retry_or_fail(job, reason, code, preempt=True)
         if intent is Intent.LOST:
             return _retry_or_fail(job, reason, code, preempt=False)
+        if intent is Intent.PAUSE:
+            return _pause(job, reason)
+        if intent in (Intent.MIGRATE, Intent.RESIZE):
+            return _moved(job, intent.value, reason)
         return _end(job, S.FAILED, reason, code, Core("finish"))
 
     if isinstance(event, TimeUp):
@@ -347,6 +396,29 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         if deadline is None or job.intent is not None or event.now < deadline:
             return job, []
         return _stop(job, Intent.FAIL, f"time limit {limit_text(job.time_limit_s)} reached")
+
+    if isinstance(event, Pause):
+        if st in (S.SUBMITTED, S.QUEUED) or (st is S.SCHEDULED and not job.launched and job.intent is None):
+            return _pause(job, event.reason)
+        if st in (S.SCHEDULED, S.RUNNING) and job.intent is None:
+            return _stop(job, Intent.PAUSE, event.reason)
+        return job, []
+
+    if isinstance(event, Resume):
+        if st is not S.PAUSED:
+            return job, []
+        text = f"resumed: {event.reason}"
+        return replace(job, state=S.QUEUED, reason=text), [Record(S.QUEUED, text), Core("submit")]
+
+    if isinstance(event, Move):
+        verb = "migrated" if event.kind == "migrate" else "resized"
+        if st is S.PAUSED:  # the new request applies when it is resumed
+            return job, [Record(S.PAUSED, f"{verb} while paused: {event.reason}")]
+        if st in (S.SUBMITTED, S.QUEUED) or (st is S.SCHEDULED and not job.launched and job.intent is None):
+            return _moved(job, event.kind, event.reason)
+        if st in (S.SCHEDULED, S.RUNNING) and job.intent is None:
+            return _stop(job, Intent.MIGRATE if event.kind == "migrate" else Intent.RESIZE, event.reason)
+        return job, []
 
     if isinstance(event, Demoted):
         return replace(job, reason=event.reason), [Record(st, event.reason)]
@@ -364,6 +436,8 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
     """A job read back from the store after a restart, with the tasks the launcher knows of: running
     now, or ended with an exit record still to be reported (their exits follow as Exit facts)."""
     st = job.state
+    if st is S.PAUSED:
+        return job, []
     if st in (S.SUBMITTED, S.QUEUED):
         new = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=())
         return new, ([Record(S.QUEUED, job.reason or "waiting", history=st is S.SUBMITTED)] if st is S.SUBMITTED
@@ -371,6 +445,12 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
     if not live and (st is S.SCHEDULED or not job.tasks):
         if job.intent is Intent.CANCEL:
             return _end(job, S.CANCELLED, job.intent_reason, job.stop_code, None)
+        if job.intent is Intent.PAUSE:
+            new, effects = _pause(job, job.intent_reason)
+            return new, [e for e in effects if not isinstance(e, Core)]  # the core never adopted it
+        if job.intent in (Intent.MIGRATE, Intent.RESIZE):
+            new, effects = _moved(job, job.intent.value, job.intent_reason)
+            return new, [e if not isinstance(e, Core) else Core("submit") for e in effects]
         return _requeue(job, "the server restarted before the job started", count=False, core=Core("submit"))
     # it ran: the core takes its GPUs back; its tasks' exits (or their absence) decide what follows
     new = replace(job, state=S.RUNNING, launched=True, left=frozenset(job.tasks) if st is S.RUNNING else frozenset(live))
@@ -385,5 +465,5 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
     if job.intent is not None:  # a stop was asked (and maybe acknowledged) before the crash: finish it
         if job.intent is Intent.PREEMPT:  # the core does not remember the preemptor: requeue as lost
             new = replace(new, intent=Intent.LOST, intent_reason=f"{job.intent_reason}; the server restarted while it stopped")
-        effects.append(StopTasks(new.attempt, "stop"))
+        effects.append(StopTasks(new.attempt, "stop", new.intent.checkpoints))
     return new, effects

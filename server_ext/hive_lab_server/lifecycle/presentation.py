@@ -48,6 +48,10 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         obj["working_dir"] = row["working_dir"]
         obj["output_dir"] = row["output_dir"]
     obj.update(estimate_fields(svc, row, fresh=live_reason))
+    progress = svc.read_progress(job_id, row) if detail else svc.progress.view(
+        job_id, row["spec"].get("job_type"), row["gpus"])
+    if progress is not None:  # hive_lab.progress lines and known figures (docs/checkpoint.md)
+        obj["progress"] = progress
     if detail:
         obj["history"] = [{"state": h["state"], "at": iso(h["at"]), "reason": h["reason"]}
                           for h in svc.store.history(job_id)]

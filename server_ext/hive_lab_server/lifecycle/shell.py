@@ -241,7 +241,7 @@ class UnitOfWork:
                 self._enqueue(job_id, lambda j=job_id, a=e.attempt: self._launch(j, a))
             elif isinstance(e, m.StopTasks):
                 grace = self.preemption_grace_s if e.grace == "preempt" else self.stop_grace_s
-                self._enqueue(job_id, lambda j=job_id, a=e.attempt, g=grace: self._stop(j, a, g))
+                self._enqueue(job_id, lambda j=job_id, a=e.attempt, g=grace, c=e.checkpoint: self._stop(j, a, g, c))
             elif isinstance(e, m.AdoptTasks):
                 self._adopt_tasks(job_id)
         if follow:
@@ -272,7 +272,8 @@ class UnitOfWork:
                 decisions = self._core_submit(job, now) if job is not None else []
             elif e.call == "adopt":
                 try:
-                    decisions = self.scheduler.adopt(job.request, job.placement, job.opportunistic, now)
+                    decisions = self.scheduler.adopt(launch_plan.placed_request(job), job.placement,
+                                                     job.opportunistic, now)
                 except Exception as exc:
                     log.warning("hive-lab: cannot adopt %s (%s); it is marked lost", job_id, exc)
                     return [(job_id, m.Lost(f"lost on restart ({exc})"))]
@@ -390,7 +391,8 @@ class UnitOfWork:
         try:
             launch_plan.stage(job, self.launcher)
             await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                                 grant_for=self.share_grant))
+                                                                 grant_for=self.share_grant,
+                                                                 gpu_type=self.placed_gpu_type(job)))
         except Exception as exc:
             msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
             if not isinstance(exc, LaunchError):
@@ -402,13 +404,20 @@ class UnitOfWork:
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self._unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
 
-    async def _stop(self, job_id: str, attempt: int, grace_s: float) -> None:
+    async def _stop(self, job_id: str, attempt: int, grace_s: float, checkpoint: bool = False) -> None:
         if job_id not in self.active:
             return
         try:
+            job = self.active[job_id]
+            if checkpoint and job.spec.get("checkpoint") and self.checkpoint_grace_s > 0:  # docs/checkpoint.md
+                await self.launcher.checkpoint(job_id, self.checkpoint_grace_s)
             await self.launcher.stop(job_id, grace_s)
-            exits = await self.launcher.poll()  # collect the stopped tasks' exit codes now
-            self._handle_exits(exits)
+            # collect the stopped tasks' exit codes now, and wait for a poll in flight to be applied: an
+            # exit taken by the service loop's poll but not yet applied would otherwise arrive after the
+            # stop is over, and count as an exit of the job's next attempt (placed at once on a migration)
+            async with self._poll_lock:
+                exits = await self.launcher.poll()
+                self._handle_exits(exits)
         except Exception:
             log.exception("hive-lab: stopping %s failed", job_id)
         self._unit([(job_id, m.Stopped(attempt))])

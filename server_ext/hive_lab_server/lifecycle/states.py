@@ -16,7 +16,7 @@ submitted / queued         placed (core chose GPUs)               scheduled     
 scheduled                  launch_begin                           scheduled, launched         launcher.start
 scheduled, launched        launch_started (at: clock reading)     running                     write started_at
 scheduled                  launch_failed                          failed                      write; core.finish
-submitted/queued           cancel                                 cancelled                   write; core.finish
+submitted/queued/paused    cancel                                 cancelled                   write; core.finish
 scheduled, not launched    cancel                                 cancelled                   write; core.finish
 scheduled/running          cancel                                 same + CANCEL               write intent; stop
 scheduled, not launched    preempt                                queued (no retry used)      write; core.preemption_done
@@ -35,13 +35,29 @@ any + intent               exit                                   same (code rem
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
+submitted/queued           pause (the owner, an admin)            paused                      write; core.finish
+scheduled, not launched    pause                                  paused                      write; core.finish
+scheduled/running          pause                                  same + PAUSE                write intent; checkpoint+stop
+paused                     resume                                 queued                      write; core.submit
+queued / scheduled, n.l.   migrate | resize (request changed)     queued                      write; core.finish+submit
+running                    migrate | resize                       same + MIGRATE | RESIZE     write intent; checkpoint+stop
+paused                     migrate | resize                       paused (new request kept)   write history note
++ PAUSE                    stopped                                paused (no retry used)      write; core.finish
++ MIGRATE / RESIZE         stopped                                queued (no retry used)      write; core.finish+submit
++ PAUSE/MIGRATE/RESIZE     launch_failed                          paused / queued, as stopped write; core.finish(+submit)
 any                        rejected (the core will not queue it)  failed                      write
 stored submitted/queued    recovered                              queued                      core.submit
+stored paused              recovered                              paused                      -
+stored + PAUSE, no tasks   recovered                              paused                      write; -
 stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
 stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop); deadline from stored started_at
 stored + CANCEL, no tasks  recovered                              cancelled                   write
 succeeded/failed/cancelled anything                               unchanged                   -
 =========================  =====================================  ==========================  ===========================
+
+"checkpoint+stop": the tasks get the checkpoint signal (SIGUSR1) and ``checkpoint_grace_s`` to save
+and exit, then the usual stop (SIGTERM, the grace, SIGKILL); preemption does the same. Cancels, failed
+gangs and lost tasks stop without it. See docs/checkpoint.md.
 
 ``store_failure`` is not a state change: a unit of work whose commit fails leaves every job as it was;
 facts (exits, launch results, core decisions) stay queued and are applied again on the next unit, and
@@ -58,6 +74,7 @@ class JobState(str, enum.Enum):
     QUEUED = "queued"
     SCHEDULED = "scheduled"
     RUNNING = "running"
+    PAUSED = "paused"  # stopped with a checkpoint, holds no GPUs, not in the core's queue until resumed
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -82,6 +99,14 @@ class Intent(str, enum.Enum):
     PREEMPT = "preempt"  # -> queued again (a retry) or failed
     FAIL = "failed"  # a task of the gang failed -> failed
     LOST = "lost"  # its GPU failed or a task vanished -> queued again (a retry) or failed
+    PAUSE = "pause"  # paused (time-slicing, an admin or its owner) -> paused, no retry used
+    MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used
+    RESIZE = "resize"  # an elastic job's GPU count changed -> queued again with the new request, no retry used
+
+    @property
+    def checkpoints(self) -> bool:
+        """Its tasks get the checkpoint signal before they are stopped (they will run again)."""
+        return self in (Intent.PREEMPT, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
 
     def __str__(self) -> str:
         return self.value

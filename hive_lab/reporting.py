@@ -1,0 +1,42 @@
+"""``hive_lab.progress(steps)``: tell hive-lab how far a job got (docs/checkpoint.md, "Progress").
+
+It prints one line to stdout, which the job's log keeps and the service reads::
+
+    hive-progress: steps=1200 t=1732390000.125 attempt=3 gpu_type=V100
+
+``steps`` is the job's total so far (after a resume, count on from the checkpoint), ``t`` the time it
+was measured (seconds since the epoch), ``attempt`` and ``gpu_type`` come from the task's environment
+(``HIVE_ATTEMPT``, ``HIVE_GPU_TYPE``). Programs in other languages print the same line; only
+``steps`` is required. From consecutive lines of one attempt the service learns the job's rate in
+steps/s on each GPU type and shows it in the job's details (``progress``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import IO
+
+PREFIX = "hive-progress:"
+
+
+def progress_line(steps: int, t: float | None = None, attempt: str | None = None, gpu_type: str | None = None) -> str:
+    """The line ``progress`` prints (without the newline)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be a whole number >= 0 (the total so far), got {steps!r}")
+    parts = [PREFIX, f"steps={steps}", f"t={time.time() if t is None else float(t):.3f}"]
+    attempt = os.environ.get("HIVE_ATTEMPT") if attempt is None else attempt
+    gpu_type = os.environ.get("HIVE_GPU_TYPE") if gpu_type is None else gpu_type
+    if attempt:
+        parts.append(f"attempt={attempt}")
+    if gpu_type:
+        parts.append(f"gpu_type={gpu_type}")
+    return " ".join(parts)
+
+
+def progress(steps: int, *, t: float | None = None, file: IO[str] | None = None) -> None:
+    """Report that the job has done ``steps`` steps in all (``t``: when, default now)."""
+    out = sys.stdout if file is None else file
+    out.write(progress_line(steps, t) + "\n")
+    out.flush()

@@ -1,0 +1,152 @@
+"""Job progress and throughputs: what ``hive_lab.progress(steps)`` lines in a job's log say.
+
+A job prints ``hive-progress: steps=N [t=UNIX] [attempt=A] [gpu_type=T]`` (``hive_lab.progress``
+does). The tracker reads the first task's log incrementally (the log is the record, so the estimate is
+derived from it and rebuilt after a restart) and learns, online, the job's rate in steps/s on each
+GPU type: the steps between consecutive readings of one attempt on one type over the time between
+them (readings across a pause, a migration or a restart are not compared). Rates are also pooled
+per ``job_type`` and GPU type (``learned``), and a declared ``job_type`` gets the known figures of
+Gavel's throughput file (``known``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PREFIX = b"hive-progress:"
+_FIELD = re.compile(r"(steps|t|attempt|gpu_type)=(\S+)")
+MAX_LINE = 4096
+
+
+@dataclass(frozen=True)
+class Reading:
+    steps: int
+    t: float | None = None
+    attempt: int | None = None
+    gpu_type: str | None = None
+
+
+def parse_line(line: str) -> Reading | None:
+    """A progress line's reading, or None when the line is not one (or is malformed)."""
+    if not line.startswith("hive-progress:"):
+        return None
+    fields = dict(_FIELD.findall(line[len("hive-progress:"):]))
+    try:
+        steps = int(fields["steps"])
+        t = float(fields["t"]) if "t" in fields else None
+        attempt = int(fields["attempt"]) if "attempt" in fields else None
+    except (KeyError, ValueError):
+        return None
+    if steps < 0:
+        return None
+    return Reading(steps, t, attempt, fields.get("gpu_type"))
+
+
+@dataclass
+class Rate:
+    """Steps done and seconds spent (between readings) on one GPU type: rate = steps / seconds."""
+
+    steps: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, steps: float, seconds: float) -> None:
+        self.steps += steps
+        self.seconds += seconds
+
+    @property
+    def per_s(self) -> float | None:
+        return self.steps / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class JobProgress:
+    steps: int | None = None
+    at: float | None = None
+    gpu_type: str | None = None
+    last: Reading | None = None
+    rates: dict[str, Rate] = field(default_factory=dict)
+
+    def add(self, r: Reading, now: float) -> tuple[str, float, float] | None:
+        """Take a reading (``now``: the time it was read, when the line has no ``t``); returns the
+        (GPU type, steps, seconds) it adds to a rate, if any."""
+        r = Reading(r.steps, r.t if r.t is not None else now, r.attempt, r.gpu_type)
+        prev, self.last = self.last, r
+        self.steps, self.at, self.gpu_type = r.steps, r.t, r.gpu_type or self.gpu_type
+        if (prev is None or r.gpu_type is None or prev.attempt != r.attempt or prev.gpu_type != r.gpu_type
+                or r.t <= prev.t or r.steps < prev.steps):
+            return None
+        sample = (r.gpu_type, float(r.steps - prev.steps), r.t - prev.t)
+        self.rates.setdefault(r.gpu_type, Rate()).add(sample[1], sample[2])
+        return sample
+
+
+@dataclass
+class _Log:
+    offset: int = 0
+    partial: bytes = b""
+
+
+class ProgressTracker:
+    """Progress of every job whose log it was asked to read (``read``), and rates pooled by job type."""
+
+    def __init__(self, throughputs: Any = None):
+        self.throughputs = throughputs  # hive_scheduler.hetero.Throughputs, or None
+        self.jobs: dict[str, JobProgress] = {}
+        self.logs: dict[str, _Log] = {}
+        self.learned: dict[tuple[str, str], Rate] = {}
+
+    def read(self, job_id: str, job_type: str | None, read_chunk: Callable[[int], tuple[bytes, int]],
+             now: float) -> JobProgress | None:
+        """Read what the job's log gained since last time. ``read_chunk(offset) -> (data, next_offset)``
+        (empty at the end)."""
+        log = self.logs.setdefault(job_id, _Log())
+        while True:
+            data, nxt = read_chunk(log.offset)
+            if not data and nxt < log.offset:  # the log was rewritten (shorter now): read it again
+                log.offset, log.partial = 0, b""
+                continue
+            if not data:
+                break
+            log.offset = nxt
+            lines = (log.partial + data).split(b"\n")
+            log.partial = lines.pop()[-MAX_LINE:]
+            for raw in lines:
+                if PREFIX in raw:
+                    self._line(job_id, job_type, raw[raw.index(PREFIX):][:MAX_LINE], now)
+        return self.jobs.get(job_id)
+
+    def _line(self, job_id: str, job_type: str | None, raw: bytes, now: float) -> None:
+        reading = parse_line(raw.decode("utf-8", "replace").strip())
+        if reading is None:
+            return
+        sample = self.jobs.setdefault(job_id, JobProgress()).add(reading, now)
+        if sample is not None and job_type:
+            self.learned.setdefault((job_type, sample[0].lower()), Rate()).add(sample[1], sample[2])
+
+    def known(self, job_type: str | None, gpus: int) -> dict[str, float] | None:
+        """Gavel's figures for ``job_type`` on ``gpus`` GPUs: {gpu type: steps/s}, None if unknown."""
+        if not job_type or self.throughputs is None:
+            return None
+        out = {gpu: table[(job_type, gpus)] for gpu, table in self.throughputs.isolated.items()
+               if (job_type, gpus) in table and not gpu.endswith("_unconsolidated")}
+        return out or None
+
+    def knows_type(self, job_type: str) -> bool:
+        return self.throughputs is not None and any(k[0] == job_type for k in self.throughputs.job_types())
+
+    def view(self, job_id: str, job_type: str | None, gpus: int) -> dict[str, Any] | None:
+        """The job object's ``progress``: steps so far, the GPU type of the last reading, the learned
+        rates per GPU type, and the known ones (declared ``job_type``)."""
+        p = self.jobs.get(job_id)
+        known = self.known(job_type, gpus)
+        if p is None and known is None:
+            return None
+        rates = {t: {"steps_per_s": r.per_s, "seconds": r.seconds} for t, r in sorted((p.rates if p else {}).items())}
+        return {"steps": p.steps if p else None, "at": p.at if p else None, "gpu_type": p.gpu_type if p else None,
+                "rates": rates, "known_rates": known}
+
+    def forget(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+        self.logs.pop(job_id, None)

@@ -1,0 +1,275 @@
+"""Issue 17 live: a training-like plain-Python job that checkpoints is paused and resumed, migrated
+between GPU types and resized on a simulated mixed cluster (K80 + V100 nodes, local launcher), through
+the REST endpoints of a real Jupyter server, and ends with the same result as an uninterrupted run.
+
+The job advances only as far as an allowance file (written by the test) lets it, so every pause lands
+mid-run whatever the machine's speed; every wait is on a condition (a file, a job state)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import sys
+import time
+
+import pytest
+
+from fixtures.live_server import LiveServer
+
+MIXED = {
+    "physicalCluster": {
+        "cellTypes": {
+            "K80-NODE": {"childCellType": "K80", "childCellNumber": 2, "isNodeLevel": True},
+            "V100-NODE": {"childCellType": "V100", "childCellNumber": 2, "isNodeLevel": True},
+        },
+        "physicalCells": [{"cellType": "K80-NODE", "cellAddress": "k80-node"},
+                          {"cellType": "V100-NODE", "cellAddress": "v100-node"}],
+    },
+    "virtualClusters": {"lab": {"virtualCells": [{"cellType": "K80-NODE", "cellNumber": 1},
+                                                 {"cellType": "V100-NODE", "cellNumber": 1}]}},
+}
+
+TOTAL = 90
+
+# Steps are a hash chain (the result depends on every step being done exactly once, in order). The
+# state is checkpointed on SIGUSR1 only (then the job exits): the job declares checkpoint: true.
+TRAIN = r'''
+import hashlib, json, os, pathlib, signal, sys, time
+try:
+    from hive_lab import progress
+except ImportError:  # (an image without hive-lab) the same line by hand
+    def progress(steps, t):
+        print(f"hive-progress: steps={steps} t={t:.3f} attempt={os.environ['HIVE_ATTEMPT']} "
+              f"gpu_type={os.environ['HIVE_GPU_TYPE']}", flush=True)
+# a simulated GPU: each step "takes" 0.1 s on a K80 and 0.025 s on a V100 (reported as t, so the
+# rates the service learns are exact whatever this machine's speed)
+STEP_S = {"K80": 0.1, "V100": 0.025}[os.environ["HIVE_GPU_TYPE"]]
+total = int(sys.argv[1])
+ck = pathlib.Path(os.environ["HIVE_CHECKPOINT_DIR"]) / "state.json"
+out = pathlib.Path(os.environ["HIVE_OUTPUT_DIR"])
+allow = pathlib.Path(os.environ["HIVE_WORKING_DIR"]) / "allow"
+state = {"step": 0, "acc": "seed", "t": 1000.0}
+if os.environ["HIVE_RESUMED"] == "1":
+    state = json.loads(ck.read_text())
+with open(out / "attempts.jsonl", "a") as f:
+    f.write(json.dumps({k: os.environ[k] for k in ("HIVE_ATTEMPT", "HIVE_RESUMED", "HIVE_WORLD_SIZE",
+                                                   "CUDA_VISIBLE_DEVICES")} | {"from": state["step"]}) + "\n")
+stop = False
+def on_checkpoint_signal(*_):
+    global stop
+    stop = True
+signal.signal(signal.SIGUSR1, on_checkpoint_signal)
+def save():
+    tmp = ck.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, ck)
+def allowed():
+    try:
+        return int(allow.read_text())
+    except (OSError, ValueError):
+        return 0
+reached = -1
+while state["step"] < total:
+    if stop:
+        save()
+        sys.exit(0)
+    if state["step"] >= allowed():
+        if reached != state["step"]:  # tell the test (not a checkpoint: only the signal makes one)
+            reached = state["step"]
+            (out / "reached.tmp").write_text(str(reached))
+            os.replace(out / "reached.tmp", out / "reached")
+        time.sleep(0.01)
+        continue
+    state["acc"] = hashlib.sha256(f'{state["acc"]}:{state["step"]}'.encode()).hexdigest()
+    state["step"] += 1
+    state["t"] += STEP_S
+    progress(state["step"], t=state["t"])
+(out / "result.txt").write_text(state["acc"])
+'''
+
+
+def expected(total: int) -> str:
+    acc = "seed"
+    for step in range(total):
+        acc = hashlib.sha256(f"{acc}:{step}".encode()).hexdigest()
+    return acc
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    server = LiveServer(
+        tmp_path_factory.mktemp("checkpoint"), cluster_config=MIXED,
+        users={"ann": {}, "bob": {}, "carol": {}}, vc_access={"ann": ["lab"], "bob": ["lab"]}, admin_users=["carol"],
+        config={"HiveLabApp": {"checkpoint_grace_s": 20.0, "cancel_wait_s": 0.1}},
+    )
+    server.start()
+    yield server
+    server.close()
+
+
+def wait(cond, what: str, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def submit(srv, command: str, **extra) -> str:
+    body = {"vc": "lab", "command": command, "files": {"train.py": TRAIN}, "checkpoint": True,
+            "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
+    r = srv.request("POST", "jobs", user="ann", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def reached_step(srv, job_id: str) -> int:
+    """How far the job got (it says so when it waits for a larger allowance)."""
+    try:
+        return int((srv.jobs_root / job_id / "output" / "reached").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
+def allow(srv, job_id: str, steps: int) -> None:
+    path = srv.jobs_root / job_id / "allow"
+    wait(lambda: path.parent.exists(), "the job dir")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(str(steps))
+    tmp.replace(path)
+
+
+def attempts(srv, job_id: str) -> list[dict]:
+    path = srv.jobs_root / job_id / "output" / "attempts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def post(srv, job_id: str, action: str, user: str | None = None, **body):
+    return srv.request("POST", f"jobs/{job_id}/{action}", user=user, json=body)
+
+
+def placed_node(srv, job_id: str) -> str:
+    return srv.request("GET", f"jobs/{job_id}").json()["placement"][0]["node"]
+
+
+@pytest.mark.timeout(300)
+def test_paused_migrated_resized_job_ends_like_an_uninterrupted_run(srv):
+    pause_migrate_resize(srv, f"{sys.executable} train.py {TOTAL}")
+
+
+def pause_migrate_resize(srv, command: str, **extra) -> None:
+    # the reference: the same job, never interrupted
+    ref = submit(srv, command, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)", **extra)
+    allow(srv, ref, TOTAL)
+    srv.wait_for_job(ref, "succeeded", timeout=60)
+    reference = (srv.jobs_root / ref / "output" / "result.txt").read_text()
+    assert reference == expected(TOTAL)
+
+    job = submit(srv, command, min_gpus=1, max_gpus=2, job_type="ResNet-50 (batch size 64)", **extra)
+    allow(srv, job, 30)
+    srv.wait_for_job(job, "running")
+    assert placed_node(srv, job) == "k80-node"
+    wait(lambda: reached_step(srv, job) == 30, "30 steps done")
+
+    # pause (its owner): the checkpoint signal, then paused, holding no GPU
+    r = post(srv, job, "pause", user="ann", reason="lunch")
+    assert r.status_code == 200, r.text
+    paused = srv.wait_for_job(job, "paused")
+    assert paused["placement"] == [] and paused["reason"] == "paused: by ann (lunch)"
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 409, r.text  # already paused: says so
+    r = post(srv, job, "pause", user="bob")
+    assert r.status_code == 403, r.text  # not bob's
+    allow(srv, job, 50)
+    r = post(srv, job, "resume", user="ann")
+    assert r.status_code == 200, r.text
+    wait(lambda: reached_step(srv, job) == 50, "50 steps done after the resume")
+    assert [a["HIVE_RESUMED"] for a in attempts(srv, job)] == ["0", "1"]
+    assert [a["from"] for a in attempts(srv, job)] == [0, 30]
+
+    # migrate (an admin) K80 -> V100
+    r = post(srv, job, "migrate", user="ann", gpu_type="V100")
+    assert r.status_code == 403, r.text
+    r = post(srv, job, "migrate", user="carol", gpu_type="TPU")
+    assert r.status_code == 400, r.text
+    r = post(srv, job, "migrate", user="carol", gpu_type="K80")
+    assert r.status_code == 409, r.text  # it runs there
+    r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
+    assert r.status_code == 200, r.text
+    allow(srv, job, 70)
+    wait(lambda: reached_step(srv, job) == 70, "70 steps done on the V100")
+    assert placed_node(srv, job) == "v100-node"
+
+    # resize (an admin) 1 -> 2 GPUs: the next attempt has world size 2
+    r = post(srv, job, "resize", user="carol", gpus=3)
+    assert r.status_code == 400, r.text  # outside 1..2
+    r = post(srv, job, "resize", user="carol", gpus=2, reason="room on the V100s")
+    assert r.status_code == 200, r.text
+    wait(lambda: len(attempts(srv, job)) == 4, "the resized attempt")
+    allow(srv, job, TOTAL)
+    done = srv.wait_for_job(job, "succeeded", timeout=60)
+    assert (srv.jobs_root / job / "output" / "result.txt").read_text() == reference
+
+    runs = attempts(srv, job)
+    assert [a["from"] for a in runs] == [0, 30, 50, 70]
+    assert [a["HIVE_RESUMED"] for a in runs] == ["0", "1", "1", "1"]
+    assert [a["HIVE_WORLD_SIZE"] for a in runs] == ["1", "1", "1", "2"]
+    assert done["retries"] == 0  # pauses, migrations and resizes use no retry
+    details = srv.request("GET", f"jobs/{job}").json()
+    history = [h["reason"] for h in details["history"]]
+    # progress: the rate learned per GPU type from hive_lab.progress lines; the known Gavel figures
+    progress = details["progress"]
+    assert progress["steps"] == TOTAL and progress["gpu_type"] == "V100"
+    assert progress["rates"]["K80"]["steps_per_s"] == pytest.approx(10.0)
+    assert progress["rates"]["V100"]["steps_per_s"] == pytest.approx(40.0)
+    assert progress["known_rates"]["v100"] == pytest.approx(7.922054367597505)  # Gavel: 2 GPUs (its size now)
+    assert "paused: by ann (lunch)" in history
+    assert "resumed: by ann" in history
+    assert "migrated K80 -> V100: by carol (faster type)" in history
+    assert "resized 1 -> 2 GPUs: by carol (room on the V100s)" in history
+    # the finished job: nothing more to do
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 409 and "already succeeded" in r.json()["error"]
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_does_not_checkpoint_is_restarted(srv):
+    """A job that does not say it checkpoints (no ``checkpoint: true``) is stopped as always (SIGTERM)
+    and starts from scratch."""
+    marker = "runs.txt"
+    cmd = f'echo "$HIVE_RESUMED" >> output/{marker}; while [ ! -e release ]; do sleep 0.02; done'
+    r = srv.request("POST", "jobs", user="ann", json={"vc": "lab", "command": cmd, "tasks": [{"gpus": 1}]})
+    assert r.status_code == 201, r.text
+    job = r.json()["id"]
+    srv.wait_for_job(job, "running")
+    out = srv.jobs_root / job / "output" / marker
+    wait(out.exists, "the first run")
+    r = post(srv, job, "pause", user="ann")
+    assert r.status_code == 200, r.text
+    srv.wait_for_job(job, "paused")
+    r = post(srv, job, "resize", user="carol", gpus=2)
+    assert r.status_code == 409, r.text  # not elastic
+    r = post(srv, job, "resume", user="ann")
+    assert r.status_code == 200, r.text
+    wait(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
+    (srv.jobs_root / job / "release").touch()
+    srv.wait_for_job(job, "succeeded")
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(900)  # the first docker test may build the test image
+def test_the_same_in_docker_containers(tmp_path, docker_engine, docker_test_image):
+    """The checkpoint signal reaches the command in its container (docker-init forwards it);
+    HIVE_CHECKPOINT_DIR is inside the bind-mounted job dir."""
+    server = LiveServer(
+        tmp_path / "srv", cluster_config=MIXED, launcher="docker",
+        users={"ann": {}, "bob": {}, "carol": {}}, vc_access={"ann": ["lab"], "bob": ["lab"]}, admin_users=["carol"],
+        config={"HiveLabApp": {"checkpoint_grace_s": 20.0, "cancel_wait_s": 0.1},
+                "DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False}},
+    )
+    try:
+        server.start()
+        pause_migrate_resize(server, f"exec python3 train.py {TOTAL}", image=docker_test_image)
+    finally:
+        server.close()
