@@ -138,6 +138,14 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
                 heapq.heappush(heap, (end, seq, j.req.id))
                 seq += 1
         pending = []
+        if not heap and not any(j.state == PREEMPTING or j.preempted_by is not None for j in jobs):
+            # nothing running is expected to end and nothing is being freed: the twin is the core's own
+            # state, where these jobs already wait, so none of them would start (and the live core has
+            # just passed its queues): no need to replay them one by one
+            waiting_only = waiting
+            waiting = []
+        else:
+            waiting_only = []
         for j in waiting:
             try:
                 pending += twin.submit(j.req, 0.0)
@@ -179,7 +187,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
             pending += twin.finish(jid, t)
     finally:
         _empty(twin, core)
-    out: dict[str, StartEstimate] = {}
+    out: dict[str, StartEstimate] = {j.req.id: StartEstimate(None, NO_LIMIT) for j in waiting_only}
     for j in waiting:
         jid = j.req.id
         if jid in starts:
