@@ -17,7 +17,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import open_lab, run_from_palette
+from fixtures.browser import open_lab
 from hive_lab.cli.kernelspec import kernel_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -106,6 +106,20 @@ def open_notebook(lab, name: str) -> dict:
     return srv.wait_for_job(found[0]["id"], "running")
 
 
+def open_launcher(page, attempts: int = 5) -> None:
+    """Opens a Launcher tab with the main area's "New Launcher" button (again if the click landed while
+    JupyterLab was still restoring its layout and nothing opened)."""
+    launcher = page.locator(".jp-Launcher").first
+    for attempt in range(attempts):
+        page.get_by_role("button", name="New Launcher", exact=True).first.click()
+        try:
+            launcher.wait_for(state="visible", timeout=5_000)
+            return
+        except Exception:  # noqa: BLE001 - not opened yet: again
+            if attempt == attempts - 1:
+                raise
+
+
 def wait_toast_in_view(page, text: str) -> None:
     """Until the notification with ``text`` has slid fully into the window (for the screenshot)."""
     page.wait_for_function(
@@ -122,8 +136,7 @@ def test_an_idle_gpu_kernel_culled_is_announced_in_its_open_notebook(page_of):
     job = open_notebook(lab, "idle.ipynb")
     page = lab.page
     # the notebook loses focus (another tab) while its kernel idles
-    run_from_palette(page, "New Launcher")
-    expect(page.locator(".jp-Launcher").first).to_be_visible()
+    open_launcher(page)
     notice = page.get_by_text("The kernel of idle.ipynb was stopped:", exact=False).first
     expect(notice).to_be_visible(timeout=60_000)  # the culler's limit, then the event
     expect(notice).to_contain_text("idle kernel culled")
