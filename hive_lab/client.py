@@ -222,13 +222,16 @@ class Client:
             self._me = self._request("GET", "me")
         return self._me
 
-    def usage(self, since: str = "7d", by: str = "user", user: str | None = None) -> list[dict]:
+    def usage(self, since: str = "7d", by: str = "user", user: str | None = None,
+              vc: str | None = None) -> list[dict]:
         """Usage totals (``GET usage``): one row per user, VC or day (``by``) since ``since`` (7d, 24h,
         an ISO date); each with gpu_seconds, gpu_seconds_by_type, cpu_seconds, peak_memory_mb, jobs.
-        Non-admins get their own rows only."""
+        ``vc``: only usage in that VC (or comma-separated VCs). Non-admins get their own rows only."""
         params: dict[str, Any] = {"since": since, "by": by}
         if user:
             params["user"] = user
+        if vc:
+            params["vc"] = vc
         return self._request("GET", "usage", params=params).get("rows", [])
 
     def metrics(self) -> str:

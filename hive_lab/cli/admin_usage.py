@@ -2,6 +2,7 @@
 
     hive-lab admin usage --since 7d                 GPU-hours, CPU-hours and jobs per user
     hive-lab admin usage --since 2026-11-01 --by day --csv > usage.csv
+    hive-lab admin usage --vc cv-101 --csv             one course's students (an instructor's export)
 
 Admins see everyone; others see their own row.
 """
@@ -23,6 +24,7 @@ def register_usage(sub) -> None:
     u.add_argument("--since", default="7d", help="7d, 24h, 90m, or an ISO date (UTC), e.g. 2026-11-01 (default: 7d)")
     u.add_argument("--by", default="user", choices=BY, help="one row per user (default), VC, UTC day or job")
     u.add_argument("--user", default=None, metavar="NAME", help="only these users (comma-separated; admins)")
+    u.add_argument("--vc", default=None, metavar="VC", help="only usage in these VCs (comma-separated), e.g. a course")
     u.add_argument("--csv", action="store_true", help="print CSV (one line per row) for spreadsheets")
     add_server_args(u)
     u.set_defaults(func=run_usage)
@@ -73,7 +75,7 @@ def usage_table(rows: list[dict], by: str, since: str):
 
 @reports_errors
 def run_usage(args) -> int:
-    rows = client_from(args).usage(since=args.since, by=args.by, user=args.user)
+    rows = client_from(args).usage(since=args.since, by=args.by, user=args.user, vc=args.vc)
     if args.json:
         print_json({"rows": rows})
     elif args.csv:

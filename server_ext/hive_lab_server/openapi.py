@@ -154,7 +154,8 @@ def _paths() -> dict[str, Any]:
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
             _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),
             _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
-                                               "themselves); `me` is the caller")))},
+                                               "themselves); `me` is the caller"),
+            _query("vc", {"type": "string"}, "comma-separated VC names: only usage in these VCs (a course's)")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
         "/nodes/{node}/gpus/{index}/drain": {

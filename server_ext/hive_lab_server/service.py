@@ -664,10 +664,12 @@ class HiveService(UnitOfWork, Recovery, LimitsPart, Moves):
     # ------------------------------------------------------------------------------------------
     # accounting (see accounting.py)
 
-    def usage(self, *, since: float, by: str, users: list[str] | None) -> list[dict[str, Any]]:
+    def usage(self, *, since: float, by: str, users: list[str] | None,
+              vcs: list[str] | None = None) -> list[dict[str, Any]]:
         """Totals per user, VC or day over ``[since, now]`` (running attempts count up to now);
-        ``users``: only these users' attempts (None: everyone's)."""
-        return accounting.usage_table(self.store.usage_rows(since=since, users=users), since, self.now(), by)
+        ``users`` / ``vcs``: only these users' attempts, in these VCs (None: everyone's, every VC)."""
+        rows = self.store.usage_rows(since=since, users=users, vcs=vcs)
+        return accounting.usage_table(rows, since, self.now(), by)
 
     def gpus_held(self) -> dict[str, int]:
         """GPUs each user's placed jobs hold now (Prometheus ``hive_lab_user_gpus_held``)."""

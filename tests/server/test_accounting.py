@@ -199,3 +199,24 @@ def test_a_share_of_a_gpu_is_accounted_at_its_rate(tmp_path):
 
     rows = asyncio.run(life())
     assert [(r["user"], r["gpu_seconds"]) for r in rows] == [("ann", 150.0)]
+
+
+def test_usage_rows_of_some_vcs_only(tmp_path):
+    """``Store.usage_rows(vcs=...)``: the rows of those VCs (the instructor's table for one course)."""
+    from hive_lab_server.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'u.sqlite'}")
+    with store.begin() as batch:
+        for seq, (user, vc) in enumerate([("ann", "cv-101"), ("bob", "nlp-202"), ("ann", "nlp-202")], start=1):
+            store.insert_job(batch, {"seq": seq, "id": f"j-{seq:06d}", "name": "x", "user": user, "vc": vc,
+                                     "kind": "batch", "state": "running", "reason": "", "priority": 0,
+                                     "opportunistic": False, "gpus": 1, "gpu_type": None, "spec": {},
+                                     "submitted_at": T0, "started_at": T0, "finished_at": None, "exit_code": None,
+                                     "retries": 0, "max_retries": 0, "attempt": 1, "working_dir": "/w",
+                                     "output_dir": "/o", "updated_at": T0})
+            store.open_usage(batch, {**row(f"j-{seq:06d}", user, T0, None, vc=vc), "attempt": 1})
+    rows = store.usage_rows(vcs=["nlp-202"])
+    assert [(r["user"], r["vc"]) for r in rows] == [("bob", "nlp-202"), ("ann", "nlp-202")]
+    assert len(store.usage_rows()) == 3
+    table = usage_table(store.usage_rows(vcs=["cv-101"]), T0 - DAY, T0 + 100, "user")
+    assert [(r["user"], r["gpu_seconds"]) for r in table] == [("ann", 100.0)]

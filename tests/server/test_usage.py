@@ -110,6 +110,15 @@ def test_bad_usage_queries_are_400(course, params, field):
     assert r.json()["field"] == field and r.json()["error"]
 
 
+def test_usage_of_one_vc(course):
+    """The instructor's table for a course: ``vc=`` keeps only usage in that VC; an unknown VC is a 400."""
+    srv, _ = course
+    everything = srv.request("GET", "usage", user="carol").json()["rows"]
+    assert srv.request("GET", "usage", user="carol", params={"vc": "course"}).json()["rows"] == everything
+    r = srv.request("GET", "usage", user="carol", params={"vc": "cv-999"})
+    assert r.status_code == 400 and r.json()["field"] == "vc" and "course" in r.json()["error"]
+
+
 def test_usage_accepts_iso_dates_and_hours(course):
     for since in ("24h", "90m", "2026-01-01", "2026-01-01T00:00:00Z", "2026-01-01T01:00:00+01:00", "1900-01-01"):
         assert course[0].request("GET", "usage", params={"since": since}).status_code == 200

@@ -32,5 +32,10 @@ class UsageHandler(HiveHandler):
                 raise HiveError(403, f"user {caller.user} may not read the usage of {others[0]}; only admins "
                                      "may read others' usage", "user")
             users = [caller.user]
-        rows = self.service.usage(since=since, by=by, users=users)
+        vcs = sorted({v for v in (self.get_argument("vc", None) or "").split(",") if v}) or None
+        known = set(self.service.config.virtual_clusters)
+        for vc in vcs or ():
+            if vc not in known:
+                raise HiveError(400, f"unknown VC {vc!r}; VCs: {', '.join(sorted(known))}", "vc")
+        rows = self.service.usage(since=since, by=by, users=users, vcs=vcs)
         self.reply_model(models.UsageReport, {"by": by, "since": iso(since), "until": iso(now), "rows": rows})

@@ -277,13 +277,17 @@ class Store:
         with self.engine.connect() as conn:
             return {r["vc"]: r["limits"] for r in conn.execute(select(_vc_limits).order_by(_vc_limits.c.vc)).mappings()}
 
-    def usage_rows(self, *, since: float | None = None, users: list[str] | None = None) -> list[dict[str, Any]]:
-        """``job_usage`` rows of attempts still open or ended after ``since``, oldest first."""
+    def usage_rows(self, *, since: float | None = None, users: list[str] | None = None,
+                   vcs: list[str] | None = None) -> list[dict[str, Any]]:
+        """``job_usage`` rows of attempts still open or ended after ``since``, oldest first; ``users`` /
+        ``vcs``: only theirs (None: everyone's, every VC's)."""
         conds = []
         if since is not None:
             conds.append((_usage.c.ended_at.is_(None)) | (_usage.c.ended_at > since))
         if users is not None:
             conds.append(_usage.c.user.in_(users))
+        if vcs is not None:
+            conds.append(_usage.c.vc.in_(vcs))
         with self.engine.connect() as conn:
             rows = conn.execute(select(_usage).where(*conds).order_by(_usage.c.id)).mappings()
             return [dict(r) for r in rows]
