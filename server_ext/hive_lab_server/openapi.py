@@ -149,7 +149,7 @@ def _paths() -> dict[str, Any]:
                        (200, "the limits now in effect", _json(m.VcLimits)), (400, 403, 404), body=m.VcLimitsBody),
         },
         "/usage": {"get": _op("getUsage", "GPU-seconds, CPU-seconds and jobs per user, VC, day or job (non-admins: "
-                                          "their own only)", (200, "the totals", _json(m.UsageReport)), (400, 403), (
+                                          "their own only)", (200, "the totals", _json(m.UsageReport)), (400, 403, 404), (
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
             _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),

@@ -187,6 +187,31 @@ async def test_slurm_preemption_reports_the_task_lost(cluster, tmp_path):
     assert e.exit_code is None and e.reason == "preempted by Slurm"
 
 
+async def test_a_job_submitted_while_slurm_is_read_is_not_taken_for_lost(cluster, tmp_path):
+    """sbatch can run while a poll awaits squeue: that answer does not know the new job, which must not be
+    reported lost ("Slurm no longer knows the job") a few ms after it started."""
+    l = launcher(cluster, tmp_path, slurm_poll_s=0)
+    await l.start(LaunchRequest("first", "root", "batch", (task(tmp_path, "first", "main-0", 0, "n1", [0], "sleep 5"),)))
+    read_slurm = l._raw_jobs
+
+    async def answer_then_sbatch():
+        answer = await read_slurm()
+        if "second" not in l._jobs:  # the submit lands while this answer is on its way back
+            await l.start(LaunchRequest("second", "root", "batch",
+                                        (task(tmp_path, "second", "main-0", 0, "n2", [0], "sleep 5"),)))
+        return answer
+
+    l._raw_jobs = answer_then_sbatch
+    assert await l.poll() == []
+    l._raw_jobs = read_slurm
+    assert await l.running() == {"first": {"main-0"}, "second": {"main-0"}}
+    await l.stop("first", 0)
+    await l.stop("second", 0)
+    exits = await collect(l, 2)
+    assert sorted(e.job_id for e in exits) == ["first", "second"]
+    assert not any("no longer knows" in e.reason for e in exits), exits
+
+
 async def test_a_new_launcher_finds_and_adopts_running_jobs(cluster, tmp_path):
     first = launcher(cluster, tmp_path)
     tasks = (task(tmp_path, "keep", "w-0", 0, "n1", [0], "sleep 3; exit 5"),

@@ -169,6 +169,11 @@ def test_preempted_job_is_retried_then_fails_without_retries(srv):
         f"preempted by {g['id']}" in h["reason"] for h in requeued["history"])
     srv.wait_for_job(g["id"], "succeeded", timeout=20, user="ann")
     srv.wait_for_job(opp["id"], "running", timeout=20, user="ann")
+    # "running" means its process was started, not that its shell got to the echo yet
+    deadline = time.monotonic() + 20
+    while runs.read_text().count("start") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runs.read_text().count("start") == 2
     # preempted again: no retries left -> failed
     g2 = submit(srv, {"vc": "b", "tasks": [{"gpus": 1}], "command": "true"})
     failed = srv.wait_for_job(opp["id"], "failed", "queued", timeout=20, user="ann")

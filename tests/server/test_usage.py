@@ -111,12 +111,12 @@ def test_bad_usage_queries_are_400(course, params, field):
 
 
 def test_usage_of_one_vc(course):
-    """The instructor's table for a course: ``vc=`` keeps only usage in that VC; an unknown VC is a 400."""
+    """The instructor's table for a course: ``vc=`` keeps only usage in that VC; an unknown VC is a 404."""
     srv, _ = course
     everything = srv.request("GET", "usage", user="carol").json()["rows"]
     assert srv.request("GET", "usage", user="carol", params={"vc": "course"}).json()["rows"] == everything
     r = srv.request("GET", "usage", user="carol", params={"vc": "cv-999"})
-    assert r.status_code == 400 and r.json()["field"] == "vc" and "course" in r.json()["error"]
+    assert r.status_code == 404 and r.json()["field"] == "vc" and "course" in r.json()["error"]
 
 
 def test_usage_accepts_iso_dates_and_hours(course):

@@ -36,6 +36,6 @@ class UsageHandler(HiveHandler):
         known = set(self.service.config.virtual_clusters)
         for vc in vcs or ():
             if vc not in known:
-                raise HiveError(400, f"unknown VC {vc!r}; VCs: {', '.join(sorted(known))}", "vc")
+                raise HiveError(404, f"unknown VC {vc!r}; VCs: {', '.join(sorted(known))}", "vc")
         rows = self.service.usage(since=since, by=by, users=users, vcs=vcs)
         self.reply_model(models.UsageReport, {"by": by, "since": iso(since), "until": iso(now), "rows": rows})

@@ -326,14 +326,18 @@ class SlurmLauncher(Launcher):
                 out.append(e)
         if self._jobs and now - self._last_slurm >= self.slurm_poll_s:
             self._last_slurm = now
+            # only the jobs submitted before Slurm is asked: one sbatch'ed while squeue runs is not in
+            # its answer, and would be taken for a job Slurm forgot
+            known = list(self._jobs.values())
             try:
                 states = await self._states()
             except SlurmError as exc:
                 log.warning("hive-lab: reading Slurm jobs failed: %s", exc)
                 states = None
             if states is not None:
-                for job in list(self._jobs.values()):
-                    out.extend(await self._check(job, states))
+                for job in known:
+                    if self._jobs.get(job.job_id) is job:
+                        out.extend(await self._check(job, states))
         for job_id in [j for j, job in self._jobs.items() if set(job.tasks) <= job.done]:
             del self._jobs[job_id]
         return out
