@@ -118,7 +118,8 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
     def service():
         return HiveService(scheduler=Scheduler(cfg, policy="fair_share", fair_share=settings), config=cfg,
                            store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"), launcher=LocalLauncher(tmp_path / "state"),
-                           jobs_root=tmp_path / "jobs", poll_interval_s=0.02, stop_grace_s=0.5, clock=lambda: clock[0])
+                           jobs_root=tmp_path / "jobs", poll_interval_s=0.02, stop_grace_s=20, clock=lambda: clock[0])
+    # (a long stop grace: a SIGKILL after a short one could beat the wrapper writing the task's CPU time)
 
     async def first_life():
         svc = service()
