@@ -43,7 +43,18 @@ class PlacementMixin:
             return True
         if not p.healthy or (p.reserved_by is not None):
             return False
-        return mode != FREE or p.job is None
+        if p.job is None:
+            return True
+        if mode == FREE:
+            return False
+        x = self._jobs[p.job]
+        if x.opp and not x.demoted and x.req.priority >= 0:
+            # a guaranteed job being stopped for a preemptor: its GPUs are not opportunistic work anyone
+            # may claim, only that preemptor (``_claimable``) or a search that may displace its priority
+            # (else an equal priority would ride on the preemption, and keep it going if the preemptor is
+            # withdrawn)
+            return (mode == DISPLACE and x.req.priority <= self._preemption.cut) or p.job in self._claimable
+        return True
 
     def _vtake(self, v: VCell, k: int, mode: int, out: list) -> None:
         if v.level == 1:

@@ -90,6 +90,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         self._opp_queue: list = []
         self._pending_idle: list = []
         self._preemption = PreemptionSearch(self)
+        self._claimable: frozenset[str] = frozenset()  # victims the preemptor being placed stops (_preempt_lower)
         self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
         self._fit_memo: dict[Any, bool] = {}
 
@@ -858,8 +859,10 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         forced: list[str] = []
         keep: list = []
         lazy_roots: list = []
+        claim: list[str] = []  # jobs already being stopped for a preemptor whose reservation this one takes over
         for x in sorted(victims, key=lambda x: x.seq):
             if x.state == PREEMPTING:
+                claim.extend(x.waiting_on)
                 self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
                                                       f"(priority {req.priority} > {x.req.priority})")
             elif x.req.lazy_preemption:
@@ -878,10 +881,14 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         for r in dict.fromkeys(lazy_roots):
             if r.held == 0 and r.pin is None and r.bound is not None:
                 self._unbind(r, txn)
-        res = self._place_best(j, txn)
-        if res is None:
-            self._rollback(txn, mark)
+        self._claimable = frozenset(forced + claim)  # the victims this preemptor stops: their GPUs are its to take
+        try:
             res = self._place_best(j, txn)
+            if res is None:
+                self._rollback(txn, mark)
+                res = self._place_best(j, txn)
+        finally:
+            self._claimable = frozenset()
         self._pending_idle.extend(keep)
         return res, forced
 

@@ -191,8 +191,9 @@ SCRIPT_PREEMPT = [
      "expect": [["started", "lo", False]]},
     {"op": "submit", "job": "hi", "vc": "b", "gpus": 4, "priority": 100,
      "expect": [["preempting", "hi", ["lo"]]]},
-    # lo lost its guarantee: its other GPUs are being vacated, so a new job of b reserves them too
-    {"op": "submit", "job": "other", "vc": "b", "gpus": 4, "priority": 0, "expect": [["preempting", "other", ["lo"]]]},
+    # lo's other GPUs are being vacated, but a job of lo's own priority does not claim them while lo runs
+    # (it would be preempting an equal priority, and keep lo's preemption going if hi were withdrawn)
+    {"op": "submit", "job": "other", "vc": "b", "gpus": 4, "priority": 0, "expect": [["queued", "other"]]},
     {"op": "preemption_done", "job": "lo", "t": 1,
      "expect": [["preempted", "lo", "hi"], ["queued", "lo"], ["started", "hi", False], ["started", "other", False]]},
     {"op": "finish", "job": "hi", "t": 2, "expect": [["finished", "hi"]]},

@@ -91,6 +91,39 @@ def test_withdrawing_a_preemptor_cancels_its_preemption():
     check_invariants(s)
 
 
+def test_an_equal_priority_job_does_not_ride_on_another_preemption():
+    """x (priority 0, 8 GPUs) is stopped for p (priority 10, 4 GPUs). w (priority 0, queued before) may
+    not claim x's other GPUs while x still runs: that would make w a preemptor of an equal priority
+    (if p is withdrawn, x must run on with its guarantee). w starts once x is gone. (Found by the
+    simulator's property test.)"""
+    s = Scheduler(SMALL)
+    run_script(s, [
+        {"op": "submit", "job": "x", "vc": "b", "gpus": 8, "priority": 0, "lazy_preemption": False,
+         "expect": [["started", "x", False]]},
+        {"op": "submit", "job": "w", "vc": "b", "gpus": 1, "priority": 0, "t": 1, "expect": [["queued", "w"]]},
+        {"op": "submit", "job": "p", "vc": "b", "gpus": 4, "priority": 10, "t": 2,
+         "expect": [["preempting", "p", ["x"]]]},
+    ])
+    assert s.job("w").state == "waiting" and not s.job("w").waiting_for
+    check_invariants(s)
+    ds = s.preemption_done("x", 3)
+    assert events(ds)[:3] == [("preempted", "x", "p"), ("queued", "x"), ("started", "p", False)]
+    assert ("started", "w", False) in events(ds)
+    check_invariants(s)
+
+
+def test_a_withdrawn_preemptor_leaves_no_equal_priority_claim_on_its_victim():
+    s = Scheduler(SMALL)
+    s.submit(job("x", "b", 8, priority=0, lazy_preemption=False), 0)
+    s.submit(job("w", "b", 1, priority=0), 1)
+    assert events(s.submit(job("p", "b", 4, priority=10), 2)) == [("preempting", "p", ["x"])]
+    assert events(s.cancel("p", 3)) == [("finished", "p")]
+    x = s.job("x")
+    assert x.state == "running" and x.preempted_by is None and not x.opportunistic
+    assert s.job("w").state == "waiting"
+    check_invariants(s)
+
+
 def test_cancel_is_finish_for_a_waiting_or_preempting_job():
     s = Scheduler(SMALL)
     s.submit(job("v", "b", 8, priority=0, lazy_preemption=False), 0)
