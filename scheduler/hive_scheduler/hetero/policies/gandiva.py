@@ -40,7 +40,7 @@ class Gandiva(Policy):
         index = {j: i for i, j in enumerate(ids)}
         # forget pairs that lost a job or stopped paying
         for a, b in list(self._partner.items()):
-            if a not in index or (b is not None and (b not in index or self._normalised(problem, a, b, index) < 1.0)):
+            if a not in index or b is None or b not in index or self._normalised(problem, a, b, index) < 1.0:
                 self._partner.pop(a, None)
                 if b is not None:
                     self._partner.pop(b, None)
