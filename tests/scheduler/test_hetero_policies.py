@@ -115,6 +115,19 @@ def test_gandiva_splits_pairs_that_cannot_run():
     assert per_type_gpus(x, [1] * 3)[0] <= 1 + 1e-9
 
 
+def test_gandiva_tries_again_to_pack_the_jobs_it_left_alone():
+    # Gavel forgets the jobs it left unpacked at every solve and pairs them afresh: 3 jobs on 1 GPU
+    # make one pair and one job alone; with a 4th job, the one left alone and the newcomer pair up
+    pairs = lambda a, b: np.array([[0.8, 0.7]])  # noqa: E731
+    g = make_policy("gandiva")
+    first = g.allocate(problem([[1.0]] * 3, [1], pairs=pairs))
+    assert sorted(len(u) for u in first.units) == [1, 2]
+    second = g.allocate(problem([[1.0]] * 4, [1], pairs=pairs))
+    assert sorted(len(u) for u in second.units) == [2, 2]
+    kept = next(u for u in first.units if len(u) == 2)
+    assert kept in [tuple(sorted(u)) for u in second.units]  # a pair that pays is kept
+
+
 def test_unknown_policy_lists_the_names():
     with pytest.raises(ValueError, match="max_min_fairness_perf"):
         make_policy("drf_perf")
@@ -141,6 +154,19 @@ def test_round_rotates_by_time_received():
     assert first == {(0,): 0}
     second = choose_round(units, alloc, np.array([[540.0], [180.0]]), usable, np.array([1, 1]), np.array([1]), [0])
     assert second == {(1,): 0}
+
+
+def test_round_breaks_equal_priorities_by_deficit():
+    # equal allocations and time received: the unit owed more by the earlier allocations runs (Gavel's
+    # deficits), not the one that happens to come first
+    units = [(0,), (1,)]
+    args = (units, np.array([[0.5], [0.5]]), np.array([[180.0], [180.0]]), np.ones((2, 1)), np.array([1, 1]),
+            np.array([1]), [0])
+    assert choose_round(*args) == {(0,): 0}
+    assert choose_round(*args, deficit=np.array([[-180.0], [180.0]])) == {(1,): 0}
+    # a deficit only breaks ties: a higher priority still wins
+    assert choose_round(units, np.array([[0.5], [0.5]]), np.array([[180.0], [540.0]]), np.ones((2, 1)),
+                        np.array([1, 1]), np.array([1]), [0], deficit=np.array([[0.0], [1e6]])) == {(0,): 0}
 
 
 def test_strict_round_leaves_zero_allocations_idle():

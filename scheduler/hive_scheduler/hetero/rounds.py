@@ -2,9 +2,12 @@
 
 Each round, for each GPU type, jobs are ranked by priority = allocation / time already received on
 that type (since the allocation was last computed; a job that has received none ranks first, by
-allocation). Types are filled in order, each job at most once per round, a job only where its
-whole gang (scale factor) fits. Over many rounds each job's share of time on each type tends to its
-allocation. Non-strict policies also run zero-allocation jobs on GPUs that would otherwise idle.
+allocation); equal priorities are ranked by deficit (the time a job was owed on the type under the
+earlier allocations and did not get, as Gavel), then by allocation. Types are filled in order, each
+job at most once per round, a job only where its whole gang (scale factor) fits. Over many rounds
+each job's share of time on each type tends to its allocation, and the deficits carry what a job
+missed in one allocation's rounds into the next. Non-strict policies also run zero-allocation jobs
+on GPUs that would otherwise idle.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ def choose_round(
     gpus: np.ndarray,  # (k,)
     type_order: Sequence[int],
     strict: bool = False,
+    deficit: np.ndarray | None = None,  # (u, k) seconds owed on each type by the earlier allocations
 ) -> dict[tuple[int, ...], int]:
     """Unit -> GPU type index for the coming round; each job in at most one chosen unit."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -35,11 +39,13 @@ def choose_round(
     chosen: dict[tuple[int, ...], int] = {}
     busy: set[int] = set()
     rank = np.arange(len(units))
+    if deficit is None:
+        deficit = np.zeros_like(allocation)
     for t in type_order:
         if free[t] <= 0:
             continue
         col = priority[:, t]
-        order = np.lexsort((rank, -allocation[:, t], -col)).tolist()
+        order = np.lexsort((rank, -allocation[:, t], -deficit[:, t], -col)).tolist()
         pr = col.tolist()
         ok = (usable[:, t] > 0).tolist()
         for i in order:

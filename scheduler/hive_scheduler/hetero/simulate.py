@@ -7,6 +7,13 @@ allocation. A round ends when its longest-running job's slice ends (as in Gavel'
 round whose jobs all finish early is short. Each VC is simulated on its own GPUs only, with its own rounds:
 HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
 
+A job runs whole steps: a slice of a round runs as many as fit in it (Gavel's simulator counts
+``int(steps/s x round)`` steps a round), so a slice ends at its last whole step, and a job's last
+slice at its last step. At each solve, every unit (job or packed pair) is charged its deficit: the
+time it was owed on each type under the allocation that ends (fraction x time since that solve)
+minus the time it got; equal priorities in the rounds are ranked by it (Gavel's deficits), so a unit
+that lost the ties under one allocation wins them under the next.
+
 A job that stops running between rounds is paused; one that starts again is resumed; one that runs
 on another GPU type than last time has migrated. ``restart_overhead`` seconds of no progress are
 charged at each resume and migration (Gavel's simulator charges none: default 0).
@@ -14,6 +21,7 @@ charged at each resume and migration (Gavel's simulator charges none: default 0)
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -201,6 +209,8 @@ def _simulate_vc(
     active: dict[str, dict[int, _Job]] = {vc: {} for vc in vc_gpus}  # by job id, in arrival order
     allocation: dict[str, dict[Unit, np.ndarray]] = {}  # vc -> unit -> time fractions per type
     received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
+    deficit: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds owed per type, all solves
+    solved_at: dict[str, float] = {}
     zero = np.zeros(k)
     seed_row = np.full(k, RECEIVED_SEED * round_s)  # what a unit counts as received before it first runs
     stale = set(vc_gpus)
@@ -244,6 +254,9 @@ def _simulate_vc(
                     job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
                     pair_throughput=pair_throughput,
                 )
+                _charge_deficits(deficit[vc], allocation.get(vc, {}), received[vc], active[vc], seed_row,
+                                 now - solved_at.get(vc, now))
+                solved_at[vc] = now
                 x = policies[vc].allocate(problem)
                 if isinstance(x, PackedAllocation):
                     allocation[vc] = {tuple(sorted(u)): x.x[i] for i, u in enumerate(x.units)}
@@ -260,22 +273,25 @@ def _simulate_vc(
             act = active[vc]
             if not act:
                 continue
-            # units of the allocation whose jobs are still here; a pair that lost a job leaves its
-            # share to the other (as Gavel). Every job is also a unit of its own, so that jobs that
-            # arrived since the solve, or whose pair cannot run somewhere, use left-over GPUs
+            # units of the allocation whose jobs are all still here. A pair that lost a job is gone
+            # until the next solve, and its share with it: the other job has only its own share
+            # (none while it was packed), as in Gavel's simulator. Every job is also a unit of its
+            # own, so that jobs that arrived since the solve, or whose pair cannot run somewhere, use
+            # left-over GPUs
             if layout.get(vc) is None:
                 rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
                 for unit, row in allocation.get(vc, {}).items():
-                    alive = tuple(u for u in unit if u in act)
-                    if alive:
-                        rows[alive] = rows[alive] + row if alive in rows else row
+                    if all(u in act for u in unit):
+                        rows[unit] = rows[unit] + row if unit in rows else row
                 units = sorted(rows)
+                owed = deficit[vc]
                 layout[vc] = (units, np.array([rows[u] for u in units]), np.array([usable_on(u) for u in units]),
-                              np.array([act[u[0]].spec.scale_factor for u in units]))
-            units, alloc_matrix, usable, unit_sf = layout[vc]
+                              np.array([act[u[0]].spec.scale_factor for u in units]),
+                              np.array([owed.get(u, zero) for u in units]))
+            units, alloc_matrix, usable, unit_sf, unit_deficit = layout[vc]
             seeds = received[vc]
             chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, seed_row) for u in units]), usable,
-                                  unit_sf, vc_gpus[vc], order, strict)
+                                  unit_sf, vc_gpus[vc], order, strict, unit_deficit)
             if observer is not None:
                 observer(vc, now, dict(chosen))
             running = {}
@@ -310,11 +326,9 @@ def _simulate_vc(
                 j = jobs[u]
                 restarted = j.last_type is not None and (j.last_type != t or not j.ran_last_round)
                 overhead = restart_overhead if restarted else 0.0
-                run = min(round_s, overhead + j.remaining / rate)
-                if run < round_s:  # its slice ends with its last step
-                    j.remaining = 0.0
-                else:
-                    j.remaining -= (run - overhead) * rate
+                steps = min(_whole_steps(rate * (round_s - overhead)), j.remaining)
+                run = overhead + steps / rate
+                j.remaining -= steps
                 j.ran_last_round = True
                 j.last_type = t
                 slice_len = max(slice_len, run)
@@ -338,3 +352,30 @@ def _simulate_vc(
         now += length
 
     return _Run(jobs, busy, rounds, allocations, pauses, resumes, migrations)
+
+
+def _whole_steps(fit: float) -> float:
+    """Steps a slice runs when ``fit`` steps fit in it: the whole ones (Gavel's ``int(throughput x
+    round)``), or all of ``fit`` where not even one does (a step longer than a round still progresses)."""
+    return float(math.floor(fit)) if fit >= 1.0 else fit
+
+
+def _charge_deficits(
+    owed: dict[Unit, np.ndarray],
+    allocation: dict[Unit, np.ndarray],
+    received: dict[Unit, np.ndarray],
+    active: dict[int, _Job],
+    seed_row: np.ndarray,
+    elapsed: float,
+) -> None:
+    """Add to each unit's deficit what ``allocation`` owed it over the ``elapsed`` seconds since it was
+    solved (fraction x elapsed, per type) minus what it received (``received`` less the seed every
+    unit is credited with at a solve); units with a job that has finished are forgotten (Gavel's
+    ``_reset_time_run_so_far``)."""
+    for unit in set(allocation) | set(received) | set(owed):
+        if not all(u in active for u in unit):
+            owed.pop(unit, None)
+            continue
+        got = received[unit] - seed_row if unit in received else 0.0
+        should = allocation[unit] * elapsed if unit in allocation else 0.0
+        owed[unit] = owed.get(unit, 0.0) + should - got

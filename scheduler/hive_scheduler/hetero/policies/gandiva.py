@@ -5,6 +5,8 @@ jobs to realise it, and moves them between types). When the jobs ask for more GP
 jobs are packed in pairs on the same GPUs (random pairs of the same scale factor, seeded, as Gavel);
 a pair is kept while both jobs are active and it progresses on some type (co-located throughputs from
 Gavel's file), and is split when packing stops paying (a job of the pair makes no progress somewhere).
+A job left unpacked is not kept alone: at every solve it is pooled again with the other loose jobs and
+may be paired (Gavel forgets its single-job combinations at every solve: their packing gain is 0 < 1).
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ class Gandiva(Policy):
     def allocate(self, problem: Problem) -> np.ndarray | PackedAllocation:
         ids = list(problem.job_ids)
         index = {j: i for i, j in enumerate(ids)}
-        # forget pairs that lost a job or stopped paying
+        # forget jobs left alone (pooled again below), and pairs that lost a job or stopped paying
         for a, b in list(self._partner.items()):
-            if a not in index or (b is not None and (b not in index or self._normalised(problem, a, b, index) < 1.0)):
+            if a not in index or b is None or b not in index or self._normalised(problem, a, b, index) < 1.0:
                 self._partner.pop(a, None)
                 if b is not None:
                     self._partner.pop(b, None)
