@@ -78,6 +78,14 @@ class RoundDriver:
     def throughput(self, job: Any, gpu_types: list[str], gpus: int) -> np.ndarray:
         known = self.svc.progress.known(job.spec.get("job_type"), gpus) or {}
         learned = self.svc.progress.jobs.get(job.id)
+        if learned is None and job.lc.attempt:
+            # rates live in memory only; after a restart (or for a job that is not running) the job's
+            # log, which every attempt appends to, is the record: read it before solving without it
+            try:
+                self.svc.read_progress(job.id)
+            except Exception as exc:  # noqa: BLE001 - no log yet, or unreadable: 1 step/s as for any job
+                log.info("hive-lab: reading the progress of %s failed: %s", job.id, exc)
+            learned = self.svc.progress.jobs.get(job.id)
         row = []
         for t in gpu_types:
             value = known.get(t.lower())

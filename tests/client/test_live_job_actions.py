@@ -248,3 +248,35 @@ def test_magics_pause_resume_migrate_resize(srv, clients, shell, capsys):
     done = wait_for(ann, job, on_node("v100-node", gpus=2), "on 2 V100s")
     reasons = history(done)
     assert "paused: by ann (tea)" in reasons and "resized 1 -> 2 GPUs: by carol" in reasons
+
+
+# --- measured throughputs in the job's details ----------------------------------------------------------
+
+REPORTS = ("print('hive-progress: steps=0 t=100 attempt=1 gpu_type=K80'); "
+           "print('hive-progress: steps=50 t=110 attempt=1 gpu_type=K80')")
+
+
+def test_job_details_show_measured_throughputs(srv, clients):
+    ann = clients["ann"]
+    job = ann.submit({"name": "reports", "vc": "lab", "command": f'python3 -c "{REPORTS}"',
+                      "tasks": [{"gpus": 1, "gpu_type": "K80"}]})["id"]
+    wait_for(ann, job, state_is("succeeded"), "done")
+    progress = ann.job(job)["progress"]
+    assert progress["steps"] == 50 and progress["rates"] == {"K80": {"steps_per_s": 5.0, "seconds": 10.0}}
+    out = cli(srv, "jobs", job)
+    assert out.returncode == 0, out.stderr
+    assert "  progress: 50 steps (last on K80); measured: K80 5 steps/s (over 10 s)" in out.stdout
+
+
+def test_progress_text():
+    from hive_lab.format import progress_text
+
+    assert progress_text({"progress": None}) is None
+    assert progress_text({"progress": {"steps": 3, "at": 1.0, "gpu_type": None, "rates": {},
+                                       "known_rates": None}}) == "3 steps; no rate measured yet"
+    job = {"progress": {"steps": 1200, "at": 1.0, "gpu_type": "V100",
+                        "rates": {"V100": {"steps_per_s": 40.0, "seconds": 1.0},
+                                  "K80": {"steps_per_s": 10.0, "seconds": 3.0}},
+                        "known_rates": {"v100": 7.922, "k80": 1.26}}}
+    assert progress_text(job) == ("1200 steps (last on V100); measured: K80 10 steps/s (over 3.0 s), "
+                                  "V100 40 steps/s (over 1.0 s); Gavel's figures: k80 1.26, v100 7.92 steps/s")

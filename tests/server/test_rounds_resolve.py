@@ -128,6 +128,12 @@ def test_solves_again_only_when_jobs_gpus_or_throughputs_change(tmp_path):
             await say(svc, tmp_path, b, "hive-progress: steps=180 t=130 attempt=1 gpu_type=K80")
             rounds.plan()
             assert rounds.solves == 3 and rounds.solve_reasons["lab"].startswith(f"throughput of {b} on K80: 5 -> 6")
+            # rates live in memory only: as after a restart, the tracker forgot them; the driver reads the
+            # job's log (the record) again rather than solving with 1 step/s
+            svc.progress.forget(b)
+            rounds.plan()
+            assert rounds.solves == 3 and rounds.solve_reasons["lab"] is None
+            assert svc.progress.jobs[b].rates["K80"].per_s == pytest.approx(6.0)
 
             # a job arrives, then ends
             c = submit(svc)
