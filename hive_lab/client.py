@@ -10,13 +10,16 @@ import codecs
 import os
 import pathlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import requests
 
 from .discovery import HOW_TO_CONFIGURE, ServerInfo, find_server
 from .errors import HiveLabError, ServerError, ServerUnreachable, error_for_status
+
+if TYPE_CHECKING:
+    from .job import Job
 
 PAGE_SIZE = 200
 
@@ -143,6 +146,30 @@ class Client:
 
     def cancel(self, job_id: str) -> dict:
         return self._request("DELETE", f"jobs/{quote(job_id, safe='')}")
+
+    # -- pause / resume / migrate / resize (docs/checkpoint.md) -----------------------------------
+
+    def _action(self, job: "str | dict | Job", action: str, body: dict) -> dict:
+        job_id = job if isinstance(job, str) else job["id"] if isinstance(job, dict) else job.id
+        return self._request("POST", f"jobs/{quote(job_id, safe='')}/{action}", json=body)
+
+    def pause(self, job: "str | dict | Job", reason: str = "") -> dict:
+        """Pause a job (an id, a job dict or a ``Job``; its owner or an admin): a running one gets the checkpoint signal and stops; a
+        paused job holds no GPU and is out of the queue until :meth:`resume`. ``reason`` goes into its
+        history. Returns the job."""
+        return self._action(job, "pause", {"reason": reason} if reason else {})
+
+    def resume(self, job: "str | dict | Job", reason: str = "") -> dict:
+        """Queue a paused job again (its owner or an admin); it starts with ``HIVE_RESUMED=1``."""
+        return self._action(job, "resume", {"reason": reason} if reason else {})
+
+    def migrate(self, job: "str | dict | Job", gpu_type: str, reason: str = "") -> dict:
+        """Admins: move a job to GPUs of ``gpu_type`` (e.g. ``"V100"``), through a checkpoint if it runs."""
+        return self._action(job, "migrate", {"gpu_type": gpu_type, **({"reason": reason} if reason else {})})
+
+    def resize(self, job: "str | dict | Job", gpus: int, reason: str = "") -> dict:
+        """Admins: give an elastic job (``min_gpus``..``max_gpus``) ``gpus`` GPUs, through a checkpoint."""
+        return self._action(job, "resize", {"gpus": gpus, **({"reason": reason} if reason else {})})
 
     def logs(self, job_id: str, task: str | None = None, offset: int = 0, follow: bool = False):
         """One page of a task's log (dict per the contract); with ``follow=True`` an iterator of text

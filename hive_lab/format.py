@@ -195,3 +195,25 @@ class LogTail:
             return 0
         total = self.total_lines + (0 if self._text.endswith("\n") else 1)
         return max(0, total - len(self._text.splitlines()))
+
+
+def progress_text(job: dict) -> str | None:
+    """The job's progress and measured throughputs (``GET jobs/{id}``'s ``progress``), e.g.
+    ``1200 steps (last on V100); measured: K80 10 steps/s (over 3 s), V100 40 steps/s (over 1 s);
+    Gavel's figures: k80 1.26, v100 7.92 steps/s``. None when the job reported nothing."""
+    p = job.get("progress")
+    if not p:
+        return None
+    parts = []
+    if p.get("steps") is not None:
+        parts.append(f"{p['steps']} steps" + (f" (last on {p['gpu_type']})" if p.get("gpu_type") else ""))
+    rates = [f"{t} {r['steps_per_s']:.3g} steps/s (over {duration(r.get('seconds'))})"
+             for t, r in sorted((p.get("rates") or {}).items()) if r.get("steps_per_s") is not None]
+    if rates:
+        parts.append("measured: " + ", ".join(rates))
+    elif p.get("steps") is not None:
+        parts.append("no rate measured yet")
+    known = p.get("known_rates") or {}
+    if known:
+        parts.append("Gavel's figures: " + ", ".join(f"{t} {v:.3g}" for t, v in sorted(known.items())) + " steps/s")
+    return "; ".join(parts) or None

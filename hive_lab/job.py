@@ -78,6 +78,26 @@ class Job:
         self.info = self.client.cancel(self.id)
         return self.info
 
+    def pause(self, reason: str = "") -> dict:
+        """Pause the job (checkpoint signal if it runs; out of the queue until ``resume()``)."""
+        self.info = self.client.pause(self.id, reason)
+        return self.info
+
+    def resume(self, reason: str = "") -> dict:
+        """Queue the paused job again; it starts with ``HIVE_RESUMED=1``."""
+        self.info = self.client.resume(self.id, reason)
+        return self.info
+
+    def migrate(self, gpu_type: str, reason: str = "") -> dict:
+        """Admins: move the job to GPUs of ``gpu_type`` through a checkpoint."""
+        self.info = self.client.migrate(self.id, gpu_type, reason)
+        return self.info
+
+    def resize(self, gpus: int, reason: str = "") -> dict:
+        """Admins: give the elastic job ``gpus`` GPUs (within its ``min_gpus``..``max_gpus``)."""
+        self.info = self.client.resize(self.id, gpus, reason)
+        return self.info
+
     def logs(self, task: str | None = None) -> str:
         """The task's log so far (the first task when not named)."""
         return self.client.log_text(self.id, task=task)

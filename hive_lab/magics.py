@@ -1,4 +1,5 @@
-"""IPython magics: ``%%submit``, ``%hive_jobs``, ``%hive_cancel``, ``%hive_status``, ``%hive_connect``."""
+"""IPython magics: ``%%submit``, ``%hive_jobs``, ``%hive_cancel``, ``%hive_pause``, ``%hive_resume``,
+``%hive_migrate``, ``%hive_resize``, ``%hive_status``, ``%hive_connect``."""
 
 from __future__ import annotations
 
@@ -225,6 +226,54 @@ class HiveLabMagics(Magics):
             except HiveLabError as exc:
                 print(f"hive-lab: {exc}", file=sys.stderr)
         return None
+
+    # pause / resume / migrate / resize (docs/checkpoint.md): like %hive_cancel, one status line per job,
+    # and the server's sentence on stderr for each job it refuses (403 others' jobs, 409 not now, 400 bad input)
+    @magic_arguments()
+    @argument("jobs", nargs="+", metavar="JOB")
+    @argument("--reason", default="", help="said in the job's history")
+    @line_magic
+    def hive_pause(self, line):
+        """Pause jobs: ``%hive_pause j-000017 [...] [--reason TEXT]``. A running job gets the checkpoint
+        signal and stops; a paused job holds no GPU and waits for ``%hive_resume``."""
+        args = parse_argstring(self.hive_pause, line)
+        self._act(args.jobs, lambda job_id: self.client.pause(job_id, args.reason))
+
+    @magic_arguments()
+    @argument("jobs", nargs="+", metavar="JOB")
+    @argument("--reason", default="", help="said in the job's history")
+    @line_magic
+    def hive_resume(self, line):
+        """Queue paused jobs again: ``%hive_resume j-000017 [...]``; they start with ``HIVE_RESUMED=1``."""
+        args = parse_argstring(self.hive_resume, line)
+        self._act(args.jobs, lambda job_id: self.client.resume(job_id, args.reason))
+
+    @magic_arguments()
+    @argument("jobs", nargs="+", metavar="JOB")
+    @argument("--gpu-type", required=True, help="the GPU type to move to, e.g. V100")
+    @argument("--reason", default="", help="said in the job's history")
+    @line_magic
+    def hive_migrate(self, line):
+        """Admins: move jobs to another GPU type: ``%hive_migrate j-000017 --gpu-type V100``."""
+        args = parse_argstring(self.hive_migrate, line)
+        self._act(args.jobs, lambda job_id: self.client.migrate(job_id, args.gpu_type, args.reason))
+
+    @magic_arguments()
+    @argument("job", metavar="JOB")
+    @argument("--gpus", type=int, required=True, help="the new GPU count, within the job's min_gpus..max_gpus")
+    @argument("--reason", default="", help="said in the job's history")
+    @line_magic
+    def hive_resize(self, line):
+        """Admins: give an elastic job another GPU count: ``%hive_resize j-000017 --gpus 2``."""
+        args = parse_argstring(self.hive_resize, line)
+        self._act([args.job], lambda job_id: self.client.resize(job_id, args.gpus, args.reason))
+
+    def _act(self, ids, do) -> None:
+        for job_id in ids:
+            try:
+                print(status_line(do(job_id)))
+            except HiveLabError as exc:
+                print(f"hive-lab: {job_id}: {exc}", file=sys.stderr)
 
     @line_magic
     def hive_status(self, line):

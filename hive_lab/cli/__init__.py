@@ -18,6 +18,7 @@ SUBCOMMANDS = [
     "logs",
     "outputs",
     "cancel",
+    "job_actions",
     "vcs",
     "top",
     "demo",

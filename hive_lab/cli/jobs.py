@@ -38,6 +38,11 @@ def run(args) -> int:
 
                 console.print(f"  time limit: {time_limit_text(job)}"
                               + (f" (deadline {job['deadline']})" if job.get("deadline") else ""))
+            from ..format import progress_text
+
+            progress = progress_text(job)
+            if progress:
+                console.print(f"  progress: {progress}", markup=False)
             for h in job.get("history") or []:
                 console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")
         return 0

@@ -44,22 +44,26 @@ class ViewsMixin:
         return i if i < len(lst) and lst[i] == j.qkey else len(lst)
 
     def _vc_doomed(self, name: str) -> int:
+        return sum(self.vc_doomed_by_chain(name).values())
+
+    def vc_doomed_by_chain(self, name: str) -> dict[str, int]:
+        """chain -> the VC's guaranteed GPUs on bad (or drained) hardware: doomed, not usable now."""
         vc = self._vcs[name]
-        bad = 0
+        bad: dict[str, int] = {}
         demand: dict[str, dict[int, int]] = {}
         for chain, roots in vc.roots.items():
             for r in roots:
                 if r.bound is not None:
-                    bad += r.bound.bad
+                    bad[chain] = bad.get(chain, 0) + r.bound.bad
                 else:
                     d = demand.setdefault(chain, {})
                     d[r.level] = d.get(r.level, 0) + 1
         for p in vc.pins.values():
-            bad += p.bound.bad
+            bad[p.chain] = bad.get(p.chain, 0) + p.bound.bad
         for chain, d in demand.items():
             b = self._buddies[chain]
             bl = self._bad_leaves[chain]
-            bad += b.doomed(d, bl.values()) if bl else b.shortfall(b.counts(), d)
+            bad[chain] = bad.get(chain, 0) + (b.doomed(d, bl.values()) if bl else b.shortfall(b.counts(), d))
         return bad
 
     def _largest_free(self, vc, chain: str, level: int) -> int:

@@ -79,6 +79,12 @@ class HiveLabApp(ExtensionApp):
         help="fair_share: the half-life of past usage in seconds (default one day: yesterday's GPU-hours weigh half)",
     )
     round_length_s = Float(360.0, config=True, help="length of a round of a Gavel queue_policy (seconds)")
+    round_rate_tolerance = Float(
+        0.1, config=True,
+        help="""A Gavel queue_policy is solved again when jobs arrive, end or are resized, when a VC's usable
+        GPUs change, or when a job's throughput on a GPU type moved by more than this fraction since the
+        last solve; otherwise each round reuses the last allocation (docs/checkpoint.md).""",
+    )
     vc_access = Dict(
         config=True,
         help="""Who may submit to which VCs: {"ann": ["research"], "@students": ["cv-101"], "*": ["default"]}.
@@ -273,7 +279,8 @@ class HiveLabApp(ExtensionApp):
         if self.queue_policy in LIVE_POLICIES:
             from .rounds import RoundDriver
 
-            self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s)
+            self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s,
+                                               self.round_rate_tolerance)
         from .hardware.integration import make_monitor
 
         self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,

@@ -10,6 +10,11 @@ round mechanism (``rounds.choose_round``: priority = allocation / time received)
 the choice out through the lifecycle: chosen jobs are resumed (a paused one) or migrated (another
 GPU type than they run on or ask for), the others are paused, each with the reason
 ``round N of <policy>``. A VC only shares its own GPUs (its guarantee), so HiveD's guarantee holds.
+
+The policy is solved again only when its inputs changed (``round_cache``: jobs arrived, ended or were
+resized; the VC's usable GPUs changed; a throughput moved by more than ``rtol``); otherwise the round
+reuses the VC's last allocation and only the time each job received moves the round's choice on.
+``solves`` counts the solves; ``solve_reasons`` says, per VC, why the last plan solved (None: reused).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .lifecycle.states import JobState
+from .round_cache import DEFAULT_RTOL, Inputs, Solved, what_changed
 
 if TYPE_CHECKING:
     from .service import HiveService
@@ -35,21 +41,26 @@ REMAINING_STEPS = 1e6  # live jobs do not say how long they are; every job looks
 
 
 class RoundDriver:
-    def __init__(self, service: "HiveService", policy: str, round_s: float = 360.0):
+    def __init__(self, service: "HiveService", policy: str, round_s: float = 360.0, rtol: float = DEFAULT_RTOL):
         from hive_scheduler.hetero.policies import make_policy
 
         self.svc = service
         self.policy_name = policy
         self.policy = make_policy(policy)
         self.round_s = round_s
+        self.rtol = rtol  # a throughput that moved by more than this (relative) asks for a new solve
         self.round = 0
         self.received: dict[str, dict[str, float]] = defaultdict(dict)  # job -> GPU type -> seconds run
         self.last_choice: dict[str, str] = {}
+        self.solved: dict[str, Solved] = {}  # VC -> the inputs of its last solve and the allocation
+        self.solves = 0
+        self.solve_reasons: dict[str, str | None] = {}
 
     # --- the cluster as Gavel sees it ---------------------------------------------------------
 
     def vc_gpus(self, vc: str) -> dict[str, int]:
-        """GPUs per type that the VC's guarantee holds."""
+        """GPUs per type that the VC's guarantee holds and that it can use now: less its doomed GPUs
+        (bad or drained hardware its cells are bound to, or that leaves them nowhere to bind)."""
         cfg = self.svc.config
         out: dict[str, int] = defaultdict(int)
         spec = cfg.virtual_clusters[vc]
@@ -59,11 +70,22 @@ class RoundDriver:
             cell = cfg.pinned_cells[pid]
             chain = next(c for c in cfg.chains.values() if cell.type in c.types)
             out[chain.gpu_type] += cfg.cell_types[cell.type].leaf_count
-        return dict(sorted(out.items()))
+        for chain, bad in self.svc.scheduler.vc_doomed_by_chain(vc).items():
+            if bad and chain in cfg.chains:
+                out[cfg.chains[chain].gpu_type] -= bad
+        return {t: n for t, n in sorted(out.items()) if n > 0}
 
     def throughput(self, job: Any, gpu_types: list[str], gpus: int) -> np.ndarray:
         known = self.svc.progress.known(job.spec.get("job_type"), gpus) or {}
         learned = self.svc.progress.jobs.get(job.id)
+        if learned is None and job.lc.attempt:
+            # rates live in memory only; after a restart (or for a job that is not running) the job's
+            # log, which every attempt appends to, is the record: read it before solving without it
+            try:
+                self.svc.read_progress(job.id)
+            except Exception as exc:  # noqa: BLE001 - no log yet, or unreadable: 1 step/s as for any job
+                log.info("hive-lab: reading the progress of %s failed: %s", job.id, exc)
+            learned = self.svc.progress.jobs.get(job.id)
         row = []
         for t in gpu_types:
             value = known.get(t.lower())
@@ -87,7 +109,8 @@ class RoundDriver:
         return sorted(out, key=lambda j: j.seq)
 
     def plan(self) -> dict[str, str | None]:
-        """Job -> the GPU type it runs on this round (None: it waits, paused). Pure: changes nothing."""
+        """Job -> the GPU type it runs on this round (None: it waits, paused). Changes no job; it solves a
+        VC's policy only when ``round_cache.what_changed`` says its inputs changed (and keeps the result)."""
         from hive_scheduler.hetero.policies import PackedAllocation, Problem
         from hive_scheduler.hetero.rounds import choose_round
 
@@ -96,21 +119,34 @@ class RoundDriver:
             jobs = self.candidates(vc)
             gpus_by_type = self.vc_gpus(vc)
             if not jobs or not gpus_by_type:
+                self.solved.pop(vc, None)
+                self.solve_reasons.pop(vc, None)
                 continue
             types = list(gpus_by_type)
             gpus = np.array([gpus_by_type[t] for t in types], dtype=float)
             sf = np.array([sum(t["gpus"] * t["count"] for t in j.spec["tasks"]) for j in jobs])
             thr = np.array([self.throughput(j, types, int(s)) for j, s in zip(jobs, sf)])
-            now = self.svc.now()
-            problem = Problem(
-                job_ids=list(range(len(jobs))), gpu_types=types, gpus=gpus, throughput=thr, scale_factor=sf,
-                remaining_steps=np.full(len(jobs), REMAINING_STEPS), priority_weight=np.ones(len(jobs)),
-                time_since_start=np.array([max(1.0, now - j.request.submit_time) for j in jobs]),
-                job_keys=[(j.spec.get("job_type") or j.id, int(s)) for j, s in zip(jobs, sf)])
-            x = self.policy.allocate(problem)
-            if isinstance(x, PackedAllocation):  # packing is simulated only: keep the single-job units
-                single = {u[0]: x.x[i] for i, u in enumerate(x.units) if len(u) == 1}
-                x = np.array([single.get(i, np.zeros(len(types))) for i in range(len(jobs))])
+            inputs = Inputs(jobs=tuple((j.id, int(s)) for j, s in zip(jobs, sf)),
+                            gpus=tuple((t, gpus_by_type[t]) for t in types), throughput=thr)
+            cached = self.solved.get(vc)
+            why = what_changed(cached.inputs if cached else None, inputs, self.rtol)
+            self.solve_reasons[vc] = why
+            if why is None:
+                x = cached.allocation  # the same jobs, GPUs and throughputs: the same allocation
+            else:
+                now = self.svc.now()
+                problem = Problem(
+                    job_ids=list(range(len(jobs))), gpu_types=types, gpus=gpus, throughput=thr, scale_factor=sf,
+                    remaining_steps=np.full(len(jobs), REMAINING_STEPS), priority_weight=np.ones(len(jobs)),
+                    time_since_start=np.array([max(1.0, now - j.request.submit_time) for j in jobs]),
+                    job_keys=[(j.spec.get("job_type") or j.id, int(s)) for j, s in zip(jobs, sf)])
+                x = self.policy.allocate(problem)
+                if isinstance(x, PackedAllocation):  # packing is simulated only: keep the single-job units
+                    single = {u[0]: x.x[i] for i, u in enumerate(x.units) if len(u) == 1}
+                    x = np.array([single.get(i, np.zeros(len(types))) for i in range(len(jobs))])
+                self.solves += 1
+                self.solved[vc] = Solved(inputs, x)
+                log.info("hive-lab: %s: solved VC %s again (%s)", self.policy_name, vc, why)
             received = np.array([[self.received[j.id].get(t, 0.0) for t in types] for j in jobs])
             order = sorted(range(len(types)), key=lambda k: -thr[:, k].mean())  # fastest type first
             chosen = choose_round([(i,) for i in range(len(jobs))], x, received, (thr > 0).astype(float), sf, gpus,

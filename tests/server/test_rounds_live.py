@@ -111,15 +111,21 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
             await until(lambda: settled(svc, plan), "round 1 carried out")
             assert "migrated K80 -> V100: round 1 of max_min_fairness_perf: faster type" in history(svc, resnet)
             assert "migrated V100 -> K80: round 1 of max_min_fairness_perf: faster type" in history(svc, rec)
+            assert svc.rounds.solves == 1 and svc.rounds.solve_reasons["lab"] == "first solve"
             plan = await svc.rounds.run_round()  # nothing better: nothing moves
             assert plan == {resnet: "V100", rec: "K80"}
             assert svc.active[resnet].lc.attempt == 2 and svc.active[rec].lc.attempt == 2
+            # the same jobs, GPUs and throughputs (their states changed): the allocation is reused
+            assert svc.rounds.solves == 1 and svc.rounds.solve_reasons["lab"] is None
 
             # a third job: two GPUs for three jobs, so they take turns
             other = submit(svc, RESNET)
             ran: dict[str, set[str]] = {j: set() for j in (resnet, rec, other)}
-            for _ in range(4):
+            for n in range(4):
                 plan = await svc.rounds.run_round()
+                # solved once when the third job arrived, then the rounds only take turns on that allocation
+                assert svc.rounds.solves == 2, svc.rounds.solve_reasons
+                assert svc.rounds.solve_reasons["lab"] == (f"jobs arrived: {other}" if n == 0 else None)
                 assert sorted(t for t in plan.values() if t) <= ["K80", "V100"]  # one job per GPU
                 assert sum(1 for t in plan.values() if t is None) == 1
                 await until(lambda: settled(svc, plan), f"round {svc.rounds.round} carried out")
