@@ -39,8 +39,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         "submitted_at": iso(row["submitted_at"]), "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]), "exit_code": row["exit_code"], "retries": row["retries"],
         "max_retries": row["max_retries"],
-        "placement": [{"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]),
-                       "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
+        "placement": [placement_object(svc, p) for p in placement],
     }
     obj.update(time_limit_fields(svc, row, job))
     if private:
@@ -80,6 +79,15 @@ def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True)
     if est is None:
         return {"estimated_start": None, "estimated_start_basis": None}
     return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
+
+
+def placement_object(svc: "HiveService", p: dict[str, Any]) -> dict[str, Any]:
+    """One task's placement; a share of one GPU adds its share, slot (first eighth) and MIG device."""
+    out = {"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]), "gpus": list(p["gpus"]),
+           "gpu_uuids": p["gpu_uuids"]}
+    if p.get("share"):
+        out.update(share=p["share"], share_slot=p.get("share_slot"), mig_device=p.get("mig_device"))
+    return out
 
 
 def spec_gpus(row: dict[str, Any]) -> int | float:
