@@ -156,6 +156,8 @@ class GpuShare(_Out):
     user: str | None = None
     slot: int = Field(description="its first eighth of the GPU")
     share: float = Field(description="0.5, 0.25 or 0.125 of the GPU")
+    utilization: float | None = Field(None, description="SM utilisation of its own processes, percent of the GPU "
+                                                        "(NVML per-process utilisation; null where unknown)")
 
 
 class Gpu(_Out):

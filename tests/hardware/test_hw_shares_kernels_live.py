@@ -111,9 +111,29 @@ async def test_four_quarter_gpu_kernels_share_one_gpu_the_fifth_waits_and_a_memo
         assert any("waits for a 0.25 share of a GPU" in m and reason in m for m in said), said
         assert await fifth.is_alive()  # waiting, not dead
 
+        # per-share utilisation: NVML's per-process utilisation of each kernel's process, in the cluster
+        # view's shares and a Prometheus series per share
+        pids = {s: int(field(seen[s], "PID")) for s in STUDENTS[:4]}
+        add_fault(hw, {"at": 0, "gpu": 0, "utilization": 55, "processes": [
+            {"pid": pids[STUDENTS[0]], "used_memory_mb": 1000, "sm_util": 40},
+            {"pid": pids[STUDENTS[1]], "used_memory_mb": 500, "sm_util": 15}]})
+
+        def share_utils():
+            (g,) = srv.request("GET", "cluster").json()["gpus"]
+            got = {x["job"]: x["utilization"] for x in g["shares"]}
+            return got if got[ids[STUDENTS[0]]] == 40 else None
+
+        utils = await until(share_utils, "the shares' utilisation in the cluster view")
+        assert utils == {ids[STUDENTS[0]]: 40, ids[STUDENTS[1]]: 15, ids[STUDENTS[2]]: None, ids[STUDENTS[3]]: None}
+        metrics = srv.request("GET", "metrics").text
+        series = [line for line in metrics.splitlines() if line.startswith("hive_lab_job_gpu_share_utilization_percent{")]
+        assert len(series) == 2, series
+        assert any(f'job="{ids[STUDENTS[0]]}"' in line and 'share="0.25"' in line and f'user="{STUDENTS[0]}"' in line
+                   and line.endswith(" 40.0") for line in series), series
+
         # student0's kernel grows past its budget (NVML's per-process memory of the kernel's process)
-        pid = int(field(seen[STUDENTS[0]], "PID"))
-        add_fault(hw, {"at": 0, "gpu": 0, "memory_used_mb": 9000, "processes": [{"pid": pid, "used_memory_mb": 9000}]})
+        add_fault(hw, {"at": 0, "gpu": 0, "memory_used_mb": 9000,
+                       "processes": [{"pid": pids[STUDENTS[0]], "used_memory_mb": 9000}]})
         hog = await until(lambda: (lambda j: j if j["state"] == "cancelled" else None)(job(ids[STUDENTS[0]], STUDENTS[0])),
                           "the memory hog's kernel to be stopped")
         history = [h["reason"] for h in hog["history"]]

@@ -120,7 +120,10 @@ def cluster_object(svc: "HiveService") -> dict[str, Any]:
                 "path": list(path),
             })
             if cell.get("shares") is not None:  # a shared GPU: each share and who holds it
-                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"])) for sh in cell["shares"]]
+                util = getattr(svc.hardware, "job_share_utilization", None)
+                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"]),  # and its own processes' SM utilisation
+                                           utilization=util(sh["job"]) if util is not None else None)
+                                      for sh in cell["shares"]]
                 gpus[-1]["free_share"] = cell.get("free_share")
             if svc.hardware is not None:  # live readings and the health rules' verdict
                 gpus[-1].update(svc.hardware.gpu_status(node, index))
