@@ -82,7 +82,7 @@ async def test_four_quarter_gpu_kernels_share_one_gpu_the_fifth_waits_and_a_memo
 
     kms = {s: AsyncKernelManager(kernel_name="gpu-quarter",
                                  config=Config({"HiveProvisioner": {"url": srv.url, "token": srv.tokens[s],
-                                                                    "queue_log_interval_s": 3600}}))
+                                                                    "queue_log_interval_s": 3600, "placement_wait_s": 60}}))
            for s in STUDENTS}
     caplog.set_level(logging.WARNING, logger="hive_lab_server.provisioner")
     try:
