@@ -87,7 +87,7 @@ class HeatmapView(LiveView):
         self.share_renderer = self.figure.rect(x="x", y="y", width="w", height=0.8, source=self.shares,
                                                fill_color="color", line_color="white", line_width=1)
         self.figure.add_tools(HoverTool(renderers=[self.share_renderer], tooltips=[
-            ("GPU", "@gpu"), ("share", "@share"), ("job", "@job"), ("user", "@user")]))
+            ("GPU", "@gpu"), ("share", "@share"), ("job", "@job"), ("user", "@user"), ("utilization", "@util")]))
         self.figure.add_tools(HoverTool(renderers=[self.renderer], tooltips=[
             ("GPU", "@node #@index (@type)"), ("state", "@state"), ("VC", "@vc"), ("job", "@job"),
             ("user", "@user"), ("cells", "@path"), ("util", "@util")]))

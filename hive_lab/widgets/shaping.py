@@ -129,7 +129,7 @@ def share_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list
     gpus = cluster.get("gpus") or []
     if layout is None:
         layout = compute_layout(gpus)
-    cols: dict[str, list] = {k: [] for k in ("x", "y", "w", "color", "job", "user", "share", "gpu")}
+    cols: dict[str, list] = {k: [] for k in ("x", "y", "w", "color", "job", "user", "share", "gpu", "util")}
     for i, g in enumerate(gpus):
         for s in g.get("shares") or []:
             # the GPU's rect is 0.9 wide, centred in its unit cell
@@ -143,6 +143,8 @@ def share_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list
             cols["user"].append(s.get("user") or "")
             cols["share"].append(f"{s['share']:g} GPU")
             cols["gpu"].append(f"{g.get('node', '')} #{g.get('index', i)}")
+            util = s.get("utilization")  # its own processes' SM utilisation (NVML per-process)
+            cols["util"].append("" if util is None else f"{util:g}%")
     return cols
 
 

@@ -36,6 +36,10 @@ class Placement(_Out):
                                      "local/docker); a kernel's ZMQ ports listen there")
     gpus: list[int]
     gpu_uuids: list[str] | None = None
+    share: float | None = Field(None, description="a share of its one GPU (0.5, 0.25, 0.125); absent for whole GPUs")
+    share_slot: int | None = Field(None, description="a share's first eighth of the GPU (0-7): which eighths it "
+                                                     "holds; kept across server restarts")
+    mig_device: str | None = Field(None, description="a share under MIG: the MIG device it was given (MIG-...)")
 
 
 class HistoryEntry(_Out):
@@ -152,6 +156,8 @@ class GpuShare(_Out):
     user: str | None = None
     slot: int = Field(description="its first eighth of the GPU")
     share: float = Field(description="0.5, 0.25 or 0.125 of the GPU")
+    utilization: float | None = Field(None, description="SM utilisation of its own processes, percent of the GPU "
+                                                        "(NVML per-process utilisation; null where unknown)")
 
 
 class Gpu(_Out):

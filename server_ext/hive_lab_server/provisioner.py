@@ -104,6 +104,16 @@ class HiveProvisioner(LocalProvisioner):
         """The kernel's job is submitted but not placed yet (nothing answers on its ports)."""
         return self.job_id is not None and (self._job or {}).get("state") in ("submitted", "queued")
 
+    @property
+    def queue_reason(self) -> str:
+        """Why the kernel's job waits (the scheduler's reason; empty once it runs or before it is known)."""
+        return self._queue_reason if self.waiting_for_gpus else ""
+
+    def _asked(self) -> str:
+        """What the kernel asks for, in words: ``2 GPU(s)`` or ``a 0.25 share of a GPU``."""
+        g = self.gpus
+        return f"a {g:g} share of a GPU" if isinstance(g, float) and 0 < g < 1 else f"{g:g} GPU(s)"
+
     # ------------------------------------------------------------------ helpers
 
     @property
@@ -194,6 +204,10 @@ class HiveProvisioner(LocalProvisioner):
             job = await self._refresh() or {}
         if job.get("state") in ("scheduled", "running"):
             self._use_node_address(job, launched=False)
+        elif job.get("state") == "queued":  # the start says why it waits (the server log, the panel, its first cell)
+            self._queue_reason = job.get("reason") or ""
+            log.warning("hive kernel %s waits for %s as job %s: %s", self.kernel_id, self._asked(), self.job_id,
+                        self._queue_reason or "queued")
 
     def _use_node_address(self, job: dict, launched: bool = True) -> None:
         """Point the kernel's connection info at the node its job was placed on (``placement[].address``)."""
@@ -263,12 +277,6 @@ class HiveProvisioner(LocalProvisioner):
         self._heartbeat(create=True)
         self._exits_seen = 0
         self._culled = False
-        if job.get("state") == "queued":
-            self._queue_reason = job.get("reason") or ""
-            log.warning(
-                "hive kernel %s waits for %d GPU(s) as job %s: %s",
-                self.kernel_id, self.gpus, self.job_id, self._queue_reason or "queued",
-            )
         limit = self.idle_limit()
         if limit > 0 and self.gpus > 0:
             self._culler = IdleCuller(

@@ -7,7 +7,7 @@ from hive_lab.widgets.shaping import job_color, job_rows, share_columns
 
 CLUSTER = {"gpus": [
     {"node": "ws", "index": 0, "state": "used", "vc": "cv-101", "job": "j-1", "user": "ann", "path": ["ws"],
-     "shares": [{"job": "j-1", "user": "ann", "slot": 0, "share": 0.25},
+     "shares": [{"job": "j-1", "user": "ann", "slot": 0, "share": 0.25, "utilization": 40},
                 {"job": "j-2", "user": "bob", "slot": 4, "share": 0.5}], "free_share": 0.25},
     {"node": "ws", "index": 1, "state": "used", "vc": "cv-101", "job": "j-3", "user": "cy", "path": ["ws"]},
 ]}
@@ -22,6 +22,7 @@ def test_a_shared_gpu_is_drawn_as_its_shares_in_their_eighths():
     # strips inside the GPU's 0.9-wide cell: j-1 on eighths 0-1, j-2 on eighths 4-7
     assert abs(cols["x"][0] - (x0 + 0.05 + 0.225 / 2)) < 1e-9 and abs(cols["x"][1] - (x0 + 0.05 + 0.45 + 0.225)) < 1e-9
     assert cols["w"][1] > cols["w"][0] and set(cols["gpu"]) == {"ws #0"}
+    assert cols["util"] == ["40%", ""]  # each share's own GPU utilisation, where NVML gives it
 
 
 def test_heatmap_widget_carries_the_share_strips():

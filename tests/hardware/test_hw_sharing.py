@@ -112,3 +112,33 @@ def test_budget_watch_warns_then_stops_and_forgives_a_job_back_under():
     warn, stop = w.check({"a": 1100, "b": 1300})
     assert [j for j, _ in warn] == ["a"] and [j for j, _ in stop] == ["b"]
     assert "stopped: its GPU share used 1300 MB" in stop[0][1]
+
+
+def test_per_process_utilisation_gives_each_share_what_its_own_processes_use():
+    """nvmlDeviceGetProcessUtilization (fake NVML): the sampler keeps each process's newest sample,
+    asks only for samples newer than the last round's, and reads "none since" (NotFound) as idle."""
+    from hive_lab_server.hardware.sampler import GpuSampler, attribute, job_usage
+
+    desc = dict(TOPOLOGIES["single"])
+    desc["gpus"] = [dict(desc["gpus"][0], processes=[{"pid": 11, "used_memory_mb": 900, "sm_util": 30},
+                                                     {"pid": 12, "used_memory_mb": 100, "sm_util": 5},
+                                                     {"pid": 21, "used_memory_mb": 700, "sm_util": 20},
+                                                     {"pid": 31, "used_memory_mb": 50}])]
+    nvml = FakeNvml(desc)
+    sampler = GpuSampler(nvml, "laptop")
+    owners = {11: "j-a", 12: "j-a", 21: "j-b", 31: "j-c"}
+    (s,) = attribute(sampler.sample(), owners, {("laptop", 0): ["j-a", "j-b", "j-c"]})
+    usage = job_usage([s])
+    assert {j: (u.process_utilization, u.memory_used_mb) for j, u in usage.items()} == \
+        {"j-a": (35, 1000), "j-b": (20, 700), "j-c": (0, 50)}  # j-c's process states none: idle
+    first = sampler._util_stamps[0]
+    (s,) = attribute(sampler.sample(), owners)
+    assert sampler._util_stamps[0] > first  # the next round asks only for newer samples
+    assert job_usage([s])["j-a"].process_utilization == 35
+
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    nvml._gpus[0]["processes"] = [{"pid": 11, "used_memory_mb": 900}]  # no samples since: NotFound
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        nvml.nvmlDeviceGetProcessUtilization(h, 0)
+    (s,) = attribute(sampler.sample(), owners)
+    assert job_usage([s])["j-a"].process_utilization == 0

@@ -49,7 +49,8 @@ def test_queries_on_postgres(postgres_url):
     assert total == 2 and [j["id"] for j in jobs] == ["j-000003"]
     assert store.placements(["j-000002"])["j-000002"][0] | {"id": None} == {
         "id": None, "job_id": "j-000002", "attempt": 1, "task": "main-0", "group": "main", "index": 0, "rank": 0,
-        "node": "node-0", "gpus": [1], "gpu_uuids": ["GPU-x"], "cpus": 1.5, "memory_mb": 0, "opportunistic": False}
+        "node": "node-0", "gpus": [1], "gpu_uuids": ["GPU-x"], "cpus": 1.5, "memory_mb": 0, "opportunistic": False,
+        "share": None, "share_slot": None, "mig_device": None}
     assert store.history("j-000002") == [{"state": "running", "at": t0 + 2, "reason": "because"},
                                          {"state": "succeeded", "at": t0 + 9, "reason": "exit 0"}]
     assert store.get_job("j-000002")["finished_at"] == t0

@@ -26,7 +26,8 @@ Description (a dict, or a YAML/JSON file)::
       power_w: 60
       ecc_supported: true              # false -> ECC calls raise NVMLError_NotSupported
       row_remapping: true              # true: remapped rows (Ampere+); false: retired pages
-      processes: [{pid: 1234, used_memory_mb: 500}]   # per-process GPU memory (share budgets)
+      processes: [{pid: 1234, used_memory_mb: 500, sm_util: 30}]   # per-process GPU memory (share budgets)
+                                       # and SM utilisation (nvmlDeviceGetProcessUtilization; optional)
       mig_devices: [{uuid: MIG-..., memory_mb: 10240}] # optional: the GPU is in MIG mode with these devices
     nvlink: [[0, 1], {gpus: [2, 3], links: 4}, ...]   # GPU pairs bridged by NVLink
     nvswitch: false                    # true: every GPU has NVLinks to an NVSwitch
@@ -546,6 +547,20 @@ class FakeNvml:
             })
             for p in s["processes"]
         ]
+
+    def nvmlDeviceGetProcessUtilization(self, handle, timeStamp) -> list:
+        """Per-process utilisation samples newer than ``timeStamp`` (microseconds), one per process that
+        states ``sm_util``; NVML_ERROR_NOT_FOUND when there are none (as NVML answers for idle GPUs)."""
+        s = self._device(handle)
+        self._refuse(s, "process_utilization")
+        self._util_stamp = max(int(timeStamp) + 1, getattr(self, "_util_stamp", 0) + 1)
+        out = [_pynvml.c_nvmlProcessUtilizationSample_t(pid=int(p["pid"]), timeStamp=self._util_stamp,
+                                                         smUtil=int(p["sm_util"]), memUtil=int(p.get("mem_util", 0)),
+                                                         encUtil=0, decUtil=0)
+               for p in s["processes"] if p.get("sm_util") is not None]
+        if not out:
+            raise _error(_pynvml.NVML_ERROR_NOT_FOUND)
+        return out
 
     # ---------------------------------------------------------------- events
     def nvmlEventSetCreate(self) -> _EventSet:

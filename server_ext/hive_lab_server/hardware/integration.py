@@ -91,7 +91,14 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         return out
 
     def labels() -> dict[str, dict[str, str]]:
-        return {job.id: {"user": job.user, "vc": job.vc} for job in service.active.values()}
+        out = {}
+        for job in service.active.values():
+            tasks = job.spec.get("tasks") or []
+            share = tasks[0].get("gpus") if len(tasks) == 1 else None
+            out[job.id] = {"user": job.user, "vc": job.vc}
+            if isinstance(share, float) and 0 < share < 1:
+                out[job.id]["share"] = f"{share:g}"  # a share of its GPU: its per-process utilisation series
+        return out
 
     def drained() -> set[tuple[str, int]]:
         return {k for k in gpus if k[0] in service.drained_nodes or k in service.drained_gpus}

@@ -165,9 +165,15 @@ class GpuMetrics:
         job_mem = GaugeMetricFamily("hive_lab_job_gpu_memory_used_bytes", "GPU memory the job uses",
                                     labels=["job", "user", "vc"])
         job_gpus = GaugeMetricFamily("hive_lab_job_gpus", "GPUs the job is using", labels=["job", "user", "vc"])
+        share_util = GaugeMetricFamily(
+            "hive_lab_job_gpu_share_utilization_percent",
+            "SM utilisation of a GPU share's own processes, in percent of its GPU (NVML per-process utilisation)",
+            labels=["job", "user", "vc", "share"])
         for job, usage in sorted(jobs.items()):
             labels = job_labels.get(job, {})
             key = [job, labels.get("user", ""), labels.get("vc", "")]
+            if labels.get("share") and usage.process_utilization is not None:
+                share_util.add_metric(key + [labels["share"]], usage.process_utilization)
             if usage.utilization is not None:
                 job_util.add_metric(key, usage.utilization)
             job_mem.add_metric(key, usage.memory_used_mb * 1048576.0)
@@ -175,6 +181,7 @@ class GpuMetrics:
         yield job_util
         yield job_mem
         yield job_gpus
+        yield share_util
 
         health_events, samples_total, sample_errors, sample_seconds = counters
         yield CounterMetricFamily("hive_lab_gpu_health_events", "GPUs marked bad by the health rules",

@@ -75,6 +75,7 @@ class HardwareMonitor:
         self.state_path = pathlib.Path(state_path) if state_path else None
         self.events: list[HealthEvent] = []  # history, newest last
         self._latest: dict[tuple[str, int], GpuSample] = {}
+        self._usage: dict[str, Any] = {}  # job -> JobGpuUsage of the latest round
         self._sampler = GpuSampler(nvml, node) if nvml is not None and node else None
         self._task: asyncio.Task | None = None
         self._stopping = False
@@ -128,6 +129,7 @@ class HardwareMonitor:
         for event in events:
             await self._went_bad(event)
         usage = job_usage(samples)
+        self._usage = usage
         self.metrics.update(samples, bad=self.state.bad, drained=set(self.drained()), jobs=usage,
                             job_labels=self.job_labels(), seconds=time.monotonic() - started)
         if self.on_job_usage is not None:
@@ -206,6 +208,11 @@ class HardwareMonitor:
             log.warning("hive-lab: cannot save GPU health state to %s: %s", self.state_path, exc)
 
     # ------------------------------------------------------------------ queries
+    def job_share_utilization(self, job: str) -> float | None:
+        """The SM utilisation of the job's own processes in the latest round (None: not known)."""
+        u = self._usage.get(job)
+        return u.process_utilization if u is not None else None
+
     def gpu_status(self, node: str, gpu: int) -> dict:
         """The per-GPU fields of ``GET cluster``: live readings and bad/drained flags."""
         s = self._latest.get((node, gpu))

@@ -27,6 +27,7 @@ class ProcessSample:
     pid: int
     used_memory_mb: int | None
     job: str | None = None
+    sm_util: int | None = None  # percent of the GPU's SMs it kept busy (nvmlDeviceGetProcessUtilization)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class GpuSampler:
         self.clock = clock
         self._handles: dict[int, Any] = {}
         self._uuids: dict[int, str] = {}
+        self._util_stamps: dict[int, int] = {}  # GPU -> newest per-process utilisation sample seen (us)
         self._events = None
         self._count = 0
         self._open = False
@@ -170,12 +172,39 @@ class GpuSampler:
             self._optional(s, "retired", lambda: self._retired(h))
             self._optional(s, "remap", lambda: nvml.nvmlDeviceGetRemappedRows(h))
             self._optional(s, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h))
+            if s.processes:
+                self._process_utilization(s, h)
         except NVMLError as exc:
             s.error, s.error_code = str(exc), getattr(exc, "value", None)
             s.lost = s.error_code in _LOST_CODES
             if s.lost:
                 self._handles.pop(index, None)  # get a fresh handle if it comes back
         return s
+
+    def _process_utilization(self, s: GpuSample, h: Any) -> None:
+        """Each process's SM utilisation since the previous round (its newest sample; none since: 0)."""
+        stamps = self._util_stamps
+        try:
+            samples = self.nvml.nvmlDeviceGetProcessUtilization(h, stamps.get(s.index, 0))
+        except NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code in _LOST_CODES:
+                raise
+            if code == pynvml.NVML_ERROR_NOT_FOUND:  # no samples since the last round: nothing ran
+                for p in s.processes:
+                    p.sm_util = 0
+            elif code != pynvml.NVML_ERROR_NOT_SUPPORTED:
+                s.read_errors.append(f"process_utilization: {exc}")
+            return
+        newest: dict[int, Any] = {}
+        for x in samples:
+            if int(x.pid) not in newest or int(x.timeStamp) > int(newest[int(x.pid)].timeStamp):
+                newest[int(x.pid)] = x
+        if newest:
+            stamps[s.index] = max(int(x.timeStamp) for x in newest.values())
+        for p in s.processes:
+            x = newest.get(p.pid)
+            p.sm_util = int(x.smUtil) if x is not None else 0
 
     def _optional(self, s: GpuSample, what: str, read: Callable[[], Any]) -> None:
         """One reading; NotSupported leaves it None, lost GPUs propagate, other errors are noted."""
@@ -311,6 +340,9 @@ class JobGpuUsage:
     gpus: list[tuple[str, int]] = field(default_factory=list)
     utilization: float | None = None  # mean over its GPUs
     memory_used_mb: int = 0
+    # its own processes' SM utilisation (sum, percent of a GPU): what a share uses of its shared GPU;
+    # None where NVML gives no per-process utilisation
+    process_utilization: float | None = None
 
 
 def job_usage(samples: Iterable[GpuSample]) -> dict[str, JobGpuUsage]:
@@ -324,6 +356,9 @@ def job_usage(samples: Iterable[GpuSample]) -> dict[str, JobGpuUsage]:
             u.gpus.append((s.node, s.index))
             if s.utilization is not None:
                 utils.setdefault(job, []).append(s.utilization)
+            busy = [p.sm_util for p in s.processes if p.job == job and p.sm_util is not None]
+            if busy:
+                u.process_utilization = (u.process_utilization or 0.0) + sum(busy)
             mine = [p.used_memory_mb for p in s.processes if p.job == job and p.used_memory_mb is not None]
             if mine:
                 u.memory_used_mb += sum(mine)

@@ -154,11 +154,10 @@ class GpuSharing:
             raise ShareRefused(f"GPU type {gpu_type} takes no shares (its mode is none)")
         if mode == "mig":
             eighths = round(share * 8)
-            for d in sorted(self.mig_devices.get((node, gpu), ()), key=lambda d: d.uuid):
-                if d.eighths == eighths and self.mig_given.get(d.uuid) in (None, job_id):
-                    self.mig_given[d.uuid] = job_id
-                    return ShareGrant("mig", d.uuid, min(budget, d.memory_mb) if gpu_memory_mb else d.memory_mb,
-                                      mig_uuid=d.uuid)
+            d = self.take_mig(job_id, node, gpu, share)
+            if d is not None:
+                return ShareGrant("mig", d.uuid, min(budget, d.memory_mb) if gpu_memory_mb else d.memory_mb,
+                                  mig_uuid=d.uuid)
             sizes = sorted({d.eighths for d in self.mig_devices.get((node, gpu), ())})
             raise ShareRefused(f"GPU {gpu} of {node} has no free MIG device of {eighths}/8 of its memory (its MIG "
                                f"devices are of {', '.join(f'{s}/8' for s in sizes) or 'no size'}); an admin "
@@ -171,6 +170,24 @@ class GpuSharing:
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={budget}M"  # device 0: the one GPU the task sees
             return ShareGrant("mps", device, budget, env)
         return ShareGrant("timeslice", device, budget)
+
+    def take_mig(self, job_id: str, node: str, gpu: int, share: float) -> MigDevice | None:
+        """The MIG device of the share's size on that GPU for ``job_id``: the one it holds already (also
+        one held again after a restart, ``hold_mig``), else the first free one; None when none is free."""
+        eighths = round(share * 8)
+        devices = sorted(self.mig_devices.get((node, gpu), ()), key=lambda d: d.uuid)
+        for d in devices:
+            if d.eighths == eighths and self.mig_given.get(d.uuid) == job_id:
+                return d
+        for d in devices:
+            if d.eighths == eighths and d.uuid not in self.mig_given:
+                self.mig_given[d.uuid] = job_id
+                return d
+        return None
+
+    def hold_mig(self, job_id: str, uuid: str) -> None:
+        """A running share's MIG device, as stored with its placement: given to it again (after a restart)."""
+        self.mig_given[uuid] = job_id
 
     def release(self, job_id: str) -> None:
         for uuid in [u for u, j in self.mig_given.items() if j == job_id]:
@@ -212,6 +229,10 @@ class MpsDaemons:
             argv, env = self.sharing.mps_start_command(node, gpu, device)
             self.run(argv, env={**os.environ, **env}, check=True, capture_output=True, timeout=30)
         users.add(job_id)
+
+    def adopt(self, node: str, gpu: int, job_id: str) -> None:
+        """A share still running after a restart: its GPU's daemon runs already; only count the user."""
+        self.users.setdefault((node, gpu), set()).add(job_id)
 
     def release(self, node: str, gpu: int, device: str, job_id: str) -> None:
         users = self.users.get((node, gpu))

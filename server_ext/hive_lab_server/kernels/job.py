@@ -165,9 +165,13 @@ def notice_lines(job: dict, waited_s: float, queue_reason: str, idle_limit_s: fl
     lines = []
     if previous:
         lines.append(f"hive-lab: {previous}")
-    holding = f"{n} GPU{'s' if n != 1 else ''} {gpus}" if n else "no GPU"
+    share = job.get("gpus")
+    if isinstance(share, float) and 0 < share < 1 and n == 1:  # a share of one GPU (gpus: 0.5, 0.25, 0.125)
+        holding = f"a {share:g} share of GPU {gpus[0]}"
+    else:
+        holding = f"{n} GPU{'s' if n != 1 else ''} {gpus}" if n else "no GPU"
     lines.append(f"hive-lab: this kernel is job {job['id']} in VC {job.get('vc')}, holding {holding}.")
-    if waited_s >= 1.0:
+    if waited_s >= 1.0 or queue_reason:  # it was queued (however briefly): say so, and why
         why = f": {queue_reason}" if queue_reason else ""
         lines.append(f"hive-lab: it waited {waited_s:.0f} s in the queue for its GPUs{why}.")
     if idle_limit_s and n:

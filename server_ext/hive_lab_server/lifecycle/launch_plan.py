@@ -155,18 +155,30 @@ def tracking_request(job_id: str, user: str, tasks: list[str], jobs_root: pathli
     return LaunchRequest(job_id=job_id, user=user, kind="batch", tasks=launches, labels={"hive-lab.job": job_id})
 
 
-def placement_row(p: TaskPlacement, opportunistic: bool, gpu_uuids: dict) -> dict[str, Any]:
+def placement_row(p: TaskPlacement, opportunistic: bool, gpu_uuids: dict, mig_device: str | None = None) -> dict[str, Any]:
+    """A ``placements`` row; a share of one GPU keeps its share, its slot (first eighth) and its MIG device."""
     uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
+    shared = bool(p.share)
     return {
         "task": p.task, "group": p.group, "index": p.index, "rank": p.rank, "node": p.node,
         "gpus": list(p.gpus), "gpu_uuids": uuids if uuids and all(uuids) else None,
         "cpus": float(p.cpus), "memory_mb": int(p.memory_mb), "opportunistic": opportunistic,
+        "share": float(p.share) if shared else None, "share_slot": int(p.share_slot) if shared else None,
+        "mig_device": mig_device if shared else None,
     }
 
 
 def placement_from_rows(rows: list[dict[str, Any]]) -> list[TaskPlacement]:
     return [TaskPlacement(task=p["task"], group=p["group"], index=p["index"], rank=p["rank"], node=p["node"],
-                          gpus=tuple(p["gpus"]), cpus=p["cpus"], memory_mb=p["memory_mb"]) for p in rows]
+                          gpus=tuple(p["gpus"]), cpus=p["cpus"], memory_mb=p["memory_mb"],
+                          share=p.get("share") or 0.0,
+                          share_slot=p["share_slot"] if p.get("share") and p.get("share_slot") is not None else -1)
+            for p in rows]
+
+
+def share_device_from_rows(rows: list[dict[str, Any]]) -> str | None:
+    """The MIG device a share job's stored placement names (None: none, or not a share)."""
+    return next((p.get("mig_device") for p in rows if p.get("mig_device")), None)
 
 
 def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]:

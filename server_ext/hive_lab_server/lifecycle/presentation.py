@@ -39,8 +39,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
         "submitted_at": iso(row["submitted_at"]), "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]), "exit_code": row["exit_code"], "retries": row["retries"],
         "max_retries": row["max_retries"],
-        "placement": [{"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]),
-                       "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
+        "placement": [placement_object(svc, p) for p in placement],
     }
     obj.update(time_limit_fields(svc, row, job))
     if private:
@@ -82,6 +81,15 @@ def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True)
     return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
 
 
+def placement_object(svc: "HiveService", p: dict[str, Any]) -> dict[str, Any]:
+    """One task's placement; a share of one GPU adds its share, slot (first eighth) and MIG device."""
+    out = {"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]), "gpus": list(p["gpus"]),
+           "gpu_uuids": p["gpu_uuids"]}
+    if p.get("share"):
+        out.update(share=p["share"], share_slot=p.get("share_slot"), mig_device=p.get("mig_device"))
+    return out
+
+
 def spec_gpus(row: dict[str, Any]) -> int | float:
     """The job's GPUs: a share of one GPU (0.5, 0.25, 0.125) from its spec, else the stored count."""
     tasks = (row.get("spec") or {}).get("tasks") or []
@@ -112,7 +120,10 @@ def cluster_object(svc: "HiveService") -> dict[str, Any]:
                 "path": list(path),
             })
             if cell.get("shares") is not None:  # a shared GPU: each share and who holds it
-                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"])) for sh in cell["shares"]]
+                util = getattr(svc.hardware, "job_share_utilization", None)
+                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"]),  # and its own processes' SM utilisation
+                                           utilization=util(sh["job"]) if util is not None else None)
+                                      for sh in cell["shares"]]
                 gpus[-1]["free_share"] = cell.get("free_share")
             if svc.hardware is not None:  # live readings and the health rules' verdict
                 gpus[-1].update(svc.hardware.gpu_status(node, index))

@@ -36,10 +36,15 @@ class Recovery:
                    intent_reason=row.get("stop_reason") or "", reason=row["reason"],
                    time_limit_s=spec.get("time_limit_s"),
                    started_at=row["started_at"] if state is S.RUNNING else None)
-        return ActiveJob(id=row["id"], seq=row["seq"], user=row["user"], vc=row["vc"], spec=spec, request=request,
-                         working_dir=row["working_dir"], output_dir=row["output_dir"], queued_at=row["updated_at"],
-                         opportunistic=bool(row["opportunistic"]), lc=lc,
-                         placement=launch_plan.placement_from_rows(placement) if state in PLACED_STATES else [])
+        placed = state in PLACED_STATES
+        job = ActiveJob(id=row["id"], seq=row["seq"], user=row["user"], vc=row["vc"], spec=spec, request=request,
+                        working_dir=row["working_dir"], output_dir=row["output_dir"], queued_at=row["updated_at"],
+                        opportunistic=bool(row["opportunistic"]), lc=lc,
+                        placement=launch_plan.placement_from_rows(placement) if placed else [],
+                        share_device=launch_plan.share_device_from_rows(placement) if placed else None)
+        if job.share_device:  # held again before anything else is granted: no other share gets its MIG device
+            self.sharing.hold_mig(job.id, job.share_device)
+        return job
 
     async def _recover(self) -> None:
         rows = self.store.active_jobs()

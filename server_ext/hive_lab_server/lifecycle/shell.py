@@ -72,6 +72,7 @@ class ActiveJob:
     queued_at: float = 0.0
     opportunistic: bool = False
     placement: list[TaskPlacement] = field(default_factory=list)
+    share_device: str | None = None  # a share under MIG: its MIG device (kept in its placement row)
     # what the launcher measured of the current attempt's ended tasks (cpu_seconds, peak_memory_mb)
     measured: dict[str, float] = field(default_factory=dict)
 
@@ -210,8 +211,9 @@ class UnitOfWork:
                 self.store.clear_placement(batch, job.id)
                 self._close_usage(batch, job, now)
             else:
+                mig = self.share_device(job)  # a share under MIG: its device, chosen now so the row keeps it
                 self.store.set_placement(batch, job.id, lc.attempt,
-                                         [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids)
+                                         [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids, mig)
                                           for p in job.placement])
                 job.measured = {}  # a new attempt (what an earlier one measured was written when it closed)
                 self.store.open_usage(batch, launch_plan.usage_row(job, lc.attempt, now, self.config))
@@ -424,6 +426,7 @@ class UnitOfWork:
 
     def _adopt_tasks(self, job_id: str) -> None:
         job = self.active[job_id]
+        self.share_adopt(job)  # a share running on: its MIG device, MPS daemon use and budget again
 
         async def adopt() -> None:
             try:

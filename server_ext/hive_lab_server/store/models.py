@@ -79,6 +79,11 @@ class Placement(Base):
     cpus: Mapped[float] = mapped_column(Float, default=0.0)
     memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     opportunistic: Mapped[bool] = mapped_column(Boolean, default=False)
+    # a share of its one GPU (0.5, 0.25, 0.125; NULL: whole GPUs): which eighths it holds (its first one)
+    # and, under MIG, its MIG device, so a restart puts it back on the same slot and device
+    share: Mapped[float | None] = mapped_column(Float, nullable=True)
+    share_slot: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mig_device: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
 
 class Drain(Base):
