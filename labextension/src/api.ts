@@ -91,6 +91,8 @@ export interface IGpuShare {
   /** Its first eighth of the GPU. */
   slot: number;
   share: number;
+  /** Its job's own GPU utilisation in percent; null when not measured. */
+  utilization?: number | null;
 }
 
 export interface ICluster {

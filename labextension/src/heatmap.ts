@@ -414,7 +414,12 @@ function tooltipLines(gpu: IGpu): HTMLElement[] {
     rows.push(['uuid', gpu.uuid]);
   }
   for (const s of gpu.shares ?? []) {
-    rows.push([`share ${s.slot}/8`, `${s.share} GPU: ${s.job}${s.user ? ` (${s.user})` : ''}`]);
+    // Each share's own utilisation (its job's processes' SM use), when the server measured it.
+    const util = s.utilization !== null && s.utilization !== undefined ? `, ${s.utilization}% util` : '';
+    rows.push([
+      `share ${s.slot}/8`,
+      `${s.share} GPU: ${s.job}${s.user ? ` (${s.user})` : ''}${util}`
+    ]);
   }
   if (gpu.shares && gpu.shares.length) {
     rows.push(['free', `${gpu.free_share ?? 0} GPU`]);
