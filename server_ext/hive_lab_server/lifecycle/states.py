@@ -102,11 +102,12 @@ class Intent(str, enum.Enum):
     PAUSE = "pause"  # paused (time-slicing, an admin or its owner) -> paused, no retry used
     MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used
     RESIZE = "resize"  # an elastic job's GPU count changed -> queued again with the new request, no retry used
+    YIELD = "yield"  # an overflowed job gives idle GPUs back to their VC -> queued again, no retry used
 
     @property
     def checkpoints(self) -> bool:
         """Its tasks get the checkpoint signal before they are stopped (they will run again)."""
-        return self in (Intent.PREEMPT, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
+        return self in (Intent.PREEMPT, Intent.YIELD, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
 
     def __str__(self) -> str:
         return self.value
