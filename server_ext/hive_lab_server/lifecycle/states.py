@@ -21,6 +21,7 @@ scheduled, not launched    cancel                                 cancelled     
 scheduled/running          cancel                                 same + CANCEL               write intent; stop
 scheduled, not launched    preempt                                queued (no retry used)      write; core.preemption_done
 scheduled/running          preempt                                same + PREEMPT              write intent; stop
+scheduled/running          preempt (overflowed job, see below)    same + YIELD                write intent; stop
 running                    exit 0 (last task)                     succeeded                   write; core.finish
 running                    exit 0 (others left)                   running                     -
 running                    exit != 0, others left                 running + FAIL              write intent; stop
@@ -32,6 +33,7 @@ any + intent               exit                                   same (code rem
 + CANCEL                   stopped                                cancelled                   write; core.finish
 + PREEMPT                  stopped, retries left                  queued (retry +1)           write; core.preemption_done
 + PREEMPT                  stopped, no retries left               failed                      write; core.preemption_done
++ YIELD                    stopped                                queued (no retry used)      write; core.preemption_done
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
