@@ -75,3 +75,15 @@ def test_adopt_puts_an_overflowed_job_back_as_its_shadow():
     assert sorted(v.id for v in s.jobs()) == ["a2", "b1"]
     assert "@" not in "".join(d.job for d in out)
 
+
+
+def test_a_job_waiting_with_its_shadow_counts_once():
+    s = OverflowScheduler(Scheduler(TWO))
+    for job in ("a1", "a2", "a3"):  # a1 in a, a2 overflowed into b, a3 waits (with its shadow)
+        s.submit(req(job, "a"), 0)
+    assert s.job("a3").state == "waiting"
+    assert s.vc_view()["a"]["queue_length"] == 1
+    s.set_user_limits("a", {"default": {"max_queued_jobs": 2}}, 1)
+    s.check_limits(req("a4", "a"))  # one waiting (not two): a second may queue
+    with pytest.raises(RequestError):
+        s.check_limits(req("a4", "a"), also_waiting=1)

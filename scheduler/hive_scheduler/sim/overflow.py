@@ -222,6 +222,22 @@ class OverflowScheduler:
                 out.append(dataclasses.replace(v, id=owner, priority=self._req[owner].priority))
         return out
 
+    def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
+        return sum(1 for j in self._shadow_waiting
+                   if j in self._req and self._req[j].vc == vc and (user is None or self._req[j].user == user))
+
+    def check_limits(self, job: JobRequest, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
+        """The core's check; a job waiting with its shadow counts once toward ``max_queued_jobs``."""
+        return self.inner.check_limits(job, time_limit_s, also_waiting - self._waiting_shadows(job.vc, job.user))
+
+    def vc_view(self, *args: Any, **kwargs: Any) -> dict:
+        """The core's VC view; a job waiting with its shadow counts once in ``queue_length``."""
+        out = self.inner.vc_view(*args, **kwargs)
+        for name, row in out.items():
+            if "queue_length" in row:
+                row["queue_length"] -= self._waiting_shadows(name)
+        return out
+
     def cluster_view(self, *args: Any, **kwargs: Any):
         return _rename(self.inner.cluster_view(*args, **kwargs))
 
