@@ -87,3 +87,13 @@ def test_a_job_waiting_with_its_shadow_counts_once():
     s.check_limits(req("a4", "a"))  # one waiting (not two): a second may queue
     with pytest.raises(RequestError):
         s.check_limits(req("a4", "a"), also_waiting=1)
+
+
+def test_what_if_answers_what_submit_does():
+    s = OverflowScheduler(Scheduler(TWO))
+    s.submit(req("a1", "a"), 0)
+    answer = s.what_if(req("a2", "a"), 1)
+    assert answer.outcome == "start" and answer.opportunistic and "(overflow)" in answer.reason
+    out = s.submit(req("a2", "a"), 1)
+    assert [d.placement for d in out if d.event == "started"] == [answer.placement]
+    assert s.what_if(req("a3", "a"), 2).outcome == "wait"  # no idle GPUs left

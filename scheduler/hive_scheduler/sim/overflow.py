@@ -222,6 +222,18 @@ class OverflowScheduler:
                 out.append(dataclasses.replace(v, id=owner, priority=self._req[owner].priority))
         return out
 
+    def what_if(self, job: JobRequest, now: float):
+        """The core's answer; a guaranteed job that would wait but whose shadow would start now is
+        answered ``start`` (opportunistic, the overflow reason), as ``submit`` would do."""
+        answer = self.inner.what_if(job, now)
+        if answer.outcome != "wait" or job.priority < 0 or not any(t.gpus for t in job.tasks):
+            return answer
+        shadow = self.inner.what_if(dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1), now)
+        if shadow.outcome != "start":
+            return answer
+        return dataclasses.replace(shadow, opportunistic=True,
+                                   reason=f"running in idle GPUs outside VC {job.vc} (overflow); preemptible")
+
     def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
         return sum(1 for j in self._shadow_waiting
                    if j in self._req and self._req[j].vc == vc and (user is None or self._req[j].user == user))
