@@ -123,11 +123,12 @@ class HiveLabApp(ExtensionApp):
         on when jobs carry time limits (e.g. per-VC default limits): without limits nothing may pass.""",
     )
     overflow = Bool(
-        False, config=True,
+        True, config=True,
         help="""Opportunistic overflow (issue 12): a guaranteed job its VC cannot place now may run in idle
         GPUs (other VCs' idle cells first) as an opportunistic, preemptible job; when a VC needs those GPUs
         back it is preempted and queued again in its own VC without using a retry, and its own VC's GPUs
-        still take it when they free up. Off (default): a guaranteed job waits for its VC's cells.""",
+        still take it when they free up. On by default; False: a guaranteed job waits for its VC's cells
+        (HiveD's way).""",
     )
     recovery_wait_s = Float(
         30.0, config=True,
