@@ -122,6 +122,14 @@ class HiveLabApp(ExtensionApp):
         (HiveD's way, no head-of-line blocking; an overtaken job holds its VC back after an hour). Turn it
         on when jobs carry time limits (e.g. per-VC default limits): without limits nothing may pass.""",
     )
+    overflow = Bool(
+        True, config=True,
+        help="""Opportunistic overflow (issue 12): a guaranteed job its VC cannot place now may run in idle
+        GPUs (other VCs' idle cells first) as an opportunistic, preemptible job; when a VC needs those GPUs
+        back it is preempted and queued again in its own VC without using a retry, and its own VC's GPUs
+        still take it when they free up. On by default; False: a guaranteed job waits for its VC's cells
+        (HiveD's way).""",
+    )
     recovery_wait_s = Float(
         30.0, config=True,
         help="""After a restart hive-lab first recovers its jobs (store + what the launcher runs); a request
@@ -235,6 +243,10 @@ class HiveLabApp(ExtensionApp):
         self.events = EventBus()
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
+        if self.overflow:
+            from hive_scheduler.sim.overflow import OverflowScheduler
+
+            scheduler = OverflowScheduler(scheduler)
         scheduler.backfill = self.backfill  # (read by the passes and by the estimates' twin when it is built)
         self.launcher_requested = self.launcher
         if self.launcher == "auto":

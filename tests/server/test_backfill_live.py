@@ -1,5 +1,6 @@
 """``c.HiveLabApp.backfill = True`` on a real Jupyter server: a queued gang holds a reservation; a job whose
-time limit ends before it starts now, one that would still run then (or has no limit) waits and says why."""
+time limit ends before it starts now, one that would still run then (or has no limit) waits and says why.
+Overflow is off here: with it, the long job runs (preemptibly) in the GPU held for the reservation."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def srv(tmp_path_factory):
     server = LiveServer(
         tmp_path_factory.mktemp("backfill"),
         cluster_config={"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "levels": ["pair"], "vcs": {"a": 4}},
-        users={"ann": {}}, vc_access={"ann": ["a"]}, config={"HiveLabApp": {"backfill": True}},
+        users={"ann": {}}, vc_access={"ann": ["a"]}, config={"HiveLabApp": {"backfill": True, "overflow": False}},
     ).start()
     yield server
     server.close()

@@ -489,3 +489,22 @@ def test_a_paused_job_is_not_adopted_after_a_restart_and_can_be_cancelled():
     assert same.state is S.PAUSED and effects == []
     job, effects = m.step(job, m.Cancel("ann"))
     assert job.state is S.CANCELLED
+
+
+def test_overflowed_job_preempted_yields_without_a_retry_and_may_run_again():
+    """Issue 12: an overflowed job (running in idle GPUs outside its VC) preempted with no retries left
+    is queued again (intent yield, checkpointed stop), not failed; a plain preemption still fails it."""
+    for overflow, state in ((True, S.QUEUED), (False, S.FAILED)):
+        job, _ = placed(retries=0)
+        job, _ = m.step(job, m.LaunchBegin(1))
+        job, _ = m.step(job, m.LaunchStarted(1))
+        job, effects = m.step(job, m.Preempt("H", overflow=overflow))
+        assert job.intent is (Intent.YIELD if overflow else Intent.PREEMPT)
+        assert effects[0].fields["stop_intent"] == job.intent.value
+        stop = next(e for e in effects if isinstance(e, m.StopTasks))
+        assert stop.checkpoint
+        job, _ = m.step(job, m.Exit("t0", None))
+        job, effects = m.step(job, m.Stopped(1))
+        assert job.state is state and job.retries == 0
+        if overflow:
+            assert m.Core("preemption_done", requeue=True) in effects and "no retry used" in job.reason

@@ -69,7 +69,10 @@ class OverflowScheduler:
                     if owner in self._g_waiting:  # its guaranteed request leaves the VC's queue
                         self._g_waiting.discard(owner)
                         self._withdraw(owner, now, out)
-                    out.append(dataclasses.replace(d, job=owner, opportunistic=True))
+                    vc = self._req[owner].vc
+                    out.append(dataclasses.replace(
+                        d, job=owner, opportunistic=True,
+                        reason=f"running in idle GPUs outside VC {vc} (overflow); preemptible"))
                 elif event == "preempted":
                     out.append(dataclasses.replace(d, job=owner))
                     self._overflowed.discard(owner)
@@ -156,6 +159,11 @@ class OverflowScheduler:
         self._translate(self.inner.set_gpu_health(node, gpu, healthy, now), now, out)
         return out
 
+    def set_user_limits(self, vc: str, limits: Any, now: float) -> list:
+        out: list = []
+        self._translate(self.inner.set_user_limits(vc, limits, now), now, out)
+        return out
+
     def reconfigure(self, config: Any, now: float) -> list:
         out: list = []
         self._translate(self.inner.reconfigure(config, now), now, out)
@@ -165,6 +173,109 @@ class OverflowScheduler:
         out: list = []
         self._translate(self.inner.schedule(now), now, out)
         return out
+
+
+    # -- the rest of the core's surface (the live server's calls) -------------------------------------
+    def is_overflowed(self, job_id: str) -> bool:
+        """``job_id`` runs (or is being stopped) in idle GPUs as its opportunistic shadow."""
+        return job_id in self._overflowed
+
+    def submit_if_waiting(self, job: JobRequest, now: float):
+        """The core's group-commit submit, for jobs that cannot overflow; a job that may overflow gets
+        None (its shadow must be queued too, which ``withdraw_waiting`` could not undo): use ``submit``."""
+        if job.priority >= 0 and any(t.gpus for t in job.tasks):
+            return None
+        return self.inner.submit_if_waiting(job, now)
+
+    def adopt(self, job: JobRequest, placement: Any, opportunistic: bool, now: float) -> list:
+        """Put back a running job after a restart. A guaranteed job that ran opportunistically (it had
+        overflowed) is adopted as its shadow, so it stays preemptible and is queued again both ways."""
+        out: list = []
+        if opportunistic and job.priority >= 0 and any(t.gpus for t in job.tasks):
+            shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+            decisions = self.inner.adopt(shadow, placement, True, now)
+            self._req[job.id] = job
+            self._overflowed.add(job.id)
+            self._gone.discard(shadow.id)
+            self._translate(decisions, now, out)
+            return out
+        self._translate(self.inner.adopt(job, placement, opportunistic, now), now, out)
+        return out
+
+    def job(self, job_id: str):
+        """The core's view of ``job_id`` under its own id (an overflowed job's view is its shadow's)."""
+        if job_id in self._overflowed:
+            view = self.inner.job(job_id + SHADOW_SUFFIX)
+            if view is None:
+                return None
+            return dataclasses.replace(view, id=job_id, priority=self._req[job_id].priority)
+        return self.inner.job(job_id)
+
+    def jobs(self, *args: Any, **kwargs: Any) -> list:
+        """The core's jobs, shadows shown under their owner's id (a waiting shadow is not shown)."""
+        out = []
+        for v in self.inner.jobs(*args, **kwargs):
+            owner = _owner(v.id)
+            if owner == v.id:
+                out.append(v)
+            elif owner in self._overflowed:
+                out.append(dataclasses.replace(v, id=owner, priority=self._req[owner].priority))
+        return out
+
+    def what_if(self, job: JobRequest, now: float):
+        """The core's answer; a guaranteed job that would wait but whose shadow would start now is
+        answered ``start`` (opportunistic, the overflow reason), as ``submit`` would do."""
+        answer = self.inner.what_if(job, now)
+        if answer.outcome != "wait" or job.priority < 0 or not any(t.gpus for t in job.tasks):
+            return answer
+        shadow = self.inner.what_if(dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1), now)
+        if shadow.outcome != "start":
+            return answer
+        return dataclasses.replace(shadow, opportunistic=True,
+                                   reason=f"running in idle GPUs outside VC {job.vc} (overflow); preemptible")
+
+    def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
+        return sum(1 for j in self._shadow_waiting
+                   if j in self._req and self._req[j].vc == vc and (user is None or self._req[j].user == user))
+
+    def check_limits(self, job: JobRequest, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
+        """The core's check; a job waiting with its shadow counts once toward ``max_queued_jobs``."""
+        return self.inner.check_limits(job, time_limit_s, also_waiting - self._waiting_shadows(job.vc, job.user))
+
+    def vc_view(self, *args: Any, **kwargs: Any) -> dict:
+        """The core's VC view; a job waiting with its shadow counts once in ``queue_length``."""
+        out = self.inner.vc_view(*args, **kwargs)
+        for name, row in out.items():
+            if "queue_length" in row:
+                row["queue_length"] -= self._waiting_shadows(name)
+        return out
+
+    def cluster_view(self, *args: Any, **kwargs: Any):
+        return _rename(self.inner.cluster_view(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the core's (views, limits, health...)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("inner",) or name.startswith("_") or name in type(self).__dict__:
+            object.__setattr__(self, name, value)
+        else:  # a setting of the core (backfill...)
+            setattr(self.inner, name, value)
+
+
+def _rename(value: Any) -> Any:
+    """``value`` (a JSON-like view) with every ``<job>@overflow`` string shown as ``<job>``."""
+    if isinstance(value, str):
+        return _owner(value)
+    if isinstance(value, dict):
+        return {_rename(k) if isinstance(k, str) else k: _rename(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rename(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_rename(v) for v in value)
+    return value
 
 
 def _owner(job: str) -> str:

@@ -98,6 +98,7 @@ class Cancel:
 @dataclass(frozen=True)
 class Preempt:
     by: str
+    overflow: bool = False  # the job runs in idle GPUs outside its VC (overflow): no retry is used
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ def _stop(job: Job, intent: Intent, reason: str, code: int | None = None) -> tup
     job = replace(job, intent=intent, intent_reason=reason, stop_code=code)
     return job, [Record(job.state, f"stopping: {reason}", history=False,
                         fields={"stop_intent": intent.value, "stop_reason": reason}),
-                 StopTasks(job.attempt, "preempt" if intent is Intent.PREEMPT else "stop", intent.checkpoints)]
+                 StopTasks(job.attempt, "preempt" if intent in (Intent.PREEMPT, Intent.YIELD) else "stop", intent.checkpoints)]
 
 
 def _end(job: Job, state: JobState, reason: str, code: int | None, core: Core | None) -> tuple[Job, list[Effect]]:
@@ -232,7 +233,8 @@ def _end(job: Job, state: JobState, reason: str, code: int | None, core: Core | 
 
 def _requeue(job: Job, reason: str, *, count: bool, core: Core) -> tuple[Job, list[Effect]]:
     retries = job.retries + 1 if count else job.retries
-    suffix = f"; retry {retries}/{job.max_retries}" if count else "; not counted as a retry (it never started)"
+    suffix = (f"; retry {retries}/{job.max_retries}" if count else
+              "" if "no retry used" in reason else "; not counted as a retry (it never started)")
     job = replace(job, state=S.QUEUED, retries=retries, launched=False, left=frozenset(), tasks=(), intent=None,
                   intent_reason="", stop_code=None, reason=reason + suffix)
     return job, [Record(S.QUEUED, job.reason, fields={"retries": retries, "stop_intent": None, "stop_reason": ""}),
@@ -306,7 +308,7 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return job, []
         if job.intent is Intent.CANCEL:
             return _end(job, S.CANCELLED, job.intent_reason, None, Core("finish"))
-        if job.intent is Intent.PREEMPT:  # never started: the core requeues it, no retry used
+        if job.intent in (Intent.PREEMPT, Intent.YIELD):  # never started: the core requeues it, no retry used
             return _requeue(job, job.intent_reason, count=False, core=Core("preemption_done", requeue=True))
         if job.intent is Intent.PAUSE:  # never started: paused all the same
             return _pause(job, job.intent_reason)
@@ -332,6 +334,8 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _requeue(job, reason + " before it started", count=False,
                             core=Core("preemption_done", requeue=True))
         if st in (S.SCHEDULED, S.RUNNING) and job.intent is None:
+            if event.overflow:
+                return _stop(job, Intent.YIELD, reason + " (it ran in idle GPUs outside its VC: no retry used)")
             return _stop(job, Intent.PREEMPT, reason)
         return job, []
 
@@ -383,6 +387,8 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _end(job, S.CANCELLED, reason, code, Core("finish"))
         if intent is Intent.PREEMPT:
             return _retry_or_fail(job, reason, code, preempt=True)
+        if intent is Intent.YIELD:  # not a failure: back to its VC's queue (and may overflow again)
+            return _requeue(job, reason, count=False, core=Core("preemption_done", requeue=True))
         if intent is Intent.LOST:
             return _retry_or_fail(job, reason, code, preempt=False)
         if intent is Intent.PAUSE:

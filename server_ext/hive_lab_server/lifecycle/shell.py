@@ -305,14 +305,17 @@ class UnitOfWork:
                 job.placement = list(d.placement)
                 job.opportunistic = bool(d.opportunistic) or job.request.priority < 0
                 where = "; ".join(f"{p.task} on {p.node} GPUs {list(p.gpus)}" for p in job.placement)
+                overflow = bool(d.reason) and "(overflow)" in d.reason
                 facts.append((job_id, m.Placed(tuple(p.task for p in job.placement),
-                                               where + (" (opportunistic)" if job.opportunistic else ""))))
+                                               where + (f" ({d.reason})" if overflow else
+                                                        " (opportunistic)" if job.opportunistic else ""))))
             elif d.event == "queued":
                 facts.append((job_id, m.Queued(d.reason or "waiting")))
             elif d.event == "preempting":
                 victims = list(d.victims or [])
                 facts.append((job_id, m.Queued(f"waiting for {', '.join(victims)} to be preempted")))
-                facts += [(v, m.Preempt(job_id)) for v in victims]
+                overflowed = getattr(self.scheduler, "is_overflowed", None)
+                facts += [(v, m.Preempt(job_id, overflow=bool(overflowed and overflowed(v)))) for v in victims]
             elif d.event == "demoted":
                 job.opportunistic = True
                 facts.append((job_id, m.Demoted(d.reason or "demoted to opportunistic")))

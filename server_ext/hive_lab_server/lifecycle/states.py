@@ -21,6 +21,7 @@ scheduled, not launched    cancel                                 cancelled     
 scheduled/running          cancel                                 same + CANCEL               write intent; stop
 scheduled, not launched    preempt                                queued (no retry used)      write; core.preemption_done
 scheduled/running          preempt                                same + PREEMPT              write intent; stop
+scheduled/running          preempt (overflowed job, see below)    same + YIELD                write intent; stop
 running                    exit 0 (last task)                     succeeded                   write; core.finish
 running                    exit 0 (others left)                   running                     -
 running                    exit != 0, others left                 running + FAIL              write intent; stop
@@ -32,6 +33,7 @@ any + intent               exit                                   same (code rem
 + CANCEL                   stopped                                cancelled                   write; core.finish
 + PREEMPT                  stopped, retries left                  queued (retry +1)           write; core.preemption_done
 + PREEMPT                  stopped, no retries left               failed                      write; core.preemption_done
++ YIELD                    stopped                                queued (no retry used)      write; core.preemption_done
 + FAIL                     stopped                                failed                      write; core.finish
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
@@ -102,11 +104,12 @@ class Intent(str, enum.Enum):
     PAUSE = "pause"  # paused (time-slicing, an admin or its owner) -> paused, no retry used
     MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used
     RESIZE = "resize"  # an elastic job's GPU count changed -> queued again with the new request, no retry used
+    YIELD = "yield"  # an overflowed job gives idle GPUs back to their VC -> queued again, no retry used
 
     @property
     def checkpoints(self) -> bool:
         """Its tasks get the checkpoint signal before they are stopped (they will run again)."""
-        return self in (Intent.PREEMPT, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
+        return self in (Intent.PREEMPT, Intent.YIELD, Intent.PAUSE, Intent.MIGRATE, Intent.RESIZE)
 
     def __str__(self) -> str:
         return self.value

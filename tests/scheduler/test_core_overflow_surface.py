@@ -1,0 +1,99 @@
+"""The rest of the core's surface on ``OverflowScheduler`` (what the live server calls): views under the
+jobs' own ids, group-commit submits, adopt after a restart, and settings passed to the core."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hive_scheduler import JobRequest, Scheduler, TaskGroup
+from hive_scheduler.errors import RequestError
+from hive_scheduler.sim.overflow import OverflowScheduler
+
+TWO = {"nodes": 2, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"a": 2, "b": 2}}
+
+
+def req(job_id, vc, gpus=2, priority=0):
+    return JobRequest(id=job_id, vc=vc, user="u", priority=priority, tasks=(TaskGroup("w", 1, gpus),))
+
+
+def overflowing():
+    """VC a full with a1; a2 overflowed into b's node."""
+    s = OverflowScheduler(Scheduler(TWO))
+    s.submit(req("a1", "a"), 0)
+    out = s.submit(req("a2", "a"), 1)
+    started = [d for d in out if d.event == "started"]
+    assert [(d.job, d.opportunistic) for d in started] == [("a2", True)]
+    assert "outside VC a (overflow)" in started[0].reason
+    return s, started[0].placement
+
+
+def test_views_show_the_jobs_own_ids():
+    s, _ = overflowing()
+    assert s.is_overflowed("a2") and not s.is_overflowed("a1")
+    view = s.job("a2")
+    assert view.id == "a2" and view.state == "running" and view.opportunistic and view.priority == 0
+    assert sorted(v.id for v in s.jobs()) == ["a1", "a2"]
+    assert "@overflow" not in json.dumps(s.cluster_view())
+    assert s.free_gpu_count() == 0  # anything else is the core's
+
+
+def test_a_job_that_may_overflow_is_not_group_committed():
+    s, _ = overflowing()
+    assert s.submit_if_waiting(req("a3", "a"), 2) is None  # its shadow must be queued too: use submit
+    d = s.submit_if_waiting(req("a4", "a", priority=-1), 2)  # an opportunistic job: the core's answer
+    assert d is not None and d.event == "queued"
+    s.withdraw_waiting(["a4"])
+    with pytest.raises(RequestError):
+        s.job("a4")
+
+
+def test_settings_reach_the_core():
+    s = OverflowScheduler(Scheduler(TWO))
+    s.backfill = True
+    assert s.inner.backfill is True and s.backfill is True
+
+
+def test_adopt_puts_an_overflowed_job_back_as_its_shadow():
+    before, placement = overflowing()
+    own = before.job("a1").placement
+    s = OverflowScheduler(Scheduler(TWO))  # a restarted server
+    assert s.adopt(req("a1", "a"), list(own), False, 5) == []
+    assert s.adopt(req("a2", "a"), list(placement), True, 5) == []
+    assert s.is_overflowed("a2") and s.job("a2").opportunistic
+    # b wants its node back: a2 is preempted (not a1), and queued again both ways once it stopped
+    out = s.submit(req("b1", "b"), 6)
+    assert [(d.event, d.job, d.victims) for d in out if d.event == "preempting"] == [("preempting", "b1", ("a2",))]
+    out = s.preemption_done("a2", 7)
+    assert ("started", "b1") in [(d.event, d.job) for d in out]
+    assert s.job("a2").state == "waiting" and not s.is_overflowed("a2")
+    # a's own node frees up: a2 starts there as guaranteed work, its shadow withdrawn
+    out = s.finish("a1", 8)
+    started = [d for d in out if d.event == "started"]
+    assert [(d.job, d.opportunistic) for d in started] == [("a2", False)]
+    assert sorted(v.id for v in s.jobs()) == ["a2", "b1"]
+    assert "@" not in "".join(d.job for d in out)
+
+
+
+def test_a_job_waiting_with_its_shadow_counts_once():
+    s = OverflowScheduler(Scheduler(TWO))
+    for job in ("a1", "a2", "a3"):  # a1 in a, a2 overflowed into b, a3 waits (with its shadow)
+        s.submit(req(job, "a"), 0)
+    assert s.job("a3").state == "waiting"
+    assert s.vc_view()["a"]["queue_length"] == 1
+    s.set_user_limits("a", {"default": {"max_queued_jobs": 2}}, 1)
+    s.check_limits(req("a4", "a"))  # one waiting (not two): a second may queue
+    with pytest.raises(RequestError):
+        s.check_limits(req("a4", "a"), also_waiting=1)
+
+
+def test_what_if_answers_what_submit_does():
+    s = OverflowScheduler(Scheduler(TWO))
+    s.submit(req("a1", "a"), 0)
+    answer = s.what_if(req("a2", "a"), 1)
+    assert answer.outcome == "start" and answer.opportunistic and "(overflow)" in answer.reason
+    out = s.submit(req("a2", "a"), 1)
+    assert [d.placement for d in out if d.event == "started"] == [answer.placement]
+    assert s.what_if(req("a3", "a"), 2).outcome == "wait"  # no idle GPUs left
