@@ -59,19 +59,25 @@ def test_follow_prints_the_log(shell, capsys):
 
 
 def test_queued_reason_and_cancel(shell, capsys):
+    # VC default guarantees 2 of the 4 GPUs; with overflow on (the default) a second job runs in VC
+    # other's idle GPUs, preemptible, and only a third one queues
     blocker = shell.run_cell_magic("submit", "--gpus 2 --name blocker", "import time; time.sleep(60)")
+    spill = shell.run_cell_magic("submit", "--gpus 2 --name spill", "import time; time.sleep(60)")
+    assert "(overflow); preemptible" in capsys.readouterr().out
     waiting = shell.run_cell_magic("submit", "--gpus 2 --name waiter", "print('never')")
     deadline = time.monotonic() + 15
-    while blocker.status != "running" and time.monotonic() < deadline:
+    while {blocker.status, spill.status} != {"running"} and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert blocker.state == "running"
+    assert blocker.state == "running" and spill.state == "running"
     assert waiting.status == "queued" and waiting.reason
+    waiting.cancel()
+    assert waiting.wait(timeout=15).state == "cancelled"
     shell.run_line_magic("hive_cancel", blocker.id)
     out = capsys.readouterr().out
     assert f"{blocker.id} blocker: cancelled" in out or blocker.status == "cancelled"
     assert blocker.wait(timeout=15).state == "cancelled"
-    waiting.cancel()
-    assert waiting.wait(timeout=15).state == "cancelled"
+    spill.cancel()
+    assert spill.wait(timeout=15).state == "cancelled"
 
 
 def test_hive_jobs_lists_mine(shell, capsys):

@@ -58,7 +58,14 @@ def test_cli_time_limit_and_dry_run(hive_server):
     job = json.loads(cli(hive_server, "submit", "--json", "--gpus", "2", "--time-limit", "90m", "--",
                          "sleep", "30").stdout)
     assert job["time_limit_s"] == 5400
+    spill = None
     try:
+        # VC default's 2 GPUs are taken: with overflow on (the default) a job would run in VC other's idle
+        # GPUs, preemptible; once those are taken too it would wait
+        answer = json.loads(cli(hive_server, "submit", "--dry-run", "--json", "--gpus", "1", "-c", "true").stdout)
+        assert answer["outcome"] == "start" and answer["opportunistic"], answer
+        assert "(overflow); preemptible" in answer["reason"], answer
+        spill = json.loads(cli(hive_server, "submit", "--json", "--gpus", "2", "--", "sleep", "30").stdout)
         answer = json.loads(cli(hive_server, "submit", "--dry-run", "--json", "--gpus", "1", "-c", "true").stdout)
         assert answer["outcome"] == "wait" and "VC default is using" in answer["reason"], answer
         table = cli(hive_server, "jobs").stdout
@@ -67,6 +74,8 @@ def test_cli_time_limit_and_dry_run(hive_server):
         assert "time limit:" in shown and "1h30m" in shown
     finally:
         cli(hive_server, "cancel", job["id"])
+        if spill:
+            cli(hive_server, "cancel", spill["id"])
     out = cli(hive_server, "submit", "--time-limit", "soon", "-c", "true", check=False)
     assert out.returncode == 1 and "--time-limit: write a duration like 2h" in out.stderr
 
