@@ -4,7 +4,8 @@ It holds the service's state (the core, the store, the launcher, the unfinished 
 requests into lifecycle facts; the parts live in ``lifecycle/``: the state table in ``states.py``
 (and docs/lifecycle.md), the pure step function in ``machine.py``, the unit of work that runs its
 effects in ``shell.py``, recovery in ``recovery.py``, new jobs (submit, group commit, what-if) in
-``admission.py``, pause/resume/migrate/resize in ``moves.py``, staging and launch requests in
+``admission.py``, drains and GPU health in ``hardware_events.py``, shares of a GPU in
+``share_grants.py``, pause/resume/migrate/resize in ``moves.py``, staging and launch requests in
 ``launch_plan.py``, REST views in ``presentation.py``; per-user limits in ``limits.py``.
 
 Everything runs on the Jupyter server's event loop thread, so the core is only ever touched by one
@@ -18,7 +19,6 @@ import contextlib
 import logging
 import os
 import pathlib
-import subprocess
 import time
 from typing import Any, Callable
 
@@ -26,10 +26,12 @@ from hive_scheduler import Scheduler
 
 from . import accounting
 from .events import EventBus
-from .hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons, ShareRefused
-from .launchers.base import LaunchError, Launcher, TaskExit
+from .hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons
+from .launchers.base import Launcher, TaskExit
 from .limits import LimitsPart
 from .lifecycle.admission import Admission
+from .lifecycle.hardware_events import HardwareEvents
+from .lifecycle.share_grants import ShareGrants
 from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
 from .lifecycle.moves import Moves
@@ -50,7 +52,7 @@ STATES = tuple(s.value for s in JobState)
 S = JobState
 
 
-class HiveService(Admission, UnitOfWork, Recovery, LimitsPart, Moves):
+class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, LimitsPart, Moves):
     def __init__(
         self,
         *,
@@ -256,175 +258,7 @@ class HiveService(Admission, UnitOfWork, Recovery, LimitsPart, Moves):
                 await asyncio.wait_for(asyncio.shield(op), wait_s)
         return self.job_object(job_id, detail=False, private=True)
 
-    def set_drain(self, node: str, gpu: int | None, drained: bool, by: str) -> None:
-        if node not in self.scheduler_nodes():
-            raise ServiceError(404, f"node {node} does not exist; see GET cluster for node names")
-        if gpu is not None:
-            count = self.node_gpu_count(node)
-            if not 0 <= gpu < count:
-                raise ServiceError(404, f"node {node} has no GPU {gpu}; its GPUs are 0..{count - 1}")
-
-        def write(batch, at: float) -> None:
-            if drained:
-                self.store.add_drain(batch, node, gpu, at, by)
-            else:
-                self.store.remove_drain(batch, node, gpu)
-
-        self._unit([], request=True, write=write)  # stored first, then the core hears of it
-        now = self.now()
-        if gpu is None:
-            (self.drained_nodes.add if drained else self.drained_nodes.discard)(node)
-            decisions = self.scheduler.set_node_health(node, not drained, now)
-        else:
-            (self.drained_gpus.add if drained else self.drained_gpus.discard)((node, gpu))
-            decisions = self.scheduler.set_gpu_health(node, gpu, not drained, now)
-        if not drained:  # undraining never gives out a GPU the health rules marked bad
-            for g in self._bad_gpus(node):
-                if gpu is None or g == gpu:
-                    decisions += self.scheduler.set_gpu_health(node, g, False, now)
-        self._unit(self._facts_of(decisions))
-        self._publish([], cluster=True)
-
-    # ------------------------------------------------------------------------------------------
-    # hardware health (called by hardware.monitor.HardwareMonitor)
-
-    def _bad_gpus(self, node: str) -> list[int]:
-        bad = self.hardware.state.bad if self.hardware is not None else {}
-        return sorted(g for n, g in bad if n == node)
-
-    def gpu_failed(self, node: str, gpu: int, reason: str) -> None:
-        """A GPU went bad: nothing new lands on it, and the jobs on it stop; each is retried elsewhere
-        while it has retries left (as a lost job), else it fails with the reason."""
-        facts = self._facts_of(self.scheduler.set_gpu_health(node, gpu, False, self.now()))
-        why = f"GPU {gpu} on {node} failed: {reason}"
-        facts += [(job.id, m.Lost(why)) for job in list(self.active.values())
-                  if job.lc.intent is None and any(p.node == node and gpu in p.gpus for p in job.placement)]
-        self._unit(facts)
-        self._publish([], cluster=True)
-
-    # ------------------------------------------------------------------------------------------
-    # shares of a GPU (hardware/sharing.py)
-
-    def _check_share(self, spec: JobSpec) -> None:
-        asked = spec.tasks[0].gpu_type
-        types = [asked] if asked else sorted({ch.gpu_type for ch in self.config.chains.values()})
-        try:
-            self.sharing.check_request(types, spec.gpu_share)
-        except ShareRefused as exc:
-            raise ServiceError(400, str(exc), "tasks[0].gpus") from None
-
-    def gpu_type_of(self, node: str, gpu: int) -> str | None:
-        for g in presentation.cluster_object(self)["gpus"]:
-            if g["node"] == node and g["index"] == gpu:
-                return g.get("type")
-        return None
-
-    @staticmethod
-    def _share_of(job: "ActiveJob") -> float | None:
-        tasks = job.spec.get("tasks") or []
-        share = tasks[0].get("gpus") if len(tasks) == 1 else None
-        return share if isinstance(share, float) and 0 < share < 1 else None
-
-    def share_device(self, job: "ActiveJob") -> str | None:
-        """A share placed on a GPU in MIG mode: its MIG device, taken when its placement is stored so the
-        store keeps it (a restart gives it the same one). None: not a share, not MIG, or none free (its
-        launch then fails saying why)."""
-        share = self._share_of(job)
-        p = job.placement[0] if job.placement else None
-        if share is None or p is None or not p.gpus:
-            return None
-        gpu = p.gpus[0]
-        if self.sharing.mode(self.gpu_type_of(p.node, gpu), p.node, gpu) != "mig":
-            return None
-        self.sharing.release(job.id)  # a new attempt: the device of an earlier one goes back first
-        d = self.sharing.take_mig(job.id, p.node, gpu, share)
-        self._listen_shares()
-        job.share_device = d.uuid if d is not None else None
-        return job.share_device
-
-    def _listen_shares(self) -> None:
-        if self._share_state not in self._state_listeners:  # from the first share on (inside the loop)
-            self._state_listeners.append(self._share_state)
-
-    def share_grant(self, job: "ActiveJob", p: Any, adopted: bool = False):
-        """The share's enforcement on its GPU (None: the job holds whole GPUs); ShareRefused -> LaunchError.
-        ``adopted``: it runs already (after a restart): its MPS daemon is not started again."""
-        tasks = job.spec.get("tasks") or []
-        share = self._share_of(job)
-        if share is None or not p.gpus:
-            return None
-        gpu = p.gpus[0]
-        device = self.gpu_uuids.get((p.node, gpu)) or str(gpu)
-        try:
-            grant = self.sharing.grant(job.id, self.gpu_type_of(p.node, gpu), p.node, gpu, share, device,
-                                       tasks[0].get("gpu_memory_mb"))
-            if grant.mode == "mps":
-                if adopted:
-                    self.mps.adopt(p.node, gpu, job.id)
-                else:
-                    self.mps.acquire(p.node, gpu, device, job.id)
-        except (ShareRefused, OSError, subprocess.SubprocessError) as exc:
-            self.sharing.release(job.id)
-            raise LaunchError(f"GPU share: {exc}") from None
-        self._listen_shares()
-        self._share_grants[job.id] = (p.node, gpu, device, grant.mode)
-        if grant.memory_budget_mb:
-            self.budgets.budgets[job.id] = grant.memory_budget_mb
-        return grant
-
-    def share_adopt(self, job: "ActiveJob") -> None:
-        """A share that ran on through a restart: its MIG device (stored with its placement), its use of
-        its GPU's MPS daemon and its memory budget are in force again."""
-        if self._share_of(job) is None or not job.placement:
-            return
-        try:
-            self.share_grant(job, job.placement[0], adopted=True)
-        except LaunchError as exc:
-            log.warning("hive-lab: the share of %s after a restart: %s", job.id, exc)
-
-    def _share_state(self, job_id: str, state: str, reason: str) -> None:
-        """A share's job left its GPU: its MIG device, MPS daemon use and budget go."""
-        job = self.active.get(job_id)
-        if state in ("scheduled", "running") or (job is not None and job.state in ("scheduled", "running")):
-            return  # (a notice of an earlier state, after the job was placed again)
-        self.sharing.release(job_id)
-        if job_id not in self._share_grants:
-            return
-        node, gpu, device, mode = self._share_grants.pop(job_id)
-        self.budgets.forget(job_id)
-        if mode == "mps":
-            self.mps.release(node, gpu, device, job_id)
-
-    def share_memory(self, used_mb: dict[str, float]) -> None:
-        """Called after each GPU sampling round with each job's GPU memory (NVML per-process memory):
-        a share over its budget gets a warning in its history, then is stopped with the reason."""
-        warnings, stops = self.budgets.check({j: used_mb[j] for j in used_mb if j in self.active})
-        if warnings:
-            def write(batch, at: float) -> None:
-                for job_id, why in warnings:
-                    job = self.active.get(job_id)
-                    if job is not None:
-                        self.store.add_event(batch, job_id, job.lc.state.value, at, why)
-
-            self._unit([], write=write)
-        if stops:
-            self._unit([(job_id, m.Cancel(f"hive-lab ({why})")) for job_id, why in stops
-                        if job_id in self.active and self.active[job_id].lc.intent is None])
-
-    def gpu_repaired(self, node: str, gpu: int) -> None:
-        """An admin marked a bad GPU healthy: give it out again unless the GPU itself is drained (the
-        core keeps node health apart, so a drained node's GPU returns with the node's undrain)."""
-        if (node, gpu) in self.drained_gpus:
-            return
-        self._unit(self._facts_of(self.scheduler.set_gpu_health(node, gpu, True, self.now())))
-        self._publish([], cluster=True)
-
-    def scheduler_nodes(self) -> dict[str, Any]:
-        return self.config.nodes
-
-    def node_gpu_count(self, node: str) -> int:
-        info = self.scheduler_nodes().get(node)
-        return int(getattr(info, "gpu_count", 0)) if info is not None else 0
+    # drains and GPU health (lifecycle/hardware_events.py), shares of a GPU (lifecycle/share_grants.py)
 
     def core_reason(self, job_id: str) -> str | None:
         try:
