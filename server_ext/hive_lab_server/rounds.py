@@ -37,7 +37,7 @@ S = JobState
 LIVE_POLICIES = ("fifo_perf", "gandiva", "max_min_fairness", "max_min_fairness_perf", "finish_time_fairness",
                  "finish_time_fairness_perf", "min_total_duration", "min_total_duration_perf",
                  "max_sum_throughput_perf")
-REMAINING_STEPS = 1e6  # live jobs do not say how long they are; every job looks equally long
+REMAINING_STEPS = 1e6  # a job that never said its total (hive_lab.progress(steps, total=N)) looks this long
 
 
 class RoundDriver:
@@ -55,6 +55,7 @@ class RoundDriver:
         self.solved: dict[str, Solved] = {}  # VC -> the inputs of its last solve and the allocation
         self.solves = 0
         self.solve_reasons: dict[str, str | None] = {}
+        self.last_problem: dict[str, Any] = {}  # VC -> the Problem of its last solve (what the policy saw)
 
     # --- the cluster as Gavel sees it ---------------------------------------------------------
 
@@ -95,6 +96,16 @@ class RoundDriver:
         return np.array(row)
 
     # --- one round ----------------------------------------------------------------------------
+
+    def remaining_steps(self, jobs: list[Any]) -> np.ndarray:
+        """Each job's steps left: its reported ``total`` minus its steps so far (read when the VC is
+        solved), else ``REMAINING_STEPS`` (every job that never said its total looks equally long)."""
+        out = []
+        for j in jobs:
+            p = self.svc.progress.jobs.get(j.id)
+            left = p.remaining_steps if p is not None else None
+            out.append(float(max(left, 1)) if left is not None else REMAINING_STEPS)
+        return np.array(out)
 
     def candidates(self, vc: str) -> list[Any]:
         out = []
@@ -137,9 +148,10 @@ class RoundDriver:
                 now = self.svc.now()
                 problem = Problem(
                     job_ids=list(range(len(jobs))), gpu_types=types, gpus=gpus, throughput=thr, scale_factor=sf,
-                    remaining_steps=np.full(len(jobs), REMAINING_STEPS), priority_weight=np.ones(len(jobs)),
+                    remaining_steps=self.remaining_steps(jobs), priority_weight=np.ones(len(jobs)),
                     time_since_start=np.array([max(1.0, now - j.request.submit_time) for j in jobs]),
                     job_keys=[(j.spec.get("job_type") or j.id, int(s)) for j, s in zip(jobs, sf)])
+                self.last_problem[vc] = problem
                 x = self.policy.allocate(problem)
                 if isinstance(x, PackedAllocation):  # packing is simulated only: keep the single-job units
                     single = {u[0]: x.x[i] for i, u in enumerate(x.units) if len(u) == 1}
