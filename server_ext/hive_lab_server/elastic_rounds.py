@@ -87,5 +87,5 @@ def plan_resizes(vc: str, jobs: list[Any], choice: dict[str, str | None], gpus_b
             continue
         sizes = tuple(range(min(hi, cur + idle), cur, -1))
         out.append(Resize(j.id, sizes[0], sizes, True, f"grown {cur} -> {{gpus}} GPUs: {_gpus(idle)} of {t} in VC {vc}"))
-        free[t] = 0
+        free[t] = idle - (sizes[0] - cur)
     return out
