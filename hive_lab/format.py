@@ -197,6 +197,11 @@ class LogTail:
         return max(0, total - len(self._text.splitlines()))
 
 
+def _when(t: float) -> str:
+    import datetime
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def progress_text(job: dict) -> str | None:
     """The job's progress and measured throughputs (``GET jobs/{id}``'s ``progress``), e.g.
     ``1200 steps (last on V100); measured: K80 10 steps/s (over 3 s), V100 40 steps/s (over 1 s);
@@ -206,7 +211,11 @@ def progress_text(job: dict) -> str | None:
         return None
     parts = []
     if p.get("steps") is not None:
-        parts.append(f"{p['steps']} steps" + (f" (last on {p['gpu_type']})" if p.get("gpu_type") else ""))
+        parts.append(f"{p['steps']} steps" + (f" of {p['total_steps']}" if p.get("total_steps") is not None else "")
+                     + (f" (last on {p['gpu_type']})" if p.get("gpu_type") else ""))
+    if p.get("remaining_steps") is not None:
+        parts.append(f"{p['remaining_steps']} to go" + (f", estimated finish {_when(p['estimated_finish'])}"
+                                                      if p.get("estimated_finish") is not None else ""))
     rates = [f"{t} {r['steps_per_s']:.3g} steps/s (over {duration(r.get('seconds'))})"
              for t, r in sorted((p.get("rates") or {}).items()) if r.get("steps_per_s") is not None]
     if rates:

@@ -2,8 +2,10 @@
 
 It prints one line to stdout, which the job's log keeps and the service reads::
 
-    hive-progress: steps=1200 t=1732390000.125 attempt=3 gpu_type=V100
+    hive-progress: steps=1200 total=5000 t=1732390000.125 attempt=3 gpu_type=V100
 
+``total`` (optional) is the steps the whole job will take; with it the service shows the remaining
+steps and an estimated finish, and the live policies that need remaining work use it.
 ``steps`` is the job's total so far (after a resume, count on from the checkpoint), ``t`` the time it
 was measured (seconds since the epoch), ``attempt`` and ``gpu_type`` come from the task's environment
 (``HIVE_ATTEMPT``, ``HIVE_GPU_TYPE``). Programs in other languages print the same line; only
@@ -21,11 +23,14 @@ from typing import IO
 PREFIX = "hive-progress:"
 
 
-def progress_line(steps: int, t: float | None = None, attempt: str | None = None, gpu_type: str | None = None) -> str:
+def progress_line(steps: int, t: float | None = None, attempt: str | None = None, gpu_type: str | None = None,
+                  total: int | None = None) -> str:
     """The line ``progress`` prints (without the newline)."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"steps must be a whole number >= 0 (the total so far), got {steps!r}")
-    parts = [PREFIX, f"steps={steps}", f"t={time.time() if t is None else float(t):.3f}"]
+    if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 0):
+        raise ValueError(f"total must be a whole number >= 0 (the steps of the whole job), got {total!r}")
+    parts = [PREFIX, f"steps={steps}"] + ([f"total={total}"] if total is not None else []) + [f"t={time.time() if t is None else float(t):.3f}"]
     attempt = os.environ.get("HIVE_ATTEMPT") if attempt is None else attempt
     gpu_type = os.environ.get("HIVE_GPU_TYPE") if gpu_type is None else gpu_type
     if attempt:
@@ -35,8 +40,8 @@ def progress_line(steps: int, t: float | None = None, attempt: str | None = None
     return " ".join(parts)
 
 
-def progress(steps: int, *, t: float | None = None, file: IO[str] | None = None) -> None:
-    """Report that the job has done ``steps`` steps in all (``t``: when, default now)."""
+def progress(steps: int, *, total: int | None = None, t: float | None = None, file: IO[str] | None = None) -> None:
+    """Report that the job has done ``steps`` steps in all (``total``: of how many; ``t``: when, default now)."""
     out = sys.stdout if file is None else file
-    out.write(progress_line(steps, t) + "\n")
+    out.write(progress_line(steps, t, total=total) + "\n")
     out.flush()

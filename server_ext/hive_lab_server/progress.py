@@ -1,7 +1,7 @@
 """Job progress and throughputs: what ``hive_lab.progress(steps)`` lines in a job's log say.
 
-A job prints ``hive-progress: steps=N [t=UNIX] [attempt=A] [gpu_type=T]`` (``hive_lab.progress``
-does). The tracker reads the first task's log incrementally (the log is the record, so the estimate is
+A job prints ``hive-progress: steps=N [total=M] [t=UNIX] [attempt=A] [gpu_type=T]``
+(``hive_lab.progress`` does; ``total``: the steps the whole job will take, when it knows). The tracker reads the first task's log incrementally (the log is the record, so the estimate is
 derived from it and rebuilt after a restart) and learns, online, the job's rate in steps/s on each
 GPU type: the steps between consecutive readings of one attempt on one type over the time between
 them (readings across a pause, a migration or a restart are not compared). Rates are also pooled
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 PREFIX = b"hive-progress:"
-_FIELD = re.compile(r"(steps|t|attempt|gpu_type)=(\S+)")
+_FIELD = re.compile(r"(steps|total|t|attempt|gpu_type)=(\S+)")
 MAX_LINE = 4096
 
 
@@ -26,6 +26,7 @@ class Reading:
     t: float | None = None
     attempt: int | None = None
     gpu_type: str | None = None
+    total: int | None = None
 
 
 def parse_line(line: str) -> Reading | None:
@@ -37,11 +38,12 @@ def parse_line(line: str) -> Reading | None:
         steps = int(fields["steps"])
         t = float(fields["t"]) if "t" in fields else None
         attempt = int(fields["attempt"]) if "attempt" in fields else None
+        total = int(fields["total"]) if "total" in fields else None
     except (KeyError, ValueError):
         return None
-    if steps < 0:
+    if steps < 0 or (total is not None and total < 0):
         return None
-    return Reading(steps, t, attempt, fields.get("gpu_type"))
+    return Reading(steps, t, attempt, fields.get("gpu_type"), total)
 
 
 @dataclass
@@ -66,13 +68,16 @@ class JobProgress:
     at: float | None = None
     gpu_type: str | None = None
     last: Reading | None = None
+    total: int | None = None
     rates: dict[str, Rate] = field(default_factory=dict)
 
     def add(self, r: Reading, now: float) -> tuple[str, float, float] | None:
         """Take a reading (``now``: the time it was read, when the line has no ``t``); returns the
         (GPU type, steps, seconds) it adds to a rate, if any."""
-        r = Reading(r.steps, r.t if r.t is not None else now, r.attempt, r.gpu_type)
+        r = Reading(r.steps, r.t if r.t is not None else now, r.attempt, r.gpu_type, r.total)
         prev, self.last = self.last, r
+        if r.total is not None:
+            self.total = r.total
         self.steps, self.at, self.gpu_type = r.steps, r.t, r.gpu_type or self.gpu_type
         if (prev is None or r.gpu_type is None or prev.attempt != r.attempt or prev.gpu_type != r.gpu_type
                 or r.t <= prev.t or r.steps < prev.steps):
@@ -80,6 +85,21 @@ class JobProgress:
         sample = (r.gpu_type, float(r.steps - prev.steps), r.t - prev.t)
         self.rates.setdefault(r.gpu_type, Rate()).add(sample[1], sample[2])
         return sample
+
+    @property
+    def remaining_steps(self) -> int | None:
+        """Steps left (the last ``total`` said minus the steps so far), None when no total was said."""
+        if self.total is None or self.steps is None:
+            return None
+        return max(0, self.total - self.steps)
+
+    def rate_now(self) -> float | None:
+        """Steps/s on the GPU type of the last reading (else the mean over all types), None if unmeasured."""
+        r = self.rates.get(self.gpu_type or "")
+        if r is not None and r.per_s:
+            return r.per_s
+        steps, seconds = sum(r.steps for r in self.rates.values()), sum(r.seconds for r in self.rates.values())
+        return steps / seconds if seconds > 0 and steps > 0 else None
 
 
 @dataclass
@@ -144,8 +164,12 @@ class ProgressTracker:
         if p is None and known is None:
             return None
         rates = {t: {"steps_per_s": r.per_s, "seconds": r.seconds} for t, r in sorted((p.rates if p else {}).items())}
+        remaining = p.remaining_steps if p else None
+        rate = p.rate_now() if p else None
+        finish = p.at + remaining / rate if remaining is not None and rate and p.at is not None else None
         return {"steps": p.steps if p else None, "at": p.at if p else None, "gpu_type": p.gpu_type if p else None,
-                "rates": rates, "known_rates": known}
+                "rates": rates, "known_rates": known, "total_steps": p.total if p else None,
+                "remaining_steps": remaining, "estimated_finish": finish}
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)

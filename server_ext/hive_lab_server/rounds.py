@@ -37,7 +37,7 @@ S = JobState
 LIVE_POLICIES = ("fifo_perf", "gandiva", "max_min_fairness", "max_min_fairness_perf", "finish_time_fairness",
                  "finish_time_fairness_perf", "min_total_duration", "min_total_duration_perf",
                  "max_sum_throughput_perf")
-REMAINING_STEPS = 1e6  # live jobs do not say how long they are; every job looks equally long
+REMAINING_STEPS = 1e6  # a job that never said its total (hive_lab.progress(steps, total=N)) looks this long
 
 
 class RoundDriver:
@@ -55,6 +55,8 @@ class RoundDriver:
         self.solved: dict[str, Solved] = {}  # VC -> the inputs of its last solve and the allocation
         self.solves = 0
         self.solve_reasons: dict[str, str | None] = {}
+        self.resized_in: dict[str, int] = {}  # job -> the round that last resized it (elastic_rounds)
+        self.last_problem: dict[str, Any] = {}  # VC -> the Problem of its last solve (what the policy saw)
 
     # --- the cluster as Gavel sees it ---------------------------------------------------------
 
@@ -95,6 +97,16 @@ class RoundDriver:
         return np.array(row)
 
     # --- one round ----------------------------------------------------------------------------
+
+    def remaining_steps(self, jobs: list[Any]) -> np.ndarray:
+        """Each job's steps left: its reported ``total`` minus its steps so far (read when the VC is
+        solved), else ``REMAINING_STEPS`` (every job that never said its total looks equally long)."""
+        out = []
+        for j in jobs:
+            p = self.svc.progress.jobs.get(j.id)
+            left = p.remaining_steps if p is not None else None
+            out.append(float(max(left, 1)) if left is not None else REMAINING_STEPS)
+        return np.array(out)
 
     def candidates(self, vc: str) -> list[Any]:
         out = []
@@ -137,9 +149,10 @@ class RoundDriver:
                 now = self.svc.now()
                 problem = Problem(
                     job_ids=list(range(len(jobs))), gpu_types=types, gpus=gpus, throughput=thr, scale_factor=sf,
-                    remaining_steps=np.full(len(jobs), REMAINING_STEPS), priority_weight=np.ones(len(jobs)),
+                    remaining_steps=self.remaining_steps(jobs), priority_weight=np.ones(len(jobs)),
                     time_since_start=np.array([max(1.0, now - j.request.submit_time) for j in jobs]),
                     job_keys=[(j.spec.get("job_type") or j.id, int(s)) for j, s in zip(jobs, sf)])
+                self.last_problem[vc] = problem
                 x = self.policy.allocate(problem)
                 if isinstance(x, PackedAllocation):  # packing is simulated only: keep the single-job units
                     single = {u[0]: x.x[i] for i, u in enumerate(x.units) if len(u) == 1}
@@ -155,6 +168,31 @@ class RoundDriver:
                 t = chosen.get((i,))
                 choice[job.id] = types[t] if t is not None else None
         return choice
+
+    async def grow_shrink(self, choice: dict[str, str | None], why: str) -> None:
+        """Gandiva's grow-shrink: resize the elastic jobs of each VC (elastic_rounds.plan_resizes)."""
+        from .elastic_rounds import plan_resizes
+        from .lifecycle.shell import ServiceError
+
+        for vc in sorted(self.svc.config.virtual_clusters):
+            # the round's jobs of the VC (those it just paused or moved too), oldest first
+            jobs = sorted((self.svc.active[j] for j in choice if j in self.svc.active and self.svc.active[j].vc == vc),
+                          key=lambda j: j.seq)
+            if not jobs:
+                continue
+            plan = plan_resizes(
+                vc, jobs, choice, self.vc_gpus(vc), self.svc.placed_gpu_type,
+                runs=lambda j: j.lc.state is S.RUNNING and j.lc.intent is None,
+                cooling=lambda job_id: self.resized_in.get(job_id) == self.round - 1)
+            for r in plan:
+                for gpus in r.sizes:  # largest first; a size the core can never place is refused unchanged
+                    try:
+                        await self.svc.resize(r.job_id, gpus, f"{why}: {r.why.format(gpus=gpus)}")
+                    except ServiceError as exc:
+                        log.info("hive-lab: %s: resizing %s to %d GPUs: %s", why, r.job_id, gpus, exc)
+                        continue
+                    self.resized_in[r.job_id] = self.round
+                    break
 
     async def run_round(self) -> dict[str, str | None]:
         """Plan the round and carry it out; returns the plan."""
@@ -180,7 +218,11 @@ class RoundDriver:
                 self.received[job_id][gpu_type] = self.received[job_id].get(gpu_type, 0.0) + self.round_s
             except Exception as exc:  # a job that ended or started stopping meanwhile: next round
                 log.info("hive-lab: %s: %s: %s", why, job_id, exc)
+        if self.policy_name == "gandiva":
+            await self.grow_shrink(choice, why)
         for job_id in [j for j in self.received if j not in self.svc.active]:
             del self.received[job_id]
+        for job_id in [j for j in self.resized_in if j not in self.svc.active]:
+            del self.resized_in[job_id]
         self.last_choice = {k: v for k, v in choice.items() if v}
         return choice

@@ -280,3 +280,6 @@ def test_progress_text():
                         "known_rates": {"v100": 7.922, "k80": 1.26}}}
     assert progress_text(job) == ("1200 steps (last on V100); measured: K80 10 steps/s (over 3.0 s), "
                                   "V100 40 steps/s (over 1.0 s); Gavel's figures: k80 1.26, v100 7.92 steps/s")
+    job["progress"].update(total_steps=5000, remaining_steps=3800, estimated_finish=0.0)
+    assert progress_text(job).startswith("1200 steps of 5000 (last on V100); 3800 to go, "
+                                         "estimated finish 1970-01-01 00:00:00 UTC; measured: ")

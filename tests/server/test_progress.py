@@ -65,3 +65,32 @@ def test_known_rates_come_from_gavels_file_for_the_declared_type():
     assert view["known_rates"]["v100"] > view["known_rates"]["k80"]
     assert tracker.view("j", None, 1) is None
     assert tracker.knows_type("ResNet-50 (batch size 64)") and not tracker.knows_type("ResNet-51")
+
+
+def test_total_gives_remaining_steps_and_an_estimated_finish(monkeypatch):
+    monkeypatch.delenv("HIVE_ATTEMPT", raising=False)
+    monkeypatch.delenv("HIVE_GPU_TYPE", raising=False)
+    out = io.StringIO()
+    progress(10, total=100, t=5, file=out)
+    assert out.getvalue() == "hive-progress: steps=10 total=100 t=5.000\n"
+    with pytest.raises(ValueError):
+        progress_line(1, total=-1)
+    assert parse_line("hive-progress: steps=10 total=100 t=5") == Reading(10, 5.0, None, None, 100)
+    assert parse_line("hive-progress: steps=10 total=x") is None
+    assert parse_line("hive-progress: steps=10 total=-3") is None
+    tracker = ProgressTracker()
+    chunks = [b"hive-progress: steps=0 total=100 t=0 attempt=1 gpu_type=V100\n"
+              b"hive-progress: steps=40 t=10 attempt=1 gpu_type=V100\n", b""]
+    tracker.read("j", None, lambda off: (chunks.pop(0), off + 100), now=0.0)
+    view = tracker.view("j", None, 1)
+    assert view["total_steps"] == 100 and view["remaining_steps"] == 60
+    assert view["estimated_finish"] == pytest.approx(10 + 60 / 4)
+    assert ProgressTracker().view("x", None, 1) is None
+
+
+def test_job_without_total_has_no_remaining_steps():
+    tracker = ProgressTracker()
+    chunks = [b"hive-progress: steps=5 t=0 attempt=1 gpu_type=V100\n", b""]
+    tracker.read("j", None, lambda off: (chunks.pop(0), off + 100), now=0.0)
+    view = tracker.view("j", None, 1)
+    assert view["remaining_steps"] is None and view["estimated_finish"] is None
