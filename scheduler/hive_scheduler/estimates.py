@@ -98,13 +98,20 @@ def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None
 
 
 def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expected] | None = None,
-                    max_steps: int | None = None, vc: str | None = None) -> dict[str, StartEstimate]:
+                    max_steps: int | None = None, vc: str | None = None,
+                    alternatives: Mapping[str, str] | None = None,
+                    names: Mapping[str, str] | None = None) -> dict[str, StartEstimate]:
     """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``.
 
     ``vc``: only that VC's guaranteed jobs (backfill's reservations). Its guaranteed jobs only ever
     use its own virtual cells, and HiveD's buddy invariant keeps those bindable whatever the other
     VCs do, so the other VCs' jobs and opportunistic work (preempted at once) are left out: the
-    same starts for a fraction of the work."""
+    same starts for a fraction of the work.
+
+    ``alternatives``: waiting jobs that are two requests for the same work (``{a: b, b: a}``, e.g. a
+    job and its overflow shadow): when one starts in the simulation the other is withdrawn, as the
+    driver would, so the two never hold GPUs at once. ``names``: how a job id is shown in a basis
+    ("when j-1 ends"), for ids the driver does not show."""
     twin = core._estimate_twin()
     jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
     if vc is not None:
@@ -161,6 +168,9 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
                 if d.event == "started":
                     if d.job in wanted and d.job not in starts:
                         starts[d.job] = (t, cause)
+                    other = alternatives.get(d.job) if alternatives else None
+                    if other is not None and other in twin._jobs and twin._jobs[other].state == WAITING:
+                        pending += [x for x in twin.finish(other, t) if x.job != other]
                     e = exp.get(d.job)
                     if e is not None:
                         rem = e.seconds if d.job not in ends else max(0.0, ends[d.job])
@@ -196,7 +206,8 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
                 basis = "GPUs are free for it now"
             else:
                 e = exp.get(by)
-                basis = f"when {by} ends ({e.describe(j.req.user) if e else 'its time limit'})"
+                shown = names.get(by, by) if names else by
+                basis = f"when {shown} ends ({e.describe(j.req.user) if e else 'its time limit'})"
             out[jid] = StartEstimate(t0 + at, basis)
         else:
             out[jid] = StartEstimate(None, NO_LIMIT if steps < limit else "beyond the estimate's horizon")

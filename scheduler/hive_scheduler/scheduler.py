@@ -409,11 +409,12 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
                                                   "it waits to be placed again")
 
     # ================================================================== start-time estimates
-    def estimate_starts(self, now: float, expected=None) -> dict:
+    def estimate_starts(self, now: float, expected=None, alternatives=None, names=None) -> dict:
         """``{job id: StartEstimate(start, basis)}`` for every waiting job: a forward simulation of the
         current state in which running jobs end at their ``time_limit_s`` (else at ``expected[id]``,
-        an ``estimates.Expected``; else never). A query: it changes nothing (see ``estimates``)."""
-        return _estimates.estimate_starts(self, float(now), expected)
+        an ``estimates.Expected``; else never). A query: it changes nothing (see ``estimates``;
+        ``alternatives`` and ``names`` there)."""
+        return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names)
 
     def _estimate_twin(self) -> "Scheduler":
         twin = self._twin

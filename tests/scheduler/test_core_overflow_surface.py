@@ -97,3 +97,27 @@ def test_what_if_answers_what_submit_does():
     out = s.submit(req("a2", "a"), 1)
     assert [d.placement for d in out if d.event == "started"] == [answer.placement]
     assert s.what_if(req("a3", "a"), 2).outcome == "wait"  # no idle GPUs left
+
+
+def test_start_estimates_treat_a_job_and_its_shadow_as_one():
+    """a1 (VC a) ends at 100 and b1 (VC b) at 50; a2 and a3 wait in a, each with its shadow. a2 is
+    estimated to start at 50 in b's idle GPUs (its shadow), which withdraws its guaranteed request, so
+    a3 gets a's GPUs at 100; were both of a2's requests kept, a2 would take a's GPUs too and a3 would wait
+    for one of them to end. No shadow id is shown."""
+    from hive_scheduler.estimates import Expected
+
+    s = OverflowScheduler(Scheduler(TWO))
+    s.submit(req("a1", "a"), 0)
+    s.submit(req("b1", "b"), 0)
+    s.submit(req("a2", "a"), 0)
+    s.submit(req("a3", "a"), 0)
+    assert s.job("a2").state == "waiting" and s.job("a3").state == "waiting"
+    expected = {"a1": Expected(100.0), "b1": Expected(50.0), "a2": Expected(100.0), "a3": Expected(100.0)}
+    est = s.estimate_starts(0, expected)
+    assert sorted(est) == ["a2", "a3"]
+    assert est["a2"].start == 50.0
+    assert est["a2"].basis == "when b1 ends (its time limit of 50 s), in idle GPUs outside VC a (overflow)"
+    assert est["a3"].start == 100.0 and est["a3"].basis.startswith("when a1 ends"), est["a3"]
+    assert "@overflow" not in repr(est)
+    # the core keeps both requests of each job waiting: the estimate changed nothing
+    assert s.job("a2").state == "waiting" and s.free_gpu_count() == 0

@@ -234,6 +234,36 @@ class OverflowScheduler:
         return dataclasses.replace(shadow, opportunistic=True,
                                    reason=f"running in idle GPUs outside VC {job.vc} (overflow); preemptible")
 
+    def estimate_starts(self, now: float, expected=None) -> dict:
+        """The core's forward simulation with each job and its shadow as alternatives (the first to
+        start withdraws the other, as ``submit`` does), a shadow expected to run as long as its job, and
+        every estimate under the job's own id: the earlier of its two starts, the shadow's saying
+        where it would run."""
+        exp = dict(expected or {})
+        alternatives: dict[str, str] = {}
+        names: dict[str, str] = {}
+        for job in self._req:
+            shadow = job + SHADOW_SUFFIX
+            names[shadow] = job
+            if job in exp:
+                exp[shadow] = exp[job]
+            if job in self._g_waiting and job in self._shadow_waiting:
+                alternatives[job], alternatives[shadow] = shadow, job
+        raw = self.inner.estimate_starts(now, exp, alternatives=alternatives, names=names)
+        out: dict = {}
+        for core_id, est in raw.items():
+            owner = _owner(core_id)
+            if owner != core_id:
+                if owner not in self._shadow_waiting:
+                    continue
+                if est.start is not None:
+                    vc = self._req[owner].vc if owner in self._req else "its VC"
+                    est = dataclasses.replace(est, basis=f"{est.basis}, in idle GPUs outside VC {vc} (overflow)")
+            have = out.get(owner)
+            if have is None or (est.start is not None and (have.start is None or est.start < have.start)):
+                out[owner] = est
+        return out
+
     def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
         return sum(1 for j in self._shadow_waiting
                    if j in self._req and self._req[j].vc == vc and (user is None or self._req[j].user == user))
