@@ -46,17 +46,22 @@ __all__ = ["LocalLauncher"]
 # Runs "$1" with /bin/sh and writes its exit status to "$2" (and, first, the CPU time of what it waited
 # for, the shell's ``times``, to "$2.cpu"). First joins the task's cgroups (the
 # cgroup.procs files after "$4"), then runs the command as uid "$3" / gid "$4" (setpriv, with the
-# account's groups) when "$3" is set. TERM/INT/HUP/USR1 are caught (not ignored, so the task itself still
-# gets them) to let the wrapper outlive the task and record its status. The command's own shell catches
+# account's groups) when "$3" is set. TERM/INT/HUP/USR1 are caught first thing (not ignored, so the task
+# itself still gets them) to let the wrapper outlive the task and record its status; a TERM/INT/HUP that
+# comes before the command started (a cancel right after the launch) means the command is not started at
+# all (else it would miss the signal and run through the whole stop grace). The command's own shell catches
 # USR1 too (the checkpoint signal, docs/checkpoint.md): it reaches the job's processes, and a compound
 # command's shell keeps waiting for them while they save their checkpoint.
-WRAPPER = """cmd=$1; exitf=$2; uid=$3; gid=$4; shift 4
+WRAPPER = """trap 'stop=143' TERM; trap 'stop=130' INT; trap 'stop=129' HUP; trap : USR1
+cmd=$1; exitf=$2; uid=$3; gid=$4; shift 4
 for p in "$@"; do printf '%s\\n' $$ > "$p" || { echo "hive-lab: cannot join cgroup $p" >&2; exit 125; }; done
-trap : TERM INT HUP USR1
 cmd="trap : USR1
 $cmd"
+if [ -n "$stop" ]; then code=$stop
+else
 if [ -n "$uid" ]; then setpriv --reuid="$uid" --regid="$gid" --init-groups -- /bin/sh -c "$cmd"; else /bin/sh -c "$cmd"; fi
 code=$?
+fi
 times > "$exitf.cpu" 2>/dev/null
 printf "%s\\n" "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
 exit $code
