@@ -57,6 +57,7 @@ class StartEstimate:
 
 
 NO_LIMIT = "running jobs have no time limit"
+_NO_ESTIMATE = StartEstimate(None, NO_LIMIT)
 
 
 def _duration(s: float) -> str:
@@ -112,7 +113,8 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
     if not waiting:
         return {}
-    exp = {j.req.id: expected_of(j.req, expected) for j in jobs}
+    # expected durations of the running jobs now; of the waiting ones only if the replay below needs them
+    exp = {j.req.id: expected_of(j.req, expected) for j in jobs if j.state is RUNNING}
     t0 = now
     heap: list = []
     ends: dict[str, float] = {}
@@ -146,6 +148,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
             waiting = []
         else:
             waiting_only = []
+            exp.update((j.req.id, expected_of(j.req, expected)) for j in waiting)
         for j in waiting:
             try:
                 pending += twin.submit(j.req, 0.0)
@@ -187,7 +190,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
             pending += twin.finish(jid, t)
     finally:
         _empty(twin, core)
-    out: dict[str, StartEstimate] = {j.req.id: StartEstimate(None, NO_LIMIT) for j in waiting_only}
+    out: dict[str, StartEstimate] = dict.fromkeys([j.req.id for j in waiting_only], _NO_ESTIMATE)  # (immutable)
     for j in waiting:
         jid = j.req.id
         if jid in starts:

@@ -1,7 +1,8 @@
 """``estimated_start`` of queued jobs: the core's forward simulation, recomputed on change and cached.
 
 After every unit of work that changed something the service asks ``refresh_soon`` (one recompute for
-however many changes came meanwhile, spaced so it takes at most a tenth of the event loop); REST reads
+however many changes came meanwhile, spaced so it takes at most a tenth of the event loop and runs at
+most 20 times a second); REST reads
 take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
 way; the answer to a submit never waits for it. Running jobs end at their time limit
 (the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
@@ -26,6 +27,7 @@ log = logging.getLogger("hive_lab_server")
 HISTORY_RUNS = 5
 HISTORY_ROWS = 1000  # succeeded jobs read back to learn run times (newest first)
 MIN_GAP = 9.0        # a recompute waits at least this many times the last one's cost after it (<= 10 % of the loop)
+MIN_INTERVAL_S = 0.05  # and at least this long (a burst of submits: at most 20 recomputes a second)
 
 
 def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -61,7 +63,8 @@ class StartEstimates:
     # ------------------------------------------------------------------ when
     def refresh_soon(self) -> None:
         """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
-        recompute's cost, so a burst of changes never spends more than a tenth of the loop on it."""
+        recompute's cost (and per ``MIN_INTERVAL_S``), so a burst of changes never spends more than a
+        tenth of the loop on it."""
         if self._scheduled:
             return
         try:
@@ -69,7 +72,7 @@ class StartEstimates:
         except RuntimeError:
             return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
         self._scheduled = True
-        wait = self._last_run + MIN_GAP * self.last_ms / 1000 - time.monotonic()
+        wait = self._last_run + max(MIN_GAP * self.last_ms / 1000, MIN_INTERVAL_S) - time.monotonic()
         loop.call_later(max(0.0, wait), self._refresh_now)
 
     def _refresh_now(self) -> None:
