@@ -119,7 +119,6 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     heap: list = []
     ends: dict[str, float] = {}
     starts: dict[str, tuple[float, str | None]] = {}
-    wanted = {j.req.id for j in waiting}
     try:
         twin._now = 0.0  # the twin runs on time relative to ``now``
         for node in sorted(core._node_down):
@@ -149,6 +148,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
         else:
             waiting_only = []
             exp.update((j.req.id, expected_of(j.req, expected)) for j in waiting)
+        wanted = {j.req.id for j in waiting}
         for j in waiting:
             try:
                 pending += twin.submit(j.req, 0.0)

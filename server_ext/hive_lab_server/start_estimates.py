@@ -112,17 +112,38 @@ class StartEstimates:
         version = core.version
         t0 = time.perf_counter()
         self._learn()
-        expected: dict[str, Expected] = {}
-        for job in svc.active.values():
-            limit = job.spec.get("time_limit_s")
-            if limit is not None:
-                expected[job.id] = Expected(float(limit), "limit")
-                continue
-            key, label = kind_of(job.spec)
-            exp = self._history.expected(job.user, key)
-            if exp is not None:
-                expected[job.id] = dataclasses.replace(exp, kind=label)
-        self._cache = core.estimate_starts(svc.now(), expected)
+        self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history))
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()
+
+
+class _ExpectedRuns:
+    """``{job id: Expected}`` for the core's forward simulation, worked out only for the jobs it asks
+    about (it asks about the running jobs, and about the waiting ones only when it replays them): a job's
+    time limit, else what its owner's history of the same kind of job says, else None."""
+
+    def __init__(self, active: dict[str, Any], history: RuntimeHistory):
+        self._active = active
+        self._history = history
+        self._seen: dict[str, Expected | None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._active)
+
+    def get(self, job_id: str, default: Any = None) -> Expected | None:
+        if job_id in self._seen:
+            return self._seen[job_id]
+        job = self._active.get(job_id)
+        exp = None
+        if job is not None:
+            limit = job.spec.get("time_limit_s")
+            if limit is not None:
+                exp = Expected(float(limit), "limit")
+            else:
+                key, label = kind_of(job.spec)
+                learned = self._history.expected(job.user, key)
+                if learned is not None:
+                    exp = dataclasses.replace(learned, kind=label)
+        self._seen[job_id] = exp
+        return exp if exp is not None else default
