@@ -203,8 +203,7 @@ class OverflowScheduler:
         if shadow_decision is None:  # the shadow would start (or submit decides it): nothing may remain
             self.inner.withdraw_waiting([job.id])
             return None
-        self._req[job.id] = job
-        self._gone.discard(job.id)
+        self._req[job.id] = job  # the state ``submit`` leaves: the job and its shadow wait
         self._gone.discard(shadow.id)
         self._g_waiting.add(job.id)
         self._shadow_waiting.add(job.id)
