@@ -57,6 +57,7 @@ class StartEstimate:
 
 
 NO_LIMIT = "running jobs have no time limit"
+_NO_ESTIMATE = StartEstimate(None, NO_LIMIT)
 
 
 def _duration(s: float) -> str:
@@ -119,12 +120,12 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
     if not waiting:
         return {}
-    exp = {j.req.id: expected_of(j.req, expected) for j in jobs}
+    # expected durations of the running jobs now; of the waiting ones only if the replay below needs them
+    exp = {j.req.id: expected_of(j.req, expected) for j in jobs if j.state is RUNNING}
     t0 = now
     heap: list = []
     ends: dict[str, float] = {}
     starts: dict[str, tuple[float, str | None]] = {}
-    wanted = {j.req.id for j in waiting}
     try:
         twin._now = 0.0  # the twin runs on time relative to ``now``
         for node in sorted(core._node_down):
@@ -153,6 +154,8 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
             waiting = []
         else:
             waiting_only = []
+            exp.update((j.req.id, expected_of(j.req, expected)) for j in waiting)
+        wanted = {j.req.id for j in waiting}
         for j in waiting:
             try:
                 pending += twin.submit(j.req, 0.0)
@@ -197,7 +200,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
             pending += twin.finish(jid, t)
     finally:
         _empty(twin, core)
-    out: dict[str, StartEstimate] = {j.req.id: StartEstimate(None, NO_LIMIT) for j in waiting_only}
+    out: dict[str, StartEstimate] = dict.fromkeys([j.req.id for j in waiting_only], _NO_ESTIMATE)  # (immutable)
     for j in waiting:
         jid = j.req.id
         if jid in starts:

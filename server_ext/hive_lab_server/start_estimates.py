@@ -1,7 +1,8 @@
 """``estimated_start`` of queued jobs: the core's forward simulation, recomputed on change and cached.
 
 After every unit of work that changed something the service asks ``refresh_soon`` (one recompute for
-however many changes came meanwhile, spaced so it takes at most a tenth of the event loop); REST reads
+however many changes came meanwhile, spaced so it takes at most a tenth of the event loop and runs at
+most 20 times a second); REST reads
 take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
 way; the answer to a submit never waits for it. Running jobs end at their time limit
 (the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
@@ -26,6 +27,7 @@ log = logging.getLogger("hive_lab_server")
 HISTORY_RUNS = 5
 HISTORY_ROWS = 1000  # succeeded jobs read back to learn run times (newest first)
 MIN_GAP = 9.0        # a recompute waits at least this many times the last one's cost after it (<= 10 % of the loop)
+MIN_INTERVAL_S = 0.05  # and at least this long (a burst of submits: at most 20 recomputes a second)
 
 
 def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -61,7 +63,8 @@ class StartEstimates:
     # ------------------------------------------------------------------ when
     def refresh_soon(self) -> None:
         """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
-        recompute's cost, so a burst of changes never spends more than a tenth of the loop on it."""
+        recompute's cost (and per ``MIN_INTERVAL_S``), so a burst of changes never spends more than a
+        tenth of the loop on it."""
         if self._scheduled:
             return
         try:
@@ -69,7 +72,7 @@ class StartEstimates:
         except RuntimeError:
             return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
         self._scheduled = True
-        wait = self._last_run + MIN_GAP * self.last_ms / 1000 - time.monotonic()
+        wait = self._last_run + max(MIN_GAP * self.last_ms / 1000, MIN_INTERVAL_S) - time.monotonic()
         loop.call_later(max(0.0, wait), self._refresh_now)
 
     def _refresh_now(self) -> None:
@@ -109,17 +112,38 @@ class StartEstimates:
         version = core.version
         t0 = time.perf_counter()
         self._learn()
-        expected: dict[str, Expected] = {}
-        for job in svc.active.values():
-            limit = job.spec.get("time_limit_s")
-            if limit is not None:
-                expected[job.id] = Expected(float(limit), "limit")
-                continue
-            key, label = kind_of(job.spec)
-            exp = self._history.expected(job.user, key)
-            if exp is not None:
-                expected[job.id] = dataclasses.replace(exp, kind=label)
-        self._cache = core.estimate_starts(svc.now(), expected)
+        self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history))
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()
+
+
+class _ExpectedRuns:
+    """``{job id: Expected}`` for the core's forward simulation, worked out only for the jobs it asks
+    about (it asks about the running jobs, and about the waiting ones only when it replays them): a job's
+    time limit, else what its owner's history of the same kind of job says, else None."""
+
+    def __init__(self, active: dict[str, Any], history: RuntimeHistory):
+        self._active = active
+        self._history = history
+        self._seen: dict[str, Expected | None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._active)
+
+    def get(self, job_id: str, default: Any = None) -> Expected | None:
+        if job_id in self._seen:
+            return self._seen[job_id]
+        job = self._active.get(job_id)
+        exp = None
+        if job is not None:
+            limit = job.spec.get("time_limit_s")
+            if limit is not None:
+                exp = Expected(float(limit), "limit")
+            else:
+                key, label = kind_of(job.spec)
+                learned = self._history.expected(job.user, key)
+                if learned is not None:
+                    exp = dataclasses.replace(learned, kind=label)
+        self._seen[job_id] = exp
+        return exp if exp is not None else default

@@ -39,9 +39,15 @@ def test_views_show_the_jobs_own_ids():
     assert s.free_gpu_count() == 0  # anything else is the core's
 
 
-def test_a_job_that_may_overflow_is_not_group_committed():
+def test_a_job_that_may_overflow_is_group_committed_with_its_shadow():
     s, _ = overflowing()
-    assert s.submit_if_waiting(req("a3", "a"), 2) is None  # its shadow must be queued too: use submit
+    d = s.submit_if_waiting(req("a3", "a"), 2)  # no idle GPUs: it and its shadow can only wait
+    assert d is not None and d.event == "queued" and d.job == "a3"
+    assert s.inner.job("a3@overflow").state == "waiting"
+    s.withdraw_waiting(["a3"])  # its shadow goes with it
+    for gone in ("a3", "a3@overflow"):
+        with pytest.raises(RequestError):
+            s.inner.job(gone)
     d = s.submit_if_waiting(req("a4", "a", priority=-1), 2)  # an opportunistic job: the core's answer
     assert d is not None and d.event == "queued"
     s.withdraw_waiting(["a4"])

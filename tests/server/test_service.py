@@ -101,3 +101,54 @@ def test_group_commit_stores_submits_arriving_together_in_one_transaction(servic
         await service.stop()
 
     asyncio.run(main())
+
+
+def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_path, monkeypatch):
+    """With the overflow wrapper (the server's default), jobs that may overflow are group-committed too:
+    one commit for the submits arriving together, each queued with its shadow in the core; when the store
+    refuses that commit, the core forgets them and their shadows exactly."""
+    from sqlalchemy import event
+
+    from hive_scheduler.sim.overflow import OverflowScheduler
+
+    cfg = load_cluster_config({"nodes": 2, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"a": 2, "b": 2}})
+    svc = HiveService(scheduler=OverflowScheduler(Scheduler(cfg)), config=cfg,
+                      store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"), launcher=LocalLauncher(tmp_path / "state"),
+                      jobs_root=tmp_path / "jobs", poll_interval_s=0.02)
+    commits = []
+    event.listen(svc.store.engine, "commit", lambda conn: commits.append(1))
+    spec = parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 2}]})
+
+    async def main():
+        await svc.start()
+        busy = [svc.submit(spec, "ann", vc) for vc in ("a", "b")]  # no idle GPUs anywhere
+        assert [b["state"] for b in busy] == ["scheduled", "scheduled"]
+        await asyncio.sleep(0)
+        commits.clear()
+        jobs = await asyncio.gather(*(svc.submit_grouped(spec, "ann", "a") for _ in range(5)))
+        assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1
+        assert [svc.store.get_job(j["id"])["state"] for j in jobs] == ["queued"] * 5
+        core_ids = sorted(svc.scheduler.inner._jobs)
+        assert sum(i.endswith("@overflow") for i in core_ids) == 5  # each waits with its shadow
+
+        def broken(batch, row):
+            raise RuntimeError("disk full")
+
+        monkeypatch.setattr(svc.store, "insert_job", broken)
+        refused = await asyncio.gather(*(svc.submit_grouped(spec, "bob", "a") for _ in range(3)),
+                                       return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailable) for r in refused)
+        assert sorted(svc.scheduler.inner._jobs) == core_ids and len(svc.active) == 7
+        monkeypatch.undo()
+        # b's node frees up: the first queued job of a runs there as overflow (its shadow started)
+        await svc.launcher.stop(busy[1]["id"], 0)
+        for _ in range(500):
+            if svc.scheduler.is_overflowed(jobs[0]["id"]):
+                break
+            await asyncio.sleep(0.02)
+        assert svc.scheduler.is_overflowed(jobs[0]["id"])
+        for j in [busy[0], jobs[0]]:
+            await svc.launcher.stop(j["id"], 0)
+        await svc.stop()
+
+    asyncio.run(main())

@@ -71,3 +71,23 @@ def test_no_limit_no_estimate(srv):
     for job in (waiting, running):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
     srv.wait_for_job(running["id"], "cancelled", user="ann")
+
+
+def test_estimate_from_the_owners_last_runs_of_the_same_command(srv):
+    """A running job without a time limit ends, in the forward simulation, after the median of its
+    owner's last runs of the same command (learned from the store); the queued job behind it says so."""
+    flag = srv.tmp / "go"
+    command = f"while [ ! -e {flag} ]; do sleep 0.05; done"  # returns at once while the flag file exists
+    flag.touch()
+    done = submit(srv, {"vc": "a", "name": "trainer", "command": command, "tasks": [{"gpus": 1}]})
+    srv.wait_for_job(done["id"], "succeeded", user="ann")
+    flag.unlink()
+    running = submit(srv, {"vc": "a", "name": "trainer", "command": command, "tasks": [{"gpus": 4}]})
+    srv.wait_for_job(running["id"], "running", user="ann")
+    waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
+    got = estimated(srv, waiting["id"])
+    assert got["estimated_start_basis"] == f"when {running['id']} ends (from your last 1 run of trainer)", got
+    assert got["estimated_start"] is not None
+    for job in (waiting, running):
+        srv.request("DELETE", f"jobs/{job['id']}", user="ann")
+    srv.wait_for_job(running["id"], "cancelled", user="ann")

@@ -32,7 +32,7 @@ class OverflowScheduler:
         self.inner = inner
         self._req: dict[str, JobRequest] = {}  # guaranteed jobs that may overflow, by id
         self._g_waiting: set[str] = set()  # jobs whose guaranteed request waits in the core
-        self._shadow_waiting: set[str] = set()  # jobs whose shadow waits in the core
+        self._shadow_waiting = _Tally(self._key)  # jobs whose shadow waits in the core (counted per VC, user)
         self._overflowed: set[str] = set()  # jobs running (or being stopped) as their shadow
         self._withdrawing: set[str] = set()  # ids whose "finished" we caused and swallow
         self._gone: set[str] = set()  # core ids withdrawn: later decisions about them in a list are stale
@@ -114,6 +114,10 @@ class OverflowScheduler:
                 shadow = dataclasses.replace(self._req[job], id=job + SHADOW_SUFFIX, priority=-1)
                 self._submit(shadow, now, out)
 
+    def _key(self, job: str) -> tuple[str, str]:
+        req = self._req[job]
+        return req.vc, req.user
+
     def _forget(self, job: str) -> None:
         if job not in self._overflowed and job not in self._shadow_waiting and job not in self._g_waiting:
             self._req.pop(job, None)
@@ -181,11 +185,45 @@ class OverflowScheduler:
         return job_id in self._overflowed
 
     def submit_if_waiting(self, job: JobRequest, now: float):
-        """The core's group-commit submit, for jobs that cannot overflow; a job that may overflow gets
-        None (its shadow must be queued too, which ``withdraw_waiting`` could not undo): use ``submit``."""
-        if job.priority >= 0 and any(t.gpus for t in job.tasks):
+        """The core's group-commit submit (``submit`` or nothing, undone exactly by ``withdraw_waiting``).
+
+        A job that may overflow is queued with its shadow, as ``submit`` does, only if the core would just
+        queue both (the job cannot start in its VC and its shadow cannot start in idle GPUs); then its
+        ``queued`` decision is returned. Otherwise nothing changes and None says: use ``submit``."""
+        if not (job.priority >= 0 and any(t.gpus for t in job.tasks)):
+            return self.inner.submit_if_waiting(job, now)
+        decision = self.inner.submit_if_waiting(job, now)  # a bad request raises before anything changed
+        if decision is None:
             return None
-        return self.inner.submit_if_waiting(job, now)
+        shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+        try:
+            shadow_decision = self.inner.submit_if_waiting(shadow, now)
+        except Exception:
+            shadow_decision = None
+        if shadow_decision is None:  # the shadow would start (or submit decides it): nothing may remain
+            self.inner.withdraw_waiting([job.id])
+            return None
+        self._req[job.id] = job  # the state ``submit`` leaves: the job and its shadow wait
+        self._gone.discard(shadow.id)
+        self._g_waiting.add(job.id)
+        self._shadow_waiting.add(job.id)
+        return decision
+
+    def withdraw_waiting(self, job_ids: list[str]) -> None:
+        """Undo ``submit_if_waiting`` of ``job_ids`` (the latest, in order), shadows included: as if never
+        submitted. RequestError (nothing changed) if one of them is no longer just waiting."""
+        ids: list[str] = []
+        paired: list[str] = []
+        for job_id in job_ids:
+            ids.append(job_id)
+            if job_id in self._shadow_waiting and job_id in self._g_waiting and job_id not in self._overflowed:
+                ids.append(job_id + SHADOW_SUFFIX)
+                paired.append(job_id)
+        self.inner.withdraw_waiting(ids)
+        for job_id in paired:
+            self._shadow_waiting.discard(job_id)
+            self._g_waiting.discard(job_id)
+            self._req.pop(job_id, None)
 
     def adopt(self, job: JobRequest, placement: Any, opportunistic: bool, now: float) -> list:
         """Put back a running job after a restart. A guaranteed job that ran opportunistically (it had
@@ -265,8 +303,7 @@ class OverflowScheduler:
         return out
 
     def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
-        return sum(1 for j in self._shadow_waiting
-                   if j in self._req and self._req[j].vc == vc and (user is None or self._req[j].user == user))
+        return self._shadow_waiting.count(vc, user)  # (kept as shadows come and go: a submit is not O(queue))
 
     def check_limits(self, job: JobRequest, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
         """The core's check; a job waiting with its shadow counts once toward ``max_queued_jobs``."""
@@ -293,6 +330,46 @@ class OverflowScheduler:
             object.__setattr__(self, name, value)
         else:  # a setting of the core (backfill...)
             setattr(self.inner, name, value)
+
+
+class _Tally:
+    """A set of job ids that also counts its members per (VC, user), so that the count a submit's
+    ``check_limits`` needs costs O(1) instead of a walk over every waiting shadow. ``key`` gives a member's
+    (VC, user) when it is added; the key is kept, so ``discard`` needs nothing else."""
+
+    def __init__(self, key: Any):
+        self._key = key
+        self._members: dict[str, tuple[str, str]] = {}
+        self._by_user: dict[tuple[str, str], int] = {}
+        self._by_vc: dict[str, int] = {}
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._members
+
+    def __iter__(self):
+        return iter(list(self._members))
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def add(self, job: str) -> None:
+        if job in self._members:
+            return
+        key = self._members[job] = self._key(job)
+        self._by_user[key] = self._by_user.get(key, 0) + 1
+        self._by_vc[key[0]] = self._by_vc.get(key[0], 0) + 1
+
+    def discard(self, job: str) -> None:
+        key = self._members.pop(job, None)
+        if key is None:
+            return
+        for table, k in ((self._by_user, key), (self._by_vc, key[0])):
+            table[k] -= 1
+            if not table[k]:
+                del table[k]
+
+    def count(self, vc: str, user: str | None = None) -> int:
+        return self._by_vc.get(vc, 0) if user is None else self._by_user.get((vc, user), 0)
 
 
 def _rename(value: Any) -> Any:
