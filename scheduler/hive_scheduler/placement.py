@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .cells import PCell, VCell
 from .jobs import DISPLACE, FREE
+from .state import rollback
 from .types import TaskGroup
 
 
@@ -98,7 +99,7 @@ class PlacementMixin:
         return None
 
     def _bind_pred(self, root: VCell, tg: TaskGroup, mode: int):
-        node_level = self._node_level[root.chain]
+        node_level = self.state.node_level[root.chain]
 
         def pred(c: PCell) -> bool:
             if c.bad or c.reserved:
@@ -118,10 +119,10 @@ class PlacementMixin:
         return (c.opp, busy, c.id)
 
     def _try_bind(self, root: VCell, tg: TaskGroup, mode: int, txn: list) -> bool:
-        pc = self._buddies[root.chain].take(root.level, self._bind_pred(root, tg, mode), self._bind_key)
+        pc = self.state.buddies[root.chain].take(root.level, self._bind_pred(root, tg, mode), self._bind_key)
         if pc is None:
             return False
-        self._bind(root, pc, txn)
+        self.state.bind(root, pc, txn)
         self._pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
         return True
 
@@ -131,11 +132,11 @@ class PlacementMixin:
         GPUs first. The caller rolls ``txn`` back before asking for the next option."""
         if self._try_bind(root, tg, mode, txn):
             yield
-        bad = self._bad_leaves[root.chain]
+        bad = self.state.bad_leaves[root.chain]
         if not bad or root.level == 1:
             return
-        buddy = self._buddies[root.chain]
-        node_level = self._node_level[root.chain]
+        buddy = self.state.buddies[root.chain]
+        node_level = self.state.node_level[root.chain]
         for pc in buddy.partly_bad(root.level, bad.values()):
             usable = pc.avail if mode == FREE else pc.avail + pc.opp
             if usable < tg.gpus or pc.reserved:
@@ -144,16 +145,17 @@ class PlacementMixin:
                 continue
             if not buddy.take_partly_bad(pc):
                 continue
-            self._bind(root, pc, txn)
+            self.state.bind(root, pc, txn)
             self._pending_idle.append(root)
             yield
 
     def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
         g = tg.gpus
-        level = self._task_level(chain, g)
+        state = self.state
+        level = state.task_level(chain, g)
         if level is None:
             return None
-        nl = self._node_level[chain]
+        nl = state.node_level[chain]
         if scope is not None:
             if scope.level < level:
                 return None
@@ -177,7 +179,7 @@ class PlacementMixin:
                 res = self._vdescend(r, g, level, nl, tg, mode)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
         return None
 
     def _within_scopes(self, vcs, chains: list[str], wlevel: int, total: int, mode: int):
@@ -208,7 +210,7 @@ class PlacementMixin:
 
     def _whole_cells_free(self, vcs, chain: str, level: int, mode: int, need: int) -> bool:
         """Are there at least ``need`` wholly free level-``level`` cells in the VC (cheap pre-check)?"""
-        size = self._types[self.config.chains[chain].type_at(level)].leaf_count
+        size = self.state.types[self.config.chains[chain].type_at(level)].leaf_count
         n = 0
         for r in vcs.roots.get(chain, ()):
             if r.level < level:
@@ -234,7 +236,7 @@ class PlacementMixin:
         hold-and-roll-back of the first tasks."""
         if req.within is not None or req.pinned_cell is not None:
             return False
-        chains = self._job_chains(req, vcs)
+        chains = self.state.job_chains(req, vcs)
         if len(chains) != 1:
             return False
         chain = chains[0]
@@ -242,10 +244,10 @@ class PlacementMixin:
         for t in req.tasks:
             if not t.gpus:
                 continue
-            level = self._task_level(chain, t.gpus)
+            level = self.state.task_level(chain, t.gpus)
             if level is None:
                 return False
-            if self._types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
+            if self.state.types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
                 return False
             need[level] = need.get(level, 0) + t.count
         if len(need) != 1:
@@ -256,7 +258,7 @@ class PlacementMixin:
     def _place_guaranteed(self, job, mode: int, txn: list):
         """Hold virtual GPUs for every task of ``job`` (all or nothing). Returns the task list or None."""
         req = job.req
-        vcs = self._vcs[req.vc]
+        vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
             return None
         order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
@@ -264,15 +266,15 @@ class PlacementMixin:
             return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)
         if req.within is None:
             return self._place_groups_v(job, vcs, order, None, mode, txn)
-        wlevel = self._types[req.within].level
-        chains = [c for c in self._job_chains(req, vcs) if req.within in self.config.chains[c].types]
+        wlevel = self.state.types[req.within].level
+        chains = [c for c in self.state.job_chains(req, vcs) if req.within in self.config.chains[c].types]
         for scope, unbound_root in self._within_scopes(vcs, chains, wlevel, req.total_gpus, mode):
             mark = len(txn)
             if unbound_root is None:
                 res = self._place_groups_v(job, vcs, order, scope, mode, txn)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
                 continue
             for _ in self._bind_options(unbound_root, req.tasks[order[0]], mode, txn):
                 scope = unbound_root
@@ -281,30 +283,25 @@ class PlacementMixin:
                 res = self._place_groups_v(job, vcs, order, scope, mode, txn)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
         return None
-
-    def _job_chains(self, req, vcs) -> list[str]:
-        types = {t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type}
-        if vcs is None:
-            chains = self._chains
-        else:
-            chains = [c for c in self._chains if vcs.total.get(c)]
-        return [c for c in chains if not types or types <= {self._chain_gpu[c]}] or \
-            [c for c in chains if self._chain_gpu[c] in types]
 
     def _place_groups_v(self, job, vcs, order, scope: VCell | None, mode: int, txn: list):
         req = job.req
+        jid, prio = req.id, req.priority
+        state = self.state
+        hold = state.vhold
+        chain_gpu = state.chain_gpu
         out = []
         used_nodes: list = []
         last_chain = None
         for gi in order:
             tg = req.tasks[gi]
             if scope is not None:
-                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
+                chains = [scope.chain] if tg.gpu_type in (None, chain_gpu[scope.chain]) else []
             else:
-                chains = [c for c in self._chains if vcs.total.get(c)
-                          and (tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type)]
+                chains = [c for c in state.chains if vcs.total.get(c)
+                          and (tg.gpu_type is None or chain_gpu[c] == tg.gpu_type)]
                 if last_chain in chains:
                     chains.remove(last_chain)
                     chains.insert(0, last_chain)
@@ -328,13 +325,31 @@ class PlacementMixin:
                 node, leaves = found
                 for v in leaves:
                     if v.job is None:
-                        self._vhold(v, req.id, txn)
+                        hold(v, jid, prio, txn)
                     else:
-                        self._vsteal(v, req.id, txn)
+                        self._vsteal(v, jid, prio, txn)
                 self._take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, [v.pcell for v in leaves]))
         return out
+
+    def _vsteal(self, v: VCell, job_id: str, prio: int, txn: list) -> None:
+        """Tentatively hand a held virtual GPU to ``job_id`` (priority ``prio``; the preemption search,
+        always rolled back)."""
+        state = self.state
+        old = v.job
+        old_prio = self._jobs[old].req.priority
+        search = self._preemption
+        search.stolen.append(old)
+        state.vunhold(v, old_prio)
+        state.vhold(v, job_id, prio)
+
+        def undo():
+            state.vunhold(v, prio)
+            state.vhold(v, old, old_prio)
+            search.stolen.pop()
+
+        txn.append(undo)
 
     # ------------------------------------------------------------------ CPU / memory
     def _take_node(self, node, tg: TaskGroup, txn: list) -> None:
@@ -355,7 +370,7 @@ class PlacementMixin:
         if scope is not None:
             nodes = list(dict.fromkeys(leaf.node_obj for leaf in scope.leaves))
         else:
-            nodes = self._node_list
+            nodes = self.state.node_list
         for n in used_nodes:
             if n.fits(tg.cpus, tg.memory_mb) and (scope is None or n in nodes):
                 return n
@@ -414,15 +429,16 @@ class PlacementMixin:
 
     def _find_ptask(self, chain: str, tg: TaskGroup, scope: PCell | None):
         g = tg.gpus
-        level = self._task_level(chain, g)
+        state = self.state
+        level = state.task_level(chain, g)
         if level is None:
             return None
-        nl = self._node_level[chain]
+        nl = state.node_level[chain]
         if scope is not None:
             return self._pdescend(scope, g, level, nl, tg)
         best = None
         best_k = None
-        for n in self._chain_nodes[chain]:
+        for n in state.chain_nodes[chain]:
             a = n.avail
             if a < g:
                 continue
@@ -441,16 +457,16 @@ class PlacementMixin:
     def _place_opportunistic(self, job, txn: list):
         req = job.req
         order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
-        chains = self._job_chains(req, None)
+        chains = self.state.job_chains(req, None)
         if req.within is None:
             return self._place_groups_p(job, order, None, txn)
-        wlevel = self._types[req.within].level
+        wlevel = self.state.types[req.within].level
         total = req.total_gpus
         for chain in chains:
             if req.within not in self.config.chains[chain].types:
                 continue
             cands = []
-            for r in self._buddies[chain].roots:
+            for r in self.state.buddies[chain].roots:
                 stack = [r]
                 while stack:
                     c = stack.pop()
@@ -466,19 +482,21 @@ class PlacementMixin:
                 res = self._place_groups_p(job, order, scope, txn)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
         return None
 
     def _place_groups_p(self, job, order, scope: PCell | None, txn: list):
         req = job.req
+        state = self.state
+        chain_gpu = state.chain_gpu
         out = []
         used_nodes: list = []
         for gi in order:
             tg = req.tasks[gi]
             if scope is not None:
-                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
+                chains = [scope.chain] if tg.gpu_type in (None, chain_gpu[scope.chain]) else []
             else:
-                chains = [c for c in self._chains if tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type]
+                chains = [c for c in state.chains if tg.gpu_type is None or chain_gpu[c] == tg.gpu_type]
             for ti in range(tg.count):
                 if tg.gpus == 0:
                     node = self._cpu_node(job, tg, used_nodes, None, scope)
@@ -497,7 +515,7 @@ class PlacementMixin:
                     return None
                 node, leaves = found
                 for leaf in leaves:
-                    self._leaf_set(leaf, reserved_by=req.id, txn=txn)
+                    state.leaf_set(leaf, reserved_by=req.id, txn=txn)
                 self._take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, leaves))
