@@ -1,9 +1,10 @@
-"""Topology-aware gang placement.
+"""Topology-aware gang placement of guaranteed jobs.
 
 Guaranteed jobs are placed in their VC's *virtual* cells (binding a virtual cell to a physical
-one the first time it is used); opportunistic jobs directly on free physical GPUs. Both pack:
-candidates are tried most-used first (fewest free GPUs that still fit), and one task's GPUs come
-from the smallest cell that can hold them, so they share the closest common ancestor.
+one the first time it is used); opportunistic jobs directly on free physical GPUs (``physical.py``,
+functions of the cluster state). Both pack: candidates are tried most-used first (fewest free GPUs
+that still fit), and one task's GPUs come from the smallest cell that can hold them, so they share
+the closest common ancestor.
 
 Modes for guaranteed placement (``jobs.Mode``): FREE = only GPUs nobody uses; OPPORTUNISTIC = may
 take GPUs running opportunistic work (their jobs become victims); DISPLACE = the preemption search
@@ -12,13 +13,20 @@ take GPUs running opportunistic work (their jobs become victims); DISPLACE = the
 
 from __future__ import annotations
 
-from .cells import PCell, VCell
+from .cells import VCell
 from .jobs import DISPLACE, FREE
+from .physical import bind_key, bind_pred, cpu_node, take_node
 from .state import rollback
 from .types import TaskGroup
 
 
 class PlacementMixin:
+    """Mixed into Scheduler: places guaranteed jobs. It changes the cluster only through
+    ``self.state`` (a ``ClusterState``) and reads the scheduler's jobs (``_jobs``: who holds a
+    virtual GPU, at what priority), the running preemption search (``_preemption``: its cutoff and
+    the holders it took), the victims the preemptor being placed stops (``_claimable``), and notes
+    the cells it bound for the attempt (``_pending_idle``: unbound again if nothing used them)."""
+
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
         if mode == FREE and v.pcell is not None:
@@ -98,28 +106,8 @@ class PlacementMixin:
                 return r
         return None
 
-    def _bind_pred(self, root: VCell, tg: TaskGroup, mode: int):
-        node_level = self.state.node_level[root.chain]
-
-        def pred(c: PCell) -> bool:
-            if c.bad or c.reserved:
-                return False
-            if mode == FREE and c.opp:
-                return False
-            if root.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
-                return False
-            return True
-
-        return pred
-
-    def _bind_key(self, c: PCell) -> tuple:
-        # fewest opportunistic GPUs to disturb; then the most-used parent (keep big cells whole)
-        p = c.parent
-        busy = -sum(1 for s in p.children if s.state != "free") if p is not None else 0
-        return (c.opp, busy, c.id)
-
     def _try_bind(self, root: VCell, tg: TaskGroup, mode: int, txn: list) -> bool:
-        pc = self.state.buddies[root.chain].take(root.level, self._bind_pred(root, tg, mode), self._bind_key)
+        pc = self.state.buddies[root.chain].take(root.level, bind_pred(self.state, root, tg, mode), bind_key)
         if pc is None:
             return False
         self.state.bind(root, pc, txn)
@@ -307,10 +295,10 @@ class PlacementMixin:
                     chains.insert(0, last_chain)
             for ti in range(tg.count):
                 if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, vcs, scope.pcell if scope is not None else None)
+                    node = cpu_node(self.state, tg, used_nodes, vcs, scope.pcell if scope is not None else None)
                     if node is None:
                         return None
-                    self._take_node(node, tg, txn)
+                    take_node(node, tg, txn)
                     used_nodes.append(node)
                     out.append((gi, ti, node, []))
                     continue
@@ -328,7 +316,7 @@ class PlacementMixin:
                         hold(v, jid, prio, txn)
                     else:
                         self._vsteal(v, jid, prio, txn)
-                self._take_node(node, tg, txn)
+                take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, [v.pcell for v in leaves]))
         return out
@@ -350,173 +338,3 @@ class PlacementMixin:
             search.stolen.pop()
 
         txn.append(undo)
-
-    # ------------------------------------------------------------------ CPU / memory
-    def _take_node(self, node, tg: TaskGroup, txn: list) -> None:
-        if not tg.cpus and not tg.memory_mb:
-            return
-        node.cpus_free -= tg.cpus
-        node.memory_free -= tg.memory_mb
-
-        def undo():
-            node.cpus_free += tg.cpus
-            node.memory_free += tg.memory_mb
-
-        txn.append(undo)
-
-    def _cpu_node(self, job, tg: TaskGroup, used_nodes: list, vcs, scope: PCell | None = None):
-        """A node for a CPU-only task: one the job already uses, else the fullest that fits
-        (inside ``scope`` when the job asked for ``within``)."""
-        if scope is not None:
-            nodes = list(dict.fromkeys(leaf.node_obj for leaf in scope.leaves))
-        else:
-            nodes = self.state.node_list
-        for n in used_nodes:
-            if n.fits(tg.cpus, tg.memory_mb) and (scope is None or n in nodes):
-                return n
-        best = None
-        best_k = None
-        for n in nodes:
-            if not n.fits(tg.cpus, tg.memory_mb):
-                continue
-            # guaranteed CPU tasks prefer nodes of their own VC's cells, opportunistic ones nodes
-            # without guaranteed work; then the fullest node (packing)
-            if vcs is not None:
-                pref = not any(leaf.vcell is not None and leaf.vcell.vc == vcs.name
-                               for leaf in n.gpu_leaves.values())
-            else:
-                pref = any(c.used - c.opp > 0 for c in n.cells)
-            k = (pref, n.cpus_free, n.memory_free, n.order)
-            if best_k is None or k < best_k:
-                best, best_k = n, k
-        return best
-
-    # ------------------------------------------------------------------ opportunistic (physical space)
-    def _pdescend(self, c: PCell, g: int, level: int, node_level: int, tg: TaskGroup):
-        if c.avail < g:
-            return None
-        if c.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
-            return None
-        if c.level == level:
-            out: list = []
-            self._ptake(c, g, out)
-            return (c.node_obj, out) if len(out) >= g else None
-        kids = [k for k in c.children if k.avail >= g]
-        kids.sort(key=lambda k: (k.used - k.opp > 0, k.vcell is not None, k.avail, k.index))
-        for k in kids:
-            r = self._pdescend(k, g, level, node_level, tg)
-            if r is not None:
-                return r
-        return None
-
-    def _ptake(self, c: PCell, k: int, out: list) -> None:
-        if c.level == 1:
-            if c.avail:
-                out.append(c)
-            return
-        kids = [x for x in c.children if x.avail > 0]
-        fit = [x for x in kids if x.avail >= k]
-        if fit:
-            self._ptake(min(fit, key=lambda x: (x.avail, x.index)), k, out)
-            return
-        need = k
-        for x in sorted(kids, key=lambda x: (-x.avail, x.index)):
-            before = len(out)
-            self._ptake(x, min(need, x.avail), out)
-            need -= len(out) - before
-            if need <= 0:
-                return
-
-    def _find_ptask(self, chain: str, tg: TaskGroup, scope: PCell | None):
-        g = tg.gpus
-        state = self.state
-        level = state.task_level(chain, g)
-        if level is None:
-            return None
-        nl = state.node_level[chain]
-        if scope is not None:
-            return self._pdescend(scope, g, level, nl, tg)
-        best = None
-        best_k = None
-        for n in state.chain_nodes[chain]:
-            a = n.avail
-            if a < g:
-                continue
-            # avoid nodes with guaranteed work, then cells bound to a VC; pack onto the fullest
-            k = (n.used - n.opp > 0, n.vcell is not None, a, n.id)
-            if best_k is None or k < best_k:
-                if not n.node_obj.fits(tg.cpus, tg.memory_mb):
-                    continue
-                best, best_k = n, k
-                if k[0] is False and k[1] is False and a == g:
-                    break
-        if best is None:
-            return None
-        return self._pdescend(best, g, level, nl, tg)
-
-    def _place_opportunistic(self, job, txn: list):
-        req = job.req
-        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
-        chains = self.state.job_chains(req, None)
-        if req.within is None:
-            return self._place_groups_p(job, order, None, txn)
-        wlevel = self.state.types[req.within].level
-        total = req.total_gpus
-        for chain in chains:
-            if req.within not in self.config.chains[chain].types:
-                continue
-            cands = []
-            for r in self.state.buddies[chain].roots:
-                stack = [r]
-                while stack:
-                    c = stack.pop()
-                    if c.avail < total:
-                        continue
-                    if c.level == wlevel:
-                        cands.append(c)
-                    else:
-                        stack.extend(c.children)
-            cands.sort(key=lambda c: (c.used - c.opp > 0, c.avail, c.id))
-            for scope in cands:
-                mark = len(txn)
-                res = self._place_groups_p(job, order, scope, txn)
-                if res is not None:
-                    return res
-                rollback(txn, mark)
-        return None
-
-    def _place_groups_p(self, job, order, scope: PCell | None, txn: list):
-        req = job.req
-        state = self.state
-        chain_gpu = state.chain_gpu
-        out = []
-        used_nodes: list = []
-        for gi in order:
-            tg = req.tasks[gi]
-            if scope is not None:
-                chains = [scope.chain] if tg.gpu_type in (None, chain_gpu[scope.chain]) else []
-            else:
-                chains = [c for c in state.chains if tg.gpu_type is None or chain_gpu[c] == tg.gpu_type]
-            for ti in range(tg.count):
-                if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, None, scope)
-                    if node is None:
-                        return None
-                    self._take_node(node, tg, txn)
-                    used_nodes.append(node)
-                    out.append((gi, ti, node, []))
-                    continue
-                found = None
-                for ch in chains:
-                    found = self._find_ptask(ch, tg, scope)
-                    if found is not None:
-                        break
-                if found is None:
-                    return None
-                node, leaves = found
-                for leaf in leaves:
-                    state.leaf_set(leaf, reserved_by=req.id, txn=txn)
-                self._take_node(node, tg, txn)
-                used_nodes.append(node)
-                out.append((gi, ti, node, leaves))
-        return out

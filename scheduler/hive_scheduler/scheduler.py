@@ -20,6 +20,7 @@ from .jobs import (  # noqa: F401 (_Job: compatible alias)
 )
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
+from .physical import place_opportunistic
 from .placement import PlacementMixin
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
@@ -211,7 +212,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         twin._jobs[job.id] = j  # placement looks its job up
         try:
             if job.priority == -1:
-                res = twin._place_opportunistic(j, txn)
+                res = place_opportunistic(twin.state, j, txn)
             else:
                 res = twin._place_guaranteed(j, FREE, txn)
         finally:
@@ -284,7 +285,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         snap = self.state.dirty_snapshot()
         try:  # every placement submit could make without preempting (a superset of what it tries)
             if job.priority == -1:
-                res = self._place_opportunistic(j, txn)
+                res = place_opportunistic(self.state, j, txn)
             else:
                 free = vc.pins[job.pinned_cell].free if job.pinned_cell is not None else \
                     sum(vc.free[c] for c in self.state.job_chains(job, vc))
@@ -840,7 +841,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             return True
         txn: list = []
         snap = self.state.dirty_snapshot()
-        res = self._place_opportunistic(self._share_proxy(j) if size else j, txn)
+        res = place_opportunistic(self.state, self._share_proxy(j) if size else j, txn)
         if res is None:
             rollback(txn)
             self.state.dirty_restore(snap)

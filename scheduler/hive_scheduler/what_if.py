@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
+from .physical import place_opportunistic
 from .policies import ORDERS
 from .state import rollback
 from .types import JobRequest, TaskPlacement
@@ -91,7 +92,7 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
     idle = list(core._pending_idle)
     core._jobs[req.id] = j  # placement looks its job up (removed again below: insertion order is kept)
     try:
-        res = core._place_opportunistic(j, txn) if opp else _place_now(core, j, txn)
+        res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
         if res is not None:
             placement = task_placements(req, res)
             victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
