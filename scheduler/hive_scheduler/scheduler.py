@@ -38,10 +38,12 @@ _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FI
 class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementMixin):
     """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
-    Its parts: the cluster state and its primitives (``state``), placement (``placement``), the
-    preemption search (``preemption.PreemptionSearch``), the one install path (``install``),
-    recovery/reconfiguration (``recovery``), queries (``views``) and the queue order (a
-    ``policies.QueueOrder``). This class holds the calls and the scheduling passes.
+    Its parts: the cluster state and its primitives (``self.state``, a ``state.ClusterState``: the
+    only way any part reads or changes cells, nodes, buddies, VC states and counters), placement
+    (``physical``: functions of the state; ``placement``: guaranteed placement), the preemption search
+    (``preemption.PreemptionSearch``), the one install path (``install``), recovery/reconfiguration
+    (``recovery``), queries (``views``) and the queue order (a ``policies.QueueOrder``). This class
+    holds the jobs, the queues, the calls and the scheduling passes.
 
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``

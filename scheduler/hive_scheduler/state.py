@@ -1,8 +1,9 @@
-"""Live cluster state: physical and virtual cells, buddy allocators, counters, and the primitive
-changes (occupy a GPU, hold a virtual cell, bind/unbind, health) that keep every counter exact.
+"""Live cluster state (``ClusterState``): physical and virtual cells, nodes, buddy allocators, VC
+states, health and counters, and the primitive changes (occupy a GPU, hold a virtual cell,
+bind/unbind, health) that keep every counter exact. The Scheduler holds one as ``scheduler.state``.
 
 Every primitive can record its inverse in a transaction list (``txn``) so a gang placement that
-fails half-way is rolled back completely.
+fails half-way is rolled back completely (``rollback``).
 """
 
 from __future__ import annotations
