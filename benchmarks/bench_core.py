@@ -86,7 +86,7 @@ class Load:
         """Mark ``fraction`` of the GPUs bad, one per node on randomly chosen nodes (partly bad cells)."""
         nodes = sorted(self.config.nodes)
         for name in self.rng.sample(nodes, min(len(nodes), round(fraction * self.sched.gpu_count()))):
-            gpus = sorted(self.sched._nodes[name].gpu_leaves)
+            gpus = sorted(self.sched.state.nodes[name].gpu_leaves)
             self.sched.set_gpu_health(name, self.rng.choice(gpus), False, self.now)
 
     def fill(self, load: float) -> None:

@@ -128,9 +128,9 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     starts: dict[str, tuple[float, str | None]] = {}
     try:
         twin._now = 0.0  # the twin runs on time relative to ``now``
-        for node in sorted(core._node_down):
+        for node in sorted(core.state.node_down):
             twin.set_node_health(node, False, 0.0)
-        for node, gpu in sorted(core._gpu_down):
+        for node, gpu in sorted(core.state.gpu_down):
             twin.set_gpu_health(node, gpu, False, 0.0)
         seq = 0
         for j in jobs:
@@ -241,13 +241,13 @@ def _empty(twin: "Scheduler", core: "Scheduler") -> None:
         twin._release(j)
     twin._jobs.clear()
     twin._flush_idle()
-    for vc in twin._vcs.values():
+    for vc in twin.state.vcs.values():
         vc.dirty = True
         vc.min_bypass = None
-    twin._opp_dirty = True
-    for node in sorted(twin._node_down):
+    twin.state.opp_dirty = True
+    for node in sorted(twin.state.node_down):
         twin.set_node_health(node, True, t)
-    for node, gpu in sorted(twin._gpu_down):
+    for node, gpu in sorted(twin.state.gpu_down):
         twin.set_gpu_health(node, gpu, True, t)
     if twin._jobs or twin.free_gpu_count() != twin.gpu_count():
         core._twin = None  # never trust a twin that did not come back empty

@@ -67,7 +67,7 @@ class InstallMixin:
             return
         if not victims:
             for leaf in leaves_all:
-                self._leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
+                self.state.leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
             j.pleaves = leaves_all
             j.state = RUNNING
             j.started_at = now
@@ -77,7 +77,7 @@ class InstallMixin:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
         for leaf in leaves_all:
-            self._leaf_set(leaf, reserved_by=jid)
+            self.state.leaf_set(leaf, reserved_by=jid)
         j.reserved = leaves_all
         j.state = PREEMPTING
         j.waiting_on = list(victims)
@@ -102,7 +102,7 @@ class InstallMixin:
         the VC around them when needed), plus free virtual GPUs of the VC for its ``detached`` tasks.
         None (nothing kept once ``txn`` is rolled back) when its VC's cells cannot cover it."""
         req = j.req
-        vc = self._vcs[req.vc]
+        vc = self.state.vcs[req.vc]
         held = []
         for _, _, _, leaves in res:
             for leaf in leaves:
@@ -115,21 +115,21 @@ class InstallMixin:
                     continue
                 if v is None or v.job is not None:
                     return None
-                self._vhold(v, req.id, txn)
+                self.state.vhold(v, req.id, req.priority, txn)
                 held.append(v)
         for p, gpu_type in detached:
             got = self._free_vleaves(vc, gpu_type, len(p.gpus))
             if got is None or req.pinned_cell is not None:
                 return None
             for v in got:
-                self._vhold(v, req.id, txn)
+                self.state.vhold(v, req.id, req.priority, txn)
             held.extend(got)
         return held
 
     def _free_vleaves(self, vc, gpu_type: str | None, k: int) -> list | None:
         """``k`` virtual GPUs of ``vc`` nobody holds and whose physical GPU (if bound) is idle, from
         unbound cells first (they keep a detached task's share of the guarantee without pinning it)."""
-        roots = [r for c in self._chains if gpu_type is None or self._chain_gpu[c] == gpu_type
+        roots = [r for c in self.state.chains if gpu_type is None or self.state.chain_gpu[c] == gpu_type
                  for r in vc.roots.get(c, ())]
         roots.sort(key=lambda r: (r.bound is not None, r.level, r.id))
         got = []
@@ -153,7 +153,7 @@ class InstallMixin:
             return v
         if req.pinned_cell is not None:
             return None
-        buddy = self._buddies[leaf.chain]
+        buddy = self.state.buddies[leaf.chain]
         tried = set()
         for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
             if r.level in tried:
@@ -166,6 +166,6 @@ class InstallMixin:
                 continue
             # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
             if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
-                self._bind(r, anc, txn)
+                self.state.bind(r, anc, txn)
                 return leaf.vcell
         return None

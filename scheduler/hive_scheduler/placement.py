@@ -1,9 +1,10 @@
-"""Topology-aware gang placement.
+"""Topology-aware gang placement of guaranteed jobs.
 
 Guaranteed jobs are placed in their VC's *virtual* cells (binding a virtual cell to a physical
-one the first time it is used); opportunistic jobs directly on free physical GPUs. Both pack:
-candidates are tried most-used first (fewest free GPUs that still fit), and one task's GPUs come
-from the smallest cell that can hold them, so they share the closest common ancestor.
+one the first time it is used); opportunistic jobs directly on free physical GPUs (``physical.py``,
+functions of the cluster state). Both pack: candidates are tried most-used first (fewest free GPUs
+that still fit), and one task's GPUs come from the smallest cell that can hold them, so they share
+the closest common ancestor.
 
 Modes for guaranteed placement (``jobs.Mode``): FREE = only GPUs nobody uses; OPPORTUNISTIC = may
 take GPUs running opportunistic work (their jobs become victims); DISPLACE = the preemption search
@@ -12,12 +13,20 @@ take GPUs running opportunistic work (their jobs become victims); DISPLACE = the
 
 from __future__ import annotations
 
-from .cells import PCell, VCell
+from .cells import VCell
 from .jobs import DISPLACE, FREE
+from .physical import bind_key, bind_pred, cpu_node, take_node
+from .state import rollback
 from .types import TaskGroup
 
 
 class PlacementMixin:
+    """Mixed into Scheduler: places guaranteed jobs. It changes the cluster only through
+    ``self.state`` (a ``ClusterState``) and reads the scheduler's jobs (``_jobs``: who holds a
+    virtual GPU, at what priority), the running preemption search (``_preemption``: its cutoff and
+    the holders it took), the victims the preemptor being placed stops (``_claimable``), and notes
+    the cells it bound for the attempt (``_pending_idle``: unbound again if nothing used them)."""
+
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
         if mode == FREE and v.pcell is not None:
@@ -97,31 +106,11 @@ class PlacementMixin:
                 return r
         return None
 
-    def _bind_pred(self, root: VCell, tg: TaskGroup, mode: int):
-        node_level = self._node_level[root.chain]
-
-        def pred(c: PCell) -> bool:
-            if c.bad or c.reserved:
-                return False
-            if mode == FREE and c.opp:
-                return False
-            if root.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
-                return False
-            return True
-
-        return pred
-
-    def _bind_key(self, c: PCell) -> tuple:
-        # fewest opportunistic GPUs to disturb; then the most-used parent (keep big cells whole)
-        p = c.parent
-        busy = -sum(1 for s in p.children if s.state != "free") if p is not None else 0
-        return (c.opp, busy, c.id)
-
     def _try_bind(self, root: VCell, tg: TaskGroup, mode: int, txn: list) -> bool:
-        pc = self._buddies[root.chain].take(root.level, self._bind_pred(root, tg, mode), self._bind_key)
+        pc = self.state.buddies[root.chain].take(root.level, bind_pred(self.state, root, tg, mode), bind_key)
         if pc is None:
             return False
-        self._bind(root, pc, txn)
+        self.state.bind(root, pc, txn)
         self._pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
         return True
 
@@ -131,11 +120,11 @@ class PlacementMixin:
         GPUs first. The caller rolls ``txn`` back before asking for the next option."""
         if self._try_bind(root, tg, mode, txn):
             yield
-        bad = self._bad_leaves[root.chain]
+        bad = self.state.bad_leaves[root.chain]
         if not bad or root.level == 1:
             return
-        buddy = self._buddies[root.chain]
-        node_level = self._node_level[root.chain]
+        buddy = self.state.buddies[root.chain]
+        node_level = self.state.node_level[root.chain]
         for pc in buddy.partly_bad(root.level, bad.values()):
             usable = pc.avail if mode == FREE else pc.avail + pc.opp
             if usable < tg.gpus or pc.reserved:
@@ -144,16 +133,17 @@ class PlacementMixin:
                 continue
             if not buddy.take_partly_bad(pc):
                 continue
-            self._bind(root, pc, txn)
+            self.state.bind(root, pc, txn)
             self._pending_idle.append(root)
             yield
 
     def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
         g = tg.gpus
-        level = self._task_level(chain, g)
+        state = self.state
+        level = state.task_level(chain, g)
         if level is None:
             return None
-        nl = self._node_level[chain]
+        nl = state.node_level[chain]
         if scope is not None:
             if scope.level < level:
                 return None
@@ -177,7 +167,7 @@ class PlacementMixin:
                 res = self._vdescend(r, g, level, nl, tg, mode)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
         return None
 
     def _within_scopes(self, vcs, chains: list[str], wlevel: int, total: int, mode: int):
@@ -208,7 +198,7 @@ class PlacementMixin:
 
     def _whole_cells_free(self, vcs, chain: str, level: int, mode: int, need: int) -> bool:
         """Are there at least ``need`` wholly free level-``level`` cells in the VC (cheap pre-check)?"""
-        size = self._types[self.config.chains[chain].type_at(level)].leaf_count
+        size = self.state.types[self.config.chains[chain].type_at(level)].leaf_count
         n = 0
         for r in vcs.roots.get(chain, ()):
             if r.level < level:
@@ -234,7 +224,7 @@ class PlacementMixin:
         hold-and-roll-back of the first tasks."""
         if req.within is not None or req.pinned_cell is not None:
             return False
-        chains = self._job_chains(req, vcs)
+        chains = self.state.job_chains(req, vcs)
         if len(chains) != 1:
             return False
         chain = chains[0]
@@ -242,10 +232,10 @@ class PlacementMixin:
         for t in req.tasks:
             if not t.gpus:
                 continue
-            level = self._task_level(chain, t.gpus)
+            level = self.state.task_level(chain, t.gpus)
             if level is None:
                 return False
-            if self._types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
+            if self.state.types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
                 return False
             need[level] = need.get(level, 0) + t.count
         if len(need) != 1:
@@ -256,7 +246,7 @@ class PlacementMixin:
     def _place_guaranteed(self, job, mode: int, txn: list):
         """Hold virtual GPUs for every task of ``job`` (all or nothing). Returns the task list or None."""
         req = job.req
-        vcs = self._vcs[req.vc]
+        vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
             return None
         order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
@@ -264,15 +254,15 @@ class PlacementMixin:
             return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)
         if req.within is None:
             return self._place_groups_v(job, vcs, order, None, mode, txn)
-        wlevel = self._types[req.within].level
-        chains = [c for c in self._job_chains(req, vcs) if req.within in self.config.chains[c].types]
+        wlevel = self.state.types[req.within].level
+        chains = [c for c in self.state.job_chains(req, vcs) if req.within in self.config.chains[c].types]
         for scope, unbound_root in self._within_scopes(vcs, chains, wlevel, req.total_gpus, mode):
             mark = len(txn)
             if unbound_root is None:
                 res = self._place_groups_v(job, vcs, order, scope, mode, txn)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
                 continue
             for _ in self._bind_options(unbound_root, req.tasks[order[0]], mode, txn):
                 scope = unbound_root
@@ -281,39 +271,34 @@ class PlacementMixin:
                 res = self._place_groups_v(job, vcs, order, scope, mode, txn)
                 if res is not None:
                     return res
-                self._rollback(txn, mark)
+                rollback(txn, mark)
         return None
-
-    def _job_chains(self, req, vcs) -> list[str]:
-        types = {t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type}
-        if vcs is None:
-            chains = self._chains
-        else:
-            chains = [c for c in self._chains if vcs.total.get(c)]
-        return [c for c in chains if not types or types <= {self._chain_gpu[c]}] or \
-            [c for c in chains if self._chain_gpu[c] in types]
 
     def _place_groups_v(self, job, vcs, order, scope: VCell | None, mode: int, txn: list):
         req = job.req
+        jid, prio = req.id, req.priority
+        state = self.state
+        hold = state.vhold
+        chain_gpu = state.chain_gpu
         out = []
         used_nodes: list = []
         last_chain = None
         for gi in order:
             tg = req.tasks[gi]
             if scope is not None:
-                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
+                chains = [scope.chain] if tg.gpu_type in (None, chain_gpu[scope.chain]) else []
             else:
-                chains = [c for c in self._chains if vcs.total.get(c)
-                          and (tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type)]
+                chains = [c for c in state.chains if vcs.total.get(c)
+                          and (tg.gpu_type is None or chain_gpu[c] == tg.gpu_type)]
                 if last_chain in chains:
                     chains.remove(last_chain)
                     chains.insert(0, last_chain)
             for ti in range(tg.count):
                 if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, vcs, scope.pcell if scope is not None else None)
+                    node = cpu_node(self.state, tg, used_nodes, vcs, scope.pcell if scope is not None else None)
                     if node is None:
                         return None
-                    self._take_node(node, tg, txn)
+                    take_node(node, tg, txn)
                     used_nodes.append(node)
                     out.append((gi, ti, node, []))
                     continue
@@ -328,177 +313,28 @@ class PlacementMixin:
                 node, leaves = found
                 for v in leaves:
                     if v.job is None:
-                        self._vhold(v, req.id, txn)
+                        hold(v, jid, prio, txn)
                     else:
-                        self._vsteal(v, req.id, txn)
-                self._take_node(node, tg, txn)
+                        self._vsteal(v, jid, prio, txn)
+                take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, [v.pcell for v in leaves]))
         return out
 
-    # ------------------------------------------------------------------ CPU / memory
-    def _take_node(self, node, tg: TaskGroup, txn: list) -> None:
-        if not tg.cpus and not tg.memory_mb:
-            return
-        node.cpus_free -= tg.cpus
-        node.memory_free -= tg.memory_mb
+    def _vsteal(self, v: VCell, job_id: str, prio: int, txn: list) -> None:
+        """Tentatively hand a held virtual GPU to ``job_id`` (priority ``prio``; the preemption search,
+        always rolled back)."""
+        state = self.state
+        old = v.job
+        old_prio = self._jobs[old].req.priority
+        search = self._preemption
+        search.stolen.append(old)
+        state.vunhold(v, old_prio)
+        state.vhold(v, job_id, prio)
 
         def undo():
-            node.cpus_free += tg.cpus
-            node.memory_free += tg.memory_mb
+            state.vunhold(v, prio)
+            state.vhold(v, old, old_prio)
+            search.stolen.pop()
 
         txn.append(undo)
-
-    def _cpu_node(self, job, tg: TaskGroup, used_nodes: list, vcs, scope: PCell | None = None):
-        """A node for a CPU-only task: one the job already uses, else the fullest that fits
-        (inside ``scope`` when the job asked for ``within``)."""
-        if scope is not None:
-            nodes = list(dict.fromkeys(leaf.node_obj for leaf in scope.leaves))
-        else:
-            nodes = self._node_list
-        for n in used_nodes:
-            if n.fits(tg.cpus, tg.memory_mb) and (scope is None or n in nodes):
-                return n
-        best = None
-        best_k = None
-        for n in nodes:
-            if not n.fits(tg.cpus, tg.memory_mb):
-                continue
-            # guaranteed CPU tasks prefer nodes of their own VC's cells, opportunistic ones nodes
-            # without guaranteed work; then the fullest node (packing)
-            if vcs is not None:
-                pref = not any(leaf.vcell is not None and leaf.vcell.vc == vcs.name
-                               for leaf in n.gpu_leaves.values())
-            else:
-                pref = any(c.used - c.opp > 0 for c in n.cells)
-            k = (pref, n.cpus_free, n.memory_free, n.order)
-            if best_k is None or k < best_k:
-                best, best_k = n, k
-        return best
-
-    # ------------------------------------------------------------------ opportunistic (physical space)
-    def _pdescend(self, c: PCell, g: int, level: int, node_level: int, tg: TaskGroup):
-        if c.avail < g:
-            return None
-        if c.level <= node_level and not c.node_obj.fits(tg.cpus, tg.memory_mb):
-            return None
-        if c.level == level:
-            out: list = []
-            self._ptake(c, g, out)
-            return (c.node_obj, out) if len(out) >= g else None
-        kids = [k for k in c.children if k.avail >= g]
-        kids.sort(key=lambda k: (k.used - k.opp > 0, k.vcell is not None, k.avail, k.index))
-        for k in kids:
-            r = self._pdescend(k, g, level, node_level, tg)
-            if r is not None:
-                return r
-        return None
-
-    def _ptake(self, c: PCell, k: int, out: list) -> None:
-        if c.level == 1:
-            if c.avail:
-                out.append(c)
-            return
-        kids = [x for x in c.children if x.avail > 0]
-        fit = [x for x in kids if x.avail >= k]
-        if fit:
-            self._ptake(min(fit, key=lambda x: (x.avail, x.index)), k, out)
-            return
-        need = k
-        for x in sorted(kids, key=lambda x: (-x.avail, x.index)):
-            before = len(out)
-            self._ptake(x, min(need, x.avail), out)
-            need -= len(out) - before
-            if need <= 0:
-                return
-
-    def _find_ptask(self, chain: str, tg: TaskGroup, scope: PCell | None):
-        g = tg.gpus
-        level = self._task_level(chain, g)
-        if level is None:
-            return None
-        nl = self._node_level[chain]
-        if scope is not None:
-            return self._pdescend(scope, g, level, nl, tg)
-        best = None
-        best_k = None
-        for n in self._chain_nodes[chain]:
-            a = n.avail
-            if a < g:
-                continue
-            # avoid nodes with guaranteed work, then cells bound to a VC; pack onto the fullest
-            k = (n.used - n.opp > 0, n.vcell is not None, a, n.id)
-            if best_k is None or k < best_k:
-                if not n.node_obj.fits(tg.cpus, tg.memory_mb):
-                    continue
-                best, best_k = n, k
-                if k[0] is False and k[1] is False and a == g:
-                    break
-        if best is None:
-            return None
-        return self._pdescend(best, g, level, nl, tg)
-
-    def _place_opportunistic(self, job, txn: list):
-        req = job.req
-        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
-        chains = self._job_chains(req, None)
-        if req.within is None:
-            return self._place_groups_p(job, order, None, txn)
-        wlevel = self._types[req.within].level
-        total = req.total_gpus
-        for chain in chains:
-            if req.within not in self.config.chains[chain].types:
-                continue
-            cands = []
-            for r in self._buddies[chain].roots:
-                stack = [r]
-                while stack:
-                    c = stack.pop()
-                    if c.avail < total:
-                        continue
-                    if c.level == wlevel:
-                        cands.append(c)
-                    else:
-                        stack.extend(c.children)
-            cands.sort(key=lambda c: (c.used - c.opp > 0, c.avail, c.id))
-            for scope in cands:
-                mark = len(txn)
-                res = self._place_groups_p(job, order, scope, txn)
-                if res is not None:
-                    return res
-                self._rollback(txn, mark)
-        return None
-
-    def _place_groups_p(self, job, order, scope: PCell | None, txn: list):
-        req = job.req
-        out = []
-        used_nodes: list = []
-        for gi in order:
-            tg = req.tasks[gi]
-            if scope is not None:
-                chains = [scope.chain] if tg.gpu_type in (None, self._chain_gpu[scope.chain]) else []
-            else:
-                chains = [c for c in self._chains if tg.gpu_type is None or self._chain_gpu[c] == tg.gpu_type]
-            for ti in range(tg.count):
-                if tg.gpus == 0:
-                    node = self._cpu_node(job, tg, used_nodes, None, scope)
-                    if node is None:
-                        return None
-                    self._take_node(node, tg, txn)
-                    used_nodes.append(node)
-                    out.append((gi, ti, node, []))
-                    continue
-                found = None
-                for ch in chains:
-                    found = self._find_ptask(ch, tg, scope)
-                    if found is not None:
-                        break
-                if found is None:
-                    return None
-                node, leaves = found
-                for leaf in leaves:
-                    self._leaf_set(leaf, reserved_by=req.id, txn=txn)
-                self._take_node(node, tg, txn)
-                used_nodes.append(node)
-                out.append((gi, ti, node, leaves))
-        return out

@@ -9,6 +9,7 @@ preemption (demoting lazy victims, reserving, ``preempting``) is the scheduler's
 from __future__ import annotations
 
 from .jobs import DISPLACE, Job
+from .state import rollback
 
 
 class PreemptionSearch:
@@ -25,29 +26,29 @@ class PreemptionSearch:
         """The jobs ``j`` would displace (empty: it cannot be placed even so). Changes nothing."""
         core = self.core
         req = j.req
-        vc = core._vcs[req.vc]
+        vc = core.state.vcs[req.vc]
         if req.pinned_cell is not None:
             roots = [vc.pins[req.pinned_cell]]
         else:
-            roots = [r for c in core._job_chains(req, vc) for r in vc.roots.get(c, ())]
+            roots = [r for c in core.state.job_chains(req, vc) for r in vc.roots.get(c, ())]
         free = sum(r.free for r in roots)
         for cutoff in sorted(p for p in vc.prio_count if p < req.priority):
             # quick bound: even displacing every job of priority <= cutoff would not free enough
             if free + sum(n for r in roots for p, n in r.hp.items() if p <= cutoff) < req.total_gpus:
                 continue
             sim: list = []
-            snap = core._dirty_snapshot()
+            snap = core.state.dirty_snapshot()
             self.cut = cutoff
             try:
                 res = core._place_guaranteed(j, DISPLACE, sim)
                 stolen = list(dict.fromkeys(self.stolen))
-                core._rollback(sim)
+                rollback(sim)
             finally:
                 self.cut = -1
                 self.stolen = []
-                core._dirty_restore(snap)
+                core.state.dirty_restore(snap)
             if res is not None:
-                if core._shared:  # a shared GPU's anchor stands for all its share jobs
+                if core.state.shared:  # a shared GPU's anchor stands for all its share jobs
                     stolen = core._share_victims(stolen)
                 return [core._jobs[v] for v in stolen]
         return []

@@ -14,6 +14,7 @@ from .decisions import Decision
 from .errors import ConfigError, RequestError
 from .jobs import PREEMPTING, RUNNING, WAITING, Job, Requeued
 from .shares import job_share
+from .state import rollback
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 
@@ -38,7 +39,7 @@ class RecoveryMixin:
         return out
 
     def _resolve_placement(self, job: JobRequest, placement: Any, nodes=None):
-        nodes = nodes if nodes is not None else self._nodes
+        nodes = nodes if nodes is not None else self.state.nodes
         if not isinstance(placement, (list, tuple)):
             raise RequestError("placement", "must be a list of task placements")
         by_task: dict[str, tuple] = {}
@@ -76,7 +77,7 @@ class RecoveryMixin:
                     if (node.name, g) in seen or (leaf.job is not None and not (shared and leaf.shares is not None)) \
                             or leaf.reserved_by is not None:
                         raise RequestError(f"placement[{i}].gpus", f"GPU {g} of node {node.name} is already in use")
-                    if tg.gpu_type and self._chain_gpu[leaf.chain] != tg.gpu_type:
+                    if tg.gpu_type and self.state.chain_gpu[leaf.chain] != tg.gpu_type:
                         raise RequestError(f"placement[{i}].gpus", f"GPU {g} of node {node.name} is not a {tg.gpu_type}")
                     seen.add((node.name, g))
                     leaves.append(leaf)
@@ -129,7 +130,7 @@ class RecoveryMixin:
         if guaranteed:
             got = self._cover_with_vcells(j, res, detached, txn)
             if got is None:
-                self._rollback(txn)
+                rollback(txn)
                 guaranteed = False
                 if not opportunistic:
                     j.demoted = True
@@ -152,7 +153,7 @@ class RecoveryMixin:
         share for them (demoted when the VC can no longer cover it)."""
         cfg = load_cluster_config(config)
         now = self._tick(now)
-        old_chain_gpu = dict(self._chain_gpu)
+        old_chain_gpu = dict(self.state.chain_gpu)
         running = [j for j in self._jobs.values() if j.state == RUNNING]
         # nodes that stay must still hold the CPUs/memory their running tasks use
         use: dict[str, list] = {}
@@ -178,16 +179,17 @@ class RecoveryMixin:
                         gpu_types[j.req.id][p.task] = old_chain_gpu[leaf.chain]
             for p, t in j.detached:
                 gpu_types[j.req.id][p.task] = t
-        node_down, gpu_down = self._node_down, self._gpu_down
+        node_down, gpu_down = self.state.node_down, self.state.gpu_down
         jobs = sorted(self._jobs.values(), key=lambda j: j.seq)
         # a new state; bad hardware stays bad
         self._new_state(cfg)
-        self._node_down = {n for n in node_down if n in self._nodes}
-        self._gpu_down = {(n, g) for n, g in gpu_down if n in self._nodes and g in self._nodes[n].gpu_leaves}
-        for n in self._node_list:
-            n.healthy = n.name not in self._node_down
+        state = self.state
+        state.node_down = {n for n in node_down if n in state.nodes}
+        state.gpu_down = {(n, g) for n, g in gpu_down if n in state.nodes and g in state.nodes[n].gpu_leaves}
+        for n in state.node_list:
+            n.healthy = n.name not in state.node_down
             for idx in sorted(n.gpu_leaves):
-                self._apply_health(n.gpu_leaves[idx])
+                state.apply_health(n.gpu_leaves[idx])
         out: list[Decision] = []
         order = sorted(running, key=lambda j: (j.opp, -j.req.priority, j.started_at or 0.0, j.seq))
         for j in order:
@@ -196,7 +198,7 @@ class RecoveryMixin:
             res, detached = [], []
             for p in j.placement:
                 gi = next(i for i, t in enumerate(j.req.tasks) if t.name == p.group)
-                node = self._nodes.get(p.node)
+                node = self.state.nodes.get(p.node)
                 if node is not None and all(g in node.gpu_leaves for g in p.gpus):
                     res.append((gi, p.index, node, [node.gpu_leaves[g] for g in p.gpus]))
                 else:
@@ -205,7 +207,7 @@ class RecoveryMixin:
             placement = j.placement
             j.reset_placement()
             j.preemptors = []
-            ok_vc = j.req.vc in self._vcs
+            ok_vc = j.req.vc in self.state.vcs
             if not was_opp and ok_vc:
                 try:
                     self._validate_for_reconfig(j.req)

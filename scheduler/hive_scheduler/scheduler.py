@@ -20,13 +20,14 @@ from .jobs import (  # noqa: F401 (_Job: compatible alias)
 )
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
+from .physical import place_opportunistic
 from .placement import PlacementMixin
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .recovery import RecoveryMixin
 from .shares import SharesMixin, job_share
-from .state import StateMixin
+from .state import ClusterState, rollback
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
 from .views import ViewsMixin
@@ -34,13 +35,15 @@ from .views import ViewsMixin
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
 
 
-class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementMixin, StateMixin):
+class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementMixin):
     """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
-    Its parts: the cluster state and its primitives (``state``), placement (``placement``), the
-    preemption search (``preemption.PreemptionSearch``), the one install path (``install``),
-    recovery/reconfiguration (``recovery``), queries (``views``) and the queue order (a
-    ``policies.QueueOrder``). This class holds the calls and the scheduling passes.
+    Its parts: the cluster state and its primitives (``self.state``, a ``state.ClusterState``: the
+    only way any part reads or changes cells, nodes, buddies, VC states and counters), placement
+    (``physical``: functions of the state; ``placement``: guaranteed placement), the preemption search
+    (``preemption.PreemptionSearch``), the one install path (``install``), recovery/reconfiguration
+    (``recovery``), queries (``views``) and the queue order (a ``policies.QueueOrder``). This class
+    holds the jobs, the queues, the calls and the scheduling passes.
 
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
@@ -84,9 +87,10 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
 
     def _new_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
-        self._init_state(cfg)
+        self.config = cfg
+        self.state = ClusterState(cfg)
         self._jobs: dict[str, Job] = {}
-        self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self._vcs}
+        self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self.state.vcs}
         self._opp_queue: list = []
         self._pending_idle: list = []
         self._preemption = PreemptionSearch(self)
@@ -110,12 +114,12 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             self._enqueue(j, mark=False)
             j.fail = over
         elif job.priority == -1:
-            fast = not self._opp_dirty
+            fast = not self.state.opp_dirty
             self._enqueue(j, mark=not fast)
             if fast:
                 self._attempt_opp(j, now, out, None)
         else:
-            vc = self._vcs[job.vc]
+            vc = self.state.vcs[job.vc]
             # (with reservations a new job must queue behind the VC's waiting jobs: the pass decides)
             fast = not vc.dirty and not self._starving(vc, now) and not (vc.queue and (self.backfill or self._strict))
             self._enqueue(j, mark=not fast)
@@ -167,7 +171,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         """Replace VC ``vc``'s per-user limits (``LimitTable``, its dict form, or None = none) and
         schedule: jobs waiting on a raised limit start at once. Lowering a limit stops nothing; the
         owner's next jobs wait. RequestError (nothing changes) for an unknown VC or malformed limits."""
-        if vc not in self._vcs:
+        if vc not in self.state.vcs:
             raise RequestError("vc", f"unknown VC {vc!r}")
         try:
             table = LimitTable.from_dict(limits)
@@ -175,15 +179,15 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             raise RequestError(getattr(e, "field", None) or "limits", str(e)) from None
         now = self._tick(now)
         self._gate.set(vc, table)
-        self._vcs[vc].dirty = True
-        self._opp_dirty = True
+        self.state.vcs[vc].dirty = True
+        self.state.opp_dirty = True
         out: list[Decision] = []
         self._schedule(now, out)
         return out
 
     def user_limits(self, vc: str) -> LimitTable:
         """VC ``vc``'s per-user limits (empty when none are set)."""
-        if vc not in self._vcs:
+        if vc not in self.state.vcs:
             raise RequestError("vc", f"unknown VC {vc!r}")
         return self._gate.table(vc)
 
@@ -206,16 +210,16 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         if job_share(job):  # a share fits wherever a one-GPU task does
             j = twin._share_proxy(j)
         txn: list = []
-        snap = twin._dirty_snapshot()
+        snap = twin.state.dirty_snapshot()
         twin._jobs[job.id] = j  # placement looks its job up
         try:
             if job.priority == -1:
-                res = twin._place_opportunistic(j, txn)
+                res = place_opportunistic(twin.state, j, txn)
             else:
                 res = twin._place_guaranteed(j, FREE, txn)
         finally:
-            twin._rollback(txn)
-            twin._dirty_restore(snap)
+            rollback(txn)
+            twin.state.dirty_restore(snap)
             twin._flush_idle()
             del twin._jobs[job.id]
         if twin.free_gpu_count() != twin.gpu_count():  # never trust a twin the try left changed
@@ -260,12 +264,12 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
         validate_request(self, job)
         now = self._tick(now)
-        if self._opp_dirty or any(vc.dirty for vc in self._vcs.values()):
+        if self.state.opp_dirty or any(vc.dirty for vc in self.state.vcs.values()):
             return None  # submit would run a scheduling pass: other jobs may start
         if job_share(job):
             return None  # a share of a GPU packs onto shared GPUs: submit's own placement decides
         if job.priority != -1:
-            vc = self._vcs[job.vc]
+            vc = self.state.vcs[job.vc]
             if self._starving(vc, now) or any(p < job.priority for p in vc.prio_count):
                 return None  # submit would hold the VC back, or may preempt
             if vc.queue and (self.backfill or self._strict):
@@ -280,17 +284,17 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             return Decision("queued", job.id, now, reason=self._reason(j))
         self._jobs[job.id] = j  # placement looks its job up
         txn: list = []
-        snap = self._dirty_snapshot()
+        snap = self.state.dirty_snapshot()
         try:  # every placement submit could make without preempting (a superset of what it tries)
             if job.priority == -1:
-                res = self._place_opportunistic(j, txn)
+                res = place_opportunistic(self.state, j, txn)
             else:
                 free = vc.pins[job.pinned_cell].free if job.pinned_cell is not None else \
-                    sum(vc.free[c] for c in self._job_chains(job, vc))
+                    sum(vc.free[c] for c in self.state.job_chains(job, vc))
                 res = self._place_best(j, txn) if job.total_gpus <= free else None
         finally:
-            self._rollback(txn)
-            self._dirty_restore(snap)
+            rollback(txn)
+            self.state.dirty_restore(snap)
             self._flush_idle()
         if res is not None:
             del self._jobs[job.id]
@@ -350,20 +354,19 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         return out
 
     def set_node_health(self, node: str, healthy: bool, now: float) -> list[Decision]:
-        if node not in self._nodes:
+        state = self.state
+        if node not in state.nodes:
             raise RequestError("node", f"unknown node {node!r}")
         now = self._tick(now)
         if healthy:
-            self._node_down.discard(node)
+            state.node_down.discard(node)
         else:
-            self._node_down.add(node)
-        n = self._nodes[node]
+            state.node_down.add(node)
+        n = state.nodes[node]
         n.healthy = bool(healthy)
         for idx in sorted(n.gpu_leaves):
-            self._apply_health(n.gpu_leaves[idx])
-        for vc in self._vcs.values():
-            vc.dirty = True
-        self._opp_dirty = True
+            state.apply_health(n.gpu_leaves[idx])
+        state.mark_all_dirty()
         out: list[Decision] = []
         if not healthy:
             self._replan_reservations([n.gpu_leaves[i] for i in sorted(n.gpu_leaves)], now, out)
@@ -371,19 +374,21 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         return out
 
     def set_gpu_health(self, node: str, gpu: int, healthy: bool, now: float) -> list[Decision]:
-        if node not in self._nodes:
+        state = self.state
+        if node not in state.nodes:
             raise RequestError("node", f"unknown node {node!r}")
-        if gpu not in self._nodes[node].gpu_leaves:
-            raise RequestError("gpu", f"node {node} has no GPU {gpu!r} (it has {sorted(self._nodes[node].gpu_leaves)})")
+        leaves = state.nodes[node].gpu_leaves
+        if gpu not in leaves:
+            raise RequestError("gpu", f"node {node} has no GPU {gpu!r} (it has {sorted(leaves)})")
         now = self._tick(now)
         if healthy:
-            self._gpu_down.discard((node, gpu))
+            state.gpu_down.discard((node, gpu))
         else:
-            self._gpu_down.add((node, gpu))
-        self._apply_health(self._nodes[node].gpu_leaves[gpu])
+            state.gpu_down.add((node, gpu))
+        state.apply_health(leaves[gpu])
         out: list[Decision] = []
         if not healthy:
-            self._replan_reservations([self._nodes[node].gpu_leaves[gpu]], now, out)
+            self._replan_reservations([leaves[gpu]], now, out)
         self._schedule(now, out)
         return out
 
@@ -482,16 +487,16 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             j.qkey = (_FIFO_KEY(j), j.req.id)
             insort(self._opp_queue, j.qkey)
             if mark:
-                self._opp_dirty = True
+                self.state.opp_dirty = True
         else:
             j.qkey = (self._qkey(j), j.req.id)
-            vc = self._vcs[j.req.vc]
+            vc = self.state.vcs[j.req.vc]
             insort(vc.queue, j.qkey)
             if mark:
                 vc.dirty = True
 
     def _dequeue(self, j: Job) -> None:
-        lst = self._opp_queue if j.req.priority == -1 else self._vcs[j.req.vc].queue
+        lst = self._opp_queue if j.req.priority == -1 else self.state.vcs[j.req.vc].queue
         i = bisect_left(lst, j.qkey)
         if i < len(lst) and lst[i] == j.qkey:
             del lst[i]
@@ -548,12 +553,12 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         txn: list = []
         vleaves = self._cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
         if vleaves is None:
-            self._rollback(txn)
+            rollback(txn)
             self._demote(v, now, out, "its preemptor was withdrawn but its GPUs are no longer within "
                                       f"VC {v.req.vc}'s free guaranteed cells; it keeps running as opportunistic")
             return
         for leaf in v.pleaves:
-            self._leaf_set(leaf, jopp=False)
+            self.state.leaf_set(leaf, jopp=False)
         v.vleaves = vleaves
         v.opp = False
         self._hold_register(v)
@@ -569,7 +574,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
 
     def _start_reserved(self, p: Job, now: float, out: list) -> None:
         for leaf in p.reserved:
-            self._leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
+            self.state.leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
         p.pleaves, p.reserved = p.reserved, []
         size = job_share(p.req)
         if size and p.pleaves:
@@ -579,7 +584,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
 
     def _hold_register(self, j: Job) -> None:
-        vc = self._vcs[j.req.vc]
+        vc = self.state.vcs[j.req.vc]
         self._holders[j.req.vc][j.req.id] = None
         vc.prio_count[j.req.priority] = vc.prio_count.get(j.req.priority, 0) + 1
 
@@ -587,7 +592,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         h = self._holders[j.req.vc]
         if j.req.id in h:
             del h[j.req.id]
-            vc = self._vcs[j.req.vc]
+            vc = self.state.vcs[j.req.vc]
             vc.prio_count[j.req.priority] -= 1
             if not vc.prio_count[j.req.priority]:
                 del vc.prio_count[j.req.priority]
@@ -598,26 +603,29 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         jid = j.req.id
         if j.pleaves and j.pleaves[0].shares is not None:
             self._share_leave(j)  # another share job on its GPU takes over the leaf, else it is freed below
+        state = self.state
+        leaf_set = state.leaf_set
         for leaf in j.pleaves:
             if leaf.job == jid:
-                self._leaf_set(leaf, job=None, jopp=False)
+                leaf_set(leaf, job=None, jopp=False)
         for leaf in j.reserved:
             if leaf.reserved_by == jid:
-                self._leaf_set(leaf, reserved_by=None)
+                leaf_set(leaf, reserved_by=None)
         roots = {}
+        prio = j.req.priority
         for v in j.vleaves:
             if v.job == jid:
-                self._vunhold(v)
+                state.vunhold(v, prio)
                 roots[v.root.id] = v.root
-        self._release_idle_roots(roots.values())
+        state.release_idle_roots(roots.values())
         for node, cpus, mem in j.res:
             node.cpus_free += cpus
             node.memory_free += mem
         if j.vleaves:
             self._hold_unregister(j)
         if j.req.vc in self._gate.tables:  # its owner's jobs waiting at a limit may start now
-            self._vcs[j.req.vc].dirty = True
-            self._opp_dirty = True
+            state.vcs[j.req.vc].dirty = True
+            state.opp_dirty = True
         j.pleaves, j.reserved, j.vleaves, j.res = [], [], [], []
         j.placement = ()
         j.waiting_on = []
@@ -628,12 +636,14 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
 
         Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
         victim's cells stay where they are, so the preemptor lands exactly there)."""
+        state = self.state
         for leaf in x.pleaves:
-            self._leaf_set(leaf, jopp=True)
+            state.leaf_set(leaf, jopp=True)
         roots = {}
+        jid, prio = x.req.id, x.req.priority
         for v in x.vleaves:
-            if v.job == x.req.id:
-                self._vunhold(v)
+            if v.job == jid:
+                state.vunhold(v, prio)
                 roots[v.root.id] = v.root
         self._hold_unregister(x)
         x.vleaves = []
@@ -641,7 +651,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         if keep_bound is not None:
             keep_bound.extend(roots.values())
         else:
-            self._release_idle_roots(roots.values())
+            state.release_idle_roots(roots.values())
 
     def _demote(self, x: Job, now: float, out: list, reason: str, keep_bound: list | None = None) -> None:
         self._strip_guarantee(x, keep_bound)
@@ -656,28 +666,21 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         out.append(Decision("queued", x.req.id, now, reason=reason))
 
     # ================================================================== internals: scheduling
-    def _dirty_snapshot(self):
-        return [vc.dirty for vc in self._vcs.values()], self._opp_dirty
-
-    def _dirty_restore(self, snap) -> None:
-        flags, opp = snap
-        for vc, f in zip(self._vcs.values(), flags):
-            vc.dirty = f
-        self._opp_dirty = opp
-
     def _schedule(self, now: float, out: list) -> None:
+        state = self.state
+        vcs = state.vcs
         for _ in range(8):
-            for name in self._vc_order:
-                vc = self._vcs[name]
+            for name in state.vc_order:
+                vc = vcs[name]
                 if vc.dirty:
                     vc.dirty = False
                     if vc.queue:
                         self._pass_vc(vc, now, out)
-            if self._opp_dirty:
-                self._opp_dirty = False
+            if state.opp_dirty:
+                state.opp_dirty = False
                 if self._opp_queue:
                     self._pass_opp(now, out)
-            if not self._opp_dirty and not any(vc.dirty for vc in self._vcs.values()):
+            if not state.opp_dirty and not any(vc.dirty for vc in vcs.values()):
                 return
 
     def _ordered_waiting(self, vc) -> list[Job]:
@@ -785,25 +788,26 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
                 return True
             j, share_job = self._share_proxy(j), j
             req = j.req
-        vc = self._vcs[req.vc]
+        state = self.state
+        vc = state.vcs[req.vc]
         if req.pinned_cell is not None:
             free = vc.pins[req.pinned_cell].free
         else:
-            free = sum(vc.free[c] for c in self._job_chains(req, vc))
+            free = sum(vc.free[c] for c in state.job_chains(req, vc))
         lowp = any(p < req.priority for p in vc.prio_count)
-        snap = self._dirty_snapshot()
+        snap = state.dirty_snapshot()
         txn: list = []
         res = None
         forced: list[str] = []
         if req.total_gpus <= free:
             res = self._place_guaranteed(j, FREE, txn)
-            if res is None and self._opp_leaves > 0:
-                self._rollback(txn)
+            if res is None and state.opp_leaves > 0:
+                rollback(txn)
                 res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
-            self._rollback(txn)
-            self._dirty_restore(snap)
+            rollback(txn)
+            state.dirty_restore(snap)
             res, forced = self._preempt_lower(j, now, out, txn)
             if forced is not None:
                 changed = True  # victims were demoted / reservations taken over
@@ -812,9 +816,9 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         if size:
             j = share_job
         if res is None:
-            self._rollback(txn)
+            rollback(txn)
             if not changed:
-                self._dirty_restore(snap)
+                state.dirty_restore(snap)
             j.fail = NOFIT
             if memo is not None:
                 memo[key] = NOFIT
@@ -827,7 +831,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
     def _flush_idle(self) -> None:
         if self._pending_idle:
             roots, self._pending_idle = self._pending_idle, []
-            self._release_idle_roots(roots)
+            self.state.release_idle_roots(roots)
 
     def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         req = j.req
@@ -839,11 +843,11 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         if size and self._share_pack(j, size, now, out):
             return True
         txn: list = []
-        snap = self._dirty_snapshot()
-        res = self._place_opportunistic(self._share_proxy(j) if size else j, txn)
+        snap = self.state.dirty_snapshot()
+        res = place_opportunistic(self.state, self._share_proxy(j) if size else j, txn)
         if res is None:
-            self._rollback(txn)
-            self._dirty_restore(snap)
+            rollback(txn)
+            self.state.dirty_restore(snap)
             j.fail = NOFIT
             if memo is not None:
                 memo[key] = NOFIT
@@ -881,12 +885,12 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         mark = len(txn)
         for r in dict.fromkeys(lazy_roots):
             if r.held == 0 and r.pin is None and r.bound is not None:
-                self._unbind(r, txn)
+                self.state.unbind(r, txn)
         self._claimable = frozenset(forced + claim)  # the victims this preemptor stops: their GPUs are its to take
         try:
             res = self._place_best(j, txn)
             if res is None:
-                self._rollback(txn, mark)
+                rollback(txn, mark)
                 res = self._place_best(j, txn)
         finally:
             self._claimable = frozenset()
@@ -897,7 +901,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         mark = len(txn)
         res = self._place_guaranteed(j, FREE, txn)
         if res is None:
-            self._rollback(txn, mark)
+            rollback(txn, mark)
             res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
         return res
 
@@ -909,7 +913,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         for leaf in leaves_all:
             if leaf.job is not None and leaf.job != jid:
                 seen[leaf.job] = None
-        if self._shared:  # a shared GPU's anchor stands for all its share jobs
+        if self.state.shared:  # a shared GPU's anchor stands for all its share jobs
             seen = dict.fromkeys(self._share_victims(seen))
         victims = sorted(seen, key=lambda v: self._jobs[v].seq)
         self._dequeue(j)
@@ -933,9 +937,9 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
 
     def vc_capacity(self, vc: str) -> tuple[float, float, float]:
         """The VC's GPUs and its share (by GPUs) of the cluster's CPUs and memory."""
-        gpus = self._vcs[vc].guaranteed() + sum(p.size for p in self._vcs[vc].pins.values())
+        gpus = self.state.vcs[vc].guaranteed() + sum(p.size for p in self.state.vcs[vc].pins.values())
         total = self.config.gpu_count() or 1
         frac = gpus / total
-        cpus = sum(n.cpus for n in self._node_list) * frac
-        mem = sum(n.memory_mb for n in self._node_list) * frac
+        cpus = sum(n.cpus for n in self.state.node_list) * frac
+        mem = sum(n.memory_mb for n in self.state.node_list) * frac
         return float(gpus), cpus, mem

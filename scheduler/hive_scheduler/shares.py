@@ -104,7 +104,7 @@ class SharesMixin:
         tg = req.tasks[0]
         opp = req.priority == -1
         best, best_k = None, None
-        for sg in self._shared.values():
+        for sg in self.state.shared.values():
             leaf = sg.leaf
             if sg.free < size or not leaf.healthy or leaf.reserved_by is not None or leaf.jopp != opp:
                 continue
@@ -112,7 +112,7 @@ class SharesMixin:
                 v = leaf.vcell
                 if v is None or v.vc != req.vc or v.root.pin != req.pinned_cell:
                     continue
-            if tg.gpu_type is not None and self._chain_gpu[leaf.chain] != tg.gpu_type:
+            if tg.gpu_type is not None and self.state.chain_gpu[leaf.chain] != tg.gpu_type:
                 continue
             k = (sg.free, leaf.id)
             if best_k is not None and k >= best_k:
@@ -147,7 +147,7 @@ class SharesMixin:
         sg = leaf.shares
         if sg is None:
             sg = leaf.shares = ShareGPU(leaf)
-            self._shared[leaf.id] = sg
+            self.state.shared[leaf.id] = sg
         sg.add(j.req.id, first, size)
         self._share_anchor(sg)
 
@@ -163,7 +163,7 @@ class SharesMixin:
         sg.remove(j.req.id)
         if not sg.holders:
             leaf.shares = None
-            del self._shared[leaf.id]
+            del self.state.shared[leaf.id]
             return
         self._share_anchor(sg)
 
@@ -176,12 +176,12 @@ class SharesMixin:
         if old == best:
             return
         nb = jobs[best]
-        self._leaf_set(leaf, job=best, jopp=nb.opp)
+        self.state.leaf_set(leaf, job=best, jopp=nb.opp)
         v = leaf.vcell
         if v is not None and old is not None and v.job == old:
-            self._vunhold(v)
+            self.state.vunhold(v, jobs[old].req.priority)
             if nb.vleaves:
-                self._vhold(v, best)
+                self.state.vhold(v, best, nb.req.priority)
 
     def _share_victims(self, ids) -> list[str]:
         """Job ids with every anchor of a shared GPU replaced by all the GPU's share jobs."""

@@ -1,8 +1,9 @@
-"""Live cluster state: physical and virtual cells, buddy allocators, counters, and the primitive
-changes (occupy a GPU, hold a virtual cell, bind/unbind, health) that keep every counter exact.
+"""Live cluster state (``ClusterState``): physical and virtual cells, nodes, buddy allocators, VC
+states, health and counters, and the primitive changes (occupy a GPU, hold a virtual cell,
+bind/unbind, health) that keep every counter exact. The Scheduler holds one as ``scheduler.state``.
 
 Every primitive can record its inverse in a transaction list (``txn``) so a gang placement that
-fails half-way is rolled back completely.
+fails half-way is rolled back completely (``rollback``).
 """
 
 from __future__ import annotations
@@ -37,36 +38,51 @@ class VCState:
         return sum(self.total.values())
 
 
-class StateMixin:
-    """Mixed into Scheduler: owns the cells and the counters."""
+def rollback(txn: list, mark: int = 0) -> None:
+    """Undo the primitive changes recorded in ``txn`` after position ``mark``, newest first."""
+    while len(txn) > mark:
+        txn.pop()()
 
-    def _init_state(self, cfg: ClusterConfig) -> None:
+
+class ClusterState:
+    """The live cluster: physical cells and nodes, buddy allocators, VC states, health, counters.
+
+    It owns every primitive change of them (occupy or reserve a GPU, hold a virtual GPU, bind and
+    unbind a virtual cell, health). Each keeps all counters exact and, given a transaction list
+    ``txn``, records its inverse there (``rollback``). It knows nothing of jobs beyond their ids:
+    callers pass a holding job's priority. The scheduling flags ``VCState.dirty`` / ``opp_dirty``
+    (a pass may start something now) are raised here when capacity appears.
+    """
+
+    rollback = staticmethod(rollback)
+
+    def __init__(self, cfg: ClusterConfig):
         self.config = cfg
-        self._roots, self._cells, self._nodes = build_physical(cfg)
-        self._node_list: list[Node] = list(self._nodes.values())
-        self._max_node_resources = (max(n.cpus for n in self._node_list), max(n.memory_mb for n in self._node_list))
+        self.roots, self.cells, self.nodes = build_physical(cfg)
+        self.node_list: list[Node] = list(self.nodes.values())
+        self.max_node_resources = (max(n.cpus for n in self.node_list), max(n.memory_mb for n in self.node_list))
         types = cfg.cell_types
-        self._types = types
-        self._node_level = {ch.name: types[ch.node_type].level for ch in cfg.chains.values()}
-        self._chain_gpu = {ch.name: ch.gpu_type for ch in cfg.chains.values()}
-        self._chains = sorted(cfg.chains)
-        self._buddies = {
-            name: Buddy(ch, types, [r for r in self._roots if r.chain == name]) for name, ch in sorted(cfg.chains.items())
+        self.types = types
+        self.node_level = {ch.name: types[ch.node_type].level for ch in cfg.chains.values()}
+        self.chain_gpu = {ch.name: ch.gpu_type for ch in cfg.chains.values()}
+        self.chains = sorted(cfg.chains)
+        self.buddies = {
+            name: Buddy(ch, types, [r for r in self.roots if r.chain == name]) for name, ch in sorted(cfg.chains.items())
         }
-        self._chain_nodes: dict[str, list[PCell]] = {c: [] for c in self._chains}
-        for n in self._node_list:
+        self.chain_nodes: dict[str, list[PCell]] = {c: [] for c in self.chains}
+        for n in self.node_list:
             for c in n.cells:
-                self._chain_nodes[c.chain].append(c)
+                self.chain_nodes[c.chain].append(c)
         self._level_cache: dict[tuple[str, int], int | None] = {}
-        self._pin_cells = {}
-        for c in self._cells:
+        self.pin_cells = {}
+        for c in self.cells:
             if c.pinned_id:
-                self._pin_cells[c.pinned_id] = c
-        self._vcs: dict[str, VCState] = {}
+                self.pin_cells[c.pinned_id] = c
+        self.vcs: dict[str, VCState] = {}
         ids = [0]
         for name, spec in cfg.virtual_clusters.items():
             vc = VCState(name)
-            for chain in self._chains:
+            for chain in self.chains:
                 vc.free[chain] = vc.held[chain] = vc.total[chain] = vc.unbound[chain] = 0
             for v in spec.virtual_cells:
                 lvl = types[v.cell_type].level
@@ -74,28 +90,28 @@ class StateMixin:
                     root = build_virtual(name, v.chain, v.cell_type, cfg, ids)
                     vc.roots.setdefault(v.chain, []).append(root)
                     vc.unbound[v.chain] += 1
-                self._buddies[v.chain].demand[lvl] += v.number
+                self.buddies[v.chain].demand[lvl] += v.number
                 vc.total[v.chain] += types[v.cell_type].leaf_count * v.number
                 vc.free[v.chain] += types[v.cell_type].leaf_count * v.number
             for pid in spec.pinned_cells:
-                pc = self._pin_cells[pid]
+                pc = self.pin_cells[pid]
                 root = build_virtual(name, pc.chain, pc.type, cfg, ids)
                 root.pin = pid
                 vc.pins[pid] = root
-                self._bind(root, pc, None)
-            self._vcs[name] = vc
-        self._vc_order = sorted(self._vcs)
-        self._gpu_down: set[tuple[str, int]] = set()
-        self._node_down: set[str] = set()
+                self.bind(root, pc, None)
+            self.vcs[name] = vc
+        self.vc_order = sorted(self.vcs)
+        self.gpu_down: set[tuple[str, int]] = set()
+        self.node_down: set[str] = set()
         # bad GPUs per chain (id -> leaf, in the order they went bad): finding partly bad cells to bind
         # walks these few leaves, never the whole tree
-        self._bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self._chains}
-        self._opp_dirty = True
-        self._opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
-        self._shared: dict = {}  # leaf id -> ShareGPU: the GPUs holding shares (shares.py), in the order opened
+        self.bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self.chains}
+        self.opp_dirty = True
+        self.opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
+        self.shared: dict = {}  # leaf id -> ShareGPU: the GPUs holding shares (shares.py), in the order opened
 
-    # ------------------------------------------------------------------ helpers
-    def _task_level(self, chain: str, gpus: int) -> int | None:
+    # ------------------------------------------------------------------ lookups
+    def task_level(self, chain: str, gpus: int) -> int | None:
         """The smallest level of ``chain`` holding ``gpus`` GPUs of one node (None: no node is that big)."""
         key = (chain, gpus)
         lvl = self._level_cache.get(key, 0)
@@ -104,8 +120,8 @@ class StateMixin:
         lvl = None
         ch = self.config.chains[chain]
         for t in reversed(ch.types):
-            ct = self._types[t]
-            if ct.level > self._node_level[chain]:
+            ct = self.types[t]
+            if ct.level > self.node_level[chain]:
                 break
             if ct.leaf_count >= gpus:
                 lvl = ct.level
@@ -113,12 +129,33 @@ class StateMixin:
         self._level_cache[key] = lvl
         return lvl
 
-    def _rollback(self, txn: list, mark: int = 0) -> None:
-        while len(txn) > mark:
-            txn.pop()()
+    def job_chains(self, req, vcs) -> list[str]:
+        """The chains ``req``'s GPU tasks may use (in ``vcs``'s guarantee; None: the whole cluster)."""
+        types = {t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type}
+        if vcs is None:
+            chains = self.chains
+        else:
+            chains = [c for c in self.chains if vcs.total.get(c)]
+        return [c for c in chains if not types or types <= {self.chain_gpu[c]}] or \
+            [c for c in chains if self.chain_gpu[c] in types]
+
+    def dirty_snapshot(self):
+        return [vc.dirty for vc in self.vcs.values()], self.opp_dirty
+
+    def dirty_restore(self, snap) -> None:
+        flags, opp = snap
+        for vc, f in zip(self.vcs.values(), flags):
+            vc.dirty = f
+        self.opp_dirty = opp
+
+    def mark_all_dirty(self) -> None:
+        """Every VC's pass and the opportunistic pass may start something now."""
+        for vc in self.vcs.values():
+            vc.dirty = True
+        self.opp_dirty = True
 
     # ------------------------------------------------------------------ physical leaves
-    def _leaf_set(self, leaf: PCell, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP, healthy=_KEEP, txn=None) -> None:
+    def leaf_set(self, leaf: PCell, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP, healthy=_KEEP, txn=None) -> None:
         old = (leaf.job, leaf.jopp, leaf.reserved_by, leaf.healthy)
         u0 = leaf.job is not None
         o0 = u0 and leaf.jopp
@@ -140,7 +177,7 @@ class StateMixin:
         a1 = 1 if (not u1 and not b1 and not r1 and not leaf.in_pin) else 0
         du, do, db, dr, da = u1 - u0, o1 - o0, b1 - b0, r1 - r0, a1 - a0
         if du or do or db or dr or da:
-            self._opp_leaves += do
+            self.opp_leaves += do
             c = leaf
             while c is not None:
                 c.used += du
@@ -150,12 +187,12 @@ class StateMixin:
                 c.avail += da
                 c = c.parent
             if da > 0:
-                self._opp_dirty = True
+                self.opp_dirty = True
         if txn is not None:
-            txn.append(lambda: self._leaf_set(leaf, *old))
+            txn.append(lambda: self.leaf_set(leaf, *old))
 
     # ------------------------------------------------------------------ virtual leaves
-    def _vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
+    def vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
         x = v
         if dheld:
             while x is not None:
@@ -174,52 +211,39 @@ class StateMixin:
                 x = x.parent
         root = v.root
         if root.pin is None:
-            vc = self._vcs[v.vc]
+            vc = self.vcs[v.vc]
             vc.free[v.chain] += dfree
             vc.held[v.chain] += dheld
         if dfree > 0:
-            self._vcs[v.vc].dirty = True
+            self.vcs[v.vc].dirty = True
 
     @staticmethod
-    def _vbad(v: VCell) -> bool:
+    def vbad(v: VCell) -> bool:
         return v.pcell is not None and not v.pcell.healthy
 
-    def _vhold(self, v: VCell, job_id: str, txn=None) -> None:
+    def vhold(self, v: VCell, job_id: str, prio: int, txn=None) -> None:
+        """Job ``job_id`` (of priority ``prio``) holds virtual GPU ``v``."""
         was_free = v.job is None and not (v.pcell is not None and not v.pcell.healthy)
         v.job = job_id
-        self._vdelta(v, -1 if was_free else 0, 1, self._jobs[job_id].req.priority)
+        self.vdelta(v, -1 if was_free else 0, 1, prio)
         if txn is not None:
-            txn.append(lambda: self._vunhold(v))
+            txn.append(lambda: self.vunhold(v, prio))
 
-    def _vunhold(self, v: VCell, txn=None) -> None:
+    def vunhold(self, v: VCell, prio: int, txn=None) -> None:
+        """``v``'s holder (of priority ``prio``) lets it go."""
         old = v.job
         v.job = None
-        self._vdelta(v, 0 if (v.pcell is not None and not v.pcell.healthy) else 1, -1,
-                     self._jobs[old].req.priority)
+        self.vdelta(v, 0 if (v.pcell is not None and not v.pcell.healthy) else 1, -1, prio)
         if txn is not None:
-            txn.append(lambda: self._vhold(v, old))
-
-    def _vsteal(self, v: VCell, job_id: str, txn: list) -> None:
-        """Tentatively hand a held virtual GPU to ``job_id`` (preemption search; always rolled back)."""
-        old = v.job
-        self._preemption.stolen.append(old)
-        self._vunhold(v)
-        self._vhold(v, job_id)
-
-        def undo():
-            self._vunhold(v)
-            self._vhold(v, old)
-            self._preemption.stolen.pop()
-
-        txn.append(undo)
+            txn.append(lambda: self.vhold(v, old, prio))
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, root: VCell, pcell: PCell, txn=None) -> None:
+    def bind(self, root: VCell, pcell: PCell, txn=None) -> None:
         root.bound = pcell
         if not pcell.pinned_id:
-            self._vcs[root.vc].unbound[root.chain] -= 1
+            self.vcs[root.vc].unbound[root.chain] -= 1
             pcell.state = BOUND
-            buddy = self._buddies[root.chain]
+            buddy = self.buddies[root.chain]
             buddy.demand[root.level] -= 1
             buddy.on_bind(pcell)
         for v, p in zip(flat(root), flat(pcell)):
@@ -228,58 +252,56 @@ class StateMixin:
         if pcell.bad:
             for leaf in pcell.leaves:
                 if not leaf.healthy and leaf.vcell.job is None:
-                    self._vdelta(leaf.vcell, -1, 0)
+                    self.vdelta(leaf.vcell, -1, 0)
         if txn is not None:
-            txn.append(lambda: self._unbind(root, mark_dirty=False))
+            txn.append(lambda: self.unbind(root, mark_dirty=False))
 
-    def _unbind(self, root: VCell, txn=None, mark_dirty: bool = True) -> None:
+    def unbind(self, root: VCell, txn=None, mark_dirty: bool = True) -> None:
         pcell = root.bound
         if pcell.bad:
             for leaf in pcell.leaves:
                 if not leaf.healthy and leaf.vcell.job is None:
-                    self._vdelta(leaf.vcell, 1, 0)
+                    self.vdelta(leaf.vcell, 1, 0)
         for v, p in zip(flat(root), flat(pcell)):
             v.pcell = None
             p.vcell = None
         root.bound = None
-        self._vcs[root.vc].unbound[root.chain] += 1
-        buddy = self._buddies[root.chain]
+        self.vcs[root.vc].unbound[root.chain] += 1
+        buddy = self.buddies[root.chain]
         buddy.demand[root.level] += 1
         buddy.on_unbind(pcell)
         buddy.release(pcell)
         if mark_dirty:  # buddy space grew: binding may work again for the VCs with cells to bind there
             chain = root.chain
-            for vc in self._vcs.values():
+            for vc in self.vcs.values():
                 if vc.unbound[chain]:
                     vc.dirty = True
         if txn is not None:
             # re-taking exactly this cell restores the state bit-for-bit
-            txn.append(lambda: (buddy.take_exact(pcell, force=True), self._bind(root, pcell)))
+            txn.append(lambda: (buddy.take_exact(pcell, force=True), self.bind(root, pcell)))
 
-    def _release_idle_roots(self, roots) -> None:
+    def release_idle_roots(self, roots) -> None:
         for r in roots:
             if r.held == 0 and r.pin is None and r.bound is not None:
-                self._unbind(r)
+                self.unbind(r)
 
     # ------------------------------------------------------------------ health
-    def _effective_health(self, leaf: PCell) -> bool:
-        return leaf.node not in self._node_down and (leaf.node, leaf.gpu) not in self._gpu_down
+    def effective_health(self, leaf: PCell) -> bool:
+        return leaf.node not in self.node_down and (leaf.node, leaf.gpu) not in self.gpu_down
 
-    def _apply_health(self, leaf: PCell) -> None:
-        healthy = self._effective_health(leaf)
+    def apply_health(self, leaf: PCell) -> None:
+        healthy = self.effective_health(leaf)
         if healthy == leaf.healthy:
             return
-        buddy = self._buddies[leaf.chain]
+        buddy = self.buddies[leaf.chain]
         v = leaf.vcell
         if v is not None and v.job is None:
-            self._vdelta(v, 1 if healthy else -1, 0)
-        self._leaf_set(leaf, healthy=healthy)
+            self.vdelta(v, 1 if healthy else -1, 0)
+        self.leaf_set(leaf, healthy=healthy)
         if healthy:
-            self._bad_leaves[leaf.chain].pop(leaf.id, None)
+            self.bad_leaves[leaf.chain].pop(leaf.id, None)
             buddy.mark_good(leaf)
         else:
-            self._bad_leaves[leaf.chain][leaf.id] = leaf
+            self.bad_leaves[leaf.chain][leaf.id] = leaf
             buddy.mark_bad(leaf)
-        for vc in self._vcs.values():
-            vc.dirty = True
-        self._opp_dirty = True
+        self.mark_all_dirty()

@@ -14,12 +14,13 @@ def _num(v) -> bool:
 def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None:
     """Raise RequestError if ``req`` can never run. ``as_opportunistic``: it will run opportunistically
     whatever its priority (a demoted job being adopted), so its VC's guarantee does not bound it."""
+    st = s.state
     if not isinstance(req.id, str) or not req.id:
         raise RequestError("id", "a job needs a non-empty string id")
     if req.id in s._jobs:
         raise RequestError("id", f"job {req.id} already exists; use a new id")
-    if req.vc not in s._vcs:
-        raise RequestError("vc", f"unknown VC {req.vc!r} (VCs: {', '.join(s._vc_order) or 'none'})")
+    if req.vc not in st.vcs:
+        raise RequestError("vc", f"unknown VC {req.vc!r} (VCs: {', '.join(st.vc_order) or 'none'})")
     p = req.priority
     if isinstance(p, bool) or not isinstance(p, int) or not (p == -1 or 0 <= p <= 1000):
         raise RequestError("priority", f"must be an integer 0..1000 (guaranteed) or -1 (opportunistic), got {p!r}")
@@ -34,8 +35,8 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
     if not req.tasks:
         raise RequestError("tasks", "a job needs at least one task group")
     names = set()
-    gpu_types = set(s._chain_gpu.values())
-    max_cpus, max_mem = s._max_node_resources
+    gpu_types = set(st.chain_gpu.values())
+    max_cpus, max_mem = st.max_node_resources
     for i, t in enumerate(req.tasks):
         f = f"tasks[{i}]"
         if not isinstance(t, TaskGroup):
@@ -72,7 +73,7 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
             raise RequestError(f"{f}", "a CPU-only task (gpus=0) must ask for cpus or memory_mb")
 
     guaranteed = p != -1 and not as_opportunistic
-    vc = s._vcs[req.vc]
+    vc = st.vcs[req.vc]
     if req.pinned_cell is not None:
         if req.pinned_cell not in vc.pins:
             raise RequestError("pinned_cell", f"VC {req.vc} has no pinned cell {req.pinned_cell!r} "
@@ -80,15 +81,15 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
         if p == -1:
             raise RequestError("pinned_cell", "pinned cells hold guaranteed work only; use a priority 0..1000")
     if req.within is not None:
-        if req.within not in s._types or s._types[req.within].child_type is None:
-            kinds = sorted(n for n, t in s._types.items() if t.child_type is not None)
+        if req.within not in st.types or st.types[req.within].child_type is None:
+            kinds = sorted(n for n, t in st.types.items() if t.child_type is not None)
             raise RequestError("within", f"unknown cell type {req.within!r} (cell types: {', '.join(kinds)})")
 
     for i, t in enumerate(req.tasks):
         if t.gpus == 0:
             continue
         f = f"tasks[{i}]"
-        chains = [c for c in s._chains if t.gpu_type is None or s._chain_gpu[c] == t.gpu_type]
+        chains = [c for c in st.chains if t.gpu_type is None or st.chain_gpu[c] == t.gpu_type]
         if req.within is not None:
             chains = [c for c in chains if req.within in s.config.chains[c].types]
             if not chains:
@@ -97,8 +98,8 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
             pin = vc.pins[req.pinned_cell]
             chains = [c for c in chains if c == pin.chain]
             if not chains:
-                raise RequestError(f"{f}.gpu_type", f"pinned cell {req.pinned_cell} holds {s._chain_gpu[pin.chain]} GPUs")
-        node_max = max((s._types[s.config.chains[c].node_type].leaf_count for c in chains), default=0)
+                raise RequestError(f"{f}.gpu_type", f"pinned cell {req.pinned_cell} holds {st.chain_gpu[pin.chain]} GPUs")
+        node_max = max((st.types[s.config.chains[c].node_type].leaf_count for c in chains), default=0)
         if t.gpus > node_max:
             raise RequestError(f"{f}.gpus", f"asks for {t.gpus} GPUs in one task but the cluster has {s.config.gpu_count()} GPUs in all" if t.gpus > s.config.gpu_count() else f"asks for {t.gpus} GPUs in one task but the largest node has {node_max}"
                                f"{' ' + t.gpu_type if t.gpu_type else ''}; split it into more tasks of fewer GPUs")
@@ -109,7 +110,7 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
                                    f"{t.gpu_type or 'GPU'} cells; ask for a type it has or submit as opportunistic (priority -1)")
             fits = False
             for c in vchains:
-                lvl = s._task_level(c, t.gpus)
+                lvl = st.task_level(c, t.gpus)
                 if lvl is not None and any(r.level >= lvl for r in vc.roots[c]):
                     fits = True
             if not fits:
@@ -117,17 +118,17 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
                 raise RequestError(f"{f}.gpus", f"VC {req.vc}'s largest guaranteed cell holds {biggest} GPUs, "
                                    f"so a task of {t.gpus} GPUs can never be placed in it; use smaller tasks")
         if guaranteed and req.pinned_cell is not None:
-            lvl = s._task_level(vc.pins[req.pinned_cell].chain, t.gpus)
+            lvl = st.task_level(vc.pins[req.pinned_cell].chain, t.gpus)
             if lvl is None or lvl > vc.pins[req.pinned_cell].level:
                 raise RequestError(f"{f}.gpus", f"pinned cell {req.pinned_cell} cannot hold a task of {t.gpus} GPUs")
 
     total = req.total_gpus
     if req.within is not None:
-        size = s._types[req.within].leaf_count
+        size = st.types[req.within].leaf_count
         if total > size:
             raise RequestError("within", f"the job needs {total} GPUs but one {req.within} holds {size}")
         if guaranteed:
-            wl = s._types[req.within].level
+            wl = st.types[req.within].level
             ok = any(r.level >= wl for c, roots in vc.roots.items() if req.within in s.config.chains[c].types for r in roots)
             if req.pinned_cell is not None:
                 ok = vc.pins[req.pinned_cell].level >= wl
@@ -140,7 +141,7 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None
             where = f"pinned cell {req.pinned_cell}"
         else:
             types = {t.gpu_type for t in req.tasks if t.gpus and t.gpu_type}
-            cap = sum(n for c, n in vc.total.items() if not types or s._chain_gpu[c] in types)
+            cap = sum(n for c, n in vc.total.items() if not types or st.chain_gpu[c] in types)
             where = f"VC {req.vc}"
         if total > cap:
             raise RequestError("tasks", f"the job needs {total} GPUs but {where} guarantees only {cap}; "

@@ -35,7 +35,7 @@ class ViewsMixin:
         if j.req.priority == -1:
             lst = self._opp_queue
         else:
-            lst = self._vcs[j.req.vc].queue
+            lst = self.state.vcs[j.req.vc].queue
         if self._order.dynamic and j.req.priority != -1:
             return sum(1 for _, jid in lst if jid != j.req.id and self._jobs[jid].req.submit_time <= j.req.submit_time
                        and self._jobs[jid].seq < j.seq)
@@ -48,7 +48,7 @@ class ViewsMixin:
 
     def vc_doomed_by_chain(self, name: str) -> dict[str, int]:
         """chain -> the VC's guaranteed GPUs on bad (or drained) hardware: doomed, not usable now."""
-        vc = self._vcs[name]
+        vc = self.state.vcs[name]
         bad: dict[str, int] = {}
         demand: dict[str, dict[int, int]] = {}
         for chain, roots in vc.roots.items():
@@ -61,8 +61,8 @@ class ViewsMixin:
         for p in vc.pins.values():
             bad[p.chain] = bad.get(p.chain, 0) + p.bound.bad
         for chain, d in demand.items():
-            b = self._buddies[chain]
-            bl = self._bad_leaves[chain]
+            b = self.state.buddies[chain]
+            bl = self.state.bad_leaves[chain]
             bad[chain] = bad.get(chain, 0) + (b.doomed(d, bl.values()) if bl else b.shortfall(b.counts(), d))
         return bad
 
@@ -72,7 +72,7 @@ class ViewsMixin:
             if r.level < level:
                 continue
             if r.bound is None:
-                best = max(best, self._types[self.config.chains[chain].type_at(level)].leaf_count)
+                best = max(best, self.state.types[self.config.chains[chain].type_at(level)].leaf_count)
                 continue
             stack = [r]
             while stack:
@@ -119,25 +119,25 @@ class ViewsMixin:
             return self._share_reason(j, ahead_s)
         if req.priority == -1:
             types = {t.gpu_type for t in req.tasks if t.gpus and t.gpu_type}
-            free = sum(r.avail for c in self._chains if not types or self._chain_gpu[c] in types
-                       for r in self._buddies[c].roots)
-            largest = max((n.avail for c in self._chains for n in self._chain_nodes[c]
-                           if not types or self._chain_gpu[c] in types), default=0)
+            free = sum(r.avail for c in self.state.chains if not types or self.state.chain_gpu[c] in types
+                       for r in self.state.buddies[c].roots)
+            largest = max((n.avail for c in self.state.chains for n in self.state.chain_nodes[c]
+                           if not types or self.state.chain_gpu[c] in types), default=0)
             return (f"opportunistic: needs {desc}; {free} GPUs are free for opportunistic work, the largest "
                     f"free on one node is {largest}{ahead_s}")
-        vc = self._vcs[req.vc]
+        vc = self.state.vcs[req.vc]
         doomed = self._vc_doomed(req.vc)
         doomed_s = f"; {doomed} of its guaranteed GPUs are on bad hardware" if doomed else ""
         if req.pinned_cell is not None:
             pin = vc.pins[req.pinned_cell]
             return (f"pinned cell {req.pinned_cell} of VC {req.vc} has {pin.free}/{pin.size} GPUs free; "
                     f"needs {desc}{ahead_s}")
-        chains = self._job_chains(req, vc)
+        chains = self.state.job_chains(req, vc)
         total = sum(vc.total[c] for c in chains)
         held = sum(vc.held[c] for c in chains)
         free = sum(vc.free[c] for c in chains)
-        types = sorted({self._chain_gpu[c] for c in chains})
-        tdesc = f" {'/'.join(types)}" if len(self._chains) > 1 else ""
+        types = sorted({self.state.chain_gpu[c] for c in chains})
+        tdesc = f" {'/'.join(types)}" if len(self.state.chains) > 1 else ""
         nominal = total - held
         if req.total_gpus > nominal:
             need = f" and the job needs {req.total_gpus}" if req.total_gpus > 1 else ""
@@ -150,13 +150,13 @@ class ViewsMixin:
         if big is None:
             return f"needs {desc}; no node has the CPUs/memory free{ahead_s}"
         if req.within:
-            wl = self._types[req.within].level
+            wl = self.state.types[req.within].level
             largest = max((self._largest_free(vc, c, wl) for c in chains if req.within in self.config.chains[c].types),
                           default=0)
             return f"needs {desc}; largest free {req.within} in VC {req.vc} has {largest}{ahead_s}{doomed_s}"
         c0 = chains[0] if chains else None
         if c0 is not None:
-            lvl = self._task_level(c0, big.gpus)
+            lvl = self.state.task_level(c0, big.gpus)
             largest = self._largest_free(vc, c0, lvl) if lvl else 0
             if largest < big.gpus:
                 tname = self.config.chains[c0].type_at(lvl)
@@ -172,15 +172,15 @@ class ViewsMixin:
         size = job_share(req)
         name = SHARE_NAMES[size]
         opp = req.priority == -1
-        mine = [sg for sg in self._shared.values()
+        mine = [sg for sg in self.state.shared.values()
                 if sg.leaf.jopp == opp and (opp or (sg.leaf.vcell is not None and sg.leaf.vcell.vc == req.vc))]
         full = sum(1 for sg in mine if sg.best_block(size) is None)
         if opp:
-            free = sum(r.avail for c in self._chains for r in self._buddies[c].roots)
+            free = sum(r.avail for c in self.state.chains for r in self.state.buddies[c].roots)
             return (f"opportunistic: no GPU has a free {name} for opportunistic work; {_plural(len(mine), 'shared GPU')}"
                     f" ({full} without a free {name}), {free} GPUs free{ahead_s}")
-        vc = self._vcs[req.vc]
-        chains = self._job_chains(req, vc)
+        vc = self.state.vcs[req.vc]
+        chains = self.state.job_chains(req, vc)
         total = sum(vc.total[c] for c in chains)
         held = sum(vc.held[c] for c in chains)
         whole = held - len(mine)
@@ -207,18 +207,18 @@ class ViewsMixin:
 
     def jobs(self) -> list[JobView]:
         out = []
-        by_vc: dict[str, list] = {name: [] for name in self._vc_order}
+        by_vc: dict[str, list] = {name: [] for name in self.state.vc_order}
         for j in self._jobs.values():
             if j.state != "waiting":
                 by_vc[j.req.vc].append(j)
-        opp_wait: dict[str, list] = {name: [] for name in self._vc_order}
+        opp_wait: dict[str, list] = {name: [] for name in self.state.vc_order}
         for _, jid in self._opp_queue:
             j = self._jobs[jid]
             opp_wait[j.req.vc].append(j)
         opp_pos = {jid: i for i, (_, jid) in enumerate(self._opp_queue)}
-        for name in self._vc_order:
+        for name in self.state.vc_order:
             running = sorted(by_vc[name], key=lambda j: j.seq)
-            waiting = [self._jobs[jid] for _, jid in self._vcs[name].queue]
+            waiting = [self._jobs[jid] for _, jid in self.state.vcs[name].queue]
             pos = {j.req.id: i for i, j in enumerate(waiting)}
             if self._order.dynamic:
                 waiting = list(self._order.arrange(waiting, self, name))
@@ -229,11 +229,11 @@ class ViewsMixin:
         return out
 
     def gpu_count(self) -> int:
-        return sum(r.size for r in self._roots)
+        return sum(r.size for r in self.state.roots)
 
     def free_gpu_count(self) -> int:
         """GPUs that are healthy, unused and unreserved (pinned ones included)."""
-        return sum(r.size - r.used - r.reserved - r.bad + self._bad_overlap(r) for r in self._roots)
+        return sum(r.size - r.used - r.reserved - r.bad + self._bad_overlap(r) for r in self.state.roots)
 
     def _bad_overlap(self, r) -> int:
         # a bad GPU can still be running (the driver decides when to stop it): don't subtract it twice
@@ -296,13 +296,13 @@ class ViewsMixin:
                 d["children"] = kids
             return d
 
-        return {"cells": [cell(r) for r in self._roots]}
+        return {"cells": [cell(r) for r in self.state.roots]}
 
     def vc_view(self) -> dict[str, dict]:
         out = {}
-        opp_use: dict[str, int] = {name: 0 for name in self._vc_order}
-        running: dict[str, int] = {name: 0 for name in self._vc_order}
-        queue: dict[str, int] = {name: len(self._vcs[name].queue) for name in self._vc_order}
+        opp_use: dict[str, int] = {name: 0 for name in self.state.vc_order}
+        running: dict[str, int] = {name: 0 for name in self.state.vc_order}
+        queue: dict[str, int] = {name: len(self.state.vcs[name].queue) for name in self.state.vc_order}
         for j in self._jobs.values():
             if j.state != "waiting":
                 running[j.req.vc] += 1
@@ -310,15 +310,15 @@ class ViewsMixin:
                     opp_use[j.req.vc] += j.req.total_gpus
         for _, jid in self._opp_queue:
             queue[self._jobs[jid].req.vc] += 1
-        for name in self._vc_order:
-            vc = self._vcs[name]
+        for name in self.state.vc_order:
+            vc = self.state.vcs[name]
             spec = self.config.virtual_clusters[name]
             cells: dict[str, int] = {}
             for v in spec.virtual_cells:
                 cells[v.cell_type] = cells.get(v.cell_type, 0) + v.number
             pinned_gpus = 0
             pinned_used = 0
-            shared = [sg for sg in self._shared.values()
+            shared = [sg for sg in self.state.shared.values()
                       if not sg.leaf.jopp and sg.leaf.vcell is not None and sg.leaf.vcell.vc == name]
             for pid, p in vc.pins.items():
                 cells[p.type] = cells.get(p.type, 0) + 1

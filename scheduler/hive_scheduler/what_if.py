@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 
 from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
+from .physical import place_opportunistic
 from .policies import ORDERS
+from .state import rollback
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 
@@ -86,21 +88,21 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
             j.fail = HeldBack(held)
             return _waiting(core, j)
     txn: list = []
-    snap = core._dirty_snapshot()
+    snap = core.state.dirty_snapshot()
     idle = list(core._pending_idle)
     core._jobs[req.id] = j  # placement looks its job up (removed again below: insertion order is kept)
     try:
-        res = core._place_opportunistic(j, txn) if opp else _place_now(core, j, txn)
+        res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
         if res is not None:
             placement = task_placements(req, res)
             victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
                               if leaf.job is not None and leaf.job != req.id}, key=lambda v: core._jobs[v].seq)
-        core._rollback(txn)
+        rollback(txn)
         victims_lower = [] if res is not None or opp else _lower_victims(core, j)
     finally:
-        core._rollback(txn)
+        rollback(txn)
         del core._jobs[req.id]
-        core._dirty_restore(snap)
+        core.state.dirty_restore(snap)
         core._pending_idle = idle
     if res is not None:
         return WhatIf("preempt" if victims else "start", placement, tuple(victims), None, opp)
@@ -119,23 +121,23 @@ def _place_now(core: "Scheduler", j: Job, txn: list):
     """``Scheduler._attempt``'s placement without preemption: free GPUs, else GPUs running opportunistic
     work (whose jobs become victims)."""
     req = j.req
-    vc = core._vcs[req.vc]
+    vc = core.state.vcs[req.vc]
     if req.pinned_cell is not None:
         free = vc.pins[req.pinned_cell].free
     else:
-        free = sum(vc.free[c] for c in core._job_chains(req, vc))
+        free = sum(vc.free[c] for c in core.state.job_chains(req, vc))
     if req.total_gpus > free:
         return None
     res = core._place_guaranteed(j, FREE, txn)
-    if res is None and core._opp_leaves > 0:
-        core._rollback(txn)
+    if res is None and core.state.opp_leaves > 0:
+        rollback(txn)
         res = core._place_guaranteed(j, OPPORTUNISTIC, txn)
     return res
 
 
 def _lower_victims(core: "Scheduler", j: Job) -> list[str]:
     """The lower-priority jobs of its VC the job would preempt (the preemption search: it undoes itself)."""
-    vc = core._vcs[j.req.vc]
+    vc = core.state.vcs[j.req.vc]
     if not any(p < j.req.priority for p in vc.prio_count):
         return []
     return [x.req.id for x in sorted(core._preemption.victims(j), key=lambda x: x.seq)]
@@ -143,7 +145,7 @@ def _lower_victims(core: "Scheduler", j: Job) -> list[str]:
 
 def _held_back_by(core: "Scheduler", j: Job, now: float) -> str | None:
     """The overtaken job of its VC that would hold the new job back (a scheduling pass stops there)."""
-    vc = core._vcs[j.req.vc]
+    vc = core.state.vcs[j.req.vc]
     if not core._starving(vc, now):
         return None
     key = (core._qkey(j), j.req.id)
@@ -157,7 +159,7 @@ def _held_back_by(core: "Scheduler", j: Job, now: float) -> str | None:
 
 
 def _waiting(core: "Scheduler", j: Job) -> WhatIf:
-    queue = core._opp_queue if j.req.priority == -1 else core._vcs[j.req.vc].queue
+    queue = core._opp_queue if j.req.priority == -1 else core.state.vcs[j.req.vc].queue
     key = (ORDERS["fifo"].key(j) if j.req.priority == -1 else core._qkey(j), j.req.id)
     ahead = sum(1 for k in queue if k < key) if not core._order.dynamic or j.req.priority == -1 else \
         sum(1 for _, jid in queue if core._jobs[jid].req.submit_time <= j.req.submit_time)

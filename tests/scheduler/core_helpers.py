@@ -135,7 +135,7 @@ def check_invariants(s: Scheduler) -> None:
         elif j.state == "preempting":
             assert j.waiting_on and j.reserved
     # every used leaf belongs to a running job (a shared GPU: to its anchor, see check_shared_gpus)
-    for c in s._cells:
+    for c in s.state.cells:
         if c.level == 1 and c.job is not None:
             assert s._jobs[c.job].state == "running"
             assert (c.node, c.gpu) in seen or c.shares is not None
@@ -156,16 +156,16 @@ def check_invariants(s: Scheduler) -> None:
             if not j.opp:
                 assert leaf.vcell is not None and leaf.vcell.vc == j.req.vc
     # node resources never over-committed
-    for n in s._nodes.values():
+    for n in s.state.nodes.values():
         assert n.cpus_free >= -1e-9 and n.memory_free >= 0
     recount(s)
     # buddy consistency: every GPU is covered by exactly one free / bound / pinned cell or is a bad leaf
-    for name, b in s._buddies.items():
+    for name, b in s.state.buddies.items():
         listed = {c.id for d in b.free.values() for c in d.values()}
         for d in b.free.values():
             for c in d.values():
                 assert c.state == "free"
-        for leaf in (c for c in s._cells if c.level == 1 and c.chain == name):
+        for leaf in (c for c in s.state.cells if c.level == 1 and c.chain == name):
             owners = []
             x = leaf
             while x is not None:
@@ -180,13 +180,13 @@ def check_invariants(s: Scheduler) -> None:
             if o.state == "bound":
                 assert o.vcell is not None and o.vcell.root.bound is o
     # safety: every VC's unbound cells still fit the free buddy cells; bound cells hold no other VC's work
-    for name, b in s._buddies.items():
+    for name, b in s.state.buddies.items():
         # structurally (as if all hardware were healthy) every VC's unbound cells still fit
         assert b.structural_shortfall() == 0, f"chain {name} lost its VCs' guarantee"
-        if not any(not leaf.healthy for leaf in s._cells if leaf.level == 1 and leaf.chain == name):
+        if not any(not leaf.healthy for leaf in s.state.cells if leaf.level == 1 and leaf.chain == name):
             assert b.counts() == b.scount
             assert b.shortfall(b.counts(), b.demand) == 0, f"chain {name} lost its VCs' guarantee"
-    for vc in s._vcs.values():
+    for vc in s.state.vcs.values():
         for roots in list(vc.roots.values()) + [[p] for p in vc.pins.values()]:
             for r in roots:
                 if r.bound is None:
@@ -218,9 +218,9 @@ def check_shared_gpus(s: Scheduler, whole: dict) -> None:
     holder, guaranteed shares sit in their VC's cell (held by the anchor)."""
     from hive_scheduler.shares import EIGHTHS
 
-    listed = {c.id for c in s._cells if c.level == 1 and c.shares is not None}
-    assert listed == set(s._shared), "registry of shared GPUs"
-    for sg in s._shared.values():
+    listed = {c.id for c in s.state.cells if c.level == 1 and c.shares is not None}
+    assert listed == set(s.state.shared), "registry of shared GPUs"
+    for sg in s.state.shared.values():
         leaf = sg.leaf
         assert sg.holders and (leaf.node, leaf.gpu) not in whole, f"{leaf}: shares beside a whole-GPU job"
         slots = [None] * EIGHTHS
@@ -245,9 +245,9 @@ def recount(s: Scheduler) -> None:
     """Every counter the core keeps incrementally equals the same count made from scratch."""
     from hive_scheduler.cells import BOUND, PINNED
 
-    leaves = [c for c in s._cells if c.level == 1]
+    leaves = [c for c in s.state.cells if c.level == 1]
     in_pin = set()
-    for c in s._cells:
+    for c in s.state.cells:
         if c.pinned_id:
             stack = [c]
             while stack:
@@ -263,7 +263,7 @@ def recount(s: Scheduler) -> None:
             stack.extend(x.children)
 
     # physical cells: per-cell counters over their leaves
-    for c in s._cells:
+    for c in s.state.cells:
         ls = c.leaves
         want = {
             "used": sum(1 for x in ls if x.job is not None),
@@ -276,7 +276,7 @@ def recount(s: Scheduler) -> None:
         assert got == want, f"{c}: counters {got} != recount {want}"
         nb = c.size if c.id in in_pin else sum(d.size for d in below(c) if d.state in (BOUND, PINNED))
         assert c.nbound == nb, f"{c}: nbound {c.nbound} != {nb}"
-    assert s._opp_leaves == sum(1 for x in leaves if x.job is not None and x.jopp)
+    assert s.state.opp_leaves == sum(1 for x in leaves if x.job is not None and x.jopp)
     # leaf flags agree with the jobs
     for x in leaves:
         if x.job is not None:
@@ -287,13 +287,13 @@ def recount(s: Scheduler) -> None:
         if x.reserved_by is not None:
             assert x in s._jobs[x.reserved_by].reserved
     # health: bad leaves are exactly the unhealthy ones, per chain
-    for chain, bad in s._bad_leaves.items():
+    for chain, bad in s.state.bad_leaves.items():
         assert sorted(bad) == sorted(x.id for x in leaves if x.chain == chain and not x.healthy)
     for x in leaves:
-        assert x.healthy == (x.node not in s._node_down and (x.node, x.gpu) not in s._gpu_down)
+        assert x.healthy == (x.node not in s.state.node_down and (x.node, x.gpu) not in s.state.gpu_down)
     # buddy: structural free counts and the VCs' unbound demand
-    for chain, b in s._buddies.items():
-        cells = [c for c in s._cells if c.chain == chain]
+    for chain, b in s.state.buddies.items():
+        cells = [c for c in s.state.cells if c.chain == chain]
         inside = set()
         for c in cells:
             if c.state in (BOUND, PINNED):
@@ -304,7 +304,7 @@ def recount(s: Scheduler) -> None:
                 scount[c.level] += 1
         assert b.scount == scount, f"chain {chain}: scount {b.scount} != {scount}"
         demand = {lvl: 0 for lvl in b.demand}
-        for vc in s._vcs.values():
+        for vc in s.state.vcs.values():
             for r in vc.roots.get(chain, ()):
                 if r.bound is None:
                     demand[r.level] += 1
@@ -313,10 +313,10 @@ def recount(s: Scheduler) -> None:
         for lvl, (version, _) in list(b._partly_bad.items()):
             if version == b.version:
                 key = lambda c: (c.bad, c.opp, c.id)  # noqa: E731
-                fresh = sorted(b._find_partly_bad(lvl, s._bad_leaves[chain].values(), ()), key=key)
-                assert b.partly_bad(lvl, s._bad_leaves[chain].values()) == fresh, f"chain {chain}: partly bad cache"
+                fresh = sorted(b._find_partly_bad(lvl, s.state.bad_leaves[chain].values(), ()), key=key)
+                assert b.partly_bad(lvl, s.state.bad_leaves[chain].values()) == fresh, f"chain {chain}: partly bad cache"
     # binding: virtual and physical cells point at each other
-    for vc in s._vcs.values():
+    for vc in s.state.vcs.values():
         roots = [r for rs in vc.roots.values() for r in rs] + list(vc.pins.values())
         for r in roots:
             for v in below(r):
@@ -326,7 +326,7 @@ def recount(s: Scheduler) -> None:
                     assert v.pcell is not None and v.pcell.vcell is v
     # virtual cells: free / held / held per priority
     prio_of = {jid: j.req.priority for jid, j in s._jobs.items()}
-    for vc in s._vcs.values():
+    for vc in s.state.vcs.values():
         roots = [r for rs in vc.roots.values() for r in rs] + list(vc.pins.values())
         for r in roots:
             for v in below(r):
@@ -358,13 +358,13 @@ def recount(s: Scheduler) -> None:
         assert vc.queue == waiting, f"VC {vc.name}: queue {vc.queue} != {waiting}"
     assert s._opp_queue == sorted(j.qkey for j in s._jobs.values() if j.state == "waiting" and j.req.priority == -1)
     # node CPUs / memory: what the started jobs' tasks take
-    cpus = {n: 0.0 for n in s._nodes}
-    mem = {n: 0 for n in s._nodes}
+    cpus = {n: 0.0 for n in s.state.nodes}
+    mem = {n: 0 for n in s.state.nodes}
     for j in s._jobs.values():
         for node, c, m in j.res:
             assert j.state != "waiting"
             cpus[node.name] += c
             mem[node.name] += m
-    for name, n in s._nodes.items():
+    for name, n in s.state.nodes.items():
         assert abs(n.cpus_free - (n.cpus - cpus[name])) < 1e-6, f"node {name}: cpus_free"
         assert n.memory_free == n.memory_mb - mem[name], f"node {name}: memory_free"

@@ -8,7 +8,7 @@ RACKS = {"nodes": 4, "gpus_per_node": 8, "gpu_type": "A100", "levels": ["pair", 
 
 
 def free_lists(s):
-    return {lvl: sorted(c.address for c in d.values()) for lvl, d in s._buddies["A100-RACK"].free.items() if d}
+    return {lvl: sorted(c.address for c in d.values()) for lvl, d in s.state.buddies["A100-RACK"].free.items() if d}
 
 
 def test_cells_bind_lazily_split_and_merge():
@@ -40,7 +40,7 @@ def test_a_split_never_takes_a_cell_owed_to_another_vc():
     # it runs opportunistic work and the other rack would have a clean node): big keeps a whole rack
     s.submit(job("s1", "small", 8), 1)
     s.submit(job("s2", "small", 8), 1)
-    racks = {s._nodes[s.job(j).placement[0].node].cells[0].parent.address for j in ("s1", "s2")}
+    racks = {s.state.nodes[s.job(j).placement[0].node].cells[0].parent.address for j in ("s1", "s2")}
     assert len(racks) == 1
     d = s.submit(job("b", "big", 8, count=2), 2)
     assert d[0].event in ("started", "preempting")

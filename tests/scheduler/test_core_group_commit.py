@@ -29,9 +29,9 @@ ops = st.one_of(
 
 def fingerprint(s: Scheduler):
     jobs = [(jid, j.seq, str(j.state), j.opp, j.fail, tuple(j.placement)) for jid, j in s._jobs.items()]
-    queues = {name: list(vc.queue) for name, vc in s._vcs.items()}
+    queues = {name: list(vc.queue) for name, vc in s.state.vcs.items()}
     return (s.cluster_view(), s.vc_view(), s.free_gpu_count(), jobs, queues, list(s._opp_queue), s._seq,
-            s._dirty_snapshot())
+            s.state.dirty_snapshot())
 
 
 def decisions(ds):

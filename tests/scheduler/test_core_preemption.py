@@ -124,4 +124,4 @@ def test_finish_of_a_victim_or_a_preemptor():
     ])
     # lo2 was demoted lazily and is still running; the withdrawn preemptor left no reservation
     assert s.job("lo2").state == "running"
-    assert all(not c.reserved for c in s._roots)
+    assert all(not c.reserved for c in s.state.roots)

@@ -69,7 +69,7 @@ def check_decisions(s, before, ds, step):
 
 
 def canonical(s):
-    free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s._buddies.items()}
+    free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s.state.buddies.items()}
     return s.cluster_view(), s.vc_view(), free, s.free_gpu_count()
 
 
@@ -115,11 +115,11 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
             pending = [v for v in victims if v in s._jobs and s._jobs[v].preempted_by is not None]
             if pending:
                 ds = s.preemption_done(pending[step[1] % len(pending)], t, requeue=step[2])
-        elif op == "gpu" and nodes[step[1] % len(nodes)] in s._nodes:
+        elif op == "gpu" and nodes[step[1] % len(nodes)] in s.state.nodes:
             node = nodes[step[1] % len(nodes)]
-            gpus = sorted(s._nodes[node].gpu_leaves)
+            gpus = sorted(s.state.nodes[node].gpu_leaves)
             ds = s.set_gpu_health(node, gpus[step[2] % len(gpus)], step[3], t)
-        elif op == "node" and nodes[step[1] % len(nodes)] in s._nodes:
+        elif op == "node" and nodes[step[1] % len(nodes)] in s.state.nodes:
             ds = s.set_node_health(nodes[step[1] % len(nodes)], step[2], t)
         elif op == "reconfigure" and alt:
             choices = [config] + alt
@@ -129,9 +129,9 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
             # a server restart: a fresh core adopts what runs and gets the rest submitted again
             s2 = Scheduler(current, policy=policy, starvation_after=30)
             s2.restore_usage(s.usage_snapshot())  # the service stores fair-share usage across restarts
-            for node in sorted(s._node_down):
+            for node in sorted(s.state.node_down):
                 s2.set_node_health(node, False, t)
-            for node, g in sorted(s._gpu_down):
+            for node, g in sorted(s.state.gpu_down):
                 s2.set_gpu_health(node, g, False, t)
             for j in sorted(s._jobs.values(), key=lambda j: j.seq):
                 if j.state == "running":
@@ -159,10 +159,10 @@ def test_invariants_hold_after_every_step(cluster, steps, policy):
 
     # release everything: hardware back, stop victims, finish all jobs
     for node in nodes:
-        if node not in s._nodes:
+        if node not in s.state.nodes:
             continue
         s.set_node_health(node, True, t)
-        for g in sorted(s._nodes[node].gpu_leaves):
+        for g in sorted(s.state.nodes[node].gpu_leaves):
             s.set_gpu_health(node, g, True, t)
     while s._jobs:
         s.finish(next(iter(s._jobs)), t)

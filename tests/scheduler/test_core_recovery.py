@@ -32,7 +32,7 @@ def test_bad_hardware_is_never_given_out_and_doomed_cells_make_reasons_honest():
     for j in ("a1", "a2", "b1"):
         s.finish(j, 7)
     assert s.free_gpu_count() == 32
-    assert [len(d) for d in s._buddies["A100-NODE"].free.values()] == [0, 0, 0, 4]
+    assert [len(d) for d in s.state.buddies["A100-NODE"].free.values()] == [0, 0, 0, 4]
 
 
 def test_bad_gpu_in_a_free_node_splits_it_and_opportunistic_work_avoids_it():

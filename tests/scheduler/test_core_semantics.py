@@ -82,7 +82,7 @@ def test_withdrawing_a_preemptor_cancels_its_preemption():
     v2 = s.job("v2")
     assert v2.state == "running" and v2.preempted_by is None and v2.reason is None
     assert not v2.opportunistic and not v2.demoted  # it holds its guaranteed cells again
-    assert all(not c.reserved for c in s._roots)
+    assert all(not c.reserved for c in s.state.roots)
     with pytest.raises(RequestError):
         s.preemption_done("v2", 4)  # nobody waits for it any more
     assert s.vc_view()["b"]["used_gpus"] == 8
@@ -161,7 +161,7 @@ def test_reconfiguration_that_removes_busy_nodes_keeps_their_jobs_running_and_ac
     assert s.vc_view()["a"]["used_gpus"] == 8
     # the removed node takes no new work and a same-priority job of a waits for the running ones
     assert events(s.submit(job("a3", "a", 1), 2)) == [("queued", "a3")]
-    assert gone not in s._nodes
+    assert gone not in s.state.nodes
     check_invariants(s)
     # finishing the job on the removed node works and frees what it held
     ds = s.finish("a2", 3)
@@ -208,7 +208,7 @@ def test_putting_removed_cells_back_gives_the_guarantee_back():
     assert "demoted" not in [d.event for d in ds]
     a1 = s.job("a1")
     assert a1.state == "running" and not a1.opportunistic and a1.placement[0].node == gone
-    assert s._nodes[gone].gpu_leaves[0].job == "a1"
+    assert s.state.nodes[gone].gpu_leaves[0].job == "a1"
     # the node is back: new work may land on its free GPUs, never on a1's
     s.submit(job("o", "b", 8, priority=-1, count=3), 3)
     check_invariants(s)

@@ -40,10 +40,10 @@ def _req(cluster, r, jid, t):
 
 def views(s):
     """Everything a caller can see of the core."""
-    free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s._buddies.items()}
+    free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s.state.buddies.items()}
     return (s.cluster_view(), s.vc_view(), [v.to_dict() for v in s.jobs()], s.free_gpu_count(), free,
-            {n: v.queue[:] for n, v in s._vcs.items()}, list(s._opp_queue), s._seq, s._now,
-            [(vc.dirty, vc.min_bypass) for vc in s._vcs.values()], s._opp_dirty, s._opp_leaves,
+            {n: v.queue[:] for n, v in s.state.vcs.items()}, list(s._opp_queue), s._seq, s._now,
+            [(vc.dirty, vc.min_bypass) for vc in s.state.vcs.values()], s.state.opp_dirty, s.state.opp_leaves,
             s.usage_snapshot())
 
 
@@ -56,9 +56,9 @@ def _call(s, step, t, victims):
         pending = [v for v in victims if v in s._jobs and s._jobs[v].preempted_by is not None]
         return s.preemption_done(pending[step[1] % len(pending)], t, requeue=step[2]) if pending else []
     if op == "gpu":
-        nodes = sorted(s._nodes)
+        nodes = sorted(s.state.nodes)
         node = nodes[step[1] % len(nodes)]
-        gpus = sorted(s._nodes[node].gpu_leaves)
+        gpus = sorted(s.state.nodes[node].gpu_leaves)
         return s.set_gpu_health(node, gpus[step[2] % len(gpus)], step[3], t)
     raise AssertionError(op)
 
