@@ -33,12 +33,12 @@ ops = st.one_of(
 def fingerprint(s: OverflowScheduler):
     core = s.inner
     jobs = [(jid, j.seq, str(j.state), j.opp, j.fail, tuple(j.placement)) for jid, j in core._jobs.items()]
-    queues = {name: list(vc.queue) for name, vc in core._vcs.items()}
+    queues = {name: list(vc.queue) for name, vc in core.state.vcs.items()}
     wrapper = (sorted(s._req), sorted(s._g_waiting), sorted(s._shadow_waiting), sorted(s._overflowed),
                sorted(s._withdrawing), sorted(s._gone),
-               {vc: (s._waiting_shadows(vc), s._waiting_shadows(vc, "u0")) for vc in core._vcs})
+               {vc: (s._waiting_shadows(vc), s._waiting_shadows(vc, "u0")) for vc in core.state.vcs})
     return (core.cluster_view(), s.vc_view(), core.free_gpu_count(), jobs, queues, list(core._opp_queue), core._seq,
-            core._dirty_snapshot(), wrapper)
+            core.state.dirty_snapshot(), wrapper)
 
 
 def decisions(ds):

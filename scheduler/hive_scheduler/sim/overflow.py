@@ -27,6 +27,16 @@ __all__ = ["OverflowScheduler", "SHADOW_SUFFIX"]
 SHADOW_SUFFIX = "@overflow"
 
 
+class _AsOwner:
+    """``expected`` (anything with ``get``, looked up lazily) with a shadow's id read as its job's."""
+
+    def __init__(self, expected: Any):
+        self.expected = expected
+
+    def get(self, job_id: str, default: Any = None) -> Any:
+        return self.expected.get(_owner(job_id), default)
+
+
 class OverflowScheduler:
     def __init__(self, inner: Any):
         self.inner = inner
@@ -277,14 +287,12 @@ class OverflowScheduler:
         start withdraws the other, as ``submit`` does), a shadow expected to run as long as its job, and
         every estimate under the job's own id: the earlier of its two starts, the shadow's saying
         where it would run."""
-        exp = dict(expected or {})
+        exp = _AsOwner(expected) if expected else None
         alternatives: dict[str, str] = {}
         names: dict[str, str] = {}
         for job in self._req:
             shadow = job + SHADOW_SUFFIX
             names[shadow] = job
-            if job in exp:
-                exp[shadow] = exp[job]
             if job in self._g_waiting and job in self._shadow_waiting:
                 alternatives[job], alternatives[shadow] = shadow, job
         raw = self.inner.estimate_starts(now, exp, alternatives=alternatives, names=names)
