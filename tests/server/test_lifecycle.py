@@ -155,12 +155,21 @@ def test_openpai_spec_runs(srv):
     assert log_of(srv, done["id"], "w-1") == "w-1\n"
 
 
+def wait_for_starts(runs, n: int) -> None:
+    """"running" means the task's process was started, not that its shell got to the echo yet."""
+    deadline = time.monotonic() + 20
+    while (runs.read_text().count("start") if runs.exists() else 0) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runs.read_text().count("start") == n
+
+
 def test_preempted_job_is_retried_then_fails_without_retries(srv):
     runs = srv.tmp / "opp-runs.txt"
     opp = submit(srv, {"vc": "a", "priority": "opportunistic", "max_retries": 1, "tasks": [{"gpus": 4}],
                        "command": f"echo start >> {runs}; exec sleep 60"})
     running = srv.wait_for_job(opp["id"], "running", user="ann")
     assert running["opportunistic"] is True
+    wait_for_starts(runs, 1)  # (a stop before its command runs means the command never starts)
     # a guaranteed job of VC b needs its GPUs back
     g = submit(srv, {"vc": "b", "tasks": [{"gpus": 2}], "command": "sleep 1"})
     requeued = srv.wait_for_job(opp["id"], "queued", "failed", timeout=20, user="ann")
@@ -169,11 +178,7 @@ def test_preempted_job_is_retried_then_fails_without_retries(srv):
         f"preempted by {g['id']}" in h["reason"] for h in requeued["history"])
     srv.wait_for_job(g["id"], "succeeded", timeout=20, user="ann")
     srv.wait_for_job(opp["id"], "running", timeout=20, user="ann")
-    # "running" means its process was started, not that its shell got to the echo yet
-    deadline = time.monotonic() + 20
-    while runs.read_text().count("start") < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert runs.read_text().count("start") == 2
+    wait_for_starts(runs, 2)
     # preempted again: no retries left -> failed
     g2 = submit(srv, {"vc": "b", "tasks": [{"gpus": 1}], "command": "true"})
     failed = srv.wait_for_job(opp["id"], "failed", "queued", timeout=20, user="ann")
