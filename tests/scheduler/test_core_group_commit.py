@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_helpers import HIVED_EXAMPLE, SMALL, WORKSTATION, check_invariants, job
+from core_helpers import HIVED_EXAMPLE, SMALL, WORKSTATION, job
+from group_commit_replay import decisions, replay
 from hive_scheduler import RequestError, Scheduler
 
 CLUSTERS = {"small": (SMALL, ["a", "b", "c"]), "hived": (HIVED_EXAMPLE, ["VC1", "VC2"])}
@@ -34,15 +35,6 @@ def fingerprint(s: Scheduler):
             s.state.dirty_snapshot())
 
 
-def decisions(ds):
-    return [d.to_json() for d in ds]
-
-
-def request(step, n, vcs):
-    _, vi, g, count, prio, lazy = step
-    return job(f"j{n}", vcs[vi % len(vcs)], g, count, prio, user=f"u{n % 3}", lazy_preemption=lazy)
-
-
 @settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=5, max_size=50),
@@ -51,57 +43,7 @@ def request(step, n, vcs):
 def test_submit_if_waiting_is_submit_or_nothing_and_withdraw_leaves_no_trace(cluster, steps, policy, limited, backfill):
     config, vcs = CLUSTERS[cluster]
     grouped, plain = Scheduler(config, policy=policy), Scheduler(config, policy=policy)
-    for s in (grouped, plain):
-        s.backfill = backfill
-        if limited:  # per-user limits: a job over its owner's limit waits with that reason either way
-            for vc in vcs:
-                s.set_user_limits(vc, {"default": {"max_gpus": 4, "max_running_jobs": 2}}, 0.0)
-    t, n = 0.0, 0
-    for step in steps:
-        t += 1
-        op = step[0]
-        if op == "submit":
-            n += 1
-            req = request(step, n, vcs)
-            try:
-                expected = plain.submit(req, t)
-            except RequestError:
-                with pytest.raises(RequestError):
-                    grouped.submit_if_waiting(req, t)
-                continue
-            before = fingerprint(grouped)
-            queued = grouped.submit_if_waiting(req, t)
-            if queued is None:
-                assert fingerprint(grouped) == before, "declining must change nothing"
-                got = grouped.submit(req, t)
-            else:
-                got = [queued]
-            assert decisions(got) == decisions(expected)
-        elif op == "finish" and plain._jobs:
-            jid = list(plain._jobs)[step[1] % len(plain._jobs)]
-            assert decisions(grouped.finish(jid, t)) == decisions(plain.finish(jid, t))
-        elif op == "stop":
-            pending = [jid for jid, j in plain._jobs.items() if j.preempted_by is not None]
-            if pending:
-                jid = pending[step[1] % len(pending)]
-                assert decisions(grouped.preemption_done(jid, t)) == decisions(plain.preemption_done(jid, t))
-        elif op == "withdrawn batch":
-            plain._tick(t)  # the batch's calls saw this time (fair-share usage is advanced by time)
-            before = fingerprint(grouped)
-            tentative = []
-            for sub in step[1]:
-                n += 1
-                try:
-                    queued = grouped.submit_if_waiting(request(sub, n, vcs), t)
-                except RequestError:
-                    continue
-                if queued is None:
-                    break  # the service stores the rest first, then submits them: never withdrawn
-                tentative.append(queued.job)
-            grouped.withdraw_waiting(tentative)
-            assert fingerprint(grouped) == before, "a withdrawn batch must leave no trace"
-        assert fingerprint(grouped) == fingerprint(plain)
-        check_invariants(grouped)
+    replay(grouped, plain, steps, vcs, limited=limited, backfill=backfill, fingerprint=fingerprint)
 
 
 def test_a_job_that_would_start_or_preempt_is_declined():

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core_helpers import SMALL, check_invariants, job
+from core_helpers import SMALL, job
+from group_commit_replay import replay
 from hive_scheduler import RequestError, Scheduler
 from hive_scheduler.sim.overflow import SHADOW_SUFFIX, OverflowScheduler
 
@@ -41,15 +42,6 @@ def fingerprint(s: OverflowScheduler):
             core.state.dirty_snapshot(), wrapper)
 
 
-def decisions(ds):
-    return [d.to_json() for d in ds]
-
-
-def request(step, n, vcs):
-    _, vi, g, count, prio, lazy = step
-    return job(f"j{n}", vcs[vi % len(vcs)], g, count, prio, user=f"u{n % 3}", lazy_preemption=lazy)
-
-
 @settings(max_examples=int(os.environ.get("HIVE_PROP_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=st.sampled_from(sorted(CLUSTERS)), steps=st.lists(ops, min_size=5, max_size=50),
@@ -59,59 +51,9 @@ def test_overflow_submit_if_waiting_is_submit_or_nothing_and_withdraw_leaves_no_
     config, vcs = CLUSTERS[cluster]
     grouped = OverflowScheduler(Scheduler(config, policy=policy))
     plain = OverflowScheduler(Scheduler(config, policy=policy))
-    for s in (grouped, plain):
-        s.backfill = backfill
-        if limited:
-            for vc in vcs:
-                s.set_user_limits(vc, {"default": {"max_gpus": 4, "max_running_jobs": 2}}, 0.0)
-    t, n = 0.0, 0
-    for step in steps:
-        t += 1
-        op = step[0]
-        if op == "submit":
-            n += 1
-            req = request(step, n, vcs)
-            try:
-                expected = plain.submit(req, t)
-            except RequestError:
-                with pytest.raises(RequestError):
-                    grouped.submit_if_waiting(req, t)
-                continue
-            before = fingerprint(grouped)
-            queued = grouped.submit_if_waiting(req, t)
-            if queued is None:
-                assert fingerprint(grouped) == before, "declining must change nothing"
-                got = grouped.submit(req, t)
-            else:
-                got = [queued]
-            assert decisions(got) == decisions(expected)
-        elif op == "finish":
-            known = [v.id for v in plain.jobs()]
-            if known:
-                jid = known[step[1] % len(known)]
-                assert decisions(grouped.finish(jid, t)) == decisions(plain.finish(jid, t))
-        elif op == "stop":
-            pending = [jid.removesuffix(SHADOW_SUFFIX) for jid, j in plain.inner._jobs.items() if j.preempted_by is not None]
-            if pending:
-                jid = pending[step[1] % len(pending)]
-                assert decisions(grouped.preemption_done(jid, t)) == decisions(plain.preemption_done(jid, t))
-        elif op == "withdrawn batch":
-            plain.inner._tick(t)  # the batch's calls saw this time (fair-share usage is advanced by time)
-            before = fingerprint(grouped)
-            tentative = []
-            for sub in step[1]:
-                n += 1
-                try:
-                    queued = grouped.submit_if_waiting(request(sub, n, vcs), t)
-                except RequestError:
-                    continue
-                if queued is None:
-                    break  # the service stores the rest first, then submits them: never withdrawn
-                tentative.append(queued.job)
-            grouped.withdraw_waiting(tentative)
-            assert fingerprint(grouped) == before, "a withdrawn batch must leave no trace"
-        assert fingerprint(grouped) == fingerprint(plain)
-        check_invariants(grouped.inner)
+    replay(grouped, plain, steps, vcs, limited=limited, backfill=backfill, fingerprint=fingerprint,
+           core=lambda s: s.inner, finishable=lambda s: [v.id for v in s.jobs()],
+           owner=lambda jid: jid.removesuffix(SHADOW_SUFFIX))
 
 
 def test_a_job_that_may_overflow_is_queued_with_its_shadow_and_withdrawn_with_it():
