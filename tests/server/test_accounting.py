@@ -124,9 +124,13 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
     async def first_life():
         svc = service()
         await svc.start()
-        job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 2}]}), "ann", "course", group="students")
+        job = svc.submit(parse_job_spec({"command": "echo ready; sleep 60", "tasks": [{"gpus": 2}]}), "ann", "course",
+                         group="students")
+        log = svc.log_path(job["id"], "main-0")
+
         async def started():
-            while svc.active[job["id"]].state != "running":  # its launch runs on the loop
+            # "running": its process started (its launch runs on the loop); the echo: its command runs
+            while svc.active[job["id"]].state != "running" or b"ready" not in (log.read_bytes() if log.exists() else b""):
                 await asyncio.sleep(0.02)
 
         await asyncio.wait_for(started(), 60)
