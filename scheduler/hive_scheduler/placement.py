@@ -20,12 +20,25 @@ from .state import rollback
 from .types import TaskGroup
 
 
-class PlacementMixin:
-    """Mixed into Scheduler: places guaranteed jobs. It changes the cluster only through
-    ``self.state`` (a ``ClusterState``) and reads the scheduler's jobs (``_jobs``: who holds a
-    virtual GPU, at what priority), the running preemption search (``_preemption``: its cutoff and
-    the holders it took), the victims the preemptor being placed stops (``_claimable``), and notes
-    the cells it bound for the attempt (``_pending_idle``: unbound again if nothing used them)."""
+class GuaranteedPlacement:
+    """Places guaranteed jobs: one per cluster state (the scheduler makes a new one with each new state).
+
+    It changes the cluster only through ``state`` (a ``ClusterState``) and reads ``jobs`` (the
+    scheduler's job table, by id: who holds a virtual GPU, at what priority). The rest is the context
+    of one attempt, set by its caller: ``cut`` and ``stolen`` (the running preemption search: jobs of
+    priority <= ``cut`` may be displaced; the holders it took), ``claimable`` (the victims the
+    preemptor being placed stops: their GPUs are its to take) and ``pending_idle`` (virtual cells bound
+    for the attempt: the scheduler unbinds them again if nothing ended up in them)."""
+
+    __slots__ = ("state", "jobs", "cut", "stolen", "claimable", "pending_idle")
+
+    def __init__(self, state, jobs: dict):
+        self.state = state
+        self.jobs = jobs
+        self.cut = -1                              # -1: no preemption search running
+        self.stolen: list = []
+        self.claimable: frozenset[str] = frozenset()
+        self.pending_idle: list = []
 
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
@@ -33,7 +46,7 @@ class PlacementMixin:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0
         if mode == DISPLACE and v.hp:
-            cut = self._preemption.cut
+            cut = self.cut
             a = v.free
             for p, n in v.hp.items():  # a plain loop: this is the hottest function of the search
                 if p <= cut:
@@ -46,7 +59,7 @@ class PlacementMixin:
             if mode != DISPLACE:
                 return False
             # a displaced job's GPU is usable only if healthy (never hand a preemptor a bad GPU)
-            return self._jobs[v.job].req.priority <= self._preemption.cut and (v.pcell is None or v.pcell.healthy)
+            return self.jobs[v.job].req.priority <= self.cut and (v.pcell is None or v.pcell.healthy)
         p = v.pcell
         if p is None:
             return True
@@ -56,13 +69,13 @@ class PlacementMixin:
             return True
         if mode == FREE:
             return False
-        x = self._jobs[p.job]
+        x = self.jobs[p.job]
         if x.opp and not x.demoted and x.req.priority >= 0:
             # a guaranteed job being stopped for a preemptor: its GPUs are not opportunistic work anyone
-            # may claim, only that preemptor (``_claimable``) or a search that may displace its priority
+            # may claim, only that preemptor (``claimable``) or a search that may displace its priority
             # (else an equal priority would ride on the preemption, and keep it going if the preemptor is
             # withdrawn)
-            return (mode == DISPLACE and x.req.priority <= self._preemption.cut) or p.job in self._claimable
+            return (mode == DISPLACE and x.req.priority <= self.cut) or p.job in self.claimable
         return True
 
     def _vtake(self, v: VCell, k: int, mode: int, out: list) -> None:
@@ -111,7 +124,7 @@ class PlacementMixin:
         if pc is None:
             return False
         self.state.bind(root, pc, txn)
-        self._pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
+        self.pending_idle.append(root)  # unbound again after the attempt if nothing ended up in it
         return True
 
     def _bind_options(self, root: VCell, tg: TaskGroup, mode: int, txn: list):
@@ -134,7 +147,7 @@ class PlacementMixin:
             if not buddy.take_partly_bad(pc):
                 continue
             self.state.bind(root, pc, txn)
-            self._pending_idle.append(root)
+            self.pending_idle.append(root)
             yield
 
     def _find_vtask(self, vcs, chain: str, tg: TaskGroup, scope: VCell | None, mode: int, txn: list):
@@ -198,7 +211,7 @@ class PlacementMixin:
 
     def _whole_cells_free(self, vcs, chain: str, level: int, mode: int, need: int) -> bool:
         """Are there at least ``need`` wholly free level-``level`` cells in the VC (cheap pre-check)?"""
-        size = self.state.types[self.config.chains[chain].type_at(level)].leaf_count
+        size = self.state.types[self.state.config.chains[chain].type_at(level)].leaf_count
         n = 0
         for r in vcs.roots.get(chain, ()):
             if r.level < level:
@@ -235,7 +248,7 @@ class PlacementMixin:
             level = self.state.task_level(chain, t.gpus)
             if level is None:
                 return False
-            if self.state.types[self.config.chains[chain].type_at(level)].leaf_count != t.gpus:
+            if self.state.types[self.state.config.chains[chain].type_at(level)].leaf_count != t.gpus:
                 return False
             need[level] = need.get(level, 0) + t.count
         if len(need) != 1:
@@ -243,8 +256,9 @@ class PlacementMixin:
         (level, count), = need.items()
         return count > 1 and not self._whole_cells_free(vcs, chain, level, mode, count)
 
-    def _place_guaranteed(self, job, mode: int, txn: list):
-        """Hold virtual GPUs for every task of ``job`` (all or nothing). Returns the task list or None."""
+    def place(self, job, mode: int, txn: list):
+        """Hold virtual GPUs for every task of ``job`` (all or nothing), recording every change in
+        ``txn`` (roll it back to undo). Returns the task list ``[(group, index, node, leaves)]`` or None."""
         req = job.req
         vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
@@ -255,7 +269,7 @@ class PlacementMixin:
         if req.within is None:
             return self._place_groups_v(job, vcs, order, None, mode, txn)
         wlevel = self.state.types[req.within].level
-        chains = [c for c in self.state.job_chains(req, vcs) if req.within in self.config.chains[c].types]
+        chains = [c for c in self.state.job_chains(req, vcs) if req.within in self.state.config.chains[c].types]
         for scope, unbound_root in self._within_scopes(vcs, chains, wlevel, req.total_gpus, mode):
             mark = len(txn)
             if unbound_root is None:
@@ -326,15 +340,15 @@ class PlacementMixin:
         always rolled back)."""
         state = self.state
         old = v.job
-        old_prio = self._jobs[old].req.priority
-        search = self._preemption
-        search.stolen.append(old)
+        old_prio = self.jobs[old].req.priority
+        stolen = self.stolen
+        stolen.append(old)
         state.vunhold(v, old_prio)
         state.vhold(v, job_id, prio)
 
         def undo():
             state.vunhold(v, prio)
             state.vhold(v, old, old_prio)
-            search.stolen.pop()
+            stolen.pop()
 
         txn.append(undo)

@@ -8,47 +8,51 @@ preemption (demoting lazy victims, reserving, ``preempting``) is the scheduler's
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .jobs import DISPLACE, Job
 from .state import rollback
 
 
 class PreemptionSearch:
-    """One per scheduler. ``cut`` and ``stolen`` are read by placement while a search runs."""
+    """One per cluster state: searches with ``placement`` (a ``GuaranteedPlacement``, whose ``cut`` and
+    ``stolen`` it sets while it runs); ``share_victims`` maps the GPUs' holders it took to the jobs to
+    stop (a shared GPU's anchor stands for all its share jobs)."""
 
-    __slots__ = ("core", "cut", "stolen")
+    __slots__ = ("placement", "share_victims")
 
-    def __init__(self, core):
-        self.core = core
-        self.cut = -1              # jobs of priority <= cut may be displaced (-1: no search running)
-        self.stolen: list = []     # holders whose virtual GPUs the running search took
+    def __init__(self, placement, share_victims: Callable[[list], list]):
+        self.placement = placement
+        self.share_victims = share_victims
 
     def victims(self, j: Job) -> list[Job]:
         """The jobs ``j`` would displace (empty: it cannot be placed even so). Changes nothing."""
-        core = self.core
+        placement = self.placement
+        state = placement.state
         req = j.req
-        vc = core.state.vcs[req.vc]
+        vc = state.vcs[req.vc]
         if req.pinned_cell is not None:
             roots = [vc.pins[req.pinned_cell]]
         else:
-            roots = [r for c in core.state.job_chains(req, vc) for r in vc.roots.get(c, ())]
+            roots = [r for c in state.job_chains(req, vc) for r in vc.roots.get(c, ())]
         free = sum(r.free for r in roots)
         for cutoff in sorted(p for p in vc.prio_count if p < req.priority):
             # quick bound: even displacing every job of priority <= cutoff would not free enough
             if free + sum(n for r in roots for p, n in r.hp.items() if p <= cutoff) < req.total_gpus:
                 continue
             sim: list = []
-            snap = core.state.dirty_snapshot()
-            self.cut = cutoff
+            snap = state.dirty_snapshot()
+            placement.cut = cutoff
             try:
-                res = core._place_guaranteed(j, DISPLACE, sim)
-                stolen = list(dict.fromkeys(self.stolen))
+                res = placement.place(j, DISPLACE, sim)
+                stolen = list(dict.fromkeys(placement.stolen))
                 rollback(sim)
             finally:
-                self.cut = -1
-                self.stolen = []
-                core.state.dirty_restore(snap)
+                placement.cut = -1
+                placement.stolen = []
+                state.dirty_restore(snap)
             if res is not None:
-                if core.state.shared:  # a shared GPU's anchor stands for all its share jobs
-                    stolen = core._share_victims(stolen)
-                return [core._jobs[v] for v in stolen]
+                if state.shared:
+                    stolen = self.share_victims(stolen)
+                return [placement.jobs[v] for v in stolen]
         return []

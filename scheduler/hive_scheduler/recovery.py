@@ -249,7 +249,9 @@ class RecoveryMixin:
                 j.fail = Requeued("its reservation was dropped by a reconfiguration; waiting again")
                 out.append(Decision("queued", j.req.id, now, reason=j.fail.reason))
         # restore submission order of the job table (views and tie-breaks follow it)
-        self._jobs = dict(sorted(self._jobs.items(), key=lambda kv: kv[1].seq))
+        ordered = sorted(self._jobs.items(), key=lambda kv: kv[1].seq)
+        self._jobs.clear()  # in place: the placement reads this very table
+        self._jobs.update(ordered)
         self._schedule(now, out)
         return out
 

@@ -21,7 +21,7 @@ from .jobs import (  # noqa: F401 (_Job: compatible alias)
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
 from .physical import place_opportunistic
-from .placement import PlacementMixin
+from .placement import GuaranteedPlacement
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
@@ -35,7 +35,7 @@ from .views import ViewsMixin
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
 
 
-class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementMixin):
+class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
     """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
     Its parts: the cluster state and its primitives (``self.state``, a ``state.ClusterState``: the
@@ -92,9 +92,8 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         self._jobs: dict[str, Job] = {}
         self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self.state.vcs}
         self._opp_queue: list = []
-        self._pending_idle: list = []
-        self._preemption = PreemptionSearch(self)
-        self._claimable: frozenset[str] = frozenset()  # victims the preemptor being placed stops (_preempt_lower)
+        self.placement = GuaranteedPlacement(self.state, self._jobs)
+        self._preemption = PreemptionSearch(self.placement, self._share_victims)
         self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
         self._fit_memo: dict[Any, bool] = {}
 
@@ -216,7 +215,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
             if job.priority == -1:
                 res = place_opportunistic(twin.state, j, txn)
             else:
-                res = twin._place_guaranteed(j, FREE, txn)
+                res = twin.placement.place(j, FREE, txn)
         finally:
             rollback(txn)
             twin.state.dirty_restore(snap)
@@ -800,10 +799,10 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         res = None
         forced: list[str] = []
         if req.total_gpus <= free:
-            res = self._place_guaranteed(j, FREE, txn)
+            res = self.placement.place(j, FREE, txn)
             if res is None and state.opp_leaves > 0:
                 rollback(txn)
-                res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
+                res = self.placement.place(j, OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
             rollback(txn)
@@ -829,8 +828,9 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         return True
 
     def _flush_idle(self) -> None:
-        if self._pending_idle:
-            roots, self._pending_idle = self._pending_idle, []
+        placement = self.placement
+        if placement.pending_idle:
+            roots, placement.pending_idle = placement.pending_idle, []
             self.state.release_idle_roots(roots)
 
     def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
@@ -886,23 +886,24 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin, PlacementM
         for r in dict.fromkeys(lazy_roots):
             if r.held == 0 and r.pin is None and r.bound is not None:
                 self.state.unbind(r, txn)
-        self._claimable = frozenset(forced + claim)  # the victims this preemptor stops: their GPUs are its to take
+        placement = self.placement
+        placement.claimable = frozenset(forced + claim)  # the victims this preemptor stops: their GPUs are its to take
         try:
             res = self._place_best(j, txn)
             if res is None:
                 rollback(txn, mark)
                 res = self._place_best(j, txn)
         finally:
-            self._claimable = frozenset()
-        self._pending_idle.extend(keep)
+            placement.claimable = frozenset()
+        placement.pending_idle.extend(keep)
         return res, forced
 
     def _place_best(self, j: Job, txn: list):
         mark = len(txn)
-        res = self._place_guaranteed(j, FREE, txn)
+        res = self.placement.place(j, FREE, txn)
         if res is None:
             rollback(txn, mark)
-            res = self._place_guaranteed(j, OPPORTUNISTIC, txn)
+            res = self.placement.place(j, OPPORTUNISTIC, txn)
         return res
 
     def _commit(self, j: Job, res: list, forced: list[str], now: float, out: list) -> None:

@@ -89,7 +89,7 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
             return _waiting(core, j)
     txn: list = []
     snap = core.state.dirty_snapshot()
-    idle = list(core._pending_idle)
+    idle = list(core.placement.pending_idle)
     core._jobs[req.id] = j  # placement looks its job up (removed again below: insertion order is kept)
     try:
         res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
@@ -103,7 +103,7 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
         rollback(txn)
         del core._jobs[req.id]
         core.state.dirty_restore(snap)
-        core._pending_idle = idle
+        core.placement.pending_idle = idle
     if res is not None:
         return WhatIf("preempt" if victims else "start", placement, tuple(victims), None, opp)
     if victims_lower:
@@ -128,10 +128,10 @@ def _place_now(core: "Scheduler", j: Job, txn: list):
         free = sum(vc.free[c] for c in core.state.job_chains(req, vc))
     if req.total_gpus > free:
         return None
-    res = core._place_guaranteed(j, FREE, txn)
+    res = core.placement.place(j, FREE, txn)
     if res is None and core.state.opp_leaves > 0:
         rollback(txn)
-        res = core._place_guaranteed(j, OPPORTUNISTIC, txn)
+        res = core.placement.place(j, OPPORTUNISTIC, txn)
     return res
 
 
