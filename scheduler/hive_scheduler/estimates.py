@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from .errors import RequestError
 from .jobs import PREEMPTING, RUNNING, WAITING, Job
+from .recovery import resolve_placement
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scheduler import Scheduler
@@ -221,13 +222,13 @@ def _put_running(twin: "Scheduler", j) -> bool:
     """``adopt`` without its checks and its scheduling pass (the live core already accepted the job;
     waiting jobs come after): the twin's part of the cost that grows with the running jobs."""
     try:
-        res = twin._resolve_placement(j.req, j.placement)
+        res = resolve_placement(twin.state, j.req, j.placement)
     except RequestError:
         return False
     tj = Job(j.req, twin._seq)
     twin._seq += 1
     twin._jobs[j.req.id] = tj
-    twin._adopt_running(tj, res, j.opp, 0.0, [], "")
+    twin.installer.adopt_running(tj, res, j.opp, 0.0, [], "")
     return True
 
 

@@ -1,23 +1,37 @@
-"""The one install path: every job that runs or reserves GPUs gets there through ``_install``.
+"""The one install path: every job that runs or reserves GPUs gets there through ``Installer.install``.
 
 Commit (a placement the search found), adopt (recovery after a restart) and reconfigure (running
 jobs carried into a new cluster state) differ only in how they get the virtual GPUs a guaranteed
-job holds: the search holds them as it goes; adopt and reconfigure cover the job's given GPUs with
-its VC's cells (``_cover_with_vcells``, binding free cells around them when needed).
+job holds: the search holds them as it goes; adopt and reconfigure (``Installer.adopt_running``)
+cover the job's given GPUs with its VC's cells (``cover_with_vcells``, binding free cells around
+them when needed).
 """
 
 from __future__ import annotations
 
 from .decisions import Decision
 from .jobs import PREEMPTING, RUNNING, Job
-from .shares import job_share
+from .shares import SharedGPUs, job_share
+from .state import rollback
 from .types import TaskPlacement
 
 
-class InstallMixin:
-    def _install(self, j: Job, res: list, vleaves: list, opportunistic: bool, victims: list[str], now: float,
-                 out: list, announce: bool, placement: tuple | None = None, detached: tuple = (),
-                 share_slot: int = 0) -> None:
+class Installer:
+    """Installs jobs into one cluster state: ``state`` (changed only through its primitives), ``jobs``
+    (the scheduler's job table, by id), ``shares`` (the state's shared GPUs) and ``holders`` (per VC, the
+    jobs holding its virtual GPUs; with the VC's ``prio_count`` the preemption search's bounds)."""
+
+    __slots__ = ("state", "jobs", "shares", "holders")
+
+    def __init__(self, state, jobs: dict, shares: SharedGPUs):
+        self.state = state
+        self.jobs = jobs
+        self.shares = shares
+        self.holders: dict[str, dict[str, None]] = {vc: {} for vc in state.vcs}
+
+    def install(self, j: Job, res: list, vleaves: list, opportunistic: bool, victims: list[str], now: float,
+                out: list, announce: bool, placement: tuple | None = None, detached: tuple = (),
+                share_slot: int = 0) -> None:
         """Make ``j`` running on ``res`` ((group, index, node, physical leaves) per task), or preempting
         ``victims`` while it reserves those leaves. ``vleaves``: the virtual GPUs it holds (already held).
         CPUs/memory of ``res`` are already taken. ``announce``: emit ``started``/``preempting``.
@@ -56,12 +70,12 @@ class InstallMixin:
         j.vleaves = list(vleaves)
         j.opp = opportunistic
         if j.vleaves:
-            self._hold_register(j)
+            self.register_holder(j)
         if size and not victims and leaves_all and leaves_all[0].shares is not None:  # joins a GPU shared already
             j.pleaves = leaves_all
             j.state = RUNNING
             j.started_at = now
-            self._share_join(j, leaves_all[0], share_slot, size)
+            self.shares.join(j, leaves_all[0], share_slot, size)
             if announce:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
@@ -72,7 +86,7 @@ class InstallMixin:
             j.state = RUNNING
             j.started_at = now
             if size and leaves_all:
-                self._share_join(j, leaves_all[0], share_slot, size)
+                self.shares.join(j, leaves_all[0], share_slot, size)
             if announce:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
@@ -82,22 +96,77 @@ class InstallMixin:
         j.state = PREEMPTING
         j.waiting_on = list(victims)
         for vid in victims:
-            v = self._jobs[vid]
+            v = self.jobs[vid]
             v.preemptors.append(jid)
             if v.preempted_by is None or v.preempted_by not in v.preemptors:
                 v.preempted_by = jid
         if announce:
             out.append(Decision("preempting", jid, now, victims=tuple(victims)))
 
-    @staticmethod
-    def _take_resources(req, res: list) -> None:
-        for gi, _, node, _ in res:
-            tg = req.tasks[gi]
-            if node is not None and (tg.cpus or tg.memory_mb):
-                node.cpus_free -= tg.cpus
-                node.memory_free -= tg.memory_mb
+    def register_holder(self, j: Job) -> None:
+        """``j`` now holds virtual GPUs of its VC."""
+        vc = self.state.vcs[j.req.vc]
+        self.holders[j.req.vc][j.req.id] = None
+        vc.prio_count[j.req.priority] = vc.prio_count.get(j.req.priority, 0) + 1
 
-    def _cover_with_vcells(self, j: Job, res: list, detached: tuple, txn: list) -> list | None:
+    def unregister_holder(self, j: Job) -> None:
+        """``j`` holds no virtual GPU of its VC any more (a no-op if it held none)."""
+        h = self.holders[j.req.vc]
+        if j.req.id in h:
+            del h[j.req.id]
+            vc = self.state.vcs[j.req.vc]
+            vc.prio_count[j.req.priority] -= 1
+            if not vc.prio_count[j.req.priority]:
+                del vc.prio_count[j.req.priority]
+            vc.dirty = True
+
+    def strip_guarantee(self, x: Job, keep_bound: list | None = None) -> None:
+        """``x`` keeps running on its GPUs but no longer holds its VC's virtual cells.
+
+        Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
+        victim's cells stay where they are, so the preemptor lands exactly there)."""
+        state = self.state
+        for leaf in x.pleaves:
+            state.leaf_set(leaf, jopp=True)
+        roots = {}
+        jid, prio = x.req.id, x.req.priority
+        for v in x.vleaves:
+            if v.job == jid:
+                state.vunhold(v, prio)
+                roots[v.root.id] = v.root
+        self.unregister_holder(x)
+        x.vleaves = []
+        x.opp = True
+        if keep_bound is not None:
+            keep_bound.extend(roots.values())
+        else:
+            state.release_idle_roots(roots.values())
+
+    def adopt_running(self, j: Job, res: list, opportunistic: bool, now: float, out: list, demote_reason: str,
+                      placement: tuple | None = None, detached: tuple = (), share_slot: int = 0) -> None:
+        """Make ``j`` running on ``res`` ((group, index, node, leaves) per task) through the install path,
+        guaranteed when its VC's cells can cover its GPUs, else opportunistic (``demoted``)."""
+        req = j.req
+        guaranteed = req.priority != -1 and not opportunistic
+        txn: list = []
+        vleaves: list = []
+        if guaranteed:
+            got = self.cover_with_vcells(j, res, detached, txn)
+            if got is None:
+                rollback(txn)
+                guaranteed = False
+                if not opportunistic:
+                    j.demoted = True
+                    out.append(Decision("demoted", req.id, now, reason=demote_reason.format(vc=req.vc)))
+            else:
+                vleaves = got
+        if opportunistic and req.priority != -1:
+            j.demoted = True
+        take_resources(req, res)
+        self.install(j, res, vleaves, not guaranteed, [], now, out, announce=False, placement=placement,
+                     detached=detached, share_slot=share_slot)
+
+    def cover_with_vcells(self, j: Job, res: list, detached: tuple, txn: list) -> list | None:
         """Hold the VC's virtual GPUs that ``j``'s physical GPUs in ``res`` are (binding free cells of
         the VC around them when needed), plus free virtual GPUs of the VC for its ``detached`` tasks.
         None (nothing kept once ``txn`` is rolled back) when its VC's cells cannot cover it."""
@@ -106,7 +175,7 @@ class InstallMixin:
         held = []
         for _, _, _, leaves in res:
             for leaf in leaves:
-                v = self._vcell_for(vc, leaf, req, txn)
+                v = vcell_for(self.state, vc, leaf, req, txn)
                 if v is not None and leaf.shares is not None and job_share(req):
                     # joining a shared GPU: guaranteed only beside guaranteed shares of its VC (held by their anchor)
                     if leaf.jopp or v.job is None:
@@ -118,7 +187,7 @@ class InstallMixin:
                 self.state.vhold(v, req.id, req.priority, txn)
                 held.append(v)
         for p, gpu_type in detached:
-            got = self._free_vleaves(vc, gpu_type, len(p.gpus))
+            got = free_vleaves(self.state, vc, gpu_type, len(p.gpus))
             if got is None or req.pinned_cell is not None:
                 return None
             for v in got:
@@ -126,46 +195,57 @@ class InstallMixin:
             held.extend(got)
         return held
 
-    def _free_vleaves(self, vc, gpu_type: str | None, k: int) -> list | None:
-        """``k`` virtual GPUs of ``vc`` nobody holds and whose physical GPU (if bound) is idle, from
-        unbound cells first (they keep a detached task's share of the guarantee without pinning it)."""
-        roots = [r for c in self.state.chains if gpu_type is None or self.state.chain_gpu[c] == gpu_type
-                 for r in vc.roots.get(c, ())]
-        roots.sort(key=lambda r: (r.bound is not None, r.level, r.id))
-        got = []
-        for r in roots:
-            if r.free <= 0:
-                continue
-            for v in r.leaves:
-                p = v.pcell
-                if v.job is None and (p is None or (p.healthy and p.job is None and p.reserved_by is None)):
-                    got.append(v)
-                    if len(got) == k:
-                        return got
-        return None
 
-    def _vcell_for(self, vc, leaf, req, txn: list):
-        """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell around it if needed)."""
-        v = leaf.vcell
-        if v is not None:
-            if v.vc != vc.name or v.root.pin != req.pinned_cell:
-                return None
-            return v
-        if req.pinned_cell is not None:
+def take_resources(req, res: list) -> None:
+    """Take the CPUs and memory of ``req``'s tasks on their nodes in ``res``."""
+    for gi, _, node, _ in res:
+        tg = req.tasks[gi]
+        if node is not None and (tg.cpus or tg.memory_mb):
+            node.cpus_free -= tg.cpus
+            node.memory_free -= tg.memory_mb
+
+
+def free_vleaves(state, vc, gpu_type: str | None, k: int) -> list | None:
+    """``k`` virtual GPUs of ``vc`` nobody holds and whose physical GPU (if bound) is idle, from
+    unbound cells first (they keep a detached task's share of the guarantee without pinning it)."""
+    roots = [r for c in state.chains if gpu_type is None or state.chain_gpu[c] == gpu_type
+             for r in vc.roots.get(c, ())]
+    roots.sort(key=lambda r: (r.bound is not None, r.level, r.id))
+    got = []
+    for r in roots:
+        if r.free <= 0:
+            continue
+        for v in r.leaves:
+            p = v.pcell
+            if v.job is None and (p is None or (p.healthy and p.job is None and p.reserved_by is None)):
+                got.append(v)
+                if len(got) == k:
+                    return got
+    return None
+
+
+def vcell_for(state, vc, leaf, req, txn: list):
+    """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell around it if needed)."""
+    v = leaf.vcell
+    if v is not None:
+        if v.vc != vc.name or v.root.pin != req.pinned_cell:
             return None
-        buddy = self.state.buddies[leaf.chain]
-        tried = set()
-        for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
-            if r.level in tried:
-                continue
-            tried.add(r.level)
-            anc = leaf
-            while anc is not None and anc.level < r.level:
-                anc = anc.parent
-            if anc is None or anc.level != r.level:
-                continue
-            # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
-            if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
-                self.state.bind(r, anc, txn)
-                return leaf.vcell
+        return v
+    if req.pinned_cell is not None:
         return None
+    buddy = state.buddies[leaf.chain]
+    tried = set()
+    for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
+        if r.level in tried:
+            continue
+        tried.add(r.level)
+        anc = leaf
+        while anc is not None and anc.level < r.level:
+            anc = anc.parent
+        if anc is None or anc.level != r.level:
+            continue
+        # a partly bad cell (bad GPUs kept it split) is bound around its bad GPUs, as placement does
+        if buddy.take_exact(anc) or (anc.bad and buddy.take_partly_bad(anc)):
+            state.bind(r, anc, txn)
+            return leaf.vcell
+    return None

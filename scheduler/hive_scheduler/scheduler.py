@@ -14,7 +14,8 @@ from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
 from .admission import AdmissionGate
-from .install import InstallMixin
+from .install import Installer
+from . import recovery as _recovery
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
     FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job,
 )
@@ -25,25 +26,27 @@ from .placement import GuaranteedPlacement
 from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
-from .recovery import RecoveryMixin
-from .shares import SharesMixin, job_share
+from .shares import SharedGPUs, job_share, share_proxy
 from .state import ClusterState, rollback
 from .types import JobRequest, TaskGroup, TaskPlacement
 from .validation import validate_request
-from .views import ViewsMixin
+from . import views as _views
 
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
 
 
-class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
+class Scheduler:
     """HiveD-style scheduler over one cluster config (satisfies ``protocol.LiveSchedulerCore``).
 
-    Its parts: the cluster state and its primitives (``self.state``, a ``state.ClusterState``: the
-    only way any part reads or changes cells, nodes, buddies, VC states and counters), placement
-    (``physical``: functions of the state; ``placement``: guaranteed placement), the preemption search
-    (``preemption.PreemptionSearch``), the one install path (``install``), recovery/reconfiguration
-    (``recovery``), queries (``views``) and the queue order (a ``policies.QueueOrder``). This class
-    holds the jobs, the queues, the calls and the scheduling passes.
+    Its parts, each an explicit object or module (no mixins): the cluster state and its primitives
+    (``self.state``, a ``state.ClusterState``: the only way any part reads or changes cells, nodes,
+    buddies, VC states and counters); placement (``physical``: functions of the state;
+    ``self.placement``, a ``placement.GuaranteedPlacement``); the preemption search
+    (``preemption.PreemptionSearch``); shared GPUs (``self.shares``, a ``shares.SharedGPUs``); the one
+    install path (``self.installer``, an ``install.Installer``); the queue order (a
+    ``policies.QueueOrder``). The calls ``adopt``/``reconfigure`` (``recovery``), ``what_if`` and the
+    queries (``views``) are functions of the scheduler. This class holds the jobs, the queues, the
+    calls and the scheduling passes; the state-bound parts are made anew with each new state.
 
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
@@ -90,10 +93,11 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         self.config = cfg
         self.state = ClusterState(cfg)
         self._jobs: dict[str, Job] = {}
-        self._holders: dict[str, dict[str, None]] = {vc: {} for vc in self.state.vcs}
         self._opp_queue: list = []
         self.placement = GuaranteedPlacement(self.state, self._jobs)
-        self._preemption = PreemptionSearch(self.placement, self._share_victims)
+        self.shares = SharedGPUs(self.state, self._jobs)
+        self.installer = Installer(self.state, self._jobs, self.shares)
+        self._preemption = PreemptionSearch(self.placement, self.shares.victims)
         self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
         self._fit_memo: dict[Any, bool] = {}
 
@@ -126,7 +130,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
                 self._mark_bypassed(vc, now)
         self._schedule(now, out)
         if j.state == WAITING:
-            out.append(Decision("queued", job.id, now, reason=None if self._trusted else self._reason(j)))
+            out.append(Decision("queued", job.id, now, reason=None if self._trusted else _views.wait_reason(self, j)))
         return out
 
     def check_can_ever_fit(self, job: JobRequest) -> None:
@@ -164,6 +168,16 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         from .what_if import what_if
 
         return what_if(self, job, now)
+
+    def adopt(self, job: JobRequest, placement: Any, opportunistic: bool, now: float) -> list[Decision]:
+        """Put back a job that is really running with exactly ``placement`` (list of TaskPlacement or
+        dicts), after a restart: see ``recovery.py``."""
+        return _recovery.adopt(self, job, placement, opportunistic, now)
+
+    def reconfigure(self, config: Any, now: float) -> list[Decision]:
+        """Switch to a new cluster config, keeping running work running (ConfigError: nothing
+        changed): see ``recovery.py``."""
+        return _recovery.reconfigure(self, config, now)
 
     # ------------------------------------------------------------------ per-user limits (admission gate)
     def set_user_limits(self, vc: str, limits: LimitTable | dict | None, now: float) -> list[Decision]:
@@ -207,7 +221,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             twin = self._empty_twin = Scheduler(self.config, policy=self.policy, starvation_after=None)
         j = Job(job, 0)
         if job_share(job):  # a share fits wherever a one-GPU task does
-            j = twin._share_proxy(j)
+            j = share_proxy(j)
         txn: list = []
         snap = twin.state.dirty_snapshot()
         twin._jobs[job.id] = j  # placement looks its job up
@@ -280,7 +294,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             self._jobs[job.id] = j
             self._enqueue(j, mark=False)
             j.fail = over
-            return Decision("queued", job.id, now, reason=self._reason(j))
+            return Decision("queued", job.id, now, reason=_views.wait_reason(self, j))
         self._jobs[job.id] = j  # placement looks its job up
         txn: list = []
         snap = self.state.dirty_snapshot()
@@ -301,7 +315,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         self._seq += 1
         self._enqueue(j, mark=False)
         j.fail = NOFIT
-        return Decision("queued", job.id, now, reason=self._reason(j))
+        return Decision("queued", job.id, now, reason=_views.wait_reason(self, j))
 
     def withdraw_waiting(self, job_ids: list[str]) -> None:
         """Undo ``submit_if_waiting`` of ``job_ids`` (the latest submits, nothing else called since):
@@ -331,7 +345,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         error = None
         if requeue:
             try:  # a job demoted by a reconfiguration may no longer fit its VC at all
-                self._validate_for_reconfig(j.req)
+                validate_request(self, j.req, new=False)
             except RequestError as e:
                 error = str(e)
         queued_at = None
@@ -348,7 +362,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         self._victim_gone(job_id, preemptors, now, out)
         self._schedule(now, out)
         if queued_at is not None:  # the log says it is queued again, right after `preempted`
-            reason = self._reason(j) if j.state == WAITING else f"preempted by {by}; queued again"
+            reason = _views.wait_reason(self, j) if j.state == WAITING else f"preempted by {by}; queued again"
             out.insert(queued_at, Decision("queued", job_id, now, reason=reason))
         return out
 
@@ -411,6 +425,32 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             bad = sorted(f"{leaf.node}/{leaf.gpu}" for leaf in p.reserved if not leaf.healthy)
             self._cancel_reservation(p, now, out, f"GPUs it reserved went bad ({', '.join(bad)}); "
                                                   "it waits to be placed again")
+
+    # ================================================================== queries (views.py; they change nothing)
+    def job(self, job_id: str) -> JobView:
+        """One job as the caller sees it, with the reason it waits (RequestError if unknown)."""
+        return _views.job(self, job_id)
+
+    def jobs(self) -> list[JobView]:
+        """Every job: per VC its running ones, then its waiting ones in queue order, then opportunistic."""
+        return _views.job_views(self)
+
+    def cluster_view(self) -> dict:
+        return _views.cluster_view(self)
+
+    def vc_view(self) -> dict[str, dict]:
+        return _views.vc_view(self)
+
+    def vc_doomed_by_chain(self, name: str) -> dict[str, int]:
+        """chain -> VC ``name``'s guaranteed GPUs on bad (or drained) hardware: doomed, not usable now."""
+        return _views.vc_doomed_by_chain(self, name)
+
+    def gpu_count(self) -> int:
+        return _views.gpu_count(self)
+
+    def free_gpu_count(self) -> int:
+        """GPUs that are healthy, unused and unreserved (pinned ones included)."""
+        return _views.free_gpu_count(self)
 
     # ================================================================== start-time estimates
     def estimate_starts(self, now: float, expected=None, alternatives=None, names=None) -> dict:
@@ -550,7 +590,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             self._demote(v, now, out, "its preemptor was withdrawn; its GPU share keeps running as opportunistic")
             return
         txn: list = []
-        vleaves = self._cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
+        vleaves = self.installer.cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
         if vleaves is None:
             rollback(txn)
             self._demote(v, now, out, "its preemptor was withdrawn but its GPUs are no longer within "
@@ -560,7 +600,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             self.state.leaf_set(leaf, jopp=False)
         v.vleaves = vleaves
         v.opp = False
-        self._hold_register(v)
+        self.installer.register_holder(v)
 
     def _victim_gone(self, victim_id: str, preemptors: list[str], now: float, out: list) -> None:
         for pid in preemptors:
@@ -577,31 +617,34 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         p.pleaves, p.reserved = p.reserved, []
         size = job_share(p.req)
         if size and p.pleaves:
-            self._share_join(p, p.pleaves[0], p.placement[0].share_slot, size)
+            self.shares.join(p, p.pleaves[0], p.placement[0].share_slot, size)
         p.state = RUNNING
         p.started_at = now
         out.append(Decision("started", p.req.id, now, placement=p.placement, opportunistic=p.opp))
 
-    def _hold_register(self, j: Job) -> None:
-        vc = self.state.vcs[j.req.vc]
-        self._holders[j.req.vc][j.req.id] = None
-        vc.prio_count[j.req.priority] = vc.prio_count.get(j.req.priority, 0) + 1
-
-    def _hold_unregister(self, j: Job) -> None:
-        h = self._holders[j.req.vc]
-        if j.req.id in h:
-            del h[j.req.id]
-            vc = self.state.vcs[j.req.vc]
-            vc.prio_count[j.req.priority] -= 1
-            if not vc.prio_count[j.req.priority]:
-                del vc.prio_count[j.req.priority]
-            vc.dirty = True
+    def _share_pack(self, j: Job, size: int, now: float, out: list) -> bool:
+        """Start share job ``j`` on a GPU already shared (nothing else changes above the GPU)."""
+        got = self.shares.pick(j, size)
+        if got is None:
+            return False
+        leaf, first = got
+        tg = j.req.tasks[0]
+        node = leaf.node_obj
+        node.cpus_free -= tg.cpus
+        node.memory_free -= tg.memory_mb
+        self._dequeue(j)
+        j.fail = None
+        j.bypass_since = None
+        guaranteed = j.req.priority != -1
+        self.installer.install(j, [(0, 0, node, [leaf])], [leaf.vcell] if guaranteed else [], not guaranteed, [],
+                               now, out, announce=True, share_slot=first)
+        return True
 
     def _release(self, j: Job) -> None:
         """Give back everything ``j`` uses or reserves."""
         jid = j.req.id
         if j.pleaves and j.pleaves[0].shares is not None:
-            self._share_leave(j)  # another share job on its GPU takes over the leaf, else it is freed below
+            self.shares.leave(j)  # another share job on its GPU takes over the leaf, else it is freed below
         state = self.state
         leaf_set = state.leaf_set
         for leaf in j.pleaves:
@@ -621,7 +664,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             node.cpus_free += cpus
             node.memory_free += mem
         if j.vleaves:
-            self._hold_unregister(j)
+            self.installer.unregister_holder(j)
         if j.req.vc in self._gate.tables:  # its owner's jobs waiting at a limit may start now
             state.vcs[j.req.vc].dirty = True
             state.opp_dirty = True
@@ -630,30 +673,8 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         j.waiting_on = []
         j.detached = ()
 
-    def _strip_guarantee(self, x: Job, keep_bound: list | None = None) -> None:
-        """``x`` keeps running on its GPUs but no longer holds its VC's virtual cells.
-
-        Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
-        victim's cells stay where they are, so the preemptor lands exactly there)."""
-        state = self.state
-        for leaf in x.pleaves:
-            state.leaf_set(leaf, jopp=True)
-        roots = {}
-        jid, prio = x.req.id, x.req.priority
-        for v in x.vleaves:
-            if v.job == jid:
-                state.vunhold(v, prio)
-                roots[v.root.id] = v.root
-        self._hold_unregister(x)
-        x.vleaves = []
-        x.opp = True
-        if keep_bound is not None:
-            keep_bound.extend(roots.values())
-        else:
-            state.release_idle_roots(roots.values())
-
     def _demote(self, x: Job, now: float, out: list, reason: str, keep_bound: list | None = None) -> None:
-        self._strip_guarantee(x, keep_bound)
+        self.installer.strip_guarantee(x, keep_bound)
         x.demoted = True
         out.append(Decision("demoted", x.req.id, now, reason=reason))
 
@@ -785,7 +806,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
         if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would
             if self._share_pack(j, size, now, out):
                 return True
-            j, share_job = self._share_proxy(j), j
+            j, share_job = share_proxy(j), j
             req = j.req
         state = self.state
         vc = state.vcs[req.vc]
@@ -844,7 +865,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             return True
         txn: list = []
         snap = self.state.dirty_snapshot()
-        res = place_opportunistic(self.state, self._share_proxy(j) if size else j, txn)
+        res = place_opportunistic(self.state, share_proxy(j) if size else j, txn)
         if res is None:
             rollback(txn)
             self.state.dirty_restore(snap)
@@ -875,7 +896,7 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
                                           f"guaranteed GPUs; it keeps running as opportunistic until they are needed",
                              lazy_roots)
             else:
-                self._strip_guarantee(x, keep)
+                self.installer.strip_guarantee(x, keep)
                 forced.append(x.req.id)
         # First let the lazily demoted victims' idle cells go back to the buddy pool, so the
         # preemptor may bind cells elsewhere and they keep running; if that fails (e.g. no healthy
@@ -915,14 +936,14 @@ class Scheduler(RecoveryMixin, InstallMixin, SharesMixin, ViewsMixin):
             if leaf.job is not None and leaf.job != jid:
                 seen[leaf.job] = None
         if self.state.shared:  # a shared GPU's anchor stands for all its share jobs
-            seen = dict.fromkeys(self._share_victims(seen))
+            seen = dict.fromkeys(self.shares.victims(seen))
         victims = sorted(seen, key=lambda v: self._jobs[v].seq)
         self._dequeue(j)
         j.fail = None
         j.bypass_since = None
         guaranteed = j.req.priority != -1
-        self._install(j, res, [leaf.vcell for leaf in leaves_all] if guaranteed else [], not guaranteed,
-                      victims, now, out, announce=True)
+        self.installer.install(j, res, [leaf.vcell for leaf in leaves_all] if guaranteed else [], not guaranteed,
+                               victims, now, out, announce=True)
 
     # ------------------------------------------------------------------ inputs of dynamic queue orders (DRF)
     def vc_usage(self, vc: str) -> dict[str, list[float]]:

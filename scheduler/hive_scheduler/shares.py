@@ -87,17 +87,26 @@ class ShareGPU:
         self.used -= size
 
 
-class SharesMixin:
-    """Mixed into Scheduler: packing shares onto shared GPUs, opening and closing them."""
+def share_proxy(j):
+    """``j`` as a one-GPU request: what opening a new shared GPU asks of the ordinary placement."""
+    req = j.req
+    proxy = type(j)(replace(req, tasks=(replace(req.tasks[0], gpus=1),)), j.seq)
+    proxy.opp = j.opp
+    return proxy
 
-    def _share_proxy(self, j):
-        """``j`` as a one-GPU request: what opening a new shared GPU asks of the ordinary placement."""
-        req = j.req
-        proxy = type(j)(replace(req, tasks=(replace(req.tasks[0], gpus=1),)), j.seq)
-        proxy.opp = j.opp
-        return proxy
 
-    def _share_pick(self, j, size: int):
+class SharedGPUs:
+    """The cluster's shared GPUs: which one a share job packs onto, joining and leaving one, and who
+    stands for a shared GPU above it (its anchor). One per cluster state; it changes the cluster only
+    through ``state`` and reads ``jobs`` (the scheduler's job table, by id)."""
+
+    __slots__ = ("state", "jobs")
+
+    def __init__(self, state, jobs: dict):
+        self.state = state
+        self.jobs = jobs
+
+    def pick(self, j, size: int):
         """The fullest shared GPU of ``j``'s kind (its VC's guaranteed ones, or opportunistic ones) with a
         free block of ``size`` eighths, on a node with the CPUs/memory free. Returns (leaf, first) or None."""
         req = j.req
@@ -124,34 +133,16 @@ class SharesMixin:
                 best, best_k = (leaf, first), k
         return best
 
-    def _share_pack(self, j, size: int, now: float, out: list) -> bool:
-        """Start share job ``j`` on a GPU already shared (nothing else changes above the GPU)."""
-        got = self._share_pick(j, size)
-        if got is None:
-            return False
-        leaf, first = got
-        tg = j.req.tasks[0]
-        node = leaf.node_obj
-        node.cpus_free -= tg.cpus
-        node.memory_free -= tg.memory_mb
-        self._dequeue(j)
-        j.fail = None
-        j.bypass_since = None
-        guaranteed = j.req.priority != -1
-        self._install(j, [(0, 0, node, [leaf])], [leaf.vcell] if guaranteed else [], not guaranteed, [], now, out,
-                      announce=True, share_slot=first)
-        return True
-
-    def _share_join(self, j, leaf, first: int, size: int) -> None:
+    def join(self, j, leaf, first: int, size: int) -> None:
         """``j`` takes eighths of ``leaf``: a GPU shared already, or one it now occupies (opening it)."""
         sg = leaf.shares
         if sg is None:
             sg = leaf.shares = ShareGPU(leaf)
             self.state.shared[leaf.id] = sg
         sg.add(j.req.id, first, size)
-        self._share_anchor(sg)
+        self._anchor(sg)
 
-    def _share_leave(self, j) -> None:
+    def leave(self, j) -> None:
         """``j`` gives its eighths back. The last share job leaves the leaf (and virtual GPU) to the
         caller to free as for any job; otherwise another share job becomes the anchor."""
         if not j.pleaves:
@@ -165,12 +156,12 @@ class SharesMixin:
             leaf.shares = None
             del self.state.shared[leaf.id]
             return
-        self._share_anchor(sg)
+        self._anchor(sg)
 
-    def _share_anchor(self, sg) -> None:
+    def _anchor(self, sg) -> None:
         """Make the GPU's anchor its share job of highest priority (guaranteed first, then oldest)."""
         leaf = sg.leaf
-        jobs = self._jobs
+        jobs = self.jobs
         best = min(sg.holders, key=lambda jid: (jobs[jid].opp, -jobs[jid].req.priority, jobs[jid].seq))
         old = leaf.job
         if old == best:
@@ -183,14 +174,15 @@ class SharesMixin:
             if nb.vleaves:
                 self.state.vhold(v, best, nb.req.priority)
 
-    def _share_victims(self, ids) -> list[str]:
+    def victims(self, ids) -> list[str]:
         """Job ids with every anchor of a shared GPU replaced by all the GPU's share jobs."""
+        jobs = self.jobs
         out: dict[str, None] = {}
         for jid in ids:
-            j = self._jobs[jid]
+            j = jobs[jid]
             leaf = j.pleaves[0] if j.pleaves and job_share(j.req) else None
             if leaf is not None and leaf.shares is not None:
-                for h in sorted(leaf.shares.holders, key=lambda x: self._jobs[x].seq):
+                for h in sorted(leaf.shares.holders, key=lambda x: jobs[x].seq):
                     out[h] = None
             else:
                 out[jid] = None

@@ -11,13 +11,14 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def validate_request(s, req: JobRequest, as_opportunistic: bool = False) -> None:
-    """Raise RequestError if ``req`` can never run. ``as_opportunistic``: it will run opportunistically
-    whatever its priority (a demoted job being adopted), so its VC's guarantee does not bound it."""
+def validate_request(s, req: JobRequest, as_opportunistic: bool = False, new: bool = True) -> None:
+    """Raise RequestError if ``req`` can never run on scheduler ``s``. ``as_opportunistic``: it will run
+    opportunistically whatever its priority (a demoted job being adopted), so its VC's guarantee does not
+    bound it. ``new=False``: a job ``s`` knows already (reconfiguration checks it against the new config)."""
     st = s.state
     if not isinstance(req.id, str) or not req.id:
         raise RequestError("id", "a job needs a non-empty string id")
-    if req.id in s._jobs:
+    if new and req.id in s._jobs:
         raise RequestError("id", f"job {req.id} already exists; use a new id")
     if req.vc not in st.vcs:
         raise RequestError("vc", f"unknown VC {req.vc!r} (VCs: {', '.join(st.vc_order) or 'none'})")

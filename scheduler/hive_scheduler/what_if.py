@@ -31,6 +31,7 @@ from .policies import ORDERS
 from .state import rollback
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
+from .views import wait_reason
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -53,7 +54,7 @@ class WhatIf:
 
 def task_placements(req: JobRequest, res: list) -> tuple[TaskPlacement, ...]:
     """The task placements of a placement result ``res`` ((group, index, node, leaves) per task), in
-    rank order: as ``_install`` names them."""
+    rank order: as ``Installer.install`` names them."""
     firsts, acc = [], 0
     for tg in req.tasks:
         firsts.append(acc)
@@ -164,4 +165,4 @@ def _waiting(core: "Scheduler", j: Job) -> WhatIf:
     ahead = sum(1 for k in queue if k < key) if not core._order.dynamic or j.req.priority == -1 else \
         sum(1 for _, jid in queue if core._jobs[jid].req.submit_time <= j.req.submit_time)
     j.state = WAITING
-    return WhatIf("wait", (), (), core._reason(j, ahead), j.req.priority == -1)
+    return WhatIf("wait", (), (), wait_reason(core, j, ahead), j.req.priority == -1)

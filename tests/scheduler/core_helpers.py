@@ -347,7 +347,7 @@ def recount(s: Scheduler) -> None:
             assert vc.total[chain] == sum(r.size for r in rs)
             assert vc.unbound[chain] == sum(1 for r in rs if r.bound is None), f"VC {vc.name} unbound[{chain}]"
         holders = [j for j in s._jobs.values() if j.req.vc == vc.name and j.vleaves]
-        assert sorted(s._holders[vc.name]) == sorted(j.req.id for j in holders)
+        assert sorted(s.installer.holders[vc.name]) == sorted(j.req.id for j in holders)
         pc: dict = {}
         for j in holders:
             pc[j.req.priority] = pc.get(j.req.priority, 0) + 1
