@@ -162,9 +162,26 @@ class Installer:
                 vleaves = got
         if opportunistic and req.priority != -1:
             j.demoted = True
+        if not guaranteed and res and res[0][3] and job_share(req):
+            self._demote_guaranteed_shares(res[0][3][0], req.id, now, out)
         take_resources(req, res)
         self.install(j, res, vleaves, not guaranteed, [], now, out, announce=False, placement=placement,
                      detached=detached, share_slot=share_slot)
+
+    def _demote_guaranteed_shares(self, leaf, joining: str, now: float, out: list) -> None:
+        """An opportunistic share is put back on ``leaf`` (a restart or reconfiguration adopting work
+        where it runs): a shared GPU is all guaranteed or all opportunistic, so guaranteed shares
+        already there run on as opportunistic (demoted, each told why) rather than anything stopping."""
+        sg = leaf.shares
+        if sg is None or leaf.jopp:
+            return
+        jobs = self.jobs
+        for jid in sorted(sg.holders, key=lambda h: jobs[h].seq):
+            h = jobs[jid]
+            self.strip_guarantee(h)
+            h.demoted = True
+            out.append(Decision("demoted", jid, now, reason=f"GPU {leaf.gpu} of node {leaf.node} it shares now "
+                                f"also runs the opportunistic share {joining}; it keeps running as opportunistic"))
 
     def cover_with_vcells(self, j: Job, res: list, detached: tuple, txn: list) -> list | None:
         """Hold the VC's virtual GPUs that ``j``'s physical GPUs in ``res`` are (binding free cells of

@@ -103,7 +103,7 @@ def resolve_placement(state, job: JobRequest, placement: Any):
 
 def adopt_share_slot(job: JobRequest, placement, res, opportunistic: bool) -> int:
     """The eighths a share job being adopted takes (its stored ``share_slot`` when still free, else the
-    best free block); RequestError when its GPU has no room or holds the other kind of shares."""
+    best free block); RequestError when its GPU has no room left."""
     size = job_share(job)
     if not size:
         return 0
@@ -113,9 +113,6 @@ def adopt_share_slot(job: JobRequest, placement, res, opportunistic: bool) -> in
     sg = leaf.shares
     if sg is None:
         return slot if isinstance(slot, int) and 0 <= slot < 8 and slot % size == 0 else 0
-    if leaf.jopp != (opportunistic or job.priority == -1) and (opportunistic or job.priority == -1):
-        raise RequestError("placement[0].gpus", f"GPU {leaf.gpu} of node {leaf.node} holds guaranteed shares "
-                           "of a VC; an opportunistic share cannot join them")
     if isinstance(slot, int) and sg.block_free(slot, size):
         return slot
     best = sg.best_block(size)

@@ -240,3 +240,35 @@ def test_the_simulator_logs_a_preempted_job_as_queued_again(policy, duration):
         assert low[-1] == (120, "finished")  # 15 s done, 85 s left
     else:
         assert len(low) == i + 3
+
+
+def test_putting_a_removed_gpu_back_never_mixes_guaranteed_and_opportunistic_shares_on_it():
+    """Shares of one GPU on a removed node: two keep their VC's guarantee, one is demoted (its VC's
+    cells cover only the others). When the node comes back all three are adopted on that GPU again;
+    a shared GPU is all guaranteed or all opportunistic, so its guaranteed shares run on as
+    opportunistic beside the demoted one, each saying why (found by a differential replay)."""
+    base = dict(SMALL, racks=None, vcs={"a": 16, "b": 8})
+    s = Scheduler(base)
+    b_node = None
+    for jid, prio in (("s1", 50), ("s2", 50)):
+        s.submit(job(jid, "b", 0.25, priority=prio), 0)
+        b_node = s.job(jid).placement[0].node
+    s.submit(job("f", "b", 1, count=6), 0)       # the rest of VC b, but for one GPU
+    s.submit(job("d", "b", 0.25), 0)              # a third share, on the same GPU as s1 and s2
+    assert {s.job(j).placement[0].node for j in ("s1", "s2", "f", "d")} == {b_node}
+    assert s.job("d").placement[0].gpus == s.job("s1").placement[0].gpus
+    # b_node is removed; VC b still guarantees 8 GPUs, each detached share holds one: d is left out
+    ds = s.reconfigure(_small_without(b_node), 1)
+    assert events(ds) == [("demoted", "d")]
+    check_invariants(s)
+    ds = s.reconfigure(base, 2)
+    check_invariants(s)
+    assert sorted(d.job for d in ds if d.event == "demoted") == ["s1", "s2"]
+    assert all("opportunistic" in d.reason for d in ds if d.event == "demoted")
+    for jid in ("s1", "s2", "d"):
+        v = s.job(jid)
+        assert v.state == "running" and v.opportunistic and v.placement[0].node == b_node
+    assert not s.job("f").opportunistic
+    for jid in ("s1", "s2", "d", "f"):
+        s.finish(jid, 3)
+        check_invariants(s)

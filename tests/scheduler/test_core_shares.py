@@ -157,3 +157,17 @@ def test_adopt_puts_shares_back_on_their_eighths():
         s2.adopt(share("big", "cv-101", 0.5), [TaskPlacement("w-0", "w", 0, 0, "ws", (0,), share=0.5,
                                                              share_slot=0)], False, 11)
     assert s2.vc_view() == s.vc_view()
+
+
+def test_adopting_an_opportunistic_share_beside_guaranteed_ones_demotes_them_instead_of_refusing():
+    """A restart finds a GPU running guaranteed shares and an opportunistic one (a store written by an
+    older version, or a demotion the core no longer sees): every share is adopted, all opportunistic."""
+    s = Scheduler(COURSE)
+    at = lambda slot: [TaskPlacement("w-0", "w", 0, 0, "ws", (0,), share=0.25, share_slot=slot)]
+    assert events(run(s, "adopt", share("g", "cv-101"), at(0), False, 1)) == []
+    assert not s.job("g").opportunistic
+    ds = run(s, "adopt", share("o", "cv-101"), at(2), True, 1)
+    assert events(ds) == [("demoted", "g")] and "opportunistic share o" in ds[0].reason
+    assert s.job("g").opportunistic and s.job("o").opportunistic
+    assert [gpu_of(s, j) for j in ("g", "o")] == [(0, 0), (0, 2)]
+    assert s.vc_view()["cv-101"]["used_gpus"] == 0  # the GPU no longer counts against the guarantee
