@@ -28,7 +28,7 @@ from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .shares import SharedGPUs, job_share, share_proxy
 from .state import ClusterState, rollback
-from .types import JobRequest, TaskGroup, TaskPlacement
+from .types import JobRequest
 from .validation import validate_request
 from . import views as _views
 
