@@ -13,6 +13,7 @@ import time
 import psutil
 import pytest
 
+
 from fixtures.unix_accounts import ACCOUNTS
 from hive_lab_server.isolation import Isolation
 from hive_lab_server.isolation import cgroups
@@ -35,7 +36,7 @@ def _launcher(jobs_root, **isolation) -> LocalLauncher:
     return LocalLauncher(jobs_root / ".local-launcher", isolation=iso, jobs_root=str(jobs_root))
 
 
-def _request(launcher, jobs_root, job_id, user, command, *, gpus=(), memory_mb=0, cpus=0.0):
+def _request(launcher, jobs_root, job_id, user, command, *, gpus=(), memory_mb=0, cpus=0.0, env=None):
     """What the service does before start(): the job's dirs, 0700 and owned by the task's account."""
     wd = jobs_root / job_id
     owner = launcher.task_owner(user)
@@ -43,7 +44,7 @@ def _request(launcher, jobs_root, job_id, user, command, *, gpus=(), memory_mb=0
         private_dir(d, owner, stop_at=jobs_root)
     task = TaskLaunch(job_id=job_id, task="main-0", group="main", index=0, rank=0, node="node-0",
                       gpu_indices=tuple(gpus), gpu_uuids=None, command=command,
-                      env={"HIVE_JOB_ID": job_id, "HIVE_OUTPUT_DIR": str(wd / "output")},
+                      env={**(env or {}), "HIVE_JOB_ID": job_id, "HIVE_OUTPUT_DIR": str(wd / "output")},
                       working_dir=str(wd), log_path=str(wd / "logs" / "main-0.log"),
                       cpus=cpus, memory_mb=memory_mb, user=user)
     return LaunchRequest(job_id=job_id, user=user, kind="batch", tasks=(task,))
@@ -72,6 +73,13 @@ async def _until(predicate, timeout=30):
 
 def _log(jobs_root, job_id) -> str:
     return (jobs_root / job_id / "logs" / "main-0.log").read_text(errors="replace")
+
+
+def _host_pids(uid: int, *argv: str) -> list[int]:
+    """Pids (as this host sees them) of ``uid``'s processes running exactly ``argv``: a task runs in its own
+    PID namespace, so the pids it prints itself ($$, $!) mean nothing out here."""
+    return [p.pid for p in psutil.process_iter(["uids", "cmdline"])
+            if p.info["uids"] and p.info["uids"].real == uid and p.info["cmdline"] == list(argv)]
 
 
 def _gone(pid: int) -> bool:
@@ -140,21 +148,21 @@ async def test_one_student_cannot_read_or_signal_anothers_job(jobs_root, unix_ac
 
 async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):
     launcher = _launcher(jobs_root)
-    await launcher.start(_request(launcher, jobs_root, "j-d", A, 'setsid sleep 300 & echo "daemon=$!"; exit 0'))
+    uid = unix_accounts[A].pw_uid
+    await launcher.start(_request(launcher, jobs_root, "j-d", A, 'setsid sleep 3011 & sleep 0.2; echo started; exit 0'))
+    assert await _until(lambda: "started" in _log(jobs_root, "j-d") or _host_pids(uid, "sleep", "3011"))
     e = await _exit(launcher)
     assert e.exit_code == 0
-    pid = int(re.search(r"daemon=(\d+)", _log(jobs_root, "j-d")).group(1))
-    assert await _until(lambda: _gone(pid)), "the setsid daemon outlived its job"
+    assert await _until(lambda: not _host_pids(uid, "sleep", "3011")), "the setsid daemon outlived its job"
     cg = launcher.cgroup("j-d", "main-0")
     assert not any(d.exists() for d in cg.dirs.values())  # the cgroup is removed
 
 
 async def test_setsid_daemon_dies_when_the_job_is_cancelled(jobs_root, unix_accounts):
     launcher = _launcher(jobs_root)
-    await launcher.start(_request(launcher, jobs_root, "j-c", A, 'setsid sleep 300 & echo "daemon=$!"; sleep 300'))
-    assert await _until(lambda: "daemon=" in _log(jobs_root, "j-c"))
-    pid = int(re.search(r"daemon=(\d+)", _log(jobs_root, "j-c")).group(1))
-    assert psutil.Process(pid).uids().real == unix_accounts[A].pw_uid
+    await launcher.start(_request(launcher, jobs_root, "j-c", A, 'setsid sleep 3012 & sleep 300'))
+    assert await _until(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3012"))
+    (pid,) = _host_pids(unix_accounts[A].pw_uid, "sleep", "3012")
     await launcher.stop("j-c", grace_s=0.5)
     assert await _until(lambda: _gone(pid)), "the setsid daemon outlived the cancel"
     await _exit(launcher)
@@ -188,24 +196,103 @@ async def test_a_task_over_its_memory_is_oom_killed_and_says_so(jobs_root, user_
     assert "survived" not in _log(jobs_root, "j-oom")
 
 
-async def test_other_gpus_device_nodes_are_denied(jobs_root, shared_tmp, unix_accounts):
-    """No GPUs here: fake /dev/nvidiaN nodes (char 195:N, what the driver makes) stand in for them."""
+async def test_a_planted_path_or_ld_preload_never_runs_as_root(jobs_root, shared_tmp, unix_accounts):
+    """Issue 22's escape: the job's PATH names the student's own setpriv/mv/sh/python3 first and its
+    LD_PRELOAD the student's library. The wrapper, task_exec, the cgroup set-up and the log copier run
+    as root or another account: none of them may run either; the job itself (as the student) does."""
+    from planted import plant
+
+    planted = plant(shared_tmp / "planted")
+    launcher = _launcher(jobs_root)
+    dev = _fake_gpu_nodes(shared_tmp)
+    launcher.isolation.gpu_device_glob = str(dev / "nvidia[0-9]*")
+    await launcher.start(_request(launcher, jobs_root, "j-esc", A, "id -u; sh -c 'echo inner'; mv --version | head -1",
+                                  gpus=(0,), memory_mb=256, env=planted.env))
+    e = await _exit(launcher, job_id="j-esc")
+    assert e.exit_code == 0, _log(jobs_root, "j-esc")
+    assert planted.root_lines() == [], planted.lines()
+    assert planted.ran_as(unix_accounts[A].pw_uid), planted.lines()  # the variables did reach the job
+
+
+def _fake_gpu_nodes(shared_tmp, n=4):
+    """No GPUs here: fake NVIDIA nodes (char 195:N and the control node 195:255, what the driver makes),
+    world-openable as a careless install leaves them. Opening one whose permission checks pass answers
+    "No such device" (no driver behind it); a refused one "Permission denied" / "Operation not permitted"."""
     dev = shared_tmp / "dev"
     dev.mkdir(mode=0o755)
-    for i in range(4):
+    for i in range(n):
         os.mknod(dev / f"nvidia{i}", 0o666 | stat.S_IFCHR, os.makedev(195, i))
         os.chmod(dev / f"nvidia{i}", 0o666)
+    os.mknod(dev / "nvidiactl", 0o666 | stat.S_IFCHR, os.makedev(195, 255))
+    os.chmod(dev / "nvidiactl", 0o666)
+    return dev
+
+
+def _probe(dev, n=4) -> str:
+    names = " ".join([f"nvidia{i}" for i in range(n)] + ["nvidiactl"])
+    return f'for d in {names}; do head -c1 {dev}/$d 2>&1 | sed "s/^/$d: /"; done'
+
+
+def _opened(output: str) -> dict[str, bool]:
+    """device name -> whether open() got past the permission checks (to the absent driver)."""
+    out = {}
+    for line in output.splitlines():
+        name, _, rest = line.partition(": ")
+        if name.startswith("nvidia"):
+            assert ("No such device" in rest) != ("Permission denied" in rest or "Operation not permitted" in rest), line
+            out[name] = "No such device" in rest
+    return out
+
+
+async def test_gpus_open_only_inside_a_job_that_was_granted_them(jobs_root, shared_tmp, unix_accounts):
+    """The GPU boundary: a user's own process (a Hub-spawned server, a terminal) opens no GPU node; a job
+    granted GPU 1 opens GPU 1 and the control node, no other GPU; a job without GPUs opens none; after the
+    job, the user is back to none. Works on cgroup v1 and v2 (the other GPUs are covered in the task's
+    mount namespace; the v1 devices rule is a second layer)."""
+    from fixtures.unix_accounts import run_as
+    from hive_lab_server.isolation import gpu_access
+
+    dev = _fake_gpu_nodes(shared_tmp)
+    student = unix_accounts[A]
+    before = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
+    assert all(_opened(before).values()), before  # world-openable: what the lock-down must fix
+    report = gpu_access.lock_down([str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl")], "hive-gpu")
+    assert not report.problems and len(report.locked) == 5, report
+    for node in dev.iterdir():
+        st = node.stat()
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, report.gid, 0o660), node
+
+    own = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
+    assert not any(_opened(own).values()), own
+
     launcher = _launcher(jobs_root, gpu_device_glob=str(dev / "nvidia[0-9]*"))
-    if launcher.cgroup_version != "v1" or "devices" not in launcher.cgroup("x", "y").dirs:
-        pytest.skip("device rules need the cgroup v1 devices controller (v2 needs BPF)")
-    probe = f'for i in 0 1 2 3; do head -c1 {dev}/nvidia$i 2>&1 | sed "s/^/gpu$i: /"; done'
-    await launcher.start(_request(launcher, jobs_root, "j-dev", A, probe, gpus=(1,)))
-    assert (await _exit(launcher)).exit_code == 0
-    lines = {ln.split(":")[0]: ln for ln in _log(jobs_root, "j-dev").splitlines() if ln.startswith("gpu")}
-    for i in (0, 2, 3):
-        assert "Operation not permitted" in lines[f"gpu{i}"], lines
-    # its own GPU passes the cgroup; the (absent) driver answers instead
-    assert "Operation not permitted" not in lines["gpu1"] and "No such device" in lines["gpu1"], lines
+    await launcher.start(_request(launcher, jobs_root, "j-dev", A, _probe(dev), gpus=(1,)))
+    assert (await _exit(launcher, job_id="j-dev")).exit_code == 0
+    assert _opened(_log(jobs_root, "j-dev")) == {"nvidia0": False, "nvidia1": True, "nvidia2": False,
+                                                 "nvidia3": False, "nvidiactl": True}, _log(jobs_root, "j-dev")
+
+    await launcher.start(_request(launcher, jobs_root, "j-cpu", A, _probe(dev)))
+    assert (await _exit(launcher, job_id="j-cpu")).exit_code == 0
+    assert not any(_opened(_log(jobs_root, "j-cpu")).values()), _log(jobs_root, "j-cpu")
+
+    after = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
+    assert not any(_opened(after).values()), after
+
+
+async def test_a_task_sees_only_its_own_processes(jobs_root, unix_accounts):
+    """No leaks between users: in its PID namespace a task lists its own processes, not the other
+    student's command lines."""
+    launcher = _launcher(jobs_root)
+    await launcher.start(_request(launcher, jobs_root, "j-secret", A, "sleep 3013 # --api-key=secret-of-a"))
+    assert await _until(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3013"))
+    probe = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; echo done"
+    await launcher.start(_request(launcher, jobs_root, "j-look", B, probe))
+    assert (await _exit(launcher, job_id="j-look")).exit_code == 0
+    seen = _log(jobs_root, "j-look")
+    assert "done" in seen and "sleep 3013" not in seen and "secret-of-a" not in seen, seen
+    assert len([ln for ln in seen.splitlines() if ln.strip() and ln != "done"]) <= 4, seen  # init, sh, the probe
+    await launcher.stop("j-secret", grace_s=1)
+    await _exit(launcher, job_id="j-secret")
 
 
 async def test_log_size_limit_with_a_truncation_note(jobs_root, unix_accounts):

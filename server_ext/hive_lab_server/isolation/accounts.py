@@ -31,9 +31,10 @@ class Account:
         return {"HOME": self.home, "USER": self.name, "LOGNAME": self.name, "SHELL": self.shell or "/bin/sh"}
 
 
-def resolve_account(user: str, mapping: dict[str, str] | None = None, *, allow_root: bool = False) -> Account:
-    """The account ``user``'s jobs run as; ``AccountError`` when there is none or it is root and
-    ``allow_root`` is off."""
+def resolve_account(user: str, mapping: dict[str, str] | None = None, *, allow_root: bool = False,
+                    min_uid: int = 0) -> Account:
+    """The account ``user``'s jobs run as; ``AccountError`` when there is none, it is root and
+    ``allow_root`` is off, or it is a system account (uid below ``min_uid``) the admin did not map."""
     name = (mapping or {}).get(user, user)
     if not name:
         raise AccountError("the job has no owner; cannot choose a Unix account to run it as")
@@ -48,6 +49,11 @@ def resolve_account(user: str, mapping: dict[str, str] | None = None, *, allow_r
         raise AccountError(
             f"user {user!r} maps to the root account; jobs never run as root unless an admin sets "
             f"c.Isolation.allow_root = True")
+    if 0 < pw.pw_uid < min_uid and user not in (mapping or {}):
+        raise AccountError(
+            f"user {user!r} has the system account {name!r} (uid {pw.pw_uid}, below c.Isolation.min_uid = "
+            f"{min_uid}); jobs do not run as system accounts unless an admin maps the user to one in "
+            f"c.Isolation.accounts")
     groups = tuple(sorted(set(os.getgrouplist(pw.pw_name, pw.pw_gid))))
     return Account(pw.pw_name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir or "/", pw.pw_shell or "/bin/sh")
 

@@ -92,18 +92,28 @@ class Limits:
     deny_devices: tuple[tuple[str, int, int], ...] = ()  # ("c", major, minor)
 
 
-def gpu_devices_to_deny(device_glob: str, own_gpus: tuple[int, ...]) -> tuple[tuple[str, int, int], ...]:
-    """The char devices matching ``device_glob`` (``/dev/nvidia[0-9]*``) whose minor number is not one
-    of ``own_gpus``. NVIDIA numbers ``/dev/nvidiaN`` by the GPU's minor number, which NVML reports."""
+def gpu_device_nodes(device_glob: str) -> list[tuple[str, int, int]]:
+    """(path, major, minor) of the char devices matching ``device_glob`` (``/dev/nvidia[0-9]*``)."""
     out = []
     for path in sorted(glob.glob(device_glob)):
         try:
             st = os.stat(path)
         except OSError:
             continue
-        if stat.S_ISCHR(st.st_mode) and os.minor(st.st_rdev) not in own_gpus:
-            out.append(("c", os.major(st.st_rdev), os.minor(st.st_rdev)))
-    return tuple(out)
+        if stat.S_ISCHR(st.st_mode):
+            out.append((path, os.major(st.st_rdev), os.minor(st.st_rdev)))
+    return out
+
+
+def gpu_devices_to_deny(device_glob: str, own_gpus: tuple[int, ...]) -> tuple[tuple[str, int, int], ...]:
+    """The char devices matching ``device_glob`` whose minor number is not one of ``own_gpus``. NVIDIA
+    numbers ``/dev/nvidiaN`` by the GPU's minor number, which NVML reports."""
+    return tuple(("c", major, minor) for _, major, minor in gpu_device_nodes(device_glob) if minor not in own_gpus)
+
+
+def gpu_device_paths_to_mask(device_glob: str, own_gpus: tuple[int, ...]) -> tuple[str, ...]:
+    """The device node paths of the GPUs a task was not granted (covered in its mount namespace)."""
+    return tuple(path for path, _, minor in gpu_device_nodes(device_glob) if minor not in own_gpus)
 
 
 class TaskCgroup:

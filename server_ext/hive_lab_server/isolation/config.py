@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from traitlets import Bool, Dict, Enum, Int, Unicode
+from traitlets import Bool, Dict, Enum, Int, List, Unicode
 from traitlets.config import Configurable
 
 from .accounts import Account, AccountError, resolve_account
@@ -40,6 +40,32 @@ class Isolation(Configurable):
         "/dev/nvidia[0-9]*", config=True,
         help="the GPUs' device nodes; a task may open only those of its GPUs (by minor number = GPU index)",
     )
+    gpu_control_globs = List(
+        Unicode(), ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
+                    "/dev/nvidia-caps/*"], config=True,
+        help="the NVIDIA driver's other device nodes (no GPU of its own), locked down with the GPUs' nodes",
+    )
+    gpu_group = Unicode(
+        "hive-gpu", config=True,
+        help="""the group that owns the NVIDIA device nodes (mode 0660) when the server runs as root and
+        isolates jobs: nobody is a member, a task granted GPUs gets it as a supplementary group (created
+        with groupadd --system when missing). docs/isolation.md""",
+    )
+    lock_gpu_devices = Bool(
+        True, config=True,
+        help="""GPUs only through the scheduler: at every start of a server that isolates jobs (root),
+        make the GPU device nodes root:<gpu_group> 0660, so users' own processes cannot open them""",
+    )
+    namespaces = Bool(
+        True, config=True,
+        help="""each local task in its own PID and mount namespace (as root): it sees only its own processes,
+        and the device nodes of GPUs it was not granted are covered (cgroup v1 and v2 alike)""",
+    )
+    min_uid = Int(
+        1000, config=True,
+        help="""users whose account has a smaller uid (system accounts: daemon, bin, ...) may not run jobs
+        unless `accounts` maps them explicitly""",
+    )
     shared_api_only = Bool(
         True, config=True,
         help="""In the token-map shared mode (TokenMapIdentityProvider), refuse every jupyter_server API
@@ -55,6 +81,9 @@ class Isolation(Configurable):
         """Everything runs as the server's own user: what direct constructions (tests, embedding) get."""
         return cls(run_as="server", cgroups="off", max_log_bytes=0)
 
+    def gpu_globs(self) -> list[str]:
+        return [self.gpu_device_glob, *self.gpu_control_globs]
+
     def isolates(self) -> bool:
         """Whether jobs run under their owners' accounts (not the server's) here."""
         return self.run_as == "owner" or (self.run_as == "auto" and os.geteuid() == 0)
@@ -66,7 +95,7 @@ class Isolation(Configurable):
         root = os.geteuid() == 0
         if self.run_as == "server" or (self.run_as == "auto" and not root):
             return None
-        account = resolve_account(user, self.accounts, allow_root=self.allow_root)
+        account = resolve_account(user, self.accounts, allow_root=self.allow_root, min_uid=self.min_uid)
         if account.uid == os.geteuid():
             return None if not root else account
         if not root:

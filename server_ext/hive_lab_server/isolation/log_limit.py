@@ -1,8 +1,9 @@
 """Copies a task's output (stdin) into its log (an fd opened by the launcher), up to a size limit.
 
-Run by the local launcher as ``python -I -S log_limit.py MAX_BYTES LOG_FD`` in its own session, outside the
-task's cgroup and identity, so the task can neither kill it nor lift the limit, and it outlives a
-server restart. Past the limit it appends one truncation note and then reads and drops the rest (the
+Run by the local launcher as ``python -I -S log_limit.py MAX_BYTES LOG_FD [UID GID]`` in its own session,
+outside the task's cgroup and identity, so the task can neither kill it nor lift the limit, and it
+outlives a server restart. Started as root, it first drops to ``UID``/``GID`` (an unprivileged account
+that is not the task's, ``nobody``): the task's output is never read by a root process. Past the limit it appends one truncation note and then reads and drops the rest (the
 task never blocks on a full pipe). It ends when every writer (the task and its descendants) is gone.
 Stand-alone on purpose: standard library only, nothing of hive_lab_server imported.
 """
@@ -16,9 +17,19 @@ def note(limit: int) -> bytes:
             f"further output of this task is dropped]\n").encode()
 
 
+def drop(uid: int, gid: int) -> None:
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid):
+        raise SystemExit("hive-lab log_limit: could not drop privileges")
+
+
 def main() -> None:
     limit = int(sys.argv[1])
     out = int(sys.argv[2])
+    if len(sys.argv) > 4:
+        drop(int(sys.argv[3]), int(sys.argv[4]))
     written = os.fstat(out).st_size
     truncated = False
     while True:

@@ -37,37 +37,45 @@ import psutil
 from traitlets import List, Unicode
 
 from ..isolation import Account, AccountError, Isolation
-from ..isolation import cgroups
+from ..isolation import cgroups, gpu_access
 from ..isolation.safe_files import UnsafePath, check_regular, open_beneath
 from .base import LaunchError, Launcher, LaunchRequest, TaskExit
 
 __all__ = ["LocalLauncher"]
 
-# Runs "$1" with /bin/sh and writes its exit status to "$2" (and, first, the CPU time of what it waited
-# for, the shell's ``times``, to "$2.cpu"). First joins the task's cgroups (the
-# cgroup.procs files after "$4"), then runs the command as uid "$3" / gid "$4" (setpriv, with the
-# account's groups) when "$3" is set. TERM/INT/HUP/USR1 are caught first thing (not ignored, so the task
-# itself still gets them) to let the wrapper outlive the task and record its status; a TERM/INT/HUP that
-# comes before the command started (a cancel right after the launch) means the command is not started at
-# all (else it would miss the signal and run through the whole stop grace). The command's own shell catches
-# USR1 too (the checkpoint signal, docs/checkpoint.md): it reaches the job's processes, and a compound
-# command's shell keeps waiting for them while they save their checkpoint.
+# The task's wrapper, run by /bin/sh as root (when the server isolates jobs) with an environment built from
+# scratch (ROOT_ENV) and absolute tool paths: nothing of the user's reaches it. "$1": the exit file; "$2":
+# how many cgroup.procs files follow (it joins those cgroups first thing); the rest: the task_exec
+# command line (isolation/task_exec.py), which drops to the owner's account and only then reads the
+# command, its environment and its working dir (from a file descriptor) and runs it. The wrapper then
+# writes the exit status to "$1" (and, first, the CPU time of what it waited for, the shell's ``times``,
+# to "$1.cpu"). TERM/INT/HUP/USR1 are caught first thing (not ignored, so the task itself still gets
+# them) to let the wrapper outlive the task and record its status; a TERM/INT/HUP that comes before the
+# command started (a cancel right after the launch) means the command is not started at all (else it
+# would miss the signal and run through the whole stop grace). The command's own shell catches USR1 too
+# (the checkpoint signal, docs/checkpoint.md): it reaches the job's processes, and a compound command's
+# shell keeps waiting for them while they save their checkpoint.
 WRAPPER = """trap 'stop=143' TERM; trap 'stop=130' INT; trap 'stop=129' HUP; trap : USR1
-cmd=$1; exitf=$2; uid=$3; gid=$4; shift 4
-for p in "$@"; do printf '%s\\n' $$ > "$p" || { echo "hive-lab: cannot join cgroup $p" >&2; exit 125; }; done
-cmd="trap : USR1
-$cmd"
+exitf=$1; n=$2; shift 2
+while [ "$n" -gt 0 ]; do
+  printf '%s\\n' $$ > "$1" || { echo "hive-lab: cannot join cgroup $1" >&2; exit 125; }
+  shift; n=$((n - 1))
+done
 if [ -n "$stop" ]; then code=$stop
 else
-if [ -n "$uid" ]; then setpriv --reuid="$uid" --regid="$gid" --init-groups -- /bin/sh -c "$cmd"; else /bin/sh -c "$cmd"; fi
+"$@"
 code=$?
 fi
 times > "$exitf.cpu" 2>/dev/null
-printf "%s\\n" "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
+printf "%s\\n" "$code" > "$exitf.tmp" && /bin/mv -f "$exitf.tmp" "$exitf"
 exit $code
 """
 
+# What root-run helpers (the wrapper, task_exec, the log copier) get as their environment: nothing else.
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+
 LOG_LIMITER = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "log_limit.py")
+TASK_EXEC = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "task_exec.py")
 
 # Server secrets the tasks must not inherit.
 SECRET_ENV = ("JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN_FILE", "JUPYTERHUB_OAUTH_CLIENT_SECRET")
@@ -84,6 +92,17 @@ class _Task:
     create_time: float
     proc: subprocess.Popen | None  # None when adopted after a restart (not our child)
     copier: int = 0  # pid of the log copier (isolation/log_limit.py), 0 when output goes to the log directly
+
+
+def _nobody() -> tuple[int, int]:
+    """uid, gid of ``nobody`` (an account that is no task's), for the log copier."""
+    import pwd
+
+    try:
+        pw = pwd.getpwnam("nobody")
+        return pw.pw_uid, pw.pw_gid
+    except KeyError:
+        return 65534, 65534
 
 
 def _safe(name: str) -> str:
@@ -118,6 +137,9 @@ class LocalLauncher(Launcher):
         self._pending: list[TaskExit] = []
         self._scanned = False
         self._reported: set[tuple[str, str]] = set()  # orphan exits reported, not yet acknowledged
+        # a PID and mount namespace per task needs root; the log copier runs as nobody (never as root)
+        self._namespaces = isolation.namespaces and os.geteuid() == 0 and isolation.run_as != "server"
+        self._copier_ids = _nobody()
 
     # --- files --------------------------------------------------------------------------------
 
@@ -211,15 +233,52 @@ class LocalLauncher(Launcher):
             raise
         return fd
 
-    def _spawn(self, tl, account: Account | None, exitf: pathlib.Path,
-               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int]:
+    def _task_exec_argv(self, tl, account: Account | None, spec_fd: int) -> list[str]:
+        """task_exec's command line: everything on it is the launcher's (ids, device paths), none the user's."""
+        argv = [sys.executable, "-I", "-S", TASK_EXEC, "--spec-fd", str(spec_fd)]
+        if account is not None:
+            groups = list(account.groups)
+            gpu_gid = gpu_access.gpu_group_gid(self.isolation.gpu_group)
+            if tl.gpu_indices and gpu_gid is not None and gpu_gid not in groups:
+                groups.append(gpu_gid)  # the group that may open the GPUs' nodes; only for tasks with GPUs
+            argv += ["--uid", str(account.uid), "--gid", str(account.gid), "--groups", ",".join(map(str, groups))]
+        if self._namespaces:
+            argv.append("--namespaces")
+            masked = cgroups.gpu_device_paths_to_mask(self.isolation.gpu_device_glob, tl.gpu_indices)
+            if masked:
+                argv += ["--mask-node", gpu_access.mask_node(self.state_dir)]
+                for path in masked:
+                    argv += ["--mask", path]
+        return argv
+
+    def _task_spec_fd(self, tl, account: Account | None) -> int:
+        """A memory file with what the user controls (command, environment, working dir), read by task_exec
+        only after it dropped to the owner's account."""
         env = dict(self.base_env)
         if account is not None:
             env.update(account.env())
         env.update(tl.env)
-        args = ["/bin/sh", "-c", WRAPPER, "hive-task", tl.command, str(exitf),
-                str(account.uid) if account else "", str(account.gid) if account else "",
-                *(cg.procs_files() if cg else ())]
+        spec = {"command": "trap : USR1\n" + tl.command, "env": env, "cwd": tl.working_dir}
+        fd = os.memfd_create("hive-task-spec")
+        try:
+            data = json.dumps(spec).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _spawn(self, tl, account: Account | None, exitf: pathlib.Path,
+               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int]:
+        if not os.path.isdir(tl.working_dir):  # entered only by task_exec, as the owner; say it early
+            raise FileNotFoundError(2, f"the working dir {tl.working_dir} does not exist")
+        procs_files = cg.procs_files() if cg else []
+        spec_fd = self._task_spec_fd(tl, account)
+        args = ["/bin/sh", "-c", WRAPPER, "hive-task", str(exitf), str(len(procs_files)), *procs_files,
+                *self._task_exec_argv(tl, account, spec_fd)]
         logfd = self._open_log(tl.log_path, account)
         limit = self.isolation.max_log_bytes
         r = w = None
@@ -228,15 +287,19 @@ class LocalLauncher(Launcher):
             out = logfd
             if limit > 0:
                 r, w = os.pipe()
-                copier = subprocess.Popen([sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)],
-                                          stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          pass_fds=(logfd,), start_new_session=True, close_fds=True).pid
+                copier_argv = [sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)]
+                if os.geteuid() == 0:
+                    copier_argv += [str(self._copier_ids[0]), str(self._copier_ids[1])]
+                copier = subprocess.Popen(copier_argv, stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          env=ROOT_ENV, cwd="/", pass_fds=(logfd,), start_new_session=True,
+                                          close_fds=True).pid
                 out = w
-            proc = subprocess.Popen(args, cwd=tl.working_dir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(args, cwd="/", env=ROOT_ENV, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                    pass_fds=(spec_fd,))
             return proc, copier
         finally:
-            for fd in (logfd, r, w):
+            for fd in (logfd, r, w, spec_fd):
                 if fd is not None:
                     os.close(fd)
 

@@ -1,0 +1,171 @@
+"""Start one task's command under its owner's identity: the only place a task's user input meets the
+process that launches it, and only after that process stopped being root.
+
+Run by the local launcher's wrapper as ``python -I -S task_exec.py ...`` (no site, no PYTHON* variables,
+an environment built from scratch, standard library only). Everything on the command line comes from
+the launcher (ids, device paths); everything the user controls (the command, its environment, the
+working dir) arrives through an inherited file descriptor (``--spec-fd``) that is read only after the
+identity switch. Steps, as root:
+
+1. ``--namespaces``: a new mount and PID namespace (mounts private, so nothing leaks back to the
+   host): the task sees only its own processes (``ps``), and
+2. ``--mask PATH``: each GPU device node the task was not granted is covered by a node it cannot open
+   (a bind mount of ``--mask-node``, a root-owned node with mode 000): cgroup v1 and v2 alike.
+3. fork; the child (PID 1 of the new namespace) mounts its own ``/proc``, drops to ``--uid``/``--gid``/
+   ``--groups`` (setgroups, setresgid, setresuid: no way back), then reads the spec, changes into the
+   working dir and runs ``/bin/sh -c COMMAND`` with exactly the spec's environment. As PID 1 it stays an
+   init (reaps orphans, ignores the signals the launcher sends to the whole process group, which reach
+   the command directly) and exits with the command's status (128 + N when a signal N ended it).
+
+The root parent only waits (ignoring those signals too, so it outlives the task) and exits with the
+child's status: the wrapper's ``times`` then still counts the task's CPU time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), flags, None),
+           f"mount {target}")
+
+
+def _parse(argv: list[str]) -> dict:
+    opts: dict = {"mask": [], "groups": [], "uid": None, "gid": None, "namespaces": False,
+                  "mask_node": None, "spec_fd": None}
+    it = iter(argv)
+    for arg in it:
+        if arg == "--namespaces":
+            opts["namespaces"] = True
+        elif arg == "--mask":
+            opts["mask"].append(next(it))
+        elif arg == "--mask-node":
+            opts["mask_node"] = next(it)
+        elif arg == "--uid":
+            opts["uid"] = int(next(it))
+        elif arg == "--gid":
+            opts["gid"] = int(next(it))
+        elif arg == "--groups":
+            opts["groups"] = [int(g) for g in next(it).split(",") if g]
+        elif arg == "--spec-fd":
+            opts["spec_fd"] = int(next(it))
+        else:
+            raise SystemExit(f"hive-lab task_exec: unknown argument {arg!r}")
+    if opts["spec_fd"] is None:
+        raise SystemExit("hive-lab task_exec: --spec-fd is required")
+    return opts
+
+
+def _ignore_stop_signals() -> None:
+    for sig in FORWARDED:
+        signal.signal(sig, lambda *_: None)
+
+
+def _status_code(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1
+
+
+def _drop(uid: int | None, gid: int | None, groups: list[int]) -> None:
+    if uid is None:
+        return
+    os.setgroups(groups or [gid])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise SystemExit("hive-lab task_exec: could not drop privileges")
+
+
+def _read_spec(fd: int) -> dict:
+    chunks = []
+    while True:
+        block = os.read(fd, 1 << 16)
+        if not block:
+            break
+        chunks.append(block)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
+def _run_command(spec: dict, as_init: bool) -> None:
+    """As the task's user: change into its working dir and run its command; never returns."""
+    try:
+        os.chdir(spec["cwd"])
+    except OSError as exc:
+        sys.stderr.write(f"hive-lab: cannot enter the working dir {spec['cwd']}: {exc.strerror}\n")
+        os._exit(126)
+    argv = ["/bin/sh", "-c", spec["command"]]
+    env = {str(k): str(v) for k, v in spec["env"].items()}
+    if not as_init:
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.execve("/bin/sh", argv, env)
+    child = os.fork()
+    if child == 0:
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        os.execve("/bin/sh", argv, env)
+    code = 1
+    while True:  # reap everything; leave with the command's own status
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == child:
+            code = _status_code(status)
+            break
+    os._exit(code)
+
+
+def main(argv: list[str]) -> None:
+    opts = _parse(argv)
+    _ignore_stop_signals()
+    if opts["namespaces"]:
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        for path in opts["mask"]:
+            _mount(opts["mask_node"], path, None, MS_BIND)
+    child = os.fork()
+    if child == 0:
+        try:
+            if opts["namespaces"]:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            _drop(opts["uid"], opts["gid"], opts["groups"])
+            spec = _read_spec(opts["spec_fd"])
+        except BaseException as exc:  # noqa: BLE001 - report and fail the task, never run it half set up
+            sys.stderr.write(f"hive-lab: cannot start the task: {exc}\n")
+            os._exit(125)
+        _run_command(spec, as_init=opts["namespaces"])
+    os.close(opts["spec_fd"])
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            status = 1 << 8
+            break
+    sys.exit(_status_code(status))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
