@@ -324,6 +324,8 @@ class HiveLabApp(ExtensionApp):
             install_authorizer(self)
         if isolation.isolates():
             protect(server_secret_files(self), self.log)
+            if os.geteuid() == 0:
+                _lock_down(isolation, jobs_root, self.log)
         from .kernels.websocket import install
 
         # (self.settings holds the server's settings here and is copied back into them afterwards)
@@ -369,3 +371,20 @@ class HiveLabApp(ExtensionApp):
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:
                 await getattr(self, part).stop()
+
+
+def _lock_down(isolation, jobs_root: pathlib.Path, log) -> None:
+    """What a server that isolates jobs (as root) enforces at every start: the jobs root is not listable
+    (each job's dir is reached by its own owner only), and the GPUs' device nodes open only in jobs."""
+    from .isolation.gpu_access import lock_down
+
+    os.chmod(jobs_root, 0o711)
+    if not isolation.lock_gpu_devices:
+        log.warning("hive-lab: Isolation.lock_gpu_devices is off: users' own processes may open the GPUs")
+        return
+    report = lock_down(isolation.gpu_globs(), isolation.gpu_group)
+    for problem in report.problems:
+        log.error("hive-lab: cannot lock the GPUs' device nodes down: %s", problem)
+    if report.locked:
+        log.info("hive-lab: GPU device nodes %s are now root:%s 0660 (GPUs only through jobs)",
+                 ", ".join(report.locked), report.group)

@@ -6,6 +6,7 @@ cancel; and a student's token reaches hive-lab's API only (no terminals, kernels
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import stat
 import time
@@ -26,8 +27,15 @@ def srv(unix_accounts):
 
     base = tempfile.mkdtemp(prefix="hive-iso-live-", dir="/tmp")
     os.chmod(base, 0o711)  # jobs under other accounts must reach their dirs below it
-    server = LiveServer(base, users={A: {}, B: {}, "no-account-x": {}}, vc_access={"*": ["*"]},
-                        config={"Isolation": {"run_as": "owner"}}).start()
+    dev = pathlib.Path(base) / "dev"  # fake NVIDIA nodes (no GPUs here), world-openable as a careless install
+    dev.mkdir(mode=0o755)
+    for name, minor in (("nvidia0", 0), ("nvidia1", 1), ("nvidia2", 2), ("nvidia3", 3), ("nvidiactl", 255)):
+        os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+        os.chmod(dev / name, 0o666)
+    server = LiveServer(base, users={A: {}, B: {}, "no-account-x": {}, "daemon": {}}, vc_access={"*": ["*"]},
+                        config={"Isolation": {"run_as": "owner", "gpu_device_glob": str(dev / "nvidia[0-9]*"),
+                                              "gpu_control_globs": [str(dev / "nvidiactl")]}}).start()
+    server.dev = dev
     yield server
     for job in server.request("GET", "jobs", params={"state": "queued,running,scheduled"}).json().get("jobs", []):
         server.request("DELETE", f"jobs/{job['id']}")
@@ -107,26 +115,80 @@ def test_other_students_see_no_env_logs_or_outputs(srv):
         assert srv.request("GET", f"jobs/{job_id}/{path}", user=B).status_code == 403
 
 
-def test_cancel_kills_a_setsid_daemon(srv, unix_accounts):
-    job_id = _submit(srv, A, 'setsid sleep 300 & echo "daemon=$!"; sleep 300')
-    deadline = time.monotonic() + 60
-    while "daemon=" not in _log(srv, job_id, A) and time.monotonic() < deadline:
+def _host_pids(uid: int, *argv: str) -> list[int]:
+    """Pids (as this host sees them) of ``uid``'s processes running exactly ``argv``: a job runs in its own
+    PID namespace, so the pids it prints itself ($$, $!) mean nothing out here."""
+    return [p.pid for p in psutil.process_iter(["uids", "cmdline"])
+            if p.info["uids"] and p.info["uids"].real == uid and p.info["cmdline"] == list(argv)]
+
+
+def _wait(predicate, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-    pid = int(re.search(r"daemon=(\d+)", _log(srv, job_id, A)).group(1))
-    assert psutil.Process(pid).uids().real == unix_accounts[A].pw_uid
+
+
+def test_cancel_kills_a_setsid_daemon(srv, unix_accounts):
+    uid = unix_accounts[A].pw_uid
+    job_id = _submit(srv, A, "setsid sleep 3021 & sleep 300")
+    _wait(lambda: _host_pids(uid, "sleep", "3021"), "the daemon's start")
     assert srv.request("DELETE", f"jobs/{job_id}", user=A).status_code == 200
     assert _finished(srv, job_id, A)["state"] == "cancelled"
+    _wait(lambda: not _host_pids(uid, "sleep", "3021"), "the setsid daemon's end (it outlived its cancelled job)", 30)
 
-    def gone():
-        try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
 
-    deadline = time.monotonic() + 30
-    while not gone() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gone(), "the setsid daemon outlived its cancelled job"
+def test_a_planted_path_and_ld_preload_in_a_jobs_env_never_run_as_root(srv, unix_accounts):
+    """Issue 22's escape through the REST API: the job's env puts the student's own setpriv/mv/sh first
+    on PATH and the student's library in LD_PRELOAD. Nothing of it may run as root; the job, as the
+    student, does run it (so the check could fail)."""
+    from planted import plant
+
+    planted = plant(pathlib.Path(srv.tmp) / f"planted-{time.monotonic_ns()}")
+    job_id = _submit(srv, A, "id -u; sh -c 'echo inner'", env=planted.env, tasks=[{"gpus": 1}])
+    job = _finished(srv, job_id, A)
+    assert job["state"] == "succeeded", (job, _log(srv, job_id, A))
+    assert planted.root_lines() == [], planted.lines()
+    assert planted.ran_as(unix_accounts[A].pw_uid), planted.lines()
+
+
+def _opened(output: str) -> dict[str, bool]:
+    out = {}
+    for line in output.splitlines():
+        name, _, rest = line.partition(": ")
+        if name.startswith("nvidia"):
+            out[name] = "No such device" in rest  # got past the permission checks to the (absent) driver
+    return out
+
+
+def _probe(dev) -> str:
+    return (f'echo "cvd=$CUDA_VISIBLE_DEVICES"; for d in nvidia0 nvidia1 nvidia2 nvidia3 nvidiactl; do '
+            f'head -c1 {dev}/$d 2>&1 | sed "s/^/$d: /"; done')
+
+
+def test_gpus_open_only_in_the_job_that_was_granted_them(srv, unix_accounts):
+    from fixtures.unix_accounts import run_as
+
+    for node in srv.dev.iterdir():  # locked down by the server at its start
+        st = node.stat()
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o660) and st.st_gid != 0, node
+    own = run_as(unix_accounts[A], "/bin/sh", "-c", _probe(srv.dev)).stdout  # the student's own process
+    assert not any(_opened(own).values()), own
+    job_id = _submit(srv, A, _probe(srv.dev), tasks=[{"gpus": 1}])
+    assert _finished(srv, job_id, A)["state"] == "succeeded"
+    out = _log(srv, job_id, A)
+    gpu = re.search(r"cvd=(\d+)", out).group(1)
+    assert {k for k, v in _opened(out).items() if v} == {f"nvidia{gpu}", "nvidiactl"}, out
+
+
+def test_the_jobs_root_is_not_listable_and_system_accounts_run_nothing(srv, unix_accounts):
+    from fixtures.unix_accounts import run_as
+
+    assert stat.S_IMODE(srv.jobs_root.stat().st_mode) == 0o711
+    r = run_as(unix_accounts[B], "ls", str(srv.jobs_root))
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
+    r = srv.request("POST", "jobs", user="daemon", json={"command": "id -u", "tasks": [{"gpus": 0}]})
+    assert r.status_code == 403 and "system account" in r.text and "Isolation.accounts" in r.text, r.text
 
 
 @pytest.mark.parametrize("method,path", [
@@ -143,3 +205,12 @@ def test_a_students_token_reaches_hive_labs_api_only(srv, method, path):
 def test_the_admin_keeps_the_jupyter_apis(srv):
     for path in ("/api/contents", "/api/kernels", "/api/sessions", "/api/terminals"):
         assert srv.request("GET", path).status_code == 200, path
+
+
+def test_the_gpu_lock_down_survives_a_restart(srv):
+    """A driver reload (or an admin) made the nodes world-openable again: the next start locks them."""
+    for node in srv.dev.iterdir():
+        os.chmod(node, 0o666)
+    srv.restart()
+    for node in srv.dev.iterdir():
+        assert stat.S_IMODE(node.stat().st_mode) == 0o660, node
