@@ -93,7 +93,30 @@ def register(subparsers) -> None:
                    help="Hub group whose members administer hive-lab (repeatable; default: instructors)")
     p.add_argument("--service-config", action="store_true",
                    help="print an example of the service's own settings file instead")
+    p.add_argument("--append", metavar="FILE",
+                   help="append the fragment to FILE (a jupyterhub_config.py) instead of printing it; FILE and its "
+                        "missing dirs are created, FILE is made 0600 (a Hub config may hold secrets)")
+    p.add_argument("--out", metavar="FILE",
+                   help="with --service-config: write the example to FILE (0600, missing dirs created)")
     p.set_defaults(func=run)
+
+
+def write_private(path: str | os.PathLike, text: str, *, append: bool) -> pathlib.Path:
+    """Write (or append) ``text`` to ``path``, owner-only (0600) from its creation on; missing parent dirs
+    are created (0755). An existing file is narrowed to 0600 first."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", closefd=False) as f:
+            if append and os.fstat(fd).st_size:
+                f.write("\n")
+            f.write(text)
+    finally:
+        os.close(fd)
+    return path
 
 
 def run(args) -> int:
@@ -108,9 +131,17 @@ def run(args) -> int:
         print(f"{args.check}: hive-lab service configured")
         return 0
     if args.service_config:
-        print(SERVICE_CONFIG.format(config=args.config), end="")
+        text = SERVICE_CONFIG.format(config=args.config)
+        if args.out:
+            print(f"wrote {write_private(args.out, text, append=False)} (0600)")
+        else:
+            print(text, end="")
         return 0
-    print(fragment(args.ip, args.port, args.config, args.admin_groups), end="")
+    text = fragment(args.ip, args.port, args.config, args.admin_groups)
+    if args.append:
+        print(f"appended the hive-lab service to {write_private(args.append, text, append=True)} (0600)")
+    else:
+        print(text, end="")
     return 0
 
 
@@ -143,6 +174,10 @@ def check(path: str | os.PathLike) -> list[str]:
     except Exception as exc:  # the admin's file: report, do not crash
         return [f"cannot load {path}: {type(exc).__name__}: {exc}"]
     problems: list[str] = []
+    mode = pathlib.Path(path).stat().st_mode & 0o777
+    if mode & 0o077:
+        problems.append(f"{path} is readable or writable by others (mode {mode:04o}); a Hub config may hold "
+                        f"secrets: chmod 600 {path}")
     hub, spawner = cfg.JupyterHub, cfg.Spawner
     services = [s for s in _value(hub, "services", []) if isinstance(s, dict) and s.get("name") == SERVICE]
     if not services:

@@ -16,6 +16,7 @@ DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "jupyterhub.md"
 def write(tmp_path, text: str) -> pathlib.Path:
     path = tmp_path / "jupyterhub_config.py"
     path.write_text("c = get_config()\n" + text)
+    path.chmod(0o600)
     return path
 
 
@@ -66,3 +67,25 @@ def test_check_of_a_hub_config_without_hive_lab_and_of_no_file(tmp_path):
     assert check(tmp_path / "missing.py") == [f"{tmp_path / 'missing.py'} does not exist"]
     broken = write(tmp_path, "c.JupyterHub.services = [\n")
     assert check(broken)[0].startswith("cannot load")
+
+
+def test_append_and_out_write_owner_only_files_in_dirs_they_create(tmp_path, capsys):
+    """The Hub's config may hold secrets (issue 22: it stayed world-readable after `>>`)."""
+    import os
+    import stat
+
+    hub_config = tmp_path / "etc" / "jupyterhub" / "jupyterhub_config.py"
+    assert main(["hub-config", "--append", str(hub_config)]) == 0
+    assert stat.S_IMODE(hub_config.stat().st_mode) == 0o600
+    assert fragment() in hub_config.read_text()
+    existing = tmp_path / "existing_config.py"
+    existing.write_text("c = get_config()\nc.JupyterHub.port = 8000\n")
+    existing.chmod(0o644)
+    assert main(["hub-config", "--append", str(existing)]) == 0
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o600 and "c.JupyterHub.port = 8000" in existing.read_text()
+    assert check(existing) == []
+    service = tmp_path / "etc" / "hive-lab" / "hive_lab_config.py"
+    assert main(["hub-config", "--service-config", "--out", str(service)]) == 0
+    assert stat.S_IMODE(service.stat().st_mode) == 0o600 and "c.HiveLabApp" in service.read_text()
+    os.chmod(existing, 0o644)
+    assert any("chmod 600" in p for p in check(existing))

@@ -70,21 +70,29 @@ def test_students_jobs_run_under_their_own_uids(hub):
         assert log(hub, job_id, user).strip() == str(pwd.getpwnam(user).pw_uid), log(hub, job_id, user)
 
 
+def host_pids(uid: int, *argv: str) -> list[int]:
+    """Pids (as the host sees them) of ``uid``'s processes running exactly ``argv``: a job runs in its own
+    PID namespace, so the pids it prints itself ($$, $!) mean nothing out here."""
+    return [p.pid for p in psutil.process_iter(["uids", "cmdline"])
+            if p.info["uids"] and p.info["uids"].real == uid and p.info["cmdline"] == list(argv)]
+
+
 def test_a_student_cannot_read_the_others_job_dir_or_signal_their_processes(hub):
-    ann_job = submit(hub, ANN, 'echo ann-private > "$HIVE_OUTPUT_DIR/answer.txt"; echo "pid=$$"; sleep 300', "cv-101")
+    ann_job = submit(hub, ANN, 'echo ann-private > "$HIVE_OUTPUT_DIR/answer.txt"; sleep 3041', "cv-101")
+    uid = pwd.getpwnam(ANN).pw_uid
     try:
-        wait(hub, ann_job, lambda: "pid=" in log(hub, ann_job, ANN), "her job's start")
-        pid = int(re.search(r"pid=(\d+)", log(hub, ann_job, ANN)).group(1))
-        assert psutil.Process(pid).uids().real == pwd.getpwnam(ANN).pw_uid
+        wait(hub, ann_job, lambda: host_pids(uid, "sleep", "3041"), "her job's start")
+        (pid,) = host_pids(uid, "sleep", "3041")
         seen = job(hub, ann_job)  # the instructor sees where it lives
         answer = f"{seen['output_dir']}/answer.txt"
         probe = (f'cat "{answer}" && echo READ-IT; ls "{seen["working_dir"]}" && echo LISTED-IT; '
-                 f'kill -0 {pid} && echo SIGNALLED-IT; kill -TERM {pid} && echo KILLED-IT; echo probed')
+                 f'kill -0 {pid} && echo SIGNALLED-IT; kill -TERM {pid} && echo KILLED-IT; '
+                 f'grep -l "30[4]1" /proc/[0-9]*/cmdline && echo SAW-IT; echo probed')
         bob_job = submit(hub, BOB, probe, "nlp-201")
         assert finished(hub, bob_job)["state"] == "succeeded"
         out = log(hub, bob_job, BOB)
         assert "probed" in out and "Permission denied" in out, out
-        assert not {"READ-IT", "LISTED-IT", "SIGNALLED-IT", "KILLED-IT", "ann-private"} & set(out.split()), out
+        assert not {"READ-IT", "LISTED-IT", "SIGNALLED-IT", "KILLED-IT", "SAW-IT", "ann-private"} & set(out.split()), out
         assert job(hub, ann_job)["state"] == "running" and not gone(pid)  # untouched
         assert hub.service("GET", f"jobs/{ann_job}/outputs/answer.txt", BOB).status_code == 403
         assert hub.service("GET", f"jobs/{ann_job}/outputs/answer.txt", ANN).text == "ann-private\n"
@@ -95,19 +103,17 @@ def test_a_student_cannot_read_the_others_job_dir_or_signal_their_processes(hub)
 
 @pytest.mark.parametrize("ending", ["ends", "cancelled"])
 def test_a_setsid_daemon_dies_with_its_job(hub, ending):
-    command = 'setsid sleep 300 & echo "daemon=$!"' + ("; sleep 300" if ending == "cancelled" else "; sleep 0.5")
+    seconds = "3042" if ending == "ends" else "3043"
+    command = f"setsid sleep {seconds} & sleep 0.5" + ("; sleep 300" if ending == "cancelled" else "")
+    uid = pwd.getpwnam(ANN).pw_uid
     job_id = submit(hub, ANN, command, "cv-101")
-    wait(hub, job_id, lambda: "daemon=" in log(hub, job_id, ANN), "the daemon's start")
-    pid = int(re.search(r"daemon=(\d+)", log(hub, job_id, ANN)).group(1))
-    try:
-        process = psutil.Process(pid)
-        assert process.uids().real == pwd.getpwnam(ANN).pw_uid
-    except psutil.NoSuchProcess:
-        pass  # already reaped with its ended job
+    wait(hub, job_id, lambda: host_pids(uid, "sleep", seconds) or job(hub, job_id)["state"] == "succeeded",
+         "the daemon's start")
     if ending == "cancelled":
+        assert host_pids(uid, "sleep", seconds)  # it runs, as her
         assert hub.service("DELETE", f"jobs/{job_id}", ANN).status_code == 200
     assert finished(hub, job_id)["state"] == ("succeeded" if ending == "ends" else "cancelled")
-    wait(hub, job_id, lambda: gone(pid), f"the end of the setsid daemon {pid}", timeout=30)
+    wait(hub, job_id, lambda: not host_pids(uid, "sleep", seconds), "the end of the setsid daemon", timeout=30)
 
 
 def test_a_planted_link_is_not_followed_by_the_outputs_endpoint(hub):

@@ -106,6 +106,54 @@ def test_a_gpu_kernel_started_from_a_students_server_is_her_job(hub):
     wait_final(hub, job_id)  # shutting the kernel down ends its job (releases the GPU)
 
 
+def test_a_kernelspec_with_a_planted_path_and_ld_preload_never_runs_them_as_root(hub, tmp_path_factory):
+    """Issue 22 through the kernel provisioner: ann's own kernelspec sets PATH to her planted tools and
+    LD_PRELOAD to her library. Her GPU kernel's job runs them as her; nothing of the service (root) does."""
+    import os
+    import pathlib
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "isolation"))
+    from planted import plant
+
+    base = pathlib.Path(f"/tmp/hive-planted-{uuid.uuid4().hex[:8]}")
+    planted = plant(base)
+    account = pwd.getpwnam(ANN)
+    import subprocess
+
+    subprocess.run(
+        [str(hub.venv_bin / "python"), "-m", "hive_lab.cli", "kernelspec", "install", "--name", "hive-planted",
+         "--gpus", "1", "--user"],
+        check=True, capture_output=True, user=account.pw_uid, group=account.pw_gid,
+        env={"HOME": account.pw_dir, "PATH": f"{hub.venv_bin}:/usr/bin:/bin"}, cwd=account.pw_dir)
+    spec_file = pathlib.Path(account.pw_dir) / ".local/share/jupyter/kernels/hive-planted/kernel.json"
+    spec = json.loads(spec_file.read_text())
+    spec.setdefault("env", {}).update(planted.env)
+    spec_file.write_text(json.dumps(spec))
+    os.chown(spec_file, account.pw_uid, account.pw_gid)
+    kernel = KernelSession(hub, ANN, "hive-planted")
+    try:
+        out, reply = kernel.execute("import os, subprocess; print('UID', os.getuid()); subprocess.run(['id', '-u'])",
+                                    timeout=180)
+        assert reply["status"] == "ok", out
+        assert f"UID {account.pw_uid}" in out, out
+        job_id = kernel_job_id(hub, kernel)
+    finally:
+        kernel.close()
+    wait_final(hub, job_id)
+    try:
+        assert planted.root_lines() == [], planted.lines()
+        assert planted.ran_as(account.pw_uid), planted.lines()  # her kernel's job did get the variables
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def kernel_job_id(hub, kernel: "KernelSession") -> str:
+    out, _ = kernel.execute("import os; print('JOB', os.environ.get('HIVE_JOB_ID'))")
+    return next(line.split()[1] for line in out.splitlines() if line.startswith("JOB "))
+
+
 def wait_final(hub, job_id: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while hub.service("GET", f"jobs/{job_id}", IVY).json()["state"] not in ("succeeded", "cancelled", "failed"):
