@@ -102,18 +102,24 @@ class Client:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def submit(self, spec: dict | None = None, **fields: Any) -> dict:
-        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it."""
-        body = dict(spec or {})
-        body.update({k: v for k, v in fields.items() if v is not None})
-        return self._request("POST", "jobs", json=body)
+    def submit(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
+        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it.
+        A job without an image runs in this process's environment (``hive_lab.environment``) unless
+        ``inherit_env`` is False or the spec names an ``environment``."""
+        return self._request("POST", "jobs", json=self._body(spec, fields, inherit_env))
 
-    def what_if(self, spec: dict | None = None, **fields: Any) -> dict:
+    def what_if(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
         """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at
         once on which GPUs, preempt which jobs, or wait and why. Nothing is stored or started."""
+        return self._request("POST", "jobs", params={"dry_run": "true"}, json=self._body(spec, fields, inherit_env))
+
+    @staticmethod
+    def _body(spec: dict | None, fields: dict, inherit_env: bool) -> dict:
+        from .environment import with_environment
+
         body = dict(spec or {})
         body.update({k: v for k, v in fields.items() if v is not None})
-        return self._request("POST", "jobs", params={"dry_run": "true"}, json=body)
+        return with_environment(body) if inherit_env else body
 
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
              limit: int | None = None) -> list[dict]:

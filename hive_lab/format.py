@@ -226,3 +226,17 @@ def progress_text(job: dict) -> str | None:
     if known:
         parts.append("Gavel's figures: " + ", ".join(f"{t} {v:.3g}" for t, v in sorted(known.items())) + " steps/s")
     return "; ".join(parts) or None
+
+
+def environment_text(job: dict) -> str:
+    """Where a job runs: "runs with /home/ann/.venv/bin/python (the submitter's environment, 12 variables)",
+    "in image pytorch:2", or "" when the spec is not visible (another user's job)."""
+    spec = job.get("spec") or {}
+    if spec.get("image"):
+        return f"in image {spec['image']}"
+    env = spec.get("environment") or {}
+    if not env:
+        return ""
+    n = len(env.get("vars") or {})
+    who = f"runs with {env['python']}" if env.get("python") else "runs"
+    return f"{who} (the submitter's environment, {n} variable{'s' if n != 1 else ''})"

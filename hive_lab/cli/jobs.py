@@ -38,7 +38,11 @@ def run(args) -> int:
 
                 console.print(f"  time limit: {time_limit_text(job)}"
                               + (f" (deadline {job['deadline']})" if job.get("deadline") else ""))
-            from ..format import progress_text
+            from ..format import environment_text, progress_text
+
+            where = environment_text(job)
+            if where:
+                console.print(f"  environment: {where}", markup=False)
 
             progress = progress_text(job)
             if progress:

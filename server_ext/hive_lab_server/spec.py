@@ -16,6 +16,9 @@ NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIXES = ("HIVE_",)
 RESERVED_ENV = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK"}
+# what never travels from a submitter's environment into a job: tokens and the server's own variables
+NEVER_INHERITED_ENV = {"JUPYTER_TOKEN", "JPY_API_TOKEN", "JPY_SESSION_NAME", "PWD", "OLDPWD", "SHLVL", "_"}
+NEVER_INHERITED_PREFIXES = ("JUPYTERHUB_", "JUPYTER_", "JPY_", "KERNEL_", "PYDEVD_", "HIVE_LAB_")
 MAX_FILES_BYTES = 1 << 20
 # the service makes these in the working dir: a staged file may not take their place
 RESERVED_PATHS = {"output", "checkpoint"}  # the job's output dir (HIVE_OUTPUT_DIR) and HIVE_CHECKPOINT_DIR
@@ -79,6 +82,28 @@ class TaskSpec(_Model):
 Priority = Union[Annotated[int, Field(ge=0, le=1000, strict=True)], Literal["opportunistic"]]
 
 
+class SubmitEnvironment(_Model):
+    """The submitter's environment, captured by the client at submit (as ``sbatch`` exports it): a job
+    without an image runs with these variables (its own ``env`` on top, ``HIVE_*`` last), applied only
+    after the switch to the owner's account. Names hive-lab sets itself are dropped, not refused: they
+    were inherited, not asked for."""
+
+    vars: Annotated[dict[str, Annotated[str, Field(max_length=100_000)]], Field(max_length=1024)] = Field(
+        default_factory=dict)
+    python: Annotated[str, Field(min_length=1, max_length=4096)] | None = None  # the submitting interpreter
+
+    @field_validator("vars")
+    @classmethod
+    def _inherited_only(cls, env: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if ENV_RE.match(k) and not is_reserved_env(k)}
+
+
+def is_reserved_env(name: str) -> bool:
+    """Set by hive-lab (or a server's secret): never taken from a submitter."""
+    return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES) or name in NEVER_INHERITED_ENV \
+        or name.startswith(NEVER_INHERITED_PREFIXES)
+
+
 class JobSpec(_Model):
     name: Annotated[str, Field(min_length=1, max_length=128)] = "job"
     vc: Annotated[str, Field(min_length=1, max_length=128)] | None = None
@@ -94,6 +119,8 @@ class JobSpec(_Model):
     max_retries: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
     kind: Literal["batch", "kernel"] = "batch"
     files: dict[str, str] = Field(default_factory=dict)
+    # the submitter's environment (client-captured); a job without an image runs in it
+    environment: SubmitEnvironment | None = None
     # run time limit of each attempt (seconds); None: the VC's default for batch jobs, none for kernels
     time_limit_s: Annotated[float, Field(gt=0, le=366 * 86400)] | None = None
 

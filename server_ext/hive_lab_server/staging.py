@@ -79,3 +79,53 @@ def write_private(path: pathlib.Path, text: str, owner: Owner | None = None) -> 
     except OSError:
         os.unlink(tmp)
         raise
+
+
+def write_beneath(base: pathlib.Path, rel: str, text: str, owner: Owner | None = None) -> None:
+    """Write ``text`` to ``base/rel`` (0600, handed to ``owner``), creating the missing dirs (0700, the
+    owner's) on the way, without following any link below ``base``: every component is opened with
+    ``O_NOFOLLOW`` relative to its parent's descriptor, so a job that swaps a dir of its own for a link
+    while the server (root) stages its files cannot send the write anywhere else. ``UnsafePath`` when a
+    link (or ``..``) is on the way."""
+    from .isolation.safe_files import UnsafePath, _parts
+
+    parts = _parts(rel)
+    if not parts:
+        raise UnsafePath("empty path")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(base, flags)
+    try:
+        for name in parts[:-1]:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+                if owner is not None and os.geteuid() == 0:
+                    os.chown(name, owner[0], owner[1], dir_fd=fd, follow_symlinks=False)
+            except FileExistsError:
+                pass
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except OSError as exc:
+                raise UnsafePath(f"{name!r} in {rel!r} is not a directory of the job (a link?)") from exc
+            os.close(fd)
+            fd = nxt
+        name = parts[-1]
+        tmp = f".{name}.{os.getpid()}.tmp"
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+        try:
+            if owner is not None and os.geteuid() == 0:
+                os.fchown(out, owner[0], owner[1])
+            with os.fdopen(out, "w", encoding="utf-8", closefd=False) as f:
+                f.write(text)
+        finally:
+            os.close(out)
+        try:
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # a link planted at the target is replaced
+        except OSError:
+            os.unlink(tmp, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)

@@ -13,10 +13,18 @@ A, B = ACCOUNTS
 
 
 @pytest.fixture
-def srv(live_server_factory, docker_engine, docker_test_image, unix_accounts):
+def planted(shared_tmp):
+    from planted import plant
+
+    return plant(shared_tmp / "planted")
+
+
+@pytest.fixture
+def srv(live_server_factory, docker_engine, docker_test_image, unix_accounts, planted):
     return live_server_factory(
         launcher="docker", users={A: {}, B: {}}, vc_access={"*": ["*"]},
-        config={"DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False},
+        config={"DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False,
+                                   "allowed_mount_roots": [str(planted.root)]},
                 "Isolation": {"run_as": "owner"}})
 
 
@@ -45,3 +53,17 @@ def test_container_runs_as_the_owner_and_mounts_only_their_job_dir(srv, docker_t
 def test_the_servers_root_user_gets_no_container(srv, docker_test_image):
     r = srv.request("POST", "jobs", json={"image": docker_test_image, "command": "id -u", "tasks": [{"gpus": 1}]})
     assert r.status_code == 403 and "never run as root" in r.text, r.text
+
+
+def test_a_planted_path_and_ld_preload_never_run_as_root(srv, docker_test_image, unix_accounts, planted):
+    """Issue 22 on the Docker launcher: the job's env names the student's own tools and library (mounted
+    into the container as its output dir). Nothing runs them as root; the container (as the student) does."""
+    r = srv.request("POST", "jobs", user=A, json={
+        "image": docker_test_image, "command": "id -u; sh -c 'echo inner'", "tasks": [{"gpus": 1}],
+        "env": {"LD_PRELOAD": str(planted.lib)}, "output_dir": str(planted.root)})
+    assert r.status_code == 201, r.text
+    job = srv.wait_for_job(r.json()["id"], "succeeded", "failed", timeout=120, user=A)
+    out = srv.request("GET", f"jobs/{job['id']}/logs", user=A).json()["data"]
+    assert job["state"] == "succeeded", (job, out)
+    assert planted.root_lines() == [], planted.lines()
+    assert planted.ran_as(unix_accounts[A].pw_uid), (planted.lines(), out)

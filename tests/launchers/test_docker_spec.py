@@ -105,3 +105,12 @@ def test_image_required(tmp_path):
 def test_container_names_are_valid():
     assert container_name("j-1", "main-0") == "hive-lab-j-1-main-0"
     assert container_name("j/1", "a b") == "hive-lab-j_1-a_b"
+
+
+def test_only_a_container_granted_gpus_gets_the_gpu_devices_group(tmp_path):
+    """GPUs only through the scheduler: the nodes are root:<gpu group> 0660 (isolation/gpu_access.py)."""
+    policy = ContainerPolicy(user="1001:1001", gpu_gid=987)
+    with_gpus = container_kwargs(task(tmp_path, gpu_indices=(1,), gpu_uuids=("GPU-aaa",)), {}, policy)
+    assert with_gpus["group_add"] == ["987"]
+    assert "group_add" not in container_kwargs(task(tmp_path), {}, policy)
+    assert "group_add" not in container_kwargs(task(tmp_path, gpu_indices=(1,)), {}, ContainerPolicy())

@@ -5,6 +5,7 @@ that against the placement hive-lab asked for."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import pathlib
@@ -241,6 +242,32 @@ async def test_cli_can_submit_as_the_job_owner(cluster):
     out = log_of(root, "own", "main-0")
     assert e.exit_code == 0, out
     assert "node=n1 cvd=3 idx=3" in out and "user=nobody" in out
+
+
+async def test_a_planted_path_and_ld_preload_never_run_as_root(cluster):
+    """Issue 22 on Slurm: the job's env names the owner's own tools first on PATH and their library in
+    LD_PRELOAD. sbatch (run by the root server) never sees that env; the batch script applies it as the
+    owner and calls its own tools by absolute path. Nothing runs them as root; the job (as nobody) does."""
+    import pwd
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "isolation"))
+    from planted import plant
+
+    root = cluster.root / f"plant-{time.monotonic_ns()}"
+    for d in (root, root / "own", root / "own" / "logs", root / "own" / "logs" / ".slurm"):
+        d.mkdir()
+        d.chmod(0o777)
+    planted = plant(root / "planted")
+    l = launcher(cluster, root, submit_as_user=True)
+    t = task(root, "own", "main-0", 0, "n1", [1], "id -u; sh -c 'echo inner'")
+    t = dataclasses.replace(t, env={**t.env, **planted.env})
+    await l.start(LaunchRequest("own", "nobody", "batch", (t,)))
+    [e] = await collect(l, 1)
+    out = log_of(root, "own", "main-0")
+    assert e.exit_code == 0, out
+    assert planted.root_lines() == [], planted.lines()
+    assert planted.ran_as(pwd.getpwnam("nobody").pw_uid), (planted.lines(), out)
 
 
 async def test_staged_files_of_a_job_run_as_its_owner_are_private_and_theirs(cluster):

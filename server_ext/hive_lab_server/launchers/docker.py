@@ -226,7 +226,10 @@ class DockerLauncher(Launcher):
             policy = dataclasses.replace(policy, network_mode="host")
         owner = self.task_owner(request.user)  # the owner's account (c.Isolation), else DockerLauncher.user
         if owner is not None:
-            policy = dataclasses.replace(policy, user=f"{owner[0]}:{owner[1]}")
+            from ..isolation.gpu_access import gpu_group_gid
+
+            policy = dataclasses.replace(policy, user=f"{owner[0]}:{owner[1]}",
+                                         gpu_gid=gpu_group_gid(self.isolation.gpu_group))
         specs = [(t, container_kwargs(t, self._labels(request, t), policy)) for t in request.tasks]
         for image in sorted({kw["image"] for _, kw in specs}):
             self._ensure_image(image)

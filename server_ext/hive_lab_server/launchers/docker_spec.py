@@ -44,6 +44,9 @@ class ContainerPolicy:
     pids_limit: int = 4096
     init: bool = True  # docker-init as PID 1: signals forwarded, zombies reaped
     default_image: str | None = None
+    # the group owning the GPUs' device nodes (Isolation.gpu_group, isolation/gpu_access.py): a container
+    # granted GPUs runs with it as a supplementary group, one without GPUs does not
+    gpu_gid: int | None = None
 
 
 def container_name(job_id: str, task: str) -> str:
@@ -123,6 +126,8 @@ def container_kwargs(task: TaskLaunch, labels: dict[str, str], policy: Container
     if task.memory_mb and task.memory_mb > 0:
         kwargs["mem_limit"] = f"{int(task.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(task.memory_mb)}m"
+    if policy.gpu_gid is not None and (task.gpu_uuids or task.gpu_indices):
+        kwargs["group_add"] = [str(policy.gpu_gid)]
     if task.gpu_uuids:
         kwargs["device_requests"] = [
             DeviceRequest(driver="nvidia", device_ids=list(task.gpu_uuids), capabilities=[["gpu"]])

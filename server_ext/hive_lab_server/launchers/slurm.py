@@ -32,6 +32,8 @@ from typing import Any
 
 from traitlets import Bool, Enum, Float, Int, List, Unicode
 
+from ..isolation import AccountError, Isolation
+from ..isolation.accounts import resolve_account
 from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
 from ..staging import private_dir
@@ -121,6 +123,7 @@ class SlurmLauncher(Launcher):
         traits = {k: v for k, v in traits.items() if k in self.class_trait_names() and v is not None}
         super().__init__(parent=parent, config=config, **traits)
         self.cli = SlurmCLI(self.slurm_conf, self.bin_dir)
+        self.isolation = Isolation(parent=parent) if parent is not None else Isolation.server_identity()
         if self.instance == "default" and jobs_root:
             # one hive-lab server's jobs, when several servers (or test sessions) share a Slurm cluster
             self.instance = hashlib.sha1(str(jobs_root).encode()).hexdigest()[:12]
@@ -196,14 +199,26 @@ class SlurmLauncher(Launcher):
 
     def task_owner(self, user: str) -> tuple[int, int] | None:
         """Over slurmrestd, or with ``submit_as_user`` as root, jobs run as their owner's Unix account."""
-        if not user or not (self.rest is not None or (self.submit_as_user and os.geteuid() == 0)):
+        if not user or not self._as_owner():
             return None
+        if self.isolation.isolates() or os.geteuid() == 0:  # root never runs a user's job as root
+            try:
+                account = self.isolation.account_for(user) if self.isolation.isolates() else \
+                    resolve_account(user, allow_root=self.isolation.allow_root)
+            except AccountError as exc:
+                raise LaunchError(str(exc)) from None
+            return None if account is None or account.uid == os.geteuid() else (account.uid, account.gid)
         try:
             pw = pwd.getpwnam(user)
         except KeyError:
             raise LaunchError(f"user {user!r} has no Unix account on the hive-lab server, so Slurm cannot run "
                               f"the job as that user (c.SlurmLauncher.submit_as_user / rest_url)") from None
         return None if pw.pw_uid == os.geteuid() else (pw.pw_uid, pw.pw_gid)
+
+    def _as_owner(self) -> bool:
+        """Whether jobs run as their owners: over slurmrestd; as root with ``submit_as_user`` or whenever
+        the server isolates jobs (c.Isolation, root): ``sbatch --uid=<owner>``, never as root."""
+        return self.rest is not None or (os.geteuid() == 0 and (self.submit_as_user or self.isolation.isolates()))
 
     # --- Launcher interface ---------------------------------------------------------------------
 
@@ -236,8 +251,8 @@ class SlurmLauncher(Launcher):
                 slurm_id = await self.rest.submit(plan, user=request.user or None, all_nodes=sorted(self._nodes))
             else:
                 args: tuple[str, ...] = ()
-                if self.submit_as_user and request.user and os.geteuid() == 0:
-                    args = (f"--uid={request.user}",)
+                if owner is not None and os.geteuid() == 0:
+                    args = (f"--uid={owner[0]}", f"--gid={owner[1]}")
                 slurm_id = await self.cli.submit(plan.sbatch_script(), args)
         except SlurmError as exc:
             raise LaunchError(f"Slurm refused job {request.job_id}: {exc}") from None

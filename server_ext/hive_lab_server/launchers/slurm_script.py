@@ -178,7 +178,7 @@ def _task_function(fn: str, t: TaskLaunch, *, in_step: bool, base_env: dict[str,
                         if k.isidentifier() and not k.startswith("BASH_FUNC"))
     gpu_check = ""
     if t.gpu_indices:
-        gpu_check = f"""  got=$(printf '%s' "${{{gpu_var}:-}}" | tr ',' '\\n' | sort -n | paste -sd, -)
+        gpu_check = f"""  got=$(printf '%s' "${{{gpu_var}:-}}" | /usr/bin/tr ',' '\\n' | /usr/bin/sort -n | /usr/bin/paste -sd, -)
   if [ "$got" != {_q(want)} ]; then
     hive_mismatch "Slurm gave {t.task} GPUs [$got] on ${{SLURMD_NODENAME:-?}}, hive-lab placed GPUs [{want}] on {t.node}"
   fi
@@ -190,7 +190,7 @@ def _task_function(fn: str, t: TaskLaunch, *, in_step: bool, base_env: dict[str,
   exitf={_q(exitf)}
   hive_mismatch() {{
     echo "hive-lab: $1; the task was not run"
-    printf 'mismatch %s\\n' "$1" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
+    printf 'mismatch %s\\n' "$1" > "$exitf.tmp" && /bin/mv -f "$exitf.tmp" "$exitf"
     exit {MISMATCH_EXIT}
   }}
   [ "${{SLURMD_NODENAME:-}}" = {_q(t.node)} ] || hive_mismatch "Slurm ran {t.task} on ${{SLURMD_NODENAME:-?}}, hive-lab placed it on {t.node}"
@@ -199,7 +199,7 @@ def _task_function(fn: str, t: TaskLaunch, *, in_step: bool, base_env: dict[str,
   trap : TERM INT HUP USR1
   /bin/sh -c {_q("trap : USR1" + chr(10) + t.command)}
   code=$?
-  printf '%s\\n' "$code" > "$exitf.tmp" && mv -f "$exitf.tmp" "$exitf"
+  printf '%s\\n' "$code" > "$exitf.tmp" && /bin/mv -f "$exitf.tmp" "$exitf"
   exit $code
 }}
 """

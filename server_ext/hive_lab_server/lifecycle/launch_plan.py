@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
 from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
-from ..staging import private_dir, write_private
+from ..isolation.safe_files import UnsafePath
+from ..staging import private_dir, write_beneath
 
 if TYPE_CHECKING:
     from ..service import ActiveJob
@@ -61,16 +62,16 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
     private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
     private_dir(checkpoint_dir(job), owner, stop_at=root)  # kept across attempts (docs/checkpoint.md)
     for rel, text in (job.spec.get("files") or {}).items():
-        target = (root / rel).resolve()
-        if root.resolve() not in target.parents:
-            raise LaunchError(f"files: {rel!r} points outside the working dir")
-        private_dir(target.parent, owner, stop_at=root.resolve())
-        write_private(target, text, owner)
+        try:
+            write_beneath(root, rel, text, owner)  # no link the job planted is followed
+        except UnsafePath as exc:
+            raise LaunchError(f"files: {rel!r}: {exc}") from None
 
 
 def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str, master_addr: str,
              master_port: int, gpu_type: str | None = None) -> dict[str, str]:
-    env = {str(k): str(v) for k, v in job.spec.get("env", {}).items()}
+    inherited = (job.spec.get("environment") or {}).get("vars") or {} if not job.spec.get("image") else {}
+    env = {str(k): str(v) for k, v in {**inherited, **job.spec.get("env", {})}.items()}
     uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
     devices = ",".join(uuids) if uuids and all(uuids) else ",".join(str(g) for g in p.gpus)
     env.update({
