@@ -508,3 +508,22 @@ def test_overflowed_job_preempted_yields_without_a_retry_and_may_run_again():
         assert job.state is state and job.retries == 0
         if overflow:
             assert m.Core("preemption_done", requeue=True) in effects and "no retry used" in job.reason
+
+
+def test_a_gang_whose_launch_a_crash_cut_is_stopped_and_queued_again_never_adopted_in_part():
+    """Issue 24: killed in the middle of an 8-task gang's launch, recovery found 1 task. It must not adopt
+    it as the whole job (it ended "succeeded: all 8 tasks exited with code 0"): the started tasks are
+    stopped and the job queued again, no retry used."""
+    tasks = tuple(f"w-{i}" for i in range(8))
+    stored = m.Job("j", state=S.SCHEDULED, attempt=1, tasks=tasks, left=frozenset(tasks), max_retries=0)
+    job, effects = m.step(stored, m.Recovered(frozenset({"w-0"})))
+    assert job.intent is Intent.RELAUNCH and "7 of 8 tasks never started" in job.intent_reason
+    assert any(isinstance(e, m.StopTasks) for e in effects)
+    job, _ = m.step(job, m.Exit("w-0", 0))  # its one task ends (stopped, or done meanwhile): not a success
+    assert job.state is not S.SUCCEEDED
+    job, effects = m.step(job, m.Stopped(1))
+    assert job.state is S.QUEUED and job.retries == 0 and "no retry used" in job.reason
+    assert any(isinstance(e, m.Core) and e.call == "requeue" for e in effects)
+    # a gang whose every task was launched before the crash is adopted whole, as before
+    whole, _ = m.step(stored, m.Recovered(frozenset(tasks)))
+    assert whole.state is S.RUNNING and whole.intent is None and whole.left == frozenset(tasks)

@@ -52,7 +52,10 @@ __all__ = ["LocalLauncher"]
 # to "$1.cpu"). TERM/INT/HUP/USR1 are caught first thing (not ignored, so the task itself still gets
 # them) to let the wrapper outlive the task and record its status; a TERM/INT/HUP that comes before the
 # command started (a cancel right after the launch) means the command is not started at all (else it
-# would miss the signal and run through the whole stop grace). The command's own shell catches USR1 too
+# would miss the signal and run through the whole stop grace). Two-phase start: the wrapper waits for a
+# "go" line on its stdin, which the launcher writes only once every task of the job has its record in the
+# state dir; a server that dies before that closes the pipe, and the wrapper leaves without running
+# anything. So a task never runs unrecorded, and a gang's tasks run only when all of them were launched. The command's own shell catches USR1 too
 # (the checkpoint signal, docs/checkpoint.md): it reaches the job's processes, and a compound command's
 # shell keeps waiting for them while they save their checkpoint.
 WRAPPER = """trap 'stop=143' TERM; trap 'stop=130' INT; trap 'stop=129' HUP; trap : USR1
@@ -61,9 +64,11 @@ while [ "$n" -gt 0 ]; do
   printf '%s\\n' $$ > "$1" || { echo "hive-lab: cannot join cgroup $1" >&2; exit 125; }
   shift; n=$((n - 1))
 done
+IFS= read -r go || go=
+[ "$go" = go ] || exit 125
 if [ -n "$stop" ]; then code=$stop
 else
-"$@"
+"$@" </dev/null
 code=$?
 fi
 times > "$exitf.cpu" 2>/dev/null
@@ -272,7 +277,8 @@ class LocalLauncher(Launcher):
         return fd
 
     def _spawn(self, tl, account: Account | None, exitf: pathlib.Path,
-               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int]:
+               cg: cgroups.TaskCgroup | None) -> tuple[subprocess.Popen, int, int]:
+        """The task's wrapper, waiting for its "go" (see WRAPPER); (process, log copier pid, go fd)."""
         if not os.path.isdir(tl.working_dir):  # entered only by task_exec, as the owner; say it early
             raise FileNotFoundError(2, f"the working dir {tl.working_dir} does not exist")
         procs_files = cg.procs_files() if cg else []
@@ -294,10 +300,17 @@ class LocalLauncher(Launcher):
                                           env=ROOT_ENV, cwd="/", pass_fds=(logfd,), start_new_session=True,
                                           close_fds=True).pid
                 out = w
-            proc = subprocess.Popen(args, cwd="/", env=ROOT_ENV, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                                    pass_fds=(spec_fd,))
-            return proc, copier
+            go_r, go_w = os.pipe()
+            try:
+                proc = subprocess.Popen(args, cwd="/", env=ROOT_ENV, stdin=go_r, stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                        pass_fds=(spec_fd,))
+            except BaseException:
+                os.close(go_w)
+                raise
+            finally:
+                os.close(go_r)
+            return proc, copier, go_w
         finally:
             for fd in (logfd, r, w, spec_fd):
                 if fd is not None:
@@ -306,6 +319,7 @@ class LocalLauncher(Launcher):
     async def start(self, request: LaunchRequest) -> None:
         account = self.account(request.user)
         started: list[_Task] = []
+        go: list[int] = []  # the wrappers' "go" pipes, written once every task is recorded
         try:
             for tl in request.tasks:
                 info, exitf = self._paths(request.job_id, tl.task)
@@ -319,7 +333,8 @@ class LocalLauncher(Launcher):
                         deny_devices=cgroups.gpu_devices_to_deny(self.isolation.gpu_device_glob, tl.gpu_indices))
                     cg = cgroups.TaskCgroup.create(self.cgroup_version, self.isolation.cgroup_name,
                                                    f"{self.cgroup_scope}/{_safe(request.job_id)}", _safe(tl.task), limits)
-                proc, copier = self._spawn(tl, account, exitf, cg)
+                proc, copier, go_fd = self._spawn(tl, account, exitf, cg)
+                go.append(go_fd)
                 try:
                     ctime = psutil.Process(proc.pid).create_time()
                 except psutil.NoSuchProcess:  # already gone: still ours to reap
@@ -330,6 +345,8 @@ class LocalLauncher(Launcher):
                 tmp.write_text(json.dumps({"job_id": request.job_id, "task": tl.task, "pid": proc.pid,
                                            "create_time": ctime, "log_path": tl.log_path, "copier": copier}))
                 os.replace(tmp, info)
+            for fd in go:  # every task has its record: all of them may run now
+                os.write(fd, b"go\n")
         except OSError as exc:
             for t in started:
                 self._signal(t, signal.SIGKILL)
@@ -340,6 +357,9 @@ class LocalLauncher(Launcher):
             self._reap_cgroup(request.job_id, tl.task)  # the one being started when it failed
             why = str(exc) if isinstance(exc, UnsafePath) else (exc.strerror or str(exc))
             raise LaunchError(f"cannot start task {tl.task} of {request.job_id}: {why}") from exc
+        finally:
+            for fd in go:
+                os.close(fd)
         self._tasks[request.job_id] = {t.task: t for t in started}
 
     def _reap_cgroup(self, job_id: str, task: str) -> str:

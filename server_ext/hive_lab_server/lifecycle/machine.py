@@ -389,6 +389,8 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return _retry_or_fail(job, reason, code, preempt=True)
         if intent is Intent.YIELD:  # not a failure: back to its VC's queue (and may overflow again)
             return _requeue(job, reason, count=False, core=Core("preemption_done", requeue=True))
+        if intent is Intent.RELAUNCH:  # a launch cut by a crash: never a part of a gang, no retry used
+            return _requeue(job, reason, count=False, core=Core("requeue"))
         if intent is Intent.LOST:
             return _retry_or_fail(job, reason, code, preempt=False)
         if intent is Intent.PAUSE:
@@ -459,6 +461,7 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
             return new, [e if not isinstance(e, Core) else Core("submit") for e in effects]
         return _requeue(job, "the server restarted before the job started", count=False, core=Core("submit"))
     # it ran: the core takes its GPUs back; its tasks' exits (or their absence) decide what follows
+    partial = st is S.SCHEDULED and bool(job.tasks) and not set(job.tasks) <= live and job.intent is None
     new = replace(job, state=S.RUNNING, launched=True, left=frozenset(job.tasks) if st is S.RUNNING else frozenset(live))
     if new.tasks == () and live:
         new = replace(new, tasks=tuple(sorted(live)), left=frozenset(live))
@@ -468,6 +471,14 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
         fields = {"started_at": at} if at is not None else {"started": True}
     effects: list[Effect] = [Core("adopt"), AdoptTasks(),
                              Record(S.RUNNING, "adopted after a server restart", fields=fields)]
+    if partial:  # the server died in the middle of the launch: a gang runs whole or not at all
+        missing = sorted(set(job.tasks) - live)
+        new = replace(new, intent=Intent.RELAUNCH,
+                      intent_reason=f"the server restarted in the middle of its launch ({len(missing)} of "
+                                    f"{len(job.tasks)} tasks never started: {', '.join(missing)}); its started tasks "
+                                    f"were stopped and it was queued again, no retry used")
+        effects.append(StopTasks(new.attempt, "stop", False))
+        return new, effects
     if job.intent is not None:  # a stop was asked (and maybe acknowledged) before the crash: finish it
         if job.intent is Intent.PREEMPT:  # the core does not remember the preemptor: requeue as lost
             new = replace(new, intent=Intent.LOST, intent_reason=f"{job.intent_reason}; the server restarted while it stopped")

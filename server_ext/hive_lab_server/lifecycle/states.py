@@ -105,6 +105,7 @@ class Intent(str, enum.Enum):
     MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used
     RESIZE = "resize"  # an elastic job's GPU count changed -> queued again with the new request, no retry used
     YIELD = "yield"  # an overflowed job gives idle GPUs back to their VC -> queued again, no retry used
+    RELAUNCH = "relaunch"  # a crash cut its launch (some tasks never started) -> queued again, no retry used
 
     @property
     def checkpoints(self) -> bool:
