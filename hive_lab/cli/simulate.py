@@ -256,7 +256,8 @@ def run(args: argparse.Namespace) -> int:
             "overflow": not args.no_overflow,
             "queueing": args.queueing,
             "time_limits": args.time_limits,
-            "anomaly_reference": "private" if anomaly else None,
+            "anomaly_reference": "private" if anomaly and not _note(results) else None,
+            "anomaly_note": _note(results),
             "policies": {r.policy: r.metrics.to_dict() for r in results},
             "decisions": {p: path for p, path in paths.items() if path},
         }
@@ -276,7 +277,14 @@ def run(args: argparse.Namespace) -> int:
             out.print(_vc_table(results, private, f"queueing per VC{scale}"))
         for line in _spread_lines(results):
             out.print(line, markup=False)
+        if anomaly and _note(results):
+            out.print(_note(results), markup=False)
         for p, path in paths.items():
             if path:
                 out.print(f"decisions ({p}): {path}", markup=False)
     return 0
+
+
+def _note(results: list) -> str | None:
+    """Why the sharing anomaly was not computed although asked for (the same for every policy)."""
+    return next((r.anomaly_note for r in results if getattr(r, "anomaly_note", None)), None)

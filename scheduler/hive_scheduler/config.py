@@ -313,8 +313,16 @@ def _node_type_of(top: CellType, types: dict[str, CellType], path: str) -> str:
     return nodes[0]
 
 
+# HiveD's own top-level settings (its Kubernetes and web-server plumbing): accepted and ignored, so that a
+# HiveD configuration file loads as is.
+HIVED_SERVICE_FIELDS = frozenset({"kubeApiServerAddress", "kubeConfigFilePath", "webServerAddress",
+                                  "forcePodBindThreshold", "waitingPodSchedulingBlockMilliSec",
+                                  "quotaExcludeVCs"})
+
+
 def _parse_hived(data: dict) -> ClusterConfig:
-    unknown = sorted(set(data) - {"physicalCluster", "virtualClusters", "nodeResources", "name", "description"})
+    known = {"physicalCluster", "virtualClusters", "nodeResources", "name", "description"} | HIVED_SERVICE_FIELDS
+    unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(unknown[0], "unknown top-level field (expected physicalCluster, virtualClusters, nodeResources)")
     pc = data.get("physicalCluster")

@@ -161,10 +161,12 @@ def wait_reason(core, j, ahead: int | None = None) -> str | None:
         largest = max((largest_free(core, vc, c, wl) for c in chains if req.within in core.config.chains[c].types),
                       default=0)
         return f"needs {desc}; largest free {req.within} in VC {req.vc} has {largest}{ahead_s}{doomed_s}"
-    c0 = chains[0] if chains else None
+    # the first of the job's chains with a cell that can hold its largest task (a VC may own chains of
+    # different sizes, e.g. HiveD's 2-GPU CT1 nodes beside 8-GPU DGX-1s)
+    c0 = next((c for c in chains if core.state.task_level(c, big.gpus)), None)
     if c0 is not None:
         lvl = core.state.task_level(c0, big.gpus)
-        largest = largest_free(core, vc, c0, lvl) if lvl else 0
+        largest = largest_free(core, vc, c0, lvl)
         if largest < big.gpus:
             tname = core.config.chains[c0].type_at(lvl)
             return (f"needs {desc}; VC {req.vc} has {free} free guaranteed GPUs but the largest free "
@@ -220,23 +222,26 @@ def job_views(core) -> list[JobView]:
     out = []
     by_vc: dict[str, list] = {name: [] for name in core.state.vc_order}
     for j in core._jobs.values():
-        if j.state != "waiting":
-            by_vc[j.req.vc].append(j)
-    opp_wait: dict[str, list] = {name: [] for name in core.state.vc_order}
+        if j.state != "waiting":  # (a VC a reconfiguration removed keeps its running jobs: listed last)
+            by_vc.setdefault(j.req.vc, []).append(j)
+    opp_wait: dict[str, list] = {name: [] for name in by_vc}
     for _, jid in core._opp_queue:
         j = core._jobs[jid]
-        opp_wait[j.req.vc].append(j)
+        opp_wait.setdefault(j.req.vc, []).append(j)
+        by_vc.setdefault(j.req.vc, [])
     opp_pos = {jid: i for i, (_, jid) in enumerate(core._opp_queue)}
-    for name in core.state.vc_order:
+    gone = sorted(set(by_vc) - set(core.state.vc_order))
+    for name in list(core.state.vc_order) + gone:
         running = sorted(by_vc[name], key=lambda j: j.seq)
-        waiting = [core._jobs[jid] for _, jid in core.state.vcs[name].queue]
+        vc = core.state.vcs.get(name)
+        waiting = [core._jobs[jid] for _, jid in vc.queue] if vc is not None else []
         pos = {j.req.id: i for i, j in enumerate(waiting)}
         if core._order.dynamic:
             waiting = list(core._order.arrange(waiting, core, name))
             pos = None  # a dynamic order: "ahead" counts earlier submissions (see _jobs_ahead)
         out.extend(job_view(core, j) for j in running)
         out.extend(job_view(core, j, pos[j.req.id] if pos is not None else None) for j in waiting)
-        out.extend(job_view(core, j, opp_pos[j.req.id]) for j in opp_wait[name])
+        out.extend(job_view(core, j, opp_pos[j.req.id]) for j in opp_wait.get(name, ()))
     return out
 
 

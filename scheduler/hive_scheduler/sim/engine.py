@@ -56,6 +56,7 @@ class SimResult:
     metrics: Metrics
     end_time: float
     private: SimResult | None = field(default=None, repr=False)  # the reference of the sharing anomaly
+    anomaly_note: str | None = None  # why the sharing anomaly was not computed, when it was asked for
 
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "metrics": self.metrics.to_dict(), "end_time": self.end_time}
@@ -342,7 +343,8 @@ def simulate(
     submits = [e for e in events if isinstance(e, SubmitEvent)]
     total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
     reference: Any = None
-    if anomaly and not isinstance(config, ClusterShape):
+    note = _anomaly_note(config) if anomaly and policy != "private" and private is None else None
+    if anomaly and not isinstance(config, ClusterShape) and note is None:
         if policy == "private":
             reference, private = "self", None
         else:
@@ -352,7 +354,18 @@ def simulate(
     else:
         private = None
     metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
-    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private)
+    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
+                     anomaly_note=note)
+
+
+def _anomaly_note(config: Any) -> str | None:
+    """Why no sharing anomaly can be computed on ``config`` (None: it can)."""
+    if isinstance(config, ClusterShape):
+        return "the cluster is a shape without cells (no private clusters to compare with)"
+    from .private import private_unavailable
+
+    reason = private_unavailable(config)
+    return f"sharing anomaly not computable: {reason}" if reason else None
 
 
 def simulate_policies(
@@ -377,7 +390,10 @@ def simulate_policies(
     total = len(events)
     reference: SimResult | None = None
     results: dict[str, SimResult] = {}
-    want_private = anomaly and not isinstance(config, ClusterShape)
+    note = _anomaly_note(config) if anomaly else None
+    want_private = anomaly and note is None
+    if "private" in policies and note is not None and not isinstance(config, ClusterShape):
+        raise ValueError(f"the private policy cannot run: {note}")
     if want_private or "private" in policies:
         reference = simulate(config, events, "private", grace=grace, order=order, anomaly=want_private,
                              out=out("private") if out and "private" in policies else None,
@@ -389,8 +405,11 @@ def simulate_policies(
     for policy in policies:
         if policy in results:
             continue
-        results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=anomaly,
+        results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=want_private,
                                    private=reference, overflow=overflow, queueing=queueing,
                                    out=out(policy) if out else None,
                                    progress=progress(policy, total) if progress else None)
+    if note is not None:
+        for r in results.values():
+            r.anomaly_note = note
     return [results[p] for p in policies]

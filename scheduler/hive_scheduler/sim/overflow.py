@@ -22,7 +22,7 @@ from typing import Any
 
 from ..types import JobRequest
 
-__all__ = ["OverflowScheduler", "SHADOW_SUFFIX"]
+__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow"]
 
 SHADOW_SUFFIX = "@overflow"
 
@@ -44,6 +44,7 @@ class OverflowScheduler:
         self._g_waiting: set[str] = set()  # jobs whose guaranteed request waits in the core
         self._shadow_waiting = _Tally(self._key)  # jobs whose shadow waits in the core (counted per VC, user)
         self._overflowed: set[str] = set()  # jobs running (or being stopped) as their shadow
+        self._reserving: set[str] = set()  # guaranteed requests waiting for their victims to stop (no shadow)
         self._withdrawing: set[str] = set()  # ids whose "finished" we caused and swallow
         self._gone: set[str] = set()  # core ids withdrawn: later decisions about them in a list are stale
         self._requeue = True
@@ -103,8 +104,16 @@ class OverflowScheduler:
             out.append(d)
             if job not in self._req:
                 continue
+            if event != "preempting":
+                self._reserving.discard(job)
             if event == "started":
                 self._g_waiting.discard(job)
+                if job in self._shadow_waiting:
+                    self._shadow_waiting.discard(job)
+                    self._withdraw(job + SHADOW_SUFFIX, now, out)
+            elif event == "preempting":  # cells reserved in its VC: it starts there once its victims stop,
+                self._g_waiting.add(job)  # so its shadow leaves (it must never start beside it)
+                self._reserving.add(job)
                 if job in self._shadow_waiting:
                     self._shadow_waiting.discard(job)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
@@ -119,7 +128,8 @@ class OverflowScheduler:
             if job in self._shadow_waiting and job not in self._g_waiting:
                 self._submit(self._req[job], now, out)
         for job in shadow_later:
-            if job in self._g_waiting and job not in self._shadow_waiting and job not in self._overflowed:
+            if (job in self._g_waiting and job not in self._shadow_waiting and job not in self._overflowed
+                    and job not in self._reserving):
                 self._shadow_waiting.add(job)
                 shadow = dataclasses.replace(self._req[job], id=job + SHADOW_SUFFIX, priority=-1)
                 self._submit(shadow, now, out)
@@ -135,7 +145,7 @@ class OverflowScheduler:
     # -- calls --------------------------------------------------------------------------------------
     def submit(self, job: JobRequest, now: float) -> list:
         decisions = self.inner.submit(job, now)  # a bad request raises before anything changed
-        if job.priority >= 0 and any(t.gpus for t in job.tasks):
+        if may_overflow(job):
             self._req[job.id] = job
         out: list = []
         self._translate(decisions, now, out)
@@ -150,6 +160,7 @@ class OverflowScheduler:
             self._shadow_waiting.discard(job_id)
             self._withdraw(job_id + SHADOW_SUFFIX, now, out)
         self._g_waiting.discard(job_id)
+        self._reserving.discard(job_id)
         self._translate(self.inner.finish(job_id, now), now, out)
         return out
 
@@ -200,7 +211,7 @@ class OverflowScheduler:
         A job that may overflow is queued with its shadow, as ``submit`` does, only if the core would just
         queue both (the job cannot start in its VC and its shadow cannot start in idle GPUs); then its
         ``queued`` decision is returned. Otherwise nothing changes and None says: use ``submit``."""
-        if not (job.priority >= 0 and any(t.gpus for t in job.tasks)):
+        if not may_overflow(job):
             return self.inner.submit_if_waiting(job, now)
         decision = self.inner.submit_if_waiting(job, now)  # a bad request raises before anything changed
         if decision is None:
@@ -239,7 +250,7 @@ class OverflowScheduler:
         """Put back a running job after a restart. A guaranteed job that ran opportunistically (it had
         overflowed) is adopted as its shadow, so it stays preemptible and is queued again both ways."""
         out: list = []
-        if opportunistic and job.priority >= 0 and any(t.gpus for t in job.tasks):
+        if opportunistic and may_overflow(job):
             shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
             decisions = self.inner.adopt(shadow, placement, True, now)
             self._req[job.id] = job
@@ -274,7 +285,7 @@ class OverflowScheduler:
         """The core's answer; a guaranteed job that would wait but whose shadow would start now is
         answered ``start`` (opportunistic, the overflow reason), as ``submit`` would do."""
         answer = self.inner.what_if(job, now)
-        if answer.outcome != "wait" or job.priority < 0 or not any(t.gpus for t in job.tasks):
+        if answer.outcome != "wait" or not may_overflow(job):
             return answer
         shadow = self.inner.what_if(dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1), now)
         if shadow.outcome != "start":
@@ -391,6 +402,12 @@ def _rename(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_rename(v) for v in value)
     return value
+
+
+def may_overflow(job: JobRequest) -> bool:
+    """A guaranteed job that asks for GPUs and may run anywhere: a job pinned to a cell (HiveD's
+    reservation) must run in that cell, so it gets no shadow and waits there as in the bare core."""
+    return job.priority >= 0 and job.pinned_cell is None and any(t.gpus for t in job.tasks)
 
 
 def _owner(job: str) -> str:

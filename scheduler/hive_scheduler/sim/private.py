@@ -8,7 +8,8 @@ private clusters from a ``ClusterConfig`` and replays each VC's jobs on its own 
 - each of the VC's virtual cells becomes a top-level physical cell of the same cell type (so the same
   hierarchy below it: a ``P40-RACK`` virtual cell gives a rack of 16 nodes, a ``P40-NODE`` one a node);
   a cell below node level (e.g. a 4-GPU socket) becomes a node of its own, with the CPUs and memory of
-  its share of an original node; pinned cells are copied with their pinned id;
+  its share of an original node; a single GPU (HiveD lets a VC own or pin a leaf cell) becomes a one-GPU
+  node (type ``<leaf>-PRIVATE-NODE``); pinned cells are copied with their pinned id;
 - nodes are named ``<vc>-node-<k>`` (the decisions of ``private`` name these, not the shared nodes);
 - the VC keeps its virtual cells (now its private cluster's top-level cells) and its pins;
 - hardware events (``node_down``, ``gpu_down`` ...) concern the shared nodes and are ignored: a private
@@ -25,7 +26,7 @@ from typing import Any
 from ..config import ClusterConfig, PhysicalCellSpec, load_cluster_config
 from ..errors import RequestError
 
-__all__ = ["private_cluster", "PrivateScheduler"]
+__all__ = ["private_cluster", "private_unavailable", "PrivateScheduler"]
 
 
 def _node_resources(config: ClusterConfig, chain: str) -> tuple[float, int, int]:
@@ -67,7 +68,22 @@ def private_cluster(config: ClusterConfig, vc: str) -> ClusterConfig | None:
         resources[name] = {"cpus": cpus * share, "memoryMB": max(1, int(mem * share))}
         return name
 
+    def top_type(t: str) -> str:
+        """``t``, or for a leaf (a single GPU: a HiveD VC may own one) a one-GPU node type made for it."""
+        if types[t].child_type is not None:
+            return t
+        name = f"{t}-PRIVATE-NODE"
+        while name in types:
+            name += "_"
+        cell_types[name] = {"childCellType": t, "childCellNumber": 1, "isNodeLevel": True}
+        return name
+
     def build(t: str, chain: str, top: bool, pinned: PhysicalCellSpec | None = None) -> dict[str, Any]:
+        if top and types[t].child_type is None:  # a leaf-level cell: its own one-GPU node
+            d = {"cellType": top_type(t), "cellAddress": new_node(t, chain)}
+            if pinned is not None and pinned.pinned_id:
+                d["pinnedCellId"] = pinned.pinned_id
+            return d
         d: dict[str, Any] = {"cellType": t} if top else {}
         if pinned is not None and pinned.pinned_id and top:
             d["pinnedCellId"] = pinned.pinned_id
@@ -81,7 +97,8 @@ def private_cluster(config: ClusterConfig, vc: str) -> ClusterConfig | None:
 
     vcells: dict[str, int] = {}
     for v in spec.virtual_cells:
-        vcells[v.cell_type] = vcells.get(v.cell_type, 0) + v.number
+        own = top_type(v.cell_type)
+        vcells[own] = vcells.get(own, 0) + v.number
         for _ in range(v.number):
             cells.append(build(v.cell_type, v.chain, True))
     for pid in spec.pinned_cells:
@@ -99,6 +116,17 @@ def private_cluster(config: ClusterConfig, vc: str) -> ClusterConfig | None:
     })
     cfg.name = f"{config.name or 'cluster'}:private:{vc}"
     return cfg
+
+
+def private_unavailable(config: ClusterConfig) -> str | None:
+    """Why the private clusters of ``config`` cannot be built (so the sharing anomaly is not computable),
+    or None when they can. A safety net: every configuration the core accepts is meant to have them."""
+    for vc in sorted(config.virtual_clusters):
+        try:
+            private_cluster(config, vc)
+        except (ValueError, KeyError) as exc:
+            return f"no private cluster for VC {vc}: {exc}"
+    return None
 
 
 class PrivateScheduler:
