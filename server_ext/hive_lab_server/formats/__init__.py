@@ -53,10 +53,11 @@ def _original_field(t: Translation, field: str | None) -> str | None:
 
 
 def _shell(t: Translation) -> None:
-    """OpenPAI runs a role's commands with bash; hive-lab's launchers use /bin/sh."""
+    """OpenPAI runs a v2 role's commands as one bash script; hive-lab's launchers use /bin/sh (v1's one-line
+    commands are kept as they are)."""
     import shlex
 
-    if t.format in ("openpai-v1", "openpai-v2"):
+    if t.format == "openpai-v2":
         for task in t.request["tasks"]:
             task["command"] = "exec bash -c " + shlex.quote(task["command"])
 

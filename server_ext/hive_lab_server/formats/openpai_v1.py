@@ -34,12 +34,17 @@ def translate(doc: dict) -> Translation:
         raise fail(key, f"unknown field of OpenPAI's protocol v1; remove it (fields: {', '.join(sorted(TOP_FIELDS))})")
     name = doc.get("jobName")
     if name is None or name == "":
-        raise fail("jobName", "OpenPAI's protocol v1 needs a jobName; add it")
+        raise fail("jobName", "this field is required in OpenPAI's protocol v1; add it")
     name = want_str(name, "jobName")
     env: dict[str, str] = {"PAI_JOB_NAME": name}
-    for key, var in (("dataDir", "PAI_DATA_DIR"), ("outputDir", "PAI_OUTPUT_DIR"), ("codeDir", "PAI_CODE_DIR")):
+    dirs: dict[str, str] = {}
+    for key, var, native in (("dataDir", "PAI_DATA_DIR", "data_dir"), ("outputDir", "PAI_OUTPUT_DIR", "output_dir"),
+                             ("codeDir", "PAI_CODE_DIR", "working_dir")):
         value = _opt_str(doc, key)
-        if value is not None:
+        if value is not None and value.startswith("/"):  # a path on this cluster: hive-lab's own dir field
+            dirs[native] = value
+            env[var] = value
+        elif value is not None:
             env[var] = value.replace("$PAI_DEFAULT_FS_URI", "").replace("${PAI_DEFAULT_FS_URI}", "")
             notes.append(f"{key}: {value!r} is given to the tasks as {var}; hive-lab has no HDFS, so nothing is "
                          + ("copied into code/" if key == "codeDir" else "mounted"))
@@ -59,7 +64,7 @@ def translate(doc: dict) -> Translation:
     job_gpu_type = _opt_str(doc, "gpuType")
     roles = doc.get("taskRoles")
     if not isinstance(roles, list) or not roles:
-        raise fail("taskRoles", "give a list of task roles (at least one)")
+        raise fail("taskRoles", "this field is required: give a list of task roles (at least one)")
     tasks: list[dict[str, Any]] = []
     ports: dict[str, dict[str, int]] = {}
     seen: set[str] = set()
@@ -82,7 +87,7 @@ def translate(doc: dict) -> Translation:
         memory = want_int(role.get("memoryMB", 1024), f"{field}.memoryMB", 0)
         command = role.get("command")
         if command is None or (isinstance(command, str) and not command.strip()):
-            raise fail(f"{field}.command", "give the command this role runs (it cannot be empty)")
+            raise fail(f"{field}.command", "this field is required: give the command this role runs (it cannot be empty)")
         want_str(command, f"{field}.command")
         if role.get("shmMB") is not None:
             want_int(role["shmMB"], f"{field}.shmMB", 0)
@@ -112,7 +117,7 @@ def translate(doc: dict) -> Translation:
         notes.append("killAllOnCompletedTaskNumber: not applied; the job ends when all its tasks have ended")
     if doc.get("extras"):
         notes.append(f"extras: {', '.join(map(str, want_dict(doc['extras'], 'extras')))} not applied")
-    request: dict[str, Any] = {"name": job_name(name), "tasks": tasks, "max_retries": max_retries, "env": env}
+    request: dict[str, Any] = {"name": job_name(name), "tasks": tasks, "max_retries": max_retries, "env": env, **dirs}
     image = _opt_str(doc, "image")
     if image:
         request["image"] = image
