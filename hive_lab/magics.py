@@ -63,6 +63,9 @@ class HiveLabMagics(Magics):
     @argument("--image", default=None, help="container image (default: run locally)")
     @argument("--name", default=None, help="job name (default: cell)")
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
+    @argument("--file", default=None, metavar="PATH",
+              help="submit this job file as it is (hive-lab's spec, an OpenPAI job, an sbatch script, a "
+                   "Kubernetes/Volcano manifest) instead of the cell; the cell must be empty")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
@@ -82,6 +85,8 @@ class HiveLabMagics(Magics):
         ``job.outputs()`` / ``job.download()``.
         """
         args = parse_argstring(self.submit, line)
+        if args.file:
+            return self._submit_file(args, cell)
         try:
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
@@ -102,6 +107,25 @@ class HiveLabMagics(Magics):
         except KeyboardInterrupt:
             print(f"stopped waiting; {job.id} keeps going (job.cancel() or %hive_cancel {job.id} stops it)",
                   file=sys.stderr)
+        return job
+
+    def _submit_file(self, args, cell: str):
+        """``%%submit --file PATH``: the file goes to the server as it is (docs/formats.md)."""
+        from .errors import BadRequest
+        from .format import what_if_text
+        from .submission import read_job_file
+
+        try:
+            if cell.strip():
+                raise BadRequest("%%submit --file sends the file as it is; leave the cell empty (or drop --file)")
+            text, ctype, _ = read_job_file(args.file)
+            if args.dry_run:
+                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True)))
+                return None
+            job = Job(self.client, self.client.submit_file(text, ctype))
+        except HiveLabError as exc:
+            return self._fail(exc)
+        self._show(job, block=args.wait or args.follow, follow=args.follow)
         return job
 
     def _what_if(self, spec: dict, compare: list[int]) -> None:
