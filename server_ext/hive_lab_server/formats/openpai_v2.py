@@ -260,7 +260,9 @@ def translate(doc: dict) -> Translation:
             raise fail(f"{field}.resourcePerInstance.cpu", f"must be a number of CPUs (got {cpus!r:.20})")
         memory = want_int(res.get("memoryMB", 0), f"{field}.resourcePerInstance.memoryMB", 0)
         role_ports = want_dict(res.get("ports") or {}, f"{field}.resourcePerInstance.ports")
-        ports[str(rname)] = {str(k): want_int(v, f"{field}.resourcePerInstance.ports.{k}", 0) for k, v in role_ports.items()}
+        # a label with 0 ports (the protocol's first draft's default) still gets one: commands use its list
+        ports[str(rname)] = {str(k): max(1, want_int(v, f"{field}.resourcePerInstance.ports.{k}", 0))
+                             for k, v in role_ports.items()}
         image_ref = role.get("dockerImage")
         if image_ref is None:
             raise fail(f"{field}.dockerImage", "name the dockerimage prerequisite this role runs in")
@@ -317,7 +319,10 @@ def translate(doc: dict) -> Translation:
         other = next(r for r in images if images[r] != images[first])
         raise fail(f"taskRoles.{other}.dockerImage", f"hive-lab runs a job's tasks in one image; {other} uses "
                                                      f"{images[other]!r} and {first} {images[first]!r}")
-    job_retries = want_int(doc.get("jobRetryCount", 0) or 0, "jobRetryCount", 0)
+    job_retries = want_int(doc.get("jobRetryCount", 0) or 0, "jobRetryCount", -2)
+    if job_retries < 0:  # OpenPAI's -1/-2: retry without limit
+        notes.append(f"jobRetryCount: {job_retries} is retried at most 100 times here")
+        job_retries = 100
     if any(retries.values()):
         notes.append("taskRoles.*.taskRetryCount: a failed task retries the whole job here (max_retries is the "
                      "largest of jobRetryCount and taskRetryCount)")
