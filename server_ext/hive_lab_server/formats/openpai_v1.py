@@ -117,7 +117,9 @@ def translate(doc: dict) -> Translation:
         notes.append("killAllOnCompletedTaskNumber: not applied; the job ends when all its tasks have ended")
     if doc.get("extras"):
         notes.append(f"extras: {', '.join(map(str, want_dict(doc['extras'], 'extras')))} not applied")
-    request: dict[str, Any] = {"name": job_name(name), "tasks": tasks, "max_retries": max_retries, "env": env, **dirs}
+    request: dict[str, Any] = {"name": job_name(name), "tasks": tasks, "env": env, **dirs}
+    if doc.get("retryCount") not in (None, ""):  # else hive-lab's default (opportunistic jobs retry)
+        request["max_retries"] = max_retries
     image = _opt_str(doc, "image")
     if image:
         request["image"] = image

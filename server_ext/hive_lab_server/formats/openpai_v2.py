@@ -328,9 +328,12 @@ def translate(doc: dict) -> Translation:
                      "largest of jobRetryCount and taskRetryCount)")
     max_retries = min(100, max([job_retries, *retries.values()]))
     request: dict[str, Any] = {
-        "name": job_name(name), "image": next(iter(images.values())), "tasks": tasks, "max_retries": max_retries,
+        "name": job_name(name), "image": next(iter(images.values())), "tasks": tasks,
         "env": {"PAI_JOB_NAME": str(name)},
     }
+    if doc.get("jobRetryCount") is not None or any(r.get("taskRetryCount") is not None for r in roles.values()
+                                                   if isinstance(r, dict)):
+        request["max_retries"] = max_retries  # else hive-lab's default (opportunistic jobs retry)
     vc = vc_from(defaults.get("virtualCluster"), "defaults.virtualCluster", notes)
     if vc:
         request["vc"] = vc
