@@ -25,7 +25,7 @@ taskRoles:
     dockerImage: test_image
     resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 0, ports: {http: 1}}
     commands:
-      - test "<% $secrets.token %>" = s3cret-value && echo "ps has its secret"
+      - test "$(printf %s "<% $secrets.token %>" | sha256sum | cut -c1-16)" = bf496b76b91b8282 && echo "ps has its secret"
       - >-
         python3 -c "import os, socket;
         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);

@@ -124,7 +124,7 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
         master_port = free_port() if len(placement) > 1 else 0
     tasks = []
     # a job sent in another platform's format gets that platform's variables, and its secrets in clear
-    platform = {**platform_env(job.spec, placement, launcher.host_address, free_port)}
+    platform = platform_env(job.spec, placement, launcher.host_address, free_port)
     secrets = unseal(job.spec.get("env", {}), jobs_root)
     for p in placement:
         group = groups.get(p.group, {})
