@@ -273,6 +273,8 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
         if has(opt):
             notes.append(f"#SBATCH --{opt}: not applied ({why})")
     if nodes > 1:
+        notes.append(f"#SBATCH --nodes={nodes}: {nodes} tasks placed by their GPUs; two may share a node when they "
+                     "fit in one (ask for a node's GPUs, --gres=gpu:N, to have a node each)")
         notes.append("script: runs on each of the nodes (SLURM_NODEID tells which); srun starts each node's share of "
                      "a step, so lines outside srun run once per node")
     return Translation(format="sbatch", request=request, original=text, not_applied=notes,
