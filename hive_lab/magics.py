@@ -7,7 +7,7 @@ import sys
 import threading
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .errors import HiveLabError
@@ -65,7 +65,8 @@ class HiveLabMagics(Magics):
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
     @argument("--file", default=None, metavar="PATH",
               help="submit this job file as it is (hive-lab's spec, an OpenPAI job, an sbatch script, a "
-                   "Kubernetes/Volcano manifest) instead of the cell; the cell must be empty")
+                   "Kubernetes/Volcano manifest) instead of the cell: %%submit --file PATH over a cell of "
+                   "comments only, or the line magic %submit --file PATH")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
@@ -76,8 +77,8 @@ class HiveLabMagics(Magics):
               help="with --dry-run: also ask for these GPU counts per task, side by side (e.g. --gpus 2 --compare 4)")
     @argument("--wait", action="store_true", help="block until the job has finished")
     @argument("--follow", action="store_true", help="block and stream the log")
-    @cell_magic
-    def submit(self, line, cell):
+    @line_cell_magic
+    def submit(self, line, cell=None):
         """Run this cell's code as a hive-lab batch job and return its ``Job`` handle.
 
         The code (and ``--files``) is staged into the job's working dir and run with a fresh Python
@@ -85,8 +86,10 @@ class HiveLabMagics(Magics):
         ``job.outputs()`` / ``job.download()``.
         """
         args = parse_argstring(self.submit, line)
-        if args.file:
-            return self._submit_file(args, cell)
+        if args.file:  # %submit --file PATH (or %%submit --file PATH over a cell of comments)
+            return self._submit_file(args, cell or "")
+        if cell is None:
+            raise UsageError("%submit (one %) sends a job file: %submit --file PATH; to run a cell, use %%submit")
         try:
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
@@ -116,8 +119,9 @@ class HiveLabMagics(Magics):
         from .submission import read_job_file
 
         try:
-            if cell.strip():
-                raise BadRequest("%%submit --file sends the file as it is; leave the cell empty (or drop --file)")
+            if any(ln.strip() and not ln.lstrip().startswith("#") for ln in cell.splitlines()):
+                raise BadRequest("%%submit --file sends the file as it is; leave the cell empty (comments only) "
+                                 "or drop --file")
             text, ctype, _ = read_job_file(args.file)
             if args.dry_run:
                 print(what_if_text(self.client.submit_file(text, ctype, dry_run=True)))

@@ -4,6 +4,9 @@ variables and hive-lab's srun."""
 
 import json
 
+import pytest
+from IPython.core.error import UsageError
+
 from test_live_cli import cli
 
 SCRIPT = """#!/bin/bash
@@ -43,3 +46,21 @@ def test_cli_bad_directive_is_the_servers_400(hive_server, tmp_path):
     path.write_text("#!/bin/bash\n#SBATCH --array=1-3\necho x\n")
     out = cli(hive_server, "submit", str(path), check=False)
     assert out.returncode == 1 and "#SBATCH --array" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_magic_submit_file_takes_a_path(ann_env, tmp_path, monkeypatch, capsys):
+    from IPython.core.getipython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.chdir(tmp_path)
+    ip = start_ipython() or get_ipython()
+    ip.run_line_magic("load_ext", "hive_lab")
+    ip.magics_manager.registry["HiveLabMagics"].client = None
+    (tmp_path / "train.sbatch").write_text(SCRIPT)
+    ip.run_line_magic("submit", "--file train.sbatch --dry-run")
+    assert "start" in capsys.readouterr().out
+    job = ip.run_cell_magic("submit", "--file train.sbatch --wait", "# train.sbatch, sent as it is\n")
+    assert job.state == "succeeded"
+    assert "rank 1 local 1 of 2" in job.logs()
+    with pytest.raises(UsageError, match="leave the cell empty"):
+        ip.run_cell_magic("submit", "--file train.sbatch", "print('a cell too')")
