@@ -51,10 +51,11 @@ class Client:
     # -- transport -----------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
-                 stream: bool = False, timeout: float | None = None, raw: bool = False) -> Any:
+                 stream: bool = False, timeout: float | None = None, raw: bool = False,
+                 data: bytes | None = None, headers: dict | None = None) -> Any:
         url = self.api_url + path
         try:
-            resp = self.session.request(method, url, params=params, json=json, stream=stream,
+            resp = self.session.request(method, url, params=params, json=json, stream=stream, data=data, headers=headers,
                                         timeout=timeout if timeout is not None else self.timeout)
         except requests.ConnectionError as exc:
             raise ServerUnreachable(
@@ -107,6 +108,12 @@ class Client:
         A job without an image runs in this process's environment (``hive_lab.environment``) unless
         ``inherit_env`` is False or the spec names an ``environment``."""
         return self._request("POST", "jobs", json=self._body(spec, fields, inherit_env))
+
+    def submit_file(self, text: str, content_type: str, *, dry_run: bool = False) -> dict:
+        """Send a job file as it is (an OpenPAI job, an sbatch script, a Kubernetes manifest, or hive-lab's
+        own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer."""
+        return self._request("POST", "jobs", params={"dry_run": "true"} if dry_run else None,
+                             data=text.encode("utf-8"), headers={"Content-Type": content_type})
 
     def what_if(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
         """What would happen to this job if it were submitted now (``POST jobs?dry_run=true``): start at

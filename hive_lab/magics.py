@@ -7,7 +7,7 @@ import sys
 import threading
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from .errors import HiveLabError
@@ -63,6 +63,10 @@ class HiveLabMagics(Magics):
     @argument("--image", default=None, help="container image (default: run locally)")
     @argument("--name", default=None, help="job name (default: cell)")
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
+    @argument("--file", default=None, metavar="PATH",
+              help="submit this job file as it is (hive-lab's spec, an OpenPAI job, an sbatch script, a "
+                   "Kubernetes/Volcano manifest) instead of the cell: %%submit --file PATH over a cell of "
+                   "comments only, or the line magic %submit --file PATH")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
@@ -73,8 +77,8 @@ class HiveLabMagics(Magics):
               help="with --dry-run: also ask for these GPU counts per task, side by side (e.g. --gpus 2 --compare 4)")
     @argument("--wait", action="store_true", help="block until the job has finished")
     @argument("--follow", action="store_true", help="block and stream the log")
-    @cell_magic
-    def submit(self, line, cell):
+    @line_cell_magic
+    def submit(self, line, cell=None):
         """Run this cell's code as a hive-lab batch job and return its ``Job`` handle.
 
         The code (and ``--files``) is staged into the job's working dir and run with a fresh Python
@@ -82,6 +86,10 @@ class HiveLabMagics(Magics):
         ``job.outputs()`` / ``job.download()``.
         """
         args = parse_argstring(self.submit, line)
+        if args.file:  # %submit --file PATH (or %%submit --file PATH over a cell of comments)
+            return self._submit_file(args, cell or "")
+        if cell is None:
+            raise UsageError("%submit (one %) sends a job file: %submit --file PATH; to run a cell, use %%submit")
         try:
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
@@ -102,6 +110,26 @@ class HiveLabMagics(Magics):
         except KeyboardInterrupt:
             print(f"stopped waiting; {job.id} keeps going (job.cancel() or %hive_cancel {job.id} stops it)",
                   file=sys.stderr)
+        return job
+
+    def _submit_file(self, args, cell: str):
+        """``%%submit --file PATH``: the file goes to the server as it is (docs/formats.md)."""
+        from .errors import BadRequest
+        from .format import what_if_text
+        from .submission import read_job_file
+
+        try:
+            if any(ln.strip() and not ln.lstrip().startswith("#") for ln in cell.splitlines()):
+                raise BadRequest("%%submit --file sends the file as it is; leave the cell empty (comments only) "
+                                 "or drop --file")
+            text, ctype, _ = read_job_file(args.file)
+            if args.dry_run:
+                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True)))
+                return None
+            job = Job(self.client, self.client.submit_file(text, ctype))
+        except HiveLabError as exc:
+            return self._fail(exc)
+        self._show(job, block=args.wait or args.follow, follow=args.follow)
         return job
 
     def _what_if(self, spec: dict, compare: list[int]) -> None:

@@ -135,3 +135,35 @@ def cell_spec(code: str, *, gpus: int | float = 0, gpu_type: str | None = None, 
 
         spec["time_limit_s"] = parse_duration(time_limit)
     return spec
+
+
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
+
+
+def read_job_file(path: str, text: str | None = None) -> tuple[str, str, bool]:
+    """(text, content type, foreign) of a job file: ``foreign`` when it is not hive-lab's own spec but
+    an OpenPAI job, an sbatch script or a Kubernetes manifest, which the server reads as it is."""
+    import pathlib
+
+    import yaml
+
+    from .errors import BadRequest
+
+    if text is None:
+        try:
+            text = pathlib.Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadRequest(f"cannot read the job file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise BadRequest(f"the job file {path} is not UTF-8 text") from None
+    if path.endswith(SCRIPT_SUFFIXES) or text.startswith("#!") or "\n#SBATCH" in "\n" + text:
+        return text, "text/plain", True
+    ctype = "application/json" if path.endswith(".json") else "application/yaml"
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return text, ctype, True  # e.g. OpenPAI's JSON with // comments: the server says what is wrong
+    doc = docs[0] if len(docs) == 1 else None
+    foreign = not isinstance(doc, dict) or any(k in doc for k in ("protocolVersion", "protocol_version", "jobName",
+                                                                  "taskRoles", "apiVersion"))
+    return text, ctype, foreign

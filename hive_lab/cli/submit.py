@@ -28,8 +28,10 @@ def _gpus_arg(text: str):
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "submit", help="submit a job (spec file and/or flags)",
-        description="Submit a job. SPEC is a YAML or JSON file in the native or OpenPAI form "
-                    "(docs/rest-api.md); flags override its fields. The command may follow `--`.")
+        description="Submit a job. SPEC is a YAML or JSON file in hive-lab's form (flags override its "
+                    "fields; the command may follow `--`), or a job file of another platform sent as it is: "
+                    "an OpenPAI job (v1 JSON, v2 YAML), an sbatch script, a Kubernetes Job/Pod or Volcano Job "
+                    "manifest (docs/formats.md).")
     p.add_argument("words", nargs="*", metavar="[SPEC] [-- COMMAND ...]",
                    help="a YAML/JSON job spec file (*.yaml, *.yml, *.json; '-' for stdin), then the command")
     p.add_argument("--name")
@@ -150,10 +152,37 @@ def _refuse_server_options_in_command(words: list[str], args) -> None:
                 f"or give a command that takes {option} itself with -c '...'", field=option[2:])
 
 
+
+
+def _foreign_file(args):
+    """(text, content type) when SPEC is another platform's job file (sent as it is), else None."""
+    from ..submission import read_job_file
+
+    words = list(args.words)
+    if not words or not words[0].endswith(SPEC_SUFFIXES + (".sh", ".sbatch", ".slurm", ".bash")):
+        return None
+    path = words[0]
+    text, ctype, foreign = read_job_file(path)
+    if not foreign:
+        return None
+    extra = [w for w in words[1:] if w != "--"]
+    flags = [name for name, value in vars(args).items()
+             if name in ("name", "vc", "gpus", "gpu_memory_mb", "gpu_type", "tasks", "cpus", "memory_mb", "priority",
+                         "image", "max_retries", "working_dir", "command", "time_limit") and value is not None]
+    if extra or flags or args.env or args.file:
+        what = "--" + flags[0].replace("_", "-") if flags else "--env" if args.env else "--file" if args.file else "a command"
+        raise BadRequest(f"{path} is another platform's job file, sent as it is; {what} does not apply to it "
+                         "(edit the file instead)")
+    return text, ctype
+
+
 @reports_errors
 def run(args) -> int:
     from ..format import FINISHED, status_line
 
+    document = _foreign_file(args)
+    if document is not None:
+        return _run_document(args, client_from(args), *document)
     spec = build_spec(args)
     client = client_from(args)
     if not spec.get("vc") and "taskRoles" not in spec:
@@ -180,6 +209,28 @@ def run(args) -> int:
     if args.json:
         print_json(job)
     if job.get("state") == "succeeded":
+        return 0
+    code = job.get("exit_code")
+    return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0
+
+
+def _run_document(args, client, text: str, ctype: str) -> int:
+    from ..format import FINISHED, status_line, what_if_text
+
+    if args.dry_run:
+        answer = client.submit_file(text, ctype, dry_run=True)
+        print_json(answer) if args.json else print(what_if_text(answer))
+        return 0
+    job = client.submit_file(text, ctype)
+    if not args.json:
+        print(status_line(job))
+        for note in ((job.get("spec") or {}).get("source") or {}).get("not_applied", []):
+            print(f"  not applied: {note}", file=sys.stderr)
+    if args.wait or args.follow:
+        job = wait_with_progress(client, job, follow=args.follow, quiet=args.json)
+    if args.json:
+        print_json(job)
+    if not (args.wait or args.follow) or job.get("state") == "succeeded":
         return 0
     code = job.get("exit_code")
     return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0

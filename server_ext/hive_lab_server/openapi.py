@@ -71,6 +71,11 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
         op["parameters"] = list(params)
     if body is not None:
         op["requestBody"] = {"required": True, "content": _json(body)}
+        if op_id == "submitJob":  # the other platforms' files, as they are (hive_lab_server.formats)
+            op["requestBody"]["content"].update({
+                "application/yaml": {"schema": {"type": "object", "description": "JobSpec, an OpenPAI v2 job, a "
+                                                "Kubernetes Job/Pod or a Volcano Job"}},
+                "text/plain": {"schema": {"type": "string", "description": "an sbatch script (#SBATCH lines)"}}})
     return op
 
 
@@ -100,7 +105,9 @@ def _paths() -> dict[str, Any]:
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
                            _query("offset", {**offset, "maximum": 10**9}))),
             "post": _with_dry_run(_op(
-                "submitJob", "Submit a job (native form or OpenPAI form); with dry_run=true only say what would happen",
+                "submitJob", "Submit a job: hive-lab's JobSpec (JSON/YAML), an OpenPAI job (protocol v1 JSON, v2 "
+                "YAML), a Kubernetes batch/v1 Job or v1 Pod, or a Volcano Job (YAML/JSON), or an sbatch script "
+                "(text/plain), each taken as it is (docs/formats.md); with dry_run=true only say what would happen",
                 (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
                 (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
                         "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),),

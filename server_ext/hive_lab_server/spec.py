@@ -103,6 +103,14 @@ def is_reserved_env(name: str) -> bool:
     return name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES) or name in NEVER_INHERITED_ENV \
         or name.startswith(NEVER_INHERITED_PREFIXES)
 
+class JobSource(_Model):
+    """Where a job came from when it was sent in another platform's format (hive-lab_server.formats)."""
+
+    format: Literal["openpai-v1", "openpai-v2", "sbatch", "kubernetes", "volcano"]
+    original: Any = Field(description="the document as sent (OpenPAI secrets masked)")
+    not_applied: list[str] = Field(default_factory=list, description="what hive-lab did not apply, each with why")
+    runtime: dict[str, Any] = Field(default_factory=dict, description="what the platform's task variables need")
+
 
 class JobSpec(_Model):
     name: Annotated[str, Field(min_length=1, max_length=128)] = "job"
@@ -138,6 +146,8 @@ class JobSpec(_Model):
     # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)
     min_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
     max_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+    # set by formats.read_job for a job sent as an OpenPAI job, an sbatch script or a Kubernetes manifest
+    source: JobSource | None = None
 
     @field_validator("env")
     @classmethod
@@ -247,11 +257,22 @@ class JobSpec(_Model):
 
 
 # ---------------------------------------------------------------------------------------------
-# OpenPAI form (protocol v1 style: jobName, image, taskRoles[...])
+# OpenPAI's protocol v1 as OpenPAI documented it: the OpenAPI document's schema for it. Requests in
+# this form (and v2, sbatch, Kubernetes) are read by hive_lab_server.formats (formats/openpai_v1.py).
+
+
+class PaiPort(_Model):
+    label: str
+    beginAt: int = 0
+    portNumber: int = 1
 
 
 class PaiTaskRole(_Model):
     name: Annotated[str, Field(pattern=NAME_RE)] = "main"
+    shmMB: int | None = None
+    portList: list[PaiPort] = Field(default_factory=list)
+    minFailedTaskCount: int | None = None
+    minSucceededTaskCount: int | None = None
     taskNumber: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
     cpuNumber: Annotated[float, Field(ge=0, le=100000)] = 1
     memoryMB: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
@@ -268,47 +289,18 @@ class PaiTaskRole(_Model):
 class PaiJob(_Model):
     jobName: Annotated[str, Field(min_length=1, max_length=128)]
     image: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    dataDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    outputDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    codeDir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    virtualCluster: Annotated[str, Field(min_length=1, max_length=128)] | None = None
-    retryCount: Annotated[int, Field(ge=0, le=100, strict=True)] = 0
+    authFile: str | None = None
+    dataDir: Annotated[str, Field(max_length=4096)] | None = None
+    outputDir: Annotated[str, Field(max_length=4096)] | None = None
+    codeDir: Annotated[str, Field(max_length=4096)] | None = None
+    virtualCluster: Annotated[str, Field(max_length=128)] | None = None
+    gpuType: str | None = None
+    retryCount: Annotated[int, Field(ge=-2, strict=True)] = 0
+    killAllOnCompletedTaskNumber: int | None = None
+    extras: dict[str, Any] = Field(default_factory=dict)
     jobPriority: Priority = 0
     taskRoles: Annotated[list[PaiTaskRole], Field(min_length=1, max_length=64)]
-    jobEnvs: dict[str, str] = Field(default_factory=dict)
-
-    def to_native(self) -> dict[str, Any]:
-        return {
-            "name": self.jobName,
-            "vc": self.virtualCluster,
-            "priority": self.jobPriority,
-            "image": self.image,
-            "data_dir": self.dataDir,
-            "output_dir": self.outputDir,
-            "working_dir": self.codeDir,
-            **({"max_retries": self.retryCount} if "retryCount" in self.model_fields_set else {}),
-            "env": dict(self.jobEnvs),
-            "tasks": [
-                {
-                    "name": r.name,
-                    "count": r.taskNumber,
-                    "gpus": r.gpuNumber,
-                    "gpu_type": r.gpuType,
-                    "cpus": r.cpuNumber,
-                    "memory_mb": r.memoryMB,
-                    "command": r.command,
-                }
-                for r in self.taskRoles
-            ],
-        }
-
-
-_PAI_FIELD = {
-    "name": "jobName", "vc": "virtualCluster", "priority": "jobPriority", "data_dir": "dataDir",
-    "output_dir": "outputDir", "working_dir": "codeDir", "max_retries": "retryCount", "env": "jobEnvs",
-    "tasks": "taskRoles", "count": "taskNumber", "gpus": "gpuNumber", "gpu_type": "gpuType",
-    "cpus": "cpuNumber", "memory_mb": "memoryMB",
-}
+    jobEnvs: dict[str, Any] = Field(default_factory=dict)
 
 
 def _loc_to_field(loc: tuple[Any, ...]) -> str:
@@ -334,7 +326,7 @@ def _error_from_validation(exc: ValidationError, model: type[BaseModel]) -> Spec
         parent = model
         allowed = sorted(parent.model_fields)
         if len(loc) >= 2 and loc[0] in ("tasks", "taskRoles"):
-            allowed = sorted((TaskSpec if model is JobSpec else PaiTaskRole).model_fields)
+            allowed = sorted(TaskSpec.model_fields)
         return SpecError(f"{field}: unknown field; remove it (allowed fields: {', '.join(allowed)})", field)
     if kind == "missing":
         return SpecError(f"{field}: this field is required; add it", field)
@@ -392,33 +384,16 @@ def _bad_text(value: Any, path: str = "") -> tuple[str, str] | None:
 
 
 def parse_job_spec(body: Any) -> JobSpec:
-    """Validate a request body (native or OpenPAI form) into a JobSpec."""
+    """Validate a request body (hive-lab's JobSpec, or a document ``formats`` reads) into a JobSpec."""
     if not isinstance(body, dict):
         raise SpecError("send a JSON object describing the job (see spec.yaml: JobSpec)", None)
     bad = _bad_text(body)
     if bad:
         raise SpecError(f"{bad[0]}: {bad[1]}", bad[0])
-    if "jobName" in body or "taskRoles" in body:
-        try:
-            pai = PaiJob.model_validate(body)
-        except ValidationError as exc:
-            raise _error_from_validation(exc, PaiJob) from None
-        native = pai.to_native()
-        try:
-            return JobSpec.model_validate(native)
-        except SpecError as exc:
-            field = exc.field
-            if field:
-                for k, v in _PAI_FIELD.items():
-                    field = re.sub(rf"\b{k}\b", v, field)
-            raise SpecError(exc.message.replace(exc.field or "\0", field or ""), field) from None
-        except ValidationError as exc:
-            err = _error_from_validation(exc, JobSpec)
-            field = err.field
-            if field:
-                for k, v in _PAI_FIELD.items():
-                    field = re.sub(rf"\b{k}\b", v, field)
-            raise SpecError(err.message.replace(err.field or "\0", field or ""), field) from None
+    from . import formats  # the other platforms' formats (they import this module)
+
+    if formats.detect(body) != "hive-lab":
+        return formats.from_document(body)
     try:
         return JobSpec.model_validate(body)
     except SpecError:

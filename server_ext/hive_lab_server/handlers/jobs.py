@@ -16,8 +16,10 @@ from ..isolation.job_files import UnsafePath, list_outputs, open_output, read_lo
 from ..job_state import STATE_NAMES
 from ..launchers.base import UnsupportedSpec
 from ..service import ServiceError, task_names
-from ..spec import SpecError, parse_job_spec
-from .base import HiveError, HiveHandler
+from .. import formats
+from ..formats.secrets import seal
+from ..spec import SpecError
+from .base import MAX_JSON_DEPTH, HiveError, HiveHandler, json_depth
 
 
 
@@ -49,20 +51,35 @@ class JobsHandler(HiveHandler):
         self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
                                                                 offset=offset, private_for=caller.sees_private))
 
+    def job_spec(self):
+        """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or
+        Volcano manifest (YAML/JSON), an sbatch script (text/plain) as ``formats`` reads them."""
+        try:
+            doc = formats.read_body(self.request.body or b"", self.request.headers.get("Content-Type"))
+            if json_depth(doc) > MAX_JSON_DEPTH:
+                raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels")
+            return formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root))
+        except RecursionError:
+            raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels") from None
+        except SpecError as exc:
+            raise HiveError(400, exc.message, exc.field) from None
+
     @web.authenticated
     @authorized
     async def post(self) -> None:
         caller = self.caller()
-        try:
-            spec = parse_job_spec(self.json_body())
-        except SpecError as exc:
-            raise HiveError(400, exc.message, exc.field) from None
+        spec = self.job_spec()
         vcs = self.hive.access.all_vcs
         vc = spec.vc
+        if vc == "@default":  # a platform's "default" VC/queue/partition: the one this caller gets by default
+            vc = "default" if "default" in vcs else None
+            spec = spec.model_copy(update={"vc": vc})
         if vc is None:
             if not caller.vcs:
                 raise HiveError(403, f"user {caller.user} may not submit to any VC; ask an admin to map them in HiveLabApp.vc_access", "vc")
             vc = caller.vcs[0]
+            if spec.source is not None:  # the job's platform variables name its VC
+                spec = spec.model_copy(update={"vc": vc})
         elif vc not in vcs:
             raise HiveError(400, f"vc: VC {vc!r} does not exist; use one of: {', '.join(vcs)}", "vc")
         if not caller.may_submit(vc):

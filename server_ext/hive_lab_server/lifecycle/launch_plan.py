@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
+from ..formats.runtime_env import platform_env
+from ..formats.secrets import unseal
 from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from ..isolation.safe_files import UnsafePath
 from ..staging import private_dir, write_beneath
@@ -122,10 +124,15 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
     if master_port is None:
         master_port = free_port() if len(placement) > 1 else 0
     tasks = []
+    # a job sent in another platform's format gets that platform's variables, and its secrets in clear
+    platform = platform_env(job.spec, placement, launcher.host_address, free_port)
+    secrets = unseal(job.spec.get("env", {}), jobs_root)
     for p in placement:
         group = groups.get(p.group, {})
         uuids = tuple(gpu_uuids.get((p.node, g)) or "" for g in p.gpus)
         env = task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port, gpu_type)
+        env.update(platform.get(p.task, {}))
+        env.update(secrets)
         grant = grant_for(job, p) if grant_for is not None else None
         if grant is not None:
             env.update(share_env(grant))
