@@ -19,6 +19,7 @@ from hive_lab_server.isolation import cgroups
 from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.local import LocalLauncher
 from hive_lab_server.staging import private_dir
+from waiting import wait_until_async
 
 A, B = ACCOUNTS
 
@@ -59,15 +60,6 @@ async def _exit(launcher, timeout=60, job_id=None):
             return exits[0]
         await asyncio.sleep(0.05)
     raise AssertionError("the task did not end")
-
-
-async def _until(predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
 
 
 def _log(jobs_root, job_id) -> str:
@@ -118,7 +110,7 @@ async def test_one_student_cannot_read_or_signal_anothers_job(jobs_root, unix_ac
     launcher = _launcher(jobs_root)
     await launcher.start(_request(launcher, jobs_root, "j-a", A, 'echo secret-of-a > "$HIVE_OUTPUT_DIR/result"; sleep 300',
                                   ))
-    assert await _until(lambda: (jobs_root / "j-a" / "output" / "result").exists())
+    await wait_until_async(lambda: (jobs_root / "j-a" / "output" / "result").exists())
     a_pids = [p.pid for p in psutil.Process(launcher._tasks["j-a"]["main-0"].pid).children(recursive=True)
               if p.uids().real == unix_accounts[A].pw_uid]
     assert a_pids
@@ -144,7 +136,7 @@ async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):
     e = await _exit(launcher)
     assert e.exit_code == 0
     pid = int(re.search(r"daemon=(\d+)", _log(jobs_root, "j-d")).group(1))
-    assert await _until(lambda: _gone(pid)), "the setsid daemon outlived its job"
+    await wait_until_async(lambda: _gone(pid), "the setsid daemon to die with its job")
     cg = launcher.cgroup("j-d", "main-0")
     assert not any(d.exists() for d in cg.dirs.values())  # the cgroup is removed
 
@@ -152,11 +144,11 @@ async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):
 async def test_setsid_daemon_dies_when_the_job_is_cancelled(jobs_root, unix_accounts):
     launcher = _launcher(jobs_root)
     await launcher.start(_request(launcher, jobs_root, "j-c", A, 'setsid sleep 300 & echo "daemon=$!"; sleep 300'))
-    assert await _until(lambda: "daemon=" in _log(jobs_root, "j-c"))
+    await wait_until_async(lambda: "daemon=" in _log(jobs_root, "j-c"))
     pid = int(re.search(r"daemon=(\d+)", _log(jobs_root, "j-c")).group(1))
     assert psutil.Process(pid).uids().real == unix_accounts[A].pw_uid
     await launcher.stop("j-c", grace_s=0.5)
-    assert await _until(lambda: _gone(pid)), "the setsid daemon outlived the cancel"
+    await wait_until_async(lambda: _gone(pid), "the setsid daemon to die with the cancel")
     await _exit(launcher)
 
 
@@ -166,7 +158,7 @@ async def test_cpu_and_memory_requests_are_cgroup_limits(jobs_root, unix_account
         pytest.skip("no writable cgroup hierarchy here")
     await launcher.start(_request(launcher, jobs_root, "j-lim", A, "sleep 300", memory_mb=64, cpus=0.5))
     cg = launcher.cgroup("j-lim", "main-0")
-    assert await _until(lambda: len(cg.pids()) >= 2)
+    await wait_until_async(lambda: len(cg.pids()) >= 2)
     if cg.version == "v1":
         assert int((cg.dirs["memory"] / "memory.limit_in_bytes").read_text()) == 64 * 2**20
         assert int((cg.dirs["cpu"] / "cpu.cfs_quota_us").read_text()) == 50000
@@ -214,7 +206,7 @@ async def test_log_size_limit_with_a_truncation_note(jobs_root, unix_accounts):
                                   "i=0; while [ $i -lt 200 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done; echo done >&2"))
     assert (await _exit(launcher)).exit_code == 0
     path = jobs_root / "j-log" / "logs" / "main-0.log"
-    assert await _until(lambda: "truncated" in path.read_text())  # the copier finishes after the task
+    await wait_until_async(lambda: "truncated" in path.read_text())  # the copier finishes after the task
     text = path.read_text()
     assert text.startswith("0123456789") and "log truncated at 1000 bytes" in text and "done" not in text
     assert 1000 < len(text.encode()) < 1300
