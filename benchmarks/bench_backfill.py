@@ -1,6 +1,6 @@
 """Backfill's effect on queueing: the Philly sample replayed under the core's three ways of queueing.
 
-    .venv/bin/python benchmarks/bench_backfill.py [--trace ../shared/traces/philly-dev.csv] [--time-scale 0.03]
+    .venv/bin/python benchmarks/bench_backfill.py [--trace scheduler/hive_scheduler/sim/data/philly-dev.csv] [--time-scale 0.03]
                                                    [--cluster philly] [--overflow]
 
 Rows: ``skip`` (the default: jobs that fit pass one that does not), ``strict`` (reservations, nobody
@@ -19,6 +19,7 @@ import time
 
 from hive_scheduler import load_cluster_config
 from hive_scheduler.sim import load_trace, simulate
+from hive_scheduler.sim.samples import PHILLY_DEV
 
 
 def pct(xs, q):
@@ -37,7 +38,7 @@ def fmt(s: float) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", default="../shared/traces/philly-dev.csv")
+    ap.add_argument("--trace", default=PHILLY_DEV)
     ap.add_argument("--cluster", default="philly")
     ap.add_argument("--time-scale", type=float, default=0.03)
     ap.add_argument("--overflow", action="store_true")

@@ -1,4 +1,4 @@
-"""Wall time of the simulator replaying ../shared/traces/philly-dev.csv on the philly model.
+"""Wall time of the simulator replaying the shipped philly-dev.csv (hive_scheduler/sim/data/) on the philly model.
 
     .venv/bin/python benchmarks/bench_simulate.py [--trace PATH] [--policies hived,quota,fifo] [--repeat 3]
         [--target S] [--anomaly] [--no-overflow]
@@ -23,9 +23,10 @@ import time
 
 from hive_scheduler import load_cluster_config
 from hive_scheduler.sim import load_trace, simulate
+from hive_scheduler.sim.samples import PHILLY_DEV
 
 TARGET_S = 5.0
-DEFAULT_TRACE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces", "philly-dev.csv")
+DEFAULT_TRACE = PHILLY_DEV
 
 
 def main(argv: list[str] | None = None) -> int:

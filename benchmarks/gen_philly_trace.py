@@ -19,8 +19,9 @@ import os
 import random
 import sys
 
-DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "traces",
-                              "philly-dev.csv")
+from hive_scheduler.sim.samples import PHILLY_DEV
+
+DEFAULT_SOURCE = PHILLY_DEV
 COLUMNS = ("job_id", "submit_time_s", "duration_s", "num_gpus", "gpu_type", "vc", "user", "status")
 
 

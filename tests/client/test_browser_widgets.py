@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -45,17 +46,6 @@ def green_pixels(locator) -> int:
 
     image = Image.open(io.BytesIO(locator.screenshot())).convert("RGB")
     return sum(1 for r, g, b in image.getdata() if abs(r - 44) < 12 and abs(g - 160) < 12 and abs(b - 44) < 12)
-
-
-def eventually(check, timeout=20.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def run_all(page):
@@ -115,9 +105,9 @@ def test_dashboard_and_submit_render_in_jupyterlab(lab_server, browser):
         assert r.status_code == 201, r.text
         job_id = r.json()["id"]
         lab_server.wait_for_job(job_id, "running")
-        assert eventually(lambda: green_pixels(canvas) > 200), "the heatmap did not show the running job"
+        wait_until(lambda: green_pixels(canvas) > 200, "the heatmap to show the running job")
         lab_server.request("DELETE", f"jobs/{job_id}")
-        assert eventually(lambda: green_pixels(canvas) == 0), "the heatmap did not show the GPUs freed"
+        wait_until(lambda: green_pixels(canvas) == 0, "the heatmap to show the GPUs freed")
         # every widget got a view (a missing BokehJS shows up as exactly this)
         assert not [m for m in console if "Could not create a view" in m], console
     finally:

@@ -4,10 +4,10 @@ live against a real server whose GPU sampler reads the fake NVML backend (no GPU
 
 from __future__ import annotations
 
-import time
 
 from fixtures.fake_nvml import add_fault
 from hive_lab.widgets import GpuUsageView, HeatmapView
+from waiting import wait_until
 
 
 def cluster(readings: dict[int, tuple], owner: dict[int, tuple[str, str]]) -> dict:
@@ -83,18 +83,6 @@ def test_the_heatmap_names_no_node_where_cells_are_tiny():
     assert not view.labels.visible
 
 
-def eventually(check, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return True
-        except Exception:  # noqa: BLE001
-            pass
-        time.sleep(0.05)
-    return False
-
-
 def test_live_charts_follow_the_samplers_readings(live_server_factory, fake_hardware):
     from hive_lab import Client
 
@@ -112,13 +100,13 @@ def test_live_charts_follow_the_samplers_readings(live_server_factory, fake_hard
     add_fault(hw, {"at": 0, "gpu": gpu, "utilization": 64, "memory_used_mb": 6144})
     view = GpuUsageView(ann, interval_s=0.2)
     try:
-        assert eventually(lambda: view.util_source.data["ys"] and view.util_source.data["ys"][0][-1:] == [64])
+        wait_until(lambda: view.util_source.data["ys"] and view.util_source.data["ys"][0][-1:] == [64], ignoring=(Exception,))
         assert view.me == "ann" and view.util_source.data["gpu"] == [f"ws #{gpu}"]
         assert view.util_source.data["job"] == [job["id"]]
         assert view.mem_source.data["ys"][0][-1] == 6.0
         # no event happens now: the view polls, and the next reading shows up
         add_fault(hw, {"at": 0, "gpu": gpu, "utilization": 12, "memory_used_mb": 6144})
-        assert eventually(lambda: view.util_source.data["ys"][0][-1] == 12)
+        wait_until(lambda: view.util_source.data["ys"][0][-1] == 12, ignoring=(Exception,))
         assert len(view.util_source.data["xs"][0]) >= 2
     finally:
         view.stop()

@@ -12,7 +12,6 @@ import json
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from fixtures.live_server import LiveServer
 
 from hive_lab import Client
 from hive_lab.errors import BadRequest, Conflict, Forbidden
+from waiting import wait_until
 
 MIXED = {
     "physicalCluster": {
@@ -66,14 +66,13 @@ def submit(client: Client, name: str, **extra) -> dict:
 
 
 def wait_for(client: Client, job_id: str, cond, what: str, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.job(job_id)
-        if cond(job):
-            return job
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {job_id} to be {what}; it is {job.get('state')}")
-        time.sleep(0.05)
+    last: dict = {}
+
+    def reached():
+        last.update(client.job(job_id))
+        return dict(last) if cond(last) else None
+
+    return wait_until(reached, lambda: f"{job_id} to be {what}; it is {last.get('state')}", timeout=timeout)
 
 
 def state_is(state: str):

@@ -1,24 +1,11 @@
 """The ipywidgets views fed by a REAL server and its event stream."""
 
-import time
 
 from bokeh.models import GlyphRenderer, Rect
 
 from hive_lab.widgets import Dashboard, HeatmapView, QueueView, VCUsageView
 from hive_lab.widgets.shaping import STATE_COLORS
-
-
-def eventually(check, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if check():
-                return True
-        except Exception:  # noqa: BLE001
-            pass
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+from waiting import wait_until
 
 
 def test_views_follow_the_event_stream(ann):
@@ -30,20 +17,20 @@ def test_views_follow_the_event_stream(ann):
         rect = next(r for r in heatmap.model._document.select({"type": GlyphRenderer})
                     if isinstance(r.glyph, Rect) and r.data_source is heatmap.source)
         assert len(rect.data_source.data["x"]) == 4
-        assert eventually(lambda: heatmap.source.data["color"].count(STATE_COLORS["free"]) == 4)
+        wait_until(lambda: heatmap.source.data["color"].count(STATE_COLORS["free"]) == 4, ignoring=(Exception,))
         job = ann.submit({"name": "w", "vc": "default", "command": "sleep 30",
                           "tasks": [{"name": "main", "count": 1, "gpus": 2}]})
         # the queue gets the job from the event stream, the heatmap and VC bars refetch (debounced)
-        assert eventually(lambda: {r["id"]: r["state"] for r in queue.rows}.get(job["id"]) == "running")
+        wait_until(lambda: {r["id"]: r["state"] for r in queue.rows}.get(job["id"]) == "running", ignoring=(Exception,))
         assert job["id"] in queue.cancel_buttons
-        assert eventually(lambda: heatmap.source.data["color"].count(STATE_COLORS["used"]) == 2)
+        wait_until(lambda: heatmap.source.data["color"].count(STATE_COLORS["used"]) == 2, ignoring=(Exception,))
         used = [i for i, j in enumerate(heatmap.source.data["job"]) if j == job["id"]]
         assert len(used) == 2 and all(heatmap.source.data["user"][i] == "ann" for i in used)
-        assert eventually(lambda: {r["name"]: r["used"] for r in vcs.rows}["default"] == 2)
+        wait_until(lambda: {r["name"]: r["used"] for r in vcs.rows}["default"] == 2, ignoring=(Exception,))
         # the cancel button cancels, and the view shows it
         queue.cancel_buttons[job["id"]].click()
-        assert eventually(lambda: {r["id"]: r["state"] for r in queue.rows}[job["id"]] == "cancelled")
-        assert eventually(lambda: heatmap.source.data["color"].count(STATE_COLORS["free"]) == 4)
+        wait_until(lambda: {r["id"]: r["state"] for r in queue.rows}[job["id"]] == "cancelled", ignoring=(Exception,))
+        wait_until(lambda: heatmap.source.data["color"].count(STATE_COLORS["free"]) == 4, ignoring=(Exception,))
         # details on click
         queue.show_details(job["id"])
         assert "cancelled" in queue.details.value

@@ -7,7 +7,6 @@ import pathlib
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -15,18 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fixtures.fake_nvml import add_fault
 from hive_lab_server.hardware.fake_nvml import write_description
+from waiting import wait_until
 
 DASHBOARD = pathlib.Path(__file__).parents[2] / "monitoring" / "grafana-dashboard.json"
-
-
-def wait_until(check, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def gpus(srv):
@@ -106,8 +96,11 @@ def test_fault_during_running_job(hw_server):
 
     # the bad GPU is never given out, however many jobs wait
     others = [submit(srv) for _ in range(3)]
-    time.sleep(1.5)  # several sampling rounds and scheduling passes
-    views = [srv.request("GET", f"jobs/{j}", user="ann").json() for j in others]
+    # two of them take the two good free GPUs; the third is considered and left waiting (its reason set),
+    # not given the bad one
+    views = wait_until(lambda: (lambda v: v if [j["state"] for j in v] == ["running", "running", "queued"]
+                                and v[-1].get("reason") else None)(
+        [srv.request("GET", f"jobs/{j}", user="ann").json() for j in others]), what="two running, one waiting")
     assert bad not in {gpu_of(j) for j in views + [retried] if j["state"] == "running"}
     assert views[-1]["state"] == "queued"
 

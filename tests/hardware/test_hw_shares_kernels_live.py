@@ -12,12 +12,12 @@ import logging
 import os
 import subprocess
 import sys
-import time
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from fixtures.fake_nvml import add_fault
+from waiting import wait_until_async
 
 STUDENTS = [f"student{i}" for i in range(5)]
 PROBE = ("import os; print('SEES=' + os.environ['CUDA_VISIBLE_DEVICES'], 'BUDGET=' + os.environ['HIVE_GPU_MEMORY_MB'], "
@@ -42,17 +42,6 @@ async def run_code(km: AsyncKernelManager, code: str, timeout: float = 120) -> s
         return "".join(out)
     finally:
         kc.stop_channels()
-
-
-async def until(check, what: str, timeout: float = 90):
-    """Wait (off the event loop for blocking checks) until ``check()`` is truthy; returns its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
 
 
 def field(out: str, name: str) -> str:
@@ -123,7 +112,7 @@ async def test_four_quarter_gpu_kernels_share_one_gpu_the_fifth_waits_and_a_memo
             got = {x["job"]: x["utilization"] for x in g["shares"]}
             return got if got[ids[STUDENTS[0]]] == 40 else None
 
-        utils = await until(share_utils, "the shares' utilisation in the cluster view")
+        utils = await wait_until_async(share_utils, "the shares' utilisation in the cluster view", timeout=90, in_thread=True)
         assert utils == {ids[STUDENTS[0]]: 40, ids[STUDENTS[1]]: 15, ids[STUDENTS[2]]: None, ids[STUDENTS[3]]: None}
         metrics = srv.request("GET", "metrics").text
         series = [line for line in metrics.splitlines() if line.startswith("hive_lab_job_gpu_share_utilization_percent{")]
@@ -134,20 +123,20 @@ async def test_four_quarter_gpu_kernels_share_one_gpu_the_fifth_waits_and_a_memo
         # student0's kernel grows past its budget (NVML's per-process memory of the kernel's process)
         add_fault(hw, {"at": 0, "gpu": 0, "memory_used_mb": 9000,
                        "processes": [{"pid": pids[STUDENTS[0]], "used_memory_mb": 9000}]})
-        hog = await until(lambda: (lambda j: j if j["state"] == "cancelled" else None)(job(ids[STUDENTS[0]], STUDENTS[0])),
-                          "the memory hog's kernel to be stopped")
+        hog = await wait_until_async(lambda: (lambda j: j if j["state"] == "cancelled" else None)(job(ids[STUDENTS[0]], STUDENTS[0])),
+                          "the memory hog's kernel to be stopped", timeout=90, in_thread=True)
         history = [h["reason"] for h in hog["history"]]
         warned = [h for h in history if h.startswith("warning: its GPU share uses 9000 MB")]
         assert warned and "over its budget of 6141 MB" in warned[0], history
         assert history.index(warned[0]) < len(history) - 1  # told before it was stopped
         assert "stopped: its GPU share used 9000 MB of GPU memory, over its budget of 6141 MB" in hog["reason"]
-        deadline = time.monotonic() + 90
-        while await kms[STUDENTS[0]].is_alive():
-            assert time.monotonic() < deadline, "the stopped kernel still looks alive"
-            await asyncio.sleep(0.2)
+        async def hog_kernel_gone():
+            return not await kms[STUDENTS[0]].is_alive()
+
+        await wait_until_async(hog_kernel_gone, "the stopped kernel to look dead", timeout=90)
 
         # the fifth kernel takes the freed quarter and runs; the well-behaved kernels were not disturbed
-        await until(lambda: job(ids[STUDENTS[4]], STUDENTS[4])["state"] == "running", "the fifth kernel to start")
+        await wait_until_async(lambda: job(ids[STUDENTS[4]], STUDENTS[4])["state"] == "running", "the fifth kernel to start", timeout=90, in_thread=True)
         out = await run_code(fifth, PROBE)
         assert (field(out, "SEES"), field(out, "BUDGET")) == (gpu["uuid"], "6141")
         assert "in the queue for its GPUs: " + reason in out  # its first cell says it waited, and why

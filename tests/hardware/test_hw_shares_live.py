@@ -6,7 +6,7 @@ reason, and the fifth starts in its place."""
 import pathlib
 
 from fixtures.fake_nvml import add_fault
-from test_hw_live import wait_until
+from waiting import wait_until
 
 STUDENTS = [f"student{i}" for i in range(5)]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pwd
 import re
-import time
 
 import psutil
 import pytest
 from hub_people import ANN, BOB, IVY
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -43,10 +43,7 @@ def log(hub, job_id, user):
 
 
 def wait(hub, job_id, done, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"job {job_id}: {what} did not happen; job: {job(hub, job_id)}"
-        time.sleep(0.05)
+    wait_until(done, lambda: f"job {job_id}: {what}; job: {job(hub, job_id)}", timeout=timeout)
 
 
 def finished(hub, job_id):

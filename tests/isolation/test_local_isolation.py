@@ -20,6 +20,7 @@ from hive_lab_server.isolation import cgroups
 from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.local import LocalLauncher
 from hive_lab_server.staging import private_dir
+from waiting import wait_until_async
 
 A, B = ACCOUNTS
 
@@ -60,15 +61,6 @@ async def _exit(launcher, timeout=60, job_id=None):
             return exits[0]
         await asyncio.sleep(0.05)
     raise AssertionError("the task did not end")
-
-
-async def _until(predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return predicate()
 
 
 def _log(jobs_root, job_id) -> str:
@@ -126,7 +118,7 @@ async def test_one_student_cannot_read_or_signal_anothers_job(jobs_root, unix_ac
     launcher = _launcher(jobs_root)
     await launcher.start(_request(launcher, jobs_root, "j-a", A, 'echo secret-of-a > "$HIVE_OUTPUT_DIR/result"; sleep 300',
                                   ))
-    assert await _until(lambda: (jobs_root / "j-a" / "output" / "result").exists())
+    await wait_until_async(lambda: (jobs_root / "j-a" / "output" / "result").exists())
     a_pids = [p.pid for p in psutil.Process(launcher._tasks["j-a"]["main-0"].pid).children(recursive=True)
               if p.uids().real == unix_accounts[A].pw_uid]
     assert a_pids
@@ -150,10 +142,10 @@ async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):
     launcher = _launcher(jobs_root)
     uid = unix_accounts[A].pw_uid
     await launcher.start(_request(launcher, jobs_root, "j-d", A, 'setsid sleep 3011 & sleep 0.2; echo started; exit 0'))
-    assert await _until(lambda: "started" in _log(jobs_root, "j-d") or _host_pids(uid, "sleep", "3011"))
+    await wait_until_async(lambda: "started" in _log(jobs_root, "j-d") or _host_pids(uid, "sleep", "3011"))
     e = await _exit(launcher)
     assert e.exit_code == 0
-    assert await _until(lambda: not _host_pids(uid, "sleep", "3011")), "the setsid daemon outlived its job"
+    await wait_until_async(lambda: not _host_pids(uid, "sleep", "3011"), "the setsid daemon outlived its job")
     cg = launcher.cgroup("j-d", "main-0")
     assert not any(d.exists() for d in cg.dirs.values())  # the cgroup is removed
 
@@ -161,10 +153,10 @@ async def test_setsid_daemon_dies_when_the_job_ends(jobs_root, unix_accounts):
 async def test_setsid_daemon_dies_when_the_job_is_cancelled(jobs_root, unix_accounts):
     launcher = _launcher(jobs_root)
     await launcher.start(_request(launcher, jobs_root, "j-c", A, 'setsid sleep 3012 & sleep 300'))
-    assert await _until(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3012"))
+    await wait_until_async(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3012"))
     (pid,) = _host_pids(unix_accounts[A].pw_uid, "sleep", "3012")
     await launcher.stop("j-c", grace_s=0.5)
-    assert await _until(lambda: _gone(pid)), "the setsid daemon outlived the cancel"
+    await wait_until_async(lambda: _gone(pid), "the setsid daemon to die with the cancel")
     await _exit(launcher)
 
 
@@ -174,7 +166,7 @@ async def test_cpu_and_memory_requests_are_cgroup_limits(jobs_root, unix_account
         pytest.skip("no writable cgroup hierarchy here")
     await launcher.start(_request(launcher, jobs_root, "j-lim", A, "sleep 300", memory_mb=64, cpus=0.5))
     cg = launcher.cgroup("j-lim", "main-0")
-    assert await _until(lambda: len(cg.pids()) >= 2)
+    await wait_until_async(lambda: len(cg.pids()) >= 2)
     if cg.version == "v1":
         assert int((cg.dirs["memory"] / "memory.limit_in_bytes").read_text()) == 64 * 2**20
         assert int((cg.dirs["cpu"] / "cpu.cfs_quota_us").read_text()) == 50000
@@ -284,7 +276,7 @@ async def test_a_task_sees_only_its_own_processes(jobs_root, unix_accounts):
     student's command lines."""
     launcher = _launcher(jobs_root)
     await launcher.start(_request(launcher, jobs_root, "j-secret", A, "sleep 3013 # --api-key=secret-of-a"))
-    assert await _until(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3013"))
+    await wait_until_async(lambda: _host_pids(unix_accounts[A].pw_uid, "sleep", "3013"))
     probe = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; echo done"
     await launcher.start(_request(launcher, jobs_root, "j-look", B, probe))
     assert (await _exit(launcher, job_id="j-look")).exit_code == 0
@@ -301,7 +293,7 @@ async def test_log_size_limit_with_a_truncation_note(jobs_root, unix_accounts):
                                   "i=0; while [ $i -lt 200 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done; echo done >&2"))
     assert (await _exit(launcher)).exit_code == 0
     path = jobs_root / "j-log" / "logs" / "main-0.log"
-    assert await _until(lambda: "truncated" in path.read_text())  # the copier finishes after the task
+    await wait_until_async(lambda: "truncated" in path.read_text())  # the copier finishes after the task
     text = path.read_text()
     assert text.startswith("0123456789") and "log truncated at 1000 bytes" in text and "done" not in text
     assert 1000 < len(text.encode()) < 1300

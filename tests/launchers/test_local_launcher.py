@@ -3,9 +3,7 @@ tasks again from a fresh launcher instance (what a restarted server does)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 
 import psutil
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from hive_lab_server.launchers import make_launcher
 from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.local import LocalLauncher
+from waiting import wait_until_async
 
 
 def _request(tmp_path, job_id, commands, env=None):
@@ -28,13 +27,24 @@ def _request(tmp_path, job_id, commands, env=None):
     return LaunchRequest(job_id=job_id, user="ann", kind="batch", tasks=tasks)
 
 
-async def _wait_exits(launcher, n, timeout=10):
+async def _wait_exits(launcher, n):
+    """The exits ``launcher.poll()`` reports, collected until there are ``n``."""
     out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += await launcher.poll()
-        await asyncio.sleep(0.02)
+
+    async def enough():
+        out.extend(await launcher.poll())
+        return len(out) >= n
+
+    await wait_until_async(enough, f"{n} task exits")
     return out
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone or a zombie (this test process is its parent and has not reaped it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_make_launcher_resolves_builtin_and_import_path(tmp_path):
@@ -67,20 +77,18 @@ async def test_secrets_are_not_inherited(tmp_path, monkeypatch):
 
 async def test_stop_sends_sigterm_then_sigkill(tmp_path):
     launcher = LocalLauncher(tmp_path / "state")
-    polite = "trap 'echo got-term; exit 0' TERM; while true; do sleep 0.05; done"
-    stubborn = "trap 'echo ignoring-term' TERM; while true; do sleep 0.05; done"
+    polite = "trap 'echo got-term; exit 0' TERM; echo ready; while true; do sleep 0.05; done"
+    stubborn = "trap 'echo ignoring-term' TERM; echo ready; while true; do sleep 0.05; done"
     await launcher.start(_request(tmp_path, "p", [polite]))
     await launcher.start(_request(tmp_path, "s", [stubborn]))
-    await asyncio.sleep(0.3)
-    t0 = time.monotonic()
+    for job in ("p", "s"):  # the traps are set
+        log = tmp_path / job / "logs" / "main-0.log"
+        await wait_until_async(lambda: log.exists() and "ready" in log.read_text(), f"{job}'s trap")
     await launcher.stop("p", grace_s=5)
-    assert time.monotonic() - t0 < 3  # it left on SIGTERM, no need to wait for the grace
-    t0 = time.monotonic()
     await launcher.stop("s", grace_s=0.5)
-    assert time.monotonic() - t0 >= 0.5
     exits = {e.job_id: e for e in await _wait_exits(launcher, 2)}
-    assert exits["p"].exit_code == 0
-    assert exits["s"].exit_code == 137  # SIGKILL
+    assert exits["p"].exit_code == 0  # it left on SIGTERM, no SIGKILL after the grace
+    assert exits["s"].exit_code == 137  # SIGKILL once the grace ran out
     assert "got-term" in (tmp_path / "p" / "logs" / "main-0.log").read_text()
     assert "ignoring-term" in (tmp_path / "s" / "logs" / "main-0.log").read_text()
 
@@ -91,7 +99,8 @@ async def test_tasks_outlive_the_launcher_and_are_found_again(tmp_path):
     go = tmp_path / "go"
     await first.start(_request(tmp_path, "j1", [f"while [ ! -e {go} ]; do sleep 0.05; done; exit 7"]))
     await first.start(_request(tmp_path, "j2", ["exit 5"]))
-    await asyncio.sleep(0.5)
+    j2 = first._tasks["j2"]["main-0"].pid
+    await wait_until_async(lambda: _ended(j2), "j2 to end")
     del first  # the "server" is gone; its children keep running in their own sessions
 
     second = LocalLauncher(state)

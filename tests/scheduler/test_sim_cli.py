@@ -9,9 +9,11 @@ import sys
 
 import pytest
 
+from hive_scheduler.sim import samples
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HIVE_LAB = REPO / ".venv" / "bin" / "hive-lab"
-PHILLY_DEV = REPO / ".." / "shared" / "traces" / "philly-dev.csv"
+PHILLY_DEV = pathlib.Path(samples.PHILLY_DEV)
 
 
 def hive_lab(*args: str, cwd: pathlib.Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -171,10 +173,13 @@ def test_anomaly_against_private_per_vc_table_and_json(tmp_path):
     assert off["anomaly_reference"] is None and off["policies"]["quota"]["sharing_anomaly_s"] is None
 
 
-def test_trace_path_relative_to_the_repo_root_is_how_ci_refers_to_it():
+def test_the_philly_sample_ships_inside_the_repository_with_its_licence():
     proc = hive_lab("simulate", "--help")
     assert proc.returncode == 0 and "--trace" in proc.stdout and "--grace" in proc.stdout
-    assert PHILLY_DEV.exists(), "CI runs with ../shared beside the repository"
+    assert REPO in PHILLY_DEV.resolve().parents, "a clone of the repository alone must hold the tests' data"
+    assert len(PHILLY_DEV.read_text().splitlines()) == 2001
+    note = (PHILLY_DEV.parent / "README.md").read_text()
+    assert "CC BY 4.0" in note and "USENIX ATC '19" in note
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,11 @@ from hive_scheduler.sim.events import (
     load_events,
     parse_events,
 )
+from hive_scheduler.sim import samples
 from hive_scheduler.sim.shape import cluster_shape
 from hive_scheduler.sim.trace import assign_vc, load_trace, trace_to_events
 
-PHILLY_DEV = pathlib.Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "philly-dev.csv"
+PHILLY_DEV = pathlib.Path(samples.PHILLY_DEV)
 
 SUBMIT = (
     '{"t":0,"op":"submit","job":"j1","vc":"VC1","priority":0,"user":"ann","tasks":[{"name":"worker","count":2,'

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from fixtures.live_server import LiveServer
+from waiting import wait_until
 
 MIXED = {
     "physicalCluster": {
@@ -108,14 +109,6 @@ def srv(tmp_path_factory):
     server.close()
 
 
-def wait(cond, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def submit(srv, command: str, **extra) -> str:
     body = {"vc": "lab", "command": command, "files": {"train.py": TRAIN}, "checkpoint": True,
             "tasks": [{"gpus": 1, "gpu_type": "K80"}], **extra}
@@ -134,7 +127,7 @@ def reached_step(srv, job_id: str) -> int:
 
 def allow(srv, job_id: str, steps: int) -> None:
     path = srv.jobs_root / job_id / "allow"
-    wait(lambda: path.parent.exists(), "the job dir")
+    wait_until(lambda: path.parent.exists(), "the job dir")
     tmp = path.with_suffix(".tmp")
     tmp.write_text(str(steps))
     tmp.replace(path)
@@ -170,7 +163,7 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     allow(srv, job, 30)
     srv.wait_for_job(job, "running")
     assert placed_node(srv, job) == "k80-node"
-    wait(lambda: reached_step(srv, job) == 30, "30 steps done")
+    wait_until(lambda: reached_step(srv, job) == 30, "30 steps done")
 
     # pause (its owner): the checkpoint signal, then paused, holding no GPU
     r = post(srv, job, "pause", user="ann", reason="lunch")
@@ -184,7 +177,7 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     allow(srv, job, 50)
     r = post(srv, job, "resume", user="ann")
     assert r.status_code == 200, r.text
-    wait(lambda: reached_step(srv, job) == 50, "50 steps done after the resume")
+    wait_until(lambda: reached_step(srv, job) == 50, "50 steps done after the resume")
     assert [a["HIVE_RESUMED"] for a in attempts(srv, job)] == ["0", "1"]
     assert [a["from"] for a in attempts(srv, job)] == [0, 30]
 
@@ -198,7 +191,7 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
     assert r.status_code == 200, r.text
     allow(srv, job, 70)
-    wait(lambda: reached_step(srv, job) == 70, "70 steps done on the V100")
+    wait_until(lambda: reached_step(srv, job) == 70, "70 steps done on the V100")
     assert placed_node(srv, job) == "v100-node"
 
     # resize (an admin) 1 -> 2 GPUs: the next attempt has world size 2
@@ -206,7 +199,7 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     assert r.status_code == 400, r.text  # outside 1..2
     r = post(srv, job, "resize", user="carol", gpus=2, reason="room on the V100s")
     assert r.status_code == 200, r.text
-    wait(lambda: len(attempts(srv, job)) == 4, "the resized attempt")
+    wait_until(lambda: len(attempts(srv, job)) == 4, "the resized attempt")
     allow(srv, job, TOTAL)
     done = srv.wait_for_job(job, "succeeded", timeout=60)
     assert (srv.jobs_root / job / "output" / "result.txt").read_text() == reference
@@ -244,7 +237,7 @@ def test_a_job_that_does_not_checkpoint_is_restarted(srv):
     job = r.json()["id"]
     srv.wait_for_job(job, "running")
     out = srv.jobs_root / job / "output" / marker
-    wait(out.exists, "the first run")
+    wait_until(out.exists, "the first run")
     r = post(srv, job, "pause", user="ann")
     assert r.status_code == 200, r.text
     srv.wait_for_job(job, "paused")
@@ -252,7 +245,7 @@ def test_a_job_that_does_not_checkpoint_is_restarted(srv):
     assert r.status_code == 409, r.text  # not elastic
     r = post(srv, job, "resume", user="ann")
     assert r.status_code == 200, r.text
-    wait(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
+    wait_until(lambda: out.read_text().split() == ["0", "0"], "the second run, from scratch")
     (srv.jobs_root / job / "release").touch()
     srv.wait_for_job(job, "succeeded")
 

@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import pathlib
 import subprocess
-import time
 
 import psutil
 import pytest
@@ -20,6 +19,7 @@ from hive_lab_server.service import HiveService, StoreUnavailable
 from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
+from waiting import wait_until, wait_until_async
 
 
 class FakeClock:
@@ -29,16 +29,6 @@ class FakeClock:
     def __call__(self) -> float:
         self.t += 0.001
         return self.t
-
-
-async def until(cond, what: str, timeout_s: float = 30.0):
-    """Wait on a condition (the event loop keeps serving meanwhile)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
@@ -90,13 +80,13 @@ def test_placed_then_preempted_before_launch(tmp_path):
             x = sub("b", 100, 8, f"while [ ! -e {go} ]; do sleep 0.02; done")
             low = sub("b", 0, 4, f"echo run >> {runs}; sleep 0.3", retries=3)
             high = sub("b", 100, 8, "true")
-            await until(lambda: state(svc, x) == "running", "X running")
+            await wait_until_async(lambda: state(svc, x) == "running", "X running")
             assert state(svc, low) == "queued" and state(svc, high) == "queued"
             go.touch()
             for job in (x, high, low):
-                await until(lambda: state(svc, job) in ("succeeded", "failed"), f"{job} finished")
+                await wait_until_async(lambda: state(svc, job) in ("succeeded", "failed"), f"{job} finished")
             (tmp_path / "go-a").touch()
-            await until(lambda: state(svc, a) == "succeeded", "a finished")
+            await wait_until_async(lambda: state(svc, a) == "succeeded", "a finished")
             row = svc.store.get_job(low)
             history = svc.store.history(low)
             assert row["state"] == "succeeded" and row["exit_code"] == 0, (row, history)
@@ -180,7 +170,7 @@ def test_store_faults_lose_nothing_and_recover_without_restart(tmp_path, small_d
         try:
             ends = svc.submit(spec(f"while [ ! -e {go} ]; do sleep 0.02; done; exit 3"), "ann", "default")["id"]
             keeps = svc.submit(spec("trap 'exit 0' TERM; while true; do sleep 0.02; done"), "ann", "default")["id"]
-            await until(lambda: state(svc, ends) == "running" and state(svc, keeps) == "running", "running")
+            await wait_until_async(lambda: state(svc, ends) == "running" and state(svc, keeps) == "running", "running")
             free_before = svc.scheduler.free_gpu_count()
             full.fill()
             # a submit: 503 with Retry-After, nothing stored, nothing in the core
@@ -194,17 +184,17 @@ def test_store_faults_lose_nothing_and_recover_without_restart(tmp_path, small_d
             assert svc.active[keeps].lc.intent is None
             # a job exits while the store is full: its exit is kept, not turned into "lost"
             go.touch()
-            await until(lambda: svc.store_error is not None and any(j == ends for j, _ in svc._pending),
+            await wait_until_async(lambda: svc.store_error is not None and any(j == ends for j, _ in svc._pending),
                         "the exit pending")
             assert state(svc, ends) == "running"
             full.free()  # space returns: no restart needed
-            await until(lambda: state(svc, ends) == "failed", "the exit stored")
+            await wait_until_async(lambda: state(svc, ends) == "failed", "the exit stored")
             row = svc.store.get_job(ends)
             assert row["exit_code"] == 3 and "lost" not in row["reason"], row
             job = await svc.cancel(keeps, "ann", wait_s=10)  # the refused cancel, sent again
             assert job["state"] == "cancelled", job
             ok = svc.submit(spec("true", gpus=2), "ann", "default")["id"]
-            await until(lambda: state(svc, ok) == "succeeded", "a submit after the fault")
+            await wait_until_async(lambda: state(svc, ok) == "succeeded", "a submit after the fault")
             assert svc.scheduler.free_gpu_count() == 4 and svc.store_error is None
         finally:
             await svc.stop()
@@ -226,10 +216,10 @@ def test_exit_seen_while_store_full_survives_a_crash(tmp_path, small_disk):
         await svc.start()
         job = svc.submit(parse_job_spec({"command": f"while [ ! -e {go} ]; do sleep 0.02; done; exit 5",
                                          "max_retries": 2, "tasks": [{"gpus": 1}]}), "ann", "default")["id"]
-        await until(lambda: state(svc, job) == "running", "running")
+        await wait_until_async(lambda: state(svc, job) == "running", "running")
         full.fill()
         go.touch()
-        await until(lambda: any(j == job for j, _ in svc._pending), "the exit pending")
+        await wait_until_async(lambda: any(j == job for j, _ in svc._pending), "the exit pending")
         # the server dies here (no shutdown code runs: the loop is simply gone)
         svc._loop_task.cancel()
         svc.store.close()
@@ -268,7 +258,7 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
                                              "max_retries": 0,
                                              "command": "trap 'exit 0' TERM; while true; do sleep 0.02; done"}),
                              "ann", "a")["id"]
-            await until(lambda: state(svc, opp) == "running", "running")
+            await wait_until_async(lambda: state(svc, opp) == "running", "running")
             view = svc.scheduler.job(opp)
             full.fill()
             with pytest.raises(StoreUnavailable):
@@ -277,7 +267,7 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
             assert svc.active[opp].lc.intent is None and state(svc, opp) == "running"
             full.free()  # the same submit now preempts it (so the refused one would have)
             high = svc.submit(parse_job_spec({"vc": "b", "tasks": [{"gpus": 2}], "command": "true"}), "ann", "b")
-            await until(lambda: state(svc, high["id"]) == "succeeded", "the preemptor ran")
+            await wait_until_async(lambda: state(svc, high["id"]) == "succeeded", "the preemptor ran")
             assert state(svc, opp) == "failed" and "preempted by" in svc.store.get_job(opp)["reason"]
         finally:
             await svc.stop()
@@ -288,14 +278,6 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
 # --- defect 2 and the REST side of defect 3, on a real server process -------------------------------
 
 STUBBORN = "trap 'echo not-yet' TERM; echo $$ > task.pid; echo ready; while true; do sleep 0.05; done"
-
-
-def _wait(cond, what, timeout_s=30.0):
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.mark.timeout(180)
@@ -310,7 +292,7 @@ def test_cancel_answered_200_survives_sigkill_during_the_stop_grace(tmp_path):
         job_id = r.json()["id"]
         srv.wait_for_job(job_id, "running")
         pid_file = srv.jobs_root / job_id / "task.pid"
-        _wait(pid_file.exists, "the task's pid")
+        wait_until(pid_file.exists, "the task's pid")
         pid = int(pid_file.read_text())
         r = srv.request("DELETE", f"jobs/{job_id}")
         assert r.status_code == 200 and r.json()["state"] == "running", r.text  # stopping: the grace runs

@@ -4,9 +4,9 @@ VC needs them back, runs again when its own VC's GPUs free up, and survives a SI
 
 from __future__ import annotations
 
-import time
 
 from fixtures.live_server import LiveServer
+from waiting import wait_until
 
 CLUSTER = {"nodes": 2, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"a": 2, "b": 2}}
 USERS = {"users": {"ann": {}, "bob": {}}, "vc_access": {"ann": ["a"], "bob": ["b"]}}
@@ -30,16 +30,6 @@ def get(srv, user, job_id):
 
 def nodes(job):
     return {p["node"] for p in job["placement"]}
-
-
-def wait_for(check, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def no_shadow_anywhere(srv, user):
@@ -104,7 +94,7 @@ def test_overflowed_job_survives_sigkill_restart(tmp_path):
         before = srv.wait_for_job(over, "running", user="ann")
         assert before["opportunistic"] is True
         waiting = submit(srv, "ann", "a")  # no idle GPUs left: it waits (and its shadow with it)
-        assert wait_for(lambda: get(srv, "ann", waiting)["state"] == "queued")
+        wait_until(lambda: get(srv, "ann", waiting)["state"] == "queued")
 
         srv.kill()
         srv.start()
@@ -120,7 +110,7 @@ def test_overflowed_job_survives_sigkill_restart(tmp_path):
         # the waiting job got its shadow back: when a's GPUs free, one of a's jobs runs there and
         # nothing runs twice
         srv.request("DELETE", f"jobs/{own}", user="ann")
-        wait_for(lambda: "running" in (get(srv, "ann", over)["state"], get(srv, "ann", waiting)["state"]))
+        wait_until(lambda: "running" in (get(srv, "ann", over)["state"], get(srv, "ann", waiting)["state"]))
         for j, u in ((over, "ann"), (waiting, "ann"), (mine, "bob"), (own, "ann")):
             srv.request("DELETE", f"jobs/{j}", user=u)
     finally:

@@ -22,6 +22,7 @@ from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from recovery_gates import ExitBetweenCallsLauncher
+from waiting import wait_until, wait_until_async
 
 # Each task appends "start|end <job> <attempt> <gpus> <time>" to RUNS and waits for its go-file.
 TASK = ('echo "start $HIVE_JOB_ID $HIVE_ATTEMPT $CUDA_VISIBLE_DEVICES $(date +%s.%N)" >> "$RUNS"; '
@@ -81,22 +82,19 @@ def test_sigkill_and_restart_loses_nothing(tmp_path):
             srv.wait_for_job(ids[name], "running")
         for name in ("q-big", "q-small"):
             assert srv.request("GET", f"jobs/{ids[name]}").json()["state"] == "queued"
-        deadline = time.monotonic() + 10
-        while len(runs(runs_file)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(runs(runs_file)) >= 3, "the three running tasks' start records")
         before = {j: srv.request("GET", f"jobs/{j}").json() for j in ids.values()}
         keep_pid = task_pid(srv, ids["keep"])
         dies_pid = task_pid(srv, ids["dies"])
+        ends_exit = next(srv.jobs_root.glob(f".*launcher/{ids['ends']}/*.json")).with_suffix(".exit")
 
         srv.kill()  # SIGKILL: no shutdown code runs
         assert srv.proc.returncode == -signal.SIGKILL
         (go_dir / "go-ends").touch()  # finishes normally while nobody watches
         os.killpg(dies_pid, signal.SIGKILL)  # dies while nobody watches: lost, retried
         killed_at = time.time()
-        deadline = time.monotonic() + 10
-        while not any(r[0] == "end" and r[1] == ids["ends"] for r in runs(runs_file)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
+        wait_until(lambda: any(r[0] == "end" and r[1] == ids["ends"] for r in runs(runs_file)), "ends' end record")
+        wait_until(ends_exit.exists, "ends' exit file")
 
         srv.start()
         after = {j: srv.request("GET", f"jobs/{j}").json() for j in ids.values()}
@@ -184,20 +182,14 @@ def test_requests_wait_for_recovery_and_see_its_result(tmp_path):
 
         srv.kill()
         go.touch()  # the job ends while the server is down
-        deadline = time.monotonic() + 10
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert exit_file.exists()
+        wait_until(exit_file.exists, "the exit file written while the server is down")
         gate.unlink()
 
         started: dict = {}
         starter = threading.Thread(target=lambda: started.update(srv=srv.start()), daemon=True)
         starter.start()
         waiting = pathlib.Path(f"{gate}.waiting")
-        deadline = time.monotonic() + 60
-        while not waiting.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert waiting.exists(), srv.log()[-3000:]
+        wait_until(waiting.exists, lambda: "recovery to reach its gate; server log:\n" + srv.log()[-3000:])
 
         # recovery is held: jupyter_server's own API is not
         assert srv.request("GET", "/api/status", timeout=10).status_code == 200
@@ -254,10 +246,7 @@ def test_a_task_ending_during_recovery_keeps_its_exit_code(tmp_path, code):
         spec = parse_job_spec({"command": WAIT_FOR_GO.format(code=code), "tasks": [{"gpus": 1}],
                                "max_retries": 2, "env": {"GO": str(go)}})
         job_id = first.submit(spec, "ann", "default")["id"]
-        for _ in range(500):
-            if first.store.get_job(job_id)["state"] == "running":
-                break
-            await asyncio.sleep(0.02)
+        await wait_until_async(lambda: first.store.get_job(job_id)["state"] == "running", "the job running")
         await first.stop()  # the task keeps running
 
         launcher = ExitBetweenCallsLauncher(tmp_path / "state", job_id=job_id, go_file=go)

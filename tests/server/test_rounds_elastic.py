@@ -19,7 +19,8 @@ from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from test_checkpoint_live import MIXED, TRAIN, expected
-from test_rounds_resolve import Clock, _kill_leftovers, until  # noqa: F401
+from test_rounds_resolve import Clock, _kill_leftovers  # noqa: F401
+from waiting import wait_until_async
 
 TOTAL = 60
 WAIT = "while [ ! -e release ]; do sleep 0.05; done"
@@ -90,18 +91,18 @@ def test_rounds_grow_into_idle_gpus_and_shrink_for_a_waiting_job(tmp_path):
                                    "tasks": [{"gpus": 1, "gpu_type": "K80"}]})
             e = svc.submit(spec, "ann", "lab")["id"]
             allow(tmp_path, e, 20)
-            await until(lambda: reached(tmp_path, e) == 20, "the elastic job at step 20")
+            await wait_until_async(lambda: reached(tmp_path, e) == 20, "the elastic job at step 20")
 
             # alone in the VC: the round grows it into the idle GPU of its type
             await rounds.run_round()
-            await until(lambda: svc.active[e].state == "running" and len(attempts(tmp_path, e)) == 2
+            await wait_until_async(lambda: svc.active[e].state == "running" and len(attempts(tmp_path, e)) == 2
                         and any(r.startswith("resized") for r in history(svc, e)), "the grown attempt")
             assert gpus(svc, e) == 2
             t = svc.placed_gpu_type(svc.active[e])
             assert f"resized 1 -> 2 GPUs: round 1 of gandiva: grown 1 -> 2 GPUs: 1 idle GPU of {t} in VC lab" \
                 in history(svc, e)
             allow(tmp_path, e, 40)
-            await until(lambda: reached(tmp_path, e) == 40, "the elastic job at step 40")
+            await wait_until_async(lambda: reached(tmp_path, e) == 40, "the elastic job at step 40")
 
             # next round: cooling down (resized last round); nothing else changed: no resize
             await rounds.run_round()
@@ -112,34 +113,34 @@ def test_rounds_grow_into_idle_gpus_and_shrink_for_a_waiting_job(tmp_path):
                                  "bob", "lab")["id"] for _ in range(3)]
             shrunk = False
             plan = await rounds.run_round()
-            await until(lambda: settled(svc, plan), "round 3 carried out")
+            await wait_until_async(lambda: settled(svc, plan), "round 3 carried out")
             for _ in range(3):  # the round after the others came in (and settled) shrinks it
                 plan = await rounds.run_round()
                 if gpus(svc, e) == 1:
                     shrunk = True
                     break
-                await until(lambda: settled(svc, plan), "the round carried out")
+                await wait_until_async(lambda: settled(svc, plan), "the round carried out")
             assert shrunk, [history(svc, j) for j in [e, *others]]
             shrink = f"resized 2 -> 1 GPUs: round {rounds.round} of gandiva: shrunk 2 -> 1 GPUs: "
-            await until(lambda: any(r.startswith(shrink) and any(f"{o} waits for 1 GPU of " in r for o in others)
+            await wait_until_async(lambda: any(r.startswith(shrink) and any(f"{o} waits for 1 GPU of " in r for o in others)
                                     for r in history(svc, e)),
                         "the shrink in the history")
             # the next round: everyone fits (1 + 3 GPUs of 4), nobody waits, no GPU idle: nothing resized
-            await until(lambda: svc.active[e].state == "running", "the shrunk attempt")
+            await wait_until_async(lambda: svc.active[e].state == "running", "the shrunk attempt")
             plan = await rounds.run_round()
             assert all(v is not None for v in plan.values()), plan
-            await until(lambda: all(svc.active[j].state == "running" for j in [e, *others]), "all four running")
+            await wait_until_async(lambda: all(svc.active[j].state == "running" for j in [e, *others]), "all four running")
             assert gpus(svc, e) == 1
 
             allow(tmp_path, e, TOTAL)
-            await until(lambda: e not in svc.active, "the elastic job done")
+            await wait_until_async(lambda: e not in svc.active, "the elastic job done")
             assert svc.store.get_job(e)["state"] == "succeeded"
             assert (tmp_path / "jobs" / e / "output" / "result.txt").read_text() == expected(TOTAL)
             sizes = [a["HIVE_WORLD_SIZE"] for a in attempts(tmp_path, e)]
             assert sizes[:2] == ["1", "2"] and sizes[-1] == "1"
             for j in others:
                 (tmp_path / "jobs" / j / "release").touch()
-            await until(lambda: not svc.active, "all done")
+            await wait_until_async(lambda: not svc.active, "all done")
         finally:
             await svc.stop()
 

@@ -15,6 +15,7 @@ from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from hive_scheduler.hetero import load_throughputs
+from waiting import wait_until_async
 
 MIXED = {
     "physicalCluster": {
@@ -49,15 +50,6 @@ def _kill_leftovers(tmp_path):
                 proc.kill()
         except (psutil.Error, OSError):
             continue
-
-
-async def until(cond, what: str, timeout_s: float = 60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def make_service(tmp_path) -> HiveService:
@@ -103,12 +95,12 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
             # each starts on the type that is slow for it
             resnet = submit(svc, RESNET, "K80")
             rec = submit(svc, RECOMMENDATION, "V100")
-            await until(lambda: svc.active[resnet].state == "running" and svc.active[rec].state == "running",
+            await wait_until_async(lambda: svc.active[resnet].state == "running" and svc.active[rec].state == "running",
                         "both running")
             plan = await svc.rounds.run_round()
             # by hand: each job's best type is the other's worst, so max-min fairness swaps them
             assert plan == {resnet: "V100", rec: "K80"}
-            await until(lambda: settled(svc, plan), "round 1 carried out")
+            await wait_until_async(lambda: settled(svc, plan), "round 1 carried out")
             assert "migrated K80 -> V100: round 1 of max_min_fairness_perf: faster type" in history(svc, resnet)
             assert "migrated V100 -> K80: round 1 of max_min_fairness_perf: faster type" in history(svc, rec)
             assert svc.rounds.solves == 1 and svc.rounds.solve_reasons["lab"] == "first solve"
@@ -128,7 +120,7 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
                 assert svc.rounds.solve_reasons["lab"] == (f"jobs arrived: {other}" if n == 0 else None)
                 assert sorted(t for t in plan.values() if t) <= ["K80", "V100"]  # one job per GPU
                 assert sum(1 for t in plan.values() if t is None) == 1
-                await until(lambda: settled(svc, plan), f"round {svc.rounds.round} carried out")
+                await wait_until_async(lambda: settled(svc, plan), f"round {svc.rounds.round} carried out")
                 for job_id, gpu_type in plan.items():
                     if gpu_type:
                         ran[job_id].add(gpu_type)
@@ -139,10 +131,10 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
             for job_id in ran:
                 (tmp_path / "jobs" / job_id).mkdir(parents=True, exist_ok=True)
                 (tmp_path / "jobs" / job_id / "release").touch()
-            await until(lambda: all(job.state == "paused" for job in svc.active.values()), "the running ones done")
+            await wait_until_async(lambda: all(job.state == "paused" for job in svc.active.values()), "the running ones done")
             for job_id in list(svc.active):
                 svc.resume(job_id, "by the test")
-            await until(lambda: not svc.active, "all done")
+            await wait_until_async(lambda: not svc.active, "all done")
             assert all(svc.store.get_job(j)["state"] == "succeeded" for j in ran)
             assert svc.scheduler.free_gpu_count() == 2
         finally:

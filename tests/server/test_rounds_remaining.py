@@ -11,7 +11,8 @@ import asyncio
 import pytest
 
 from hive_lab_server.rounds import REMAINING_STEPS, RoundDriver
-from test_rounds_resolve import _kill_leftovers, make_service, say, submit, until  # noqa: F401
+from test_rounds_resolve import _kill_leftovers, make_service, say, submit  # noqa: F401
+from waiting import wait_until_async
 
 
 @pytest.mark.timeout(240)
@@ -25,7 +26,7 @@ def test_policy_input_uses_the_remaining_steps(tmp_path):
         try:
             a = submit(svc)
             b = submit(svc)
-            await until(lambda: svc.active[a].state == "running" and svc.active[b].state == "running", "both running")
+            await wait_until_async(lambda: svc.active[a].state == "running" and svc.active[b].state == "running", "both running")
             await say(svc, tmp_path, a, "hive-progress: steps=0 total=1000 t=100 attempt=1 gpu_type=K80")
             await say(svc, tmp_path, a, "hive-progress: steps=300 total=1000 t=110 attempt=1 gpu_type=K80")
             rounds.plan()

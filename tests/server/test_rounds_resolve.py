@@ -23,6 +23,7 @@ from hive_lab_server.service import HiveService
 from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
+from waiting import wait_until_async
 
 MIXED = {
     "physicalCluster": {
@@ -58,15 +59,6 @@ def _kill_leftovers(tmp_path):
             continue
 
 
-async def until(cond, what: str, timeout_s: float = 60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 def make_service(tmp_path) -> HiveService:
     cfg = load_cluster_config(MIXED)
     svc = HiveService(scheduler=Scheduler(cfg), config=cfg, store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"),
@@ -85,11 +77,11 @@ def submit(svc, **extra) -> str:
 async def say(svc, tmp_path, job_id: str, line: str) -> None:
     """Hand the job a progress line to print; wait until the service has read it."""
     d = tmp_path / "jobs" / job_id
-    await until(lambda: not (d / "say").exists(), "the job took the last line")
+    await wait_until_async(lambda: not (d / "say").exists(), "the job took the last line")
     (d / "say.tmp").write_text(line + "\n")
     os.replace(d / "say.tmp", d / "say")
     steps = int(line.split("steps=")[1].split()[0])
-    await until(lambda: getattr(svc.progress.jobs.get(job_id), "steps", None) == steps, f"{job_id} read {line!r}")
+    await wait_until_async(lambda: getattr(svc.progress.jobs.get(job_id), "steps", None) == steps, f"{job_id} read {line!r}")
 
 
 @pytest.mark.timeout(240)
@@ -102,7 +94,7 @@ def test_solves_again_only_when_jobs_gpus_or_throughputs_change(tmp_path):
         try:
             a = submit(svc, min_gpus=1, max_gpus=2)
             b = submit(svc)
-            await until(lambda: svc.active[a].state == "running" and svc.active[b].state == "running", "both running")
+            await wait_until_async(lambda: svc.active[a].state == "running" and svc.active[b].state == "running", "both running")
 
             rounds.plan()
             assert rounds.solves == 1 and rounds.solve_reasons["lab"] == "first solve"
@@ -142,13 +134,13 @@ def test_solves_again_only_when_jobs_gpus_or_throughputs_change(tmp_path):
             rounds.plan()
             assert rounds.solves == 4
             await svc.cancel(c, "ann", wait_s=0)
-            await until(lambda: c not in svc.active, "c ended")
+            await wait_until_async(lambda: c not in svc.active, "c ended")
             rounds.plan()
             assert rounds.solves == 5 and rounds.solve_reasons["lab"] == f"jobs ended: {c}"
 
             # a resize (1 -> 2 GPUs), once the job is queued again with its new size
             await svc.resize(a, 2, "by the test")
-            await until(lambda: a in svc.active and svc.active[a].lc.intent is None, "a resized")
+            await wait_until_async(lambda: a in svc.active and svc.active[a].lc.intent is None, "a resized")
             rounds.plan()
             assert rounds.solves == 6 and rounds.solve_reasons["lab"] == f"jobs resized: {a} 1 -> 2 GPUs"
 
@@ -166,7 +158,7 @@ def test_solves_again_only_when_jobs_gpus_or_throughputs_change(tmp_path):
 
             for job_id in (a, b):
                 (tmp_path / "jobs" / job_id / "release").touch()
-            await until(lambda: not svc.active, "all done")
+            await wait_until_async(lambda: not svc.active, "all done")
             rounds.plan()  # no jobs: nothing kept; the next job is a first solve
             assert "lab" not in rounds.solved and rounds.solves == 8
         finally:

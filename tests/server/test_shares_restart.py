@@ -5,9 +5,9 @@ memory budget is still enforced."""
 from __future__ import annotations
 
 import pathlib
-import time
 
 from fixtures.fake_nvml import add_fault
+from waiting import wait_until
 
 GATE = "class-over"
 
@@ -15,16 +15,6 @@ GATE = "class-over"
 def command(tmp_path: pathlib.Path) -> str:
     return (f'echo $$ > "$HIVE_OUTPUT_DIR/pid"; echo "$CUDA_VISIBLE_DEVICES" > "$HIVE_OUTPUT_DIR/gpu"; '
             f'while [ ! -e {tmp_path / GATE} ]; do sleep 0.1; done')
-
-
-def wait_until(check, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def submit(srv, share: float, tmp_path) -> str:

@@ -20,6 +20,7 @@ from hive_lab_server.service import HiveService
 from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
+from waiting import wait_until_async
 
 S = JobState
 
@@ -237,15 +238,6 @@ class Clock:
         return self.t
 
 
-async def until(cond, what: str, timeout_s: float = 60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture(autouse=True)
 def _no_task_outlives_its_test(tmp_path):
     yield
@@ -275,7 +267,7 @@ def test_service_stops_at_the_limit_and_the_deadline_survives_a_restart(tmp_path
         spec = parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}], "time_limit_s": 120})
         job = svc.submit(spec, "ann", "default")["id"]
         other = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}]}), "ann", "default")["id"]
-        await until(lambda: all(svc.store.get_job(j)["state"] == "running" for j in (job, other)), "both running")
+        await wait_until_async(lambda: all(svc.store.get_job(j)["state"] == "running" for j in (job, other)), "both running")
         started = svc.store.get_job(job)["started_at"]
         obj = svc.job_object(job, detail=False, private=True)
         assert obj["time_limit_s"] == 120 and obj["time_left_s"] == pytest.approx(120 - (clock.t - started))
@@ -289,7 +281,7 @@ def test_service_stops_at_the_limit_and_the_deadline_survives_a_restart(tmp_path
             assert svc.store.get_job(job)["state"] == "running"  # adopted; 20 s left
             assert svc.job_object(job, detail=False, private=True)["time_left_s"] == pytest.approx(20)
             clock.t = started + 120
-            await until(lambda: svc.store.get_job(job)["state"] == "failed", "the job failed at its limit")
+            await wait_until_async(lambda: svc.store.get_job(job)["state"] == "failed", "the job failed at its limit")
             row = svc.store.get_job(job)
             assert row["reason"] == "time limit 2m reached", row
             assert svc.store.get_job(other)["state"] == "running"  # its own limit (600 s) is not reached
@@ -309,13 +301,13 @@ def test_a_limit_that_passed_while_the_server_was_down_stops_the_job_at_recovery
         await svc.start()
         job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}], "time_limit_s": 30}),
                          "ann", "default")["id"]
-        await until(lambda: svc.store.get_job(job)["state"] == "running", "running")
+        await wait_until_async(lambda: svc.store.get_job(job)["state"] == "running", "running")
         await svc.stop()
         clock.t += 3600
         svc = make_service(tmp_path, clock)
         await svc.start()
         try:
-            await until(lambda: svc.store.get_job(job)["state"] == "failed", "failed after the restart")
+            await wait_until_async(lambda: svc.store.get_job(job)["state"] == "failed", "failed after the restart")
             assert svc.store.get_job(job)["reason"] == "time limit 30s reached"
             assert svc.scheduler.free_gpu_count() == 4
         finally:

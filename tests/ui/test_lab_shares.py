@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from fixtures.fake_nvml import add_fault
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -48,16 +49,6 @@ def shares_lab(tmp_path_factory):
     yield srv
     (tmp / GATE).touch()
     srv.close()
-
-
-def wait_until(check, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_the_share_tooltip_shows_each_shares_utilisation(shares_lab, chromium):

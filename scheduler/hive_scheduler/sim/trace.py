@@ -1,6 +1,6 @@
 """Job traces (CSV) -> submit events.
 
-Schema (``../shared/traces/README.md``): ``job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status``.
+Schema (``data/README.md``; the shipped sample is ``samples.PHILLY_DEV``): ``job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status``.
 Read with :mod:`csv`, so empty fields stay empty strings.
 
 How a row becomes a job:
