@@ -1,7 +1,7 @@
 """``hive-lab admin history``: the cluster's jobs as a trace the simulator replays (``GET history``).
 
     hive-lab admin history --since 7d --out week.csv            also writes week.cluster.json (the live cluster)
-    hive-lab simulate --history week.csv --cluster week.cluster.json --vc cv-101=12
+    hive-lab simulate --history week.csv --cluster week.cluster.json --vc-gpus cv-101=12
 
 Owners are pseudonymised (user-001, ...) unless --real-names. Admins only.
 """

@@ -198,6 +198,7 @@ class Report:
     scenarios: list[Scenario]
     check: LiveCheck
     history: History = field(repr=False)
+    notes: list[str] = field(default_factory=list)  # what could not be replayed, and why
 
     @property
     def live(self) -> Scenario:
@@ -237,9 +238,17 @@ class Report:
 
 
 def _run(history: History, cluster: Any, policy: str, order: str, overflow: bool, queueing: str,
-         anomaly: bool) -> SimResult:
-    return simulate(cluster, history.events, policy, order=order, overflow=overflow,
-                    queueing=queueing if policy == "hived" else "skip", anomaly=anomaly)
+         anomaly: bool, notes: list[str] | None = None) -> SimResult:
+    queueing = queueing if policy == "hived" else "skip"
+    if anomaly:
+        try:
+            return simulate(cluster, history.events, policy, order=order, overflow=overflow, queueing=queueing,
+                            anomaly=True)
+        except ValueError as exc:  # (ConfigError) the private reference cannot be built for this model
+            if notes is not None and not any(n.startswith("no sharing anomaly") for n in notes):
+                notes.append(f"no sharing anomaly: the VCs alone cannot be modelled ({exc})")
+    return simulate(cluster, history.events, policy, order=order, overflow=overflow, queueing=queueing,
+                    anomaly=False)
 
 
 def replay_history(history: History, cluster: Any, *, live: LivePolicy = LivePolicy(),
@@ -258,7 +267,8 @@ def replay_history(history: History, cluster: Any, *, live: LivePolicy = LivePol
     else:
         change_list = list(changes)
     resolved = [resolve_policy(p, live) for p in (policies or ["hived"])]
-    base = _run(history, live_cluster, "hived", live.order, live.overflow, live.queueing, anomaly)
+    notes: list[str] = []
+    base = _run(history, live_cluster, "hived", live.order, live.overflow, live.queueing, anomaly, notes)
     scenarios = [Scenario("live", "hived", live.order, live.overflow, live_cluster, [], base, history)]
     for change in change_list or [{}]:
         model, said = apply_changes(live_cluster, change)
@@ -267,12 +277,12 @@ def replay_history(history: History, cluster: Any, *, live: LivePolicy = LivePol
             order = change.get("order", order)
             if not said and policy == "hived" and order == live.order and overflow == live.overflow:
                 continue  # the live scenario itself
-            result = _run(history, model, policy, order, overflow, live.queueing, anomaly)
+            result = _run(history, model, policy, order, overflow, live.queueing, anomaly, notes)
             text = describe_changes(said) if said else "the live cluster"
             if policy != "hived" or order != live.order:
                 text += f", {label}"
             scenarios.append(Scenario(f"with {text}", policy, order, overflow, model, said, result, history))
-    return Report(scenarios=scenarios, check=live_check(history, scenarios[0]), history=history)
+    return Report(scenarios=scenarios, check=live_check(history, scenarios[0]), history=history, notes=notes)
 
 
 @dataclass
