@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 from .reporting import progress  # noqa: E402  hive_lab.progress(steps) from inside a job (docs/checkpoint.md)
 
-__all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "progress", "__version__"]
+__all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "progress", "replay", "__version__"]
 
 
 def load_ipython_extension(ipython) -> None:
@@ -27,6 +27,10 @@ def __getattr__(name):
         from .job import Job
 
         return Job
+    if name == "replay":  # "what if" for the whole cluster, from its own history (admins; hive_lab/history_replay.py)
+        from .history_replay import replay
+
+        return replay
     if name == "HiveLabError":
         from .errors import HiveLabError
 

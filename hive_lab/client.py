@@ -274,6 +274,15 @@ class Client:
             params["vc"] = vc
         return self._request("GET", "usage", params=params).get("rows", [])
 
+    def history(self, since: str = "7d", real_names: bool = False) -> dict:
+        """The cluster's jobs since ``since`` as a history trace (``GET history``, admins): ``jobs`` (rows
+        keyed by ``columns``), the live ``cluster`` model and ``policy``; owners pseudonymised unless
+        ``real_names``. ``hive_lab.replay`` and ``hive-lab admin history`` read it."""
+        params: dict[str, Any] = {"since": since}
+        if real_names:
+            params["real_names"] = "true"
+        return self._request("GET", "history", params=params)
+
     def metrics(self) -> str:
         return self._request("GET", "metrics", raw=True).text
 

@@ -8,6 +8,7 @@ and check an admin cluster config against the GPUs NVML sees on this machine.
     hive-lab admin limits VC [--show]        the VC's per-user limits (default, groups, users)
     hive-lab admin limits VC --set default.max_gpus=2 --set users.ann.max_kernels=1 [--set groups.ta.max_gpus=none]
     hive-lab admin usage --since 7d [--by user|vc|day|job] [--csv]   who used how much
+    hive-lab admin history --since 7d --out week.csv   the jobs as a trace to replay (hive-lab simulate --history)
     hive-lab admin check-hardware --cluster cluster.yaml   (local, no server needed)
 """
 
@@ -49,6 +50,9 @@ def register(subparsers) -> None:
     from .admin_usage import register_usage
 
     register_usage(sub)
+    from .admin_history import register_history
+
+    register_history(sub)
     c = sub.add_parser("check-hardware", help="compare a cluster config with the GPUs NVML sees here",
                        description="compare a cluster config with the GPUs NVML sees on this machine")
     c.add_argument("--cluster", required=True, help="cluster config file (HiveD or short form)")

@@ -22,8 +22,9 @@ max(0, wait(policy) - wait(private)), summed and counted. The private replay it 
 command (--no-anomaly skips it). --by-vc adds each VC's average queueing under every policy and private.
 """
 from .simulate_hetero import HELP as HETERO_HELP  # noqa: E402
+from .simulate_history import HELP as HISTORY_HELP  # noqa: E402
 
-DESCRIPTION += "\n" + HETERO_HELP
+DESCRIPTION += "\n" + HETERO_HELP + "\n" + HISTORY_HELP
 
 
 def register(subparsers: Any) -> None:
@@ -37,6 +38,8 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", metavar="EVENTS.jsonl", help="event script, one JSON object a line")
     src.add_argument("--trace", metavar="TRACE.csv", help="job trace: job_id,submit_time_s,duration_s,num_gpus,gpu_type,vc,user,status")
+    src.add_argument("--history", metavar="WEEK.csv", help="this cluster's own history (hive-lab admin history): "
+                                                         "the live check, then the --vc-gpus/--add-nodes change side by side")
     p.add_argument("--policy", default=None,
                    help="comma-separated policies among hived, quota, fifo, private (default: hived); with a .trace file, Gavel's policies")
     p.add_argument("--order", default="fifo",
@@ -66,6 +69,9 @@ def register(subparsers: Any) -> None:
     from .simulate_hetero import add_arguments
 
     add_arguments(p)
+    from .simulate_history import add_arguments as add_history_arguments
+
+    add_history_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -167,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
 
     if wanted(args):  # a Gavel trace: the round-based simulator (hive_scheduler.hetero)
         return run_hetero(args)
+    if args.history:  # the cluster's own history (hive_scheduler.sim.replay)
+        from .simulate_history import run_history
+
+        return run_history(args)
 
     from rich.console import Console
 

@@ -130,6 +130,11 @@ class HiveLabApp(ExtensionApp):
         still take it when they free up. On by default; False: a guaranteed job waits for its VC's cells
         (HiveD's way).""",
     )
+    clock = AnyTrait(
+        None, allow_none=True, config=True,
+        help="""The service's clock: a callable returning UNIX seconds (default time.time). Tests inject one
+        to run a simulated week through a real server (the history export, issue 28).""",
+    )
     recovery_wait_s = Float(
         30.0, config=True,
         help="""After a restart hive-lab first recovers its jobs (store + what the launcher runs); a request
@@ -295,6 +300,7 @@ class HiveLabApp(ExtensionApp):
             vc_time_limits=self.vc_time_limits,
             user_limits=user_limits,
             sharing=sharing,
+            **({"clock": self.clock} if self.clock is not None else {}),
         )
         if self.queue_policy in LIVE_POLICIES:
             from .rounds import RoundDriver

@@ -298,6 +298,20 @@ class UsageReport(_Out):
     rows: list[UsageRow] = Field(description="sorted by key; non-admins get their own rows only")
 
 
+class HistoryReport(_Out):
+    """The store's jobs in a window as a history trace (``hive_scheduler.sim.history``), with the live
+    cluster and policy to replay them on."""
+
+    since: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    until: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    columns: list[str] = Field(description="the history CSV's columns, in order")
+    jobs: list[dict[str, Any]] = Field(description="one row per job, keyed by the columns (null: empty)")
+    cluster: dict[str, Any] = Field(description="the live cluster model in HiveD's form (loadable as --cluster)")
+    policy: dict[str, Any] = Field(description="the live order inside VCs, overflow and queueing (skip/backfill)")
+    pseudonymised: bool = Field(description="owners are user-001, ... (real_names=true: their names)")
+
+
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits, UsageReport,
+    HistoryReport,
 )

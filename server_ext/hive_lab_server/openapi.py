@@ -163,6 +163,13 @@ def _paths() -> dict[str, Any]:
             _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
                                                "themselves); `me` is the caller"),
             _query("vc", {"type": "string"}, "comma-separated VC names: only usage in these VCs (a course's)")))},
+        "/history": {"get": _op("getHistory", "The jobs of a window as a history trace the simulator replays, with "
+                                              "the live cluster and policy (admins)",
+                                (200, "the history", _json(m.HistoryReport)), (400, 403), (
+            _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
+                   "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
+            _query("real_names", {"type": "boolean", "default": False},
+                   "owners' names instead of pseudonyms (user-001, ... in order of first submit)")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
         "/nodes/{node}/gpus/{index}/drain": {

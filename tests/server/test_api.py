@@ -18,7 +18,7 @@ SPEC = openapi_document()
 ENDPOINTS = [
     ("GET", "jobs"), ("POST", "jobs"), ("GET", "jobs/j-000001"), ("DELETE", "jobs/j-000001"),
     ("GET", "jobs/j-000001/logs"), ("GET", "jobs/j-000001/outputs"), ("GET", "jobs/j-000001/outputs/a.txt"),
-    ("GET", "cluster"), ("GET", "vcs"), ("GET", "me"), ("GET", "metrics"), ("GET", "spec.yaml"),
+    ("GET", "cluster"), ("GET", "vcs"), ("GET", "me"), ("GET", "metrics"), ("GET", "spec.yaml"), ("GET", "history"),
     ("POST", "nodes/node-0/drain"), ("POST", "nodes/node-0/gpus/0/undrain"), ("POST", "nodes/node-0/healthy"),
     ("GET", "nope"), ("PUT", "nope"),
 ]

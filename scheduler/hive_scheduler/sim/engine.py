@@ -156,7 +156,7 @@ def _request(ev: SubmitEvent) -> JobRequest:
     return JobRequest(
         id=ev.job, vc=ev.vc, user=ev.user, tasks=ev.tasks, priority=ev.priority, within=ev.within,
         pinned_cell=ev.pinned_cell, lazy_preemption=ev.lazy_preemption, submit_time=float(ev.t),
-        time_limit_s=ev.time_limit_s,
+        time_limit_s=ev.time_limit_s, group=ev.group, kind=ev.kind,
     )
 
 

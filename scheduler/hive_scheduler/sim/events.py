@@ -73,6 +73,8 @@ class SubmitEvent:
     duration: float | None = None
     time_limit_s: float | None = None
     line: int = field(default=0, compare=False)
+    group: str = ""  # the owner's group (fair share's upper level); replayed histories carry it
+    kind: str = "batch"  # "batch" | "kernel" (replayed histories mark notebook kernels)
     op = "submit"
 
     @property

@@ -7,6 +7,7 @@ from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHa
 from .live import EventsHandler, MetricsHandler, SpecHandler
 from .base import NotFoundHandler
 from .usage import UsageHandler
+from .history import HistoryHandler
 
 PREFIX = r"/hive_lab/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
@@ -25,6 +26,7 @@ ROUTES = [
     (rf"{PREFIX}/vcs/{VC}/limits/?", VcLimitsHandler),
     (rf"{PREFIX}/me/?", MeHandler),
     (rf"{PREFIX}/usage/?", UsageHandler),
+    (rf"{PREFIX}/history/?", HistoryHandler),
     (rf"{PREFIX}/nodes/{NODE}/(?:gpus/(?P<gpu>[^/]+)/)?(?P<action>drain|undrain|healthy)/?", DrainHandler),
     (rf"{PREFIX}/events/?", EventsHandler),
     (rf"{PREFIX}/metrics/?", MetricsHandler),

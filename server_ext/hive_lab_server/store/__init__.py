@@ -255,6 +255,13 @@ class Store:
             ).mappings()
             return [dict(r) for r in rows], int(total)
 
+    def jobs_in_window(self, since: float) -> list[dict[str, Any]]:
+        """Jobs submitted at or after ``since``, or not finished by then (still queued or running at
+        ``since``), oldest first (the history export)."""
+        cond = (_jobs.c.submitted_at >= since) | _jobs.c.finished_at.is_(None) | (_jobs.c.finished_at > since)
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(_jobs).where(cond).order_by(_jobs.c.seq)).mappings()]
+
     def active_jobs(self) -> list[dict[str, Any]]:
         """Jobs not yet finished, oldest first (the order queued jobs go back into the core)."""
         with self.engine.connect() as conn:
