@@ -16,6 +16,7 @@ import pytest
 
 from fixtures.live_server import LiveServer
 from fixtures.unix_accounts import ACCOUNTS
+from waiting import wait_until
 
 A, B = ACCOUNTS
 
@@ -122,20 +123,13 @@ def _host_pids(uid: int, *argv: str) -> list[int]:
             if p.info["uids"] and p.info["uids"].real == uid and p.info["cmdline"] == list(argv)]
 
 
-def _wait(predicate, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_cancel_kills_a_setsid_daemon(srv, unix_accounts):
     uid = unix_accounts[A].pw_uid
     job_id = _submit(srv, A, "setsid sleep 3021 & sleep 300")
-    _wait(lambda: _host_pids(uid, "sleep", "3021"), "the daemon's start")
+    wait_until(lambda: _host_pids(uid, "sleep", "3021"), "the daemon's start")
     assert srv.request("DELETE", f"jobs/{job_id}", user=A).status_code == 200
     assert _finished(srv, job_id, A)["state"] == "cancelled"
-    _wait(lambda: not _host_pids(uid, "sleep", "3021"), "the setsid daemon's end (it outlived its cancelled job)", 30)
+    wait_until(lambda: not _host_pids(uid, "sleep", "3021"), "the setsid daemon's end (it outlived its cancelled job)")
 
 
 def test_a_planted_path_and_ld_preload_in_a_jobs_env_never_run_as_root(srv, unix_accounts):

@@ -6,9 +6,7 @@ test does after raising at the chosen step."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 
 import psutil
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from hive_lab_server.launchers import local as local_mod
 from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.local import LocalLauncher
+from waiting import wait_until_async
 
 TASKS = 3
 # the steps of one launch, in order: each task's record (os.replace), then each task's "go" (os.write)
@@ -35,13 +34,6 @@ def _request(tmp_path, job_id):
                    env={"HIVE_JOB_ID": job_id}, working_dir=str(wd), log_path=str(wd / "logs" / f"main-{i}.log"))
         for i in range(TASKS))
     return LaunchRequest(job_id=job_id, user="ann", kind="batch", tasks=tasks)
-
-
-async def _until(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize("crash_at", range(len(STEPS) + 1), ids=[*STEPS, "no crash"])
@@ -79,10 +71,10 @@ async def test_a_crash_at_any_step_of_a_launch_never_runs_an_unrecorded_task(tmp
     # what runs after the crash: tasks that got "go" run on; the others' wrappers leave without running
     got_go = max(0, crash_at - TASKS) if crashed else TASKS
     wd = tmp_path / "j-crash"
-    await _until(lambda: all((wd / f"ran-{i}").exists() for i in range(got_go)))
+    await wait_until_async(lambda: all((wd / f"ran-{i}").exists() for i in range(got_go)), "the tasks given 'go' to run")
     for i, w in enumerate(wrappers):
         if i >= got_go:
-            await _until(lambda w=w: w.poll() is not None)  # left at once, the command never started
+            await wait_until_async(lambda w=w: w.poll() is not None, "a wrapper without 'go' to leave")  # at once
     assert sorted(p.name for p in wd.glob("ran-*")) == [f"ran-{i}" for i in range(got_go)]
 
     restarted = LocalLauncher(state)  # the server's next start
