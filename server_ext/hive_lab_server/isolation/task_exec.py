@@ -23,8 +23,6 @@ child's status: the wrapper's ``times`` then still counts the task's CPU time.
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import signal
 import sys
@@ -35,18 +33,24 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = None  # ctypes is loaded only for the namespaces (each import costs a task's start time)
 
 
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
+def _call(name: str, *args) -> None:
+    global _libc
+    if _libc is None:
+        import ctypes
+
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(_libc, name)(*args) != 0:
+        import ctypes
+
         err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
+        raise OSError(err, f"{name}{args[1:2] or ''}: {os.strerror(err)}")
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    _check(_libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), flags, None),
-           f"mount {target}")
+    _call("mount", source and source.encode(), target.encode(), fstype and fstype.encode(), flags, None)
 
 
 def _parse(argv: list[str]) -> dict:
@@ -97,6 +101,8 @@ def _drop(uid: int | None, gid: int | None, groups: list[int]) -> None:
 
 
 def _read_spec(fd: int) -> dict:
+    """The launcher's spec: NUL-separated fields, ``command``, ``cwd``, then ``NAME=value`` pairs (no NUL
+    can be in any of them: the spec is refused at submit otherwise). Plain bytes, no json import."""
     chunks = []
     while True:
         block = os.read(fd, 1 << 16)
@@ -104,7 +110,17 @@ def _read_spec(fd: int) -> dict:
             break
         chunks.append(block)
     os.close(fd)
-    return json.loads(b"".join(chunks))
+    fields = b"".join(chunks).decode("utf-8", "surrogateescape").split("\0")
+    env = dict(item.split("=", 1) for item in fields[2:] if "=" in item)
+    return {"command": fields[0], "cwd": fields[1], "env": env}
+
+
+def encode_spec(command: str, cwd: str, env: dict[str, str]) -> bytes:
+    """What ``_read_spec`` reads (used by the launcher)."""
+    items = [command, cwd, *(f"{k}={v}" for k, v in env.items())]
+    if any("\0" in item for item in items):
+        raise ValueError("a NUL character in the task's command, working dir or environment")
+    return "\0".join(items).encode("utf-8", "surrogateescape")
 
 
 def _run_command(spec: dict, as_init: bool) -> None:
@@ -141,7 +157,7 @@ def main(argv: list[str]) -> None:
     opts = _parse(argv)
     _ignore_stop_signals()
     if opts["namespaces"]:
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+        _call("unshare", CLONE_NEWNS | CLONE_NEWPID)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         for path in opts["mask"]:
             _mount(opts["mask_node"], path, None, MS_BIND)

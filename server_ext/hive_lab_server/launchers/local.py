@@ -39,6 +39,7 @@ from traitlets import List, Unicode
 from ..isolation import Account, AccountError, Isolation
 from ..isolation import cgroups, gpu_access
 from ..isolation.safe_files import UnsafePath, check_regular, open_beneath
+from ..isolation.task_exec import encode_spec
 from .base import LaunchError, Launcher, LaunchRequest, TaskExit
 
 __all__ = ["LocalLauncher"]
@@ -256,17 +257,19 @@ class LocalLauncher(Launcher):
                     argv += ["--mask", path]
         return argv
 
-    def _task_spec_fd(self, tl, account: Account | None) -> int:
-        """A memory file with what the user controls (command, environment, working dir), read by task_exec
-        only after it dropped to the owner's account."""
+    def _task_env(self, tl, account: Account | None) -> dict[str, str]:
         env = dict(self.base_env)
         if account is not None:
             env.update(account.env())
         env.update(tl.env)
-        spec = {"command": "trap : USR1\n" + tl.command, "env": env, "cwd": tl.working_dir}
+        return env
+
+    def _task_spec_fd(self, tl, account: Account | None) -> int:
+        """A memory file with what the user controls (command, environment, working dir), read by task_exec
+        only after it dropped to the owner's account."""
+        data = encode_spec("trap : USR1\n" + tl.command, tl.working_dir, self._task_env(tl, account))
         fd = os.memfd_create("hive-task-spec")
         try:
-            data = json.dumps(spec).encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -282,9 +285,20 @@ class LocalLauncher(Launcher):
         if not os.path.isdir(tl.working_dir):  # entered only by task_exec, as the owner; say it early
             raise FileNotFoundError(2, f"the working dir {tl.working_dir} does not exist")
         procs_files = cg.procs_files() if cg else []
-        spec_fd = self._task_spec_fd(tl, account)
-        args = ["/bin/sh", "-c", WRAPPER, "hive-task", str(exitf), str(len(procs_files)), *procs_files,
-                *self._task_exec_argv(tl, account, spec_fd)]
+        if account is None and not self._namespaces:
+            # no identity switch: the wrapper already runs as the task's own user (a personal install, or
+            # Isolation.run_as = "server"), so the task's environment may be its own (no task_exec: a
+            # Python start per task costs ~10x the wrapper itself)
+            spec_fd = None
+            wrapper_env = self._task_env(tl, None)
+            command = ["/bin/sh", "-c", "trap : USR1\n" + tl.command]
+            cwd = tl.working_dir
+        else:
+            spec_fd = self._task_spec_fd(tl, account)
+            wrapper_env = ROOT_ENV
+            command = self._task_exec_argv(tl, account, spec_fd)
+            cwd = "/"
+        args = ["/bin/sh", "-c", WRAPPER, "hive-task", str(exitf), str(len(procs_files)), *procs_files, *command]
         logfd = self._open_log(tl.log_path, account)
         limit = self.isolation.max_log_bytes
         r = w = None
@@ -302,9 +316,9 @@ class LocalLauncher(Launcher):
                 out = w
             go_r, go_w = os.pipe()
             try:
-                proc = subprocess.Popen(args, cwd="/", env=ROOT_ENV, stdin=go_r, stdout=out,
+                proc = subprocess.Popen(args, cwd=cwd, env=wrapper_env, stdin=go_r, stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-                                        pass_fds=(spec_fd,))
+                                        pass_fds=(spec_fd,) if spec_fd is not None else ())
             except BaseException:
                 os.close(go_w)
                 raise
@@ -312,7 +326,7 @@ class LocalLauncher(Launcher):
                 os.close(go_r)
             return proc, copier, go_w
         finally:
-            for fd in (logfd, r, w, spec_fd):
+            for fd in (logfd, r, w, spec_fd):  # (spec_fd None on the path without an identity switch)
                 if fd is not None:
                     os.close(fd)
 
