@@ -70,13 +70,38 @@ def install(args: argparse.Namespace) -> int:
     except BadRequest as exc:
         print(f"hive-lab kernelspec: {exc}", file=sys.stderr)
         return 2
+    user, prefix = args.user, args.prefix
+    if not user and prefix is None and not _system_dir_writable():
+        user = True  # a non-root user installs for themselves (the system dir would be a PermissionError)
     with tempfile.TemporaryDirectory() as tmp:
+        # readable by everyone: installed system-wide by root (a course), students must see it (mkdtemp
+        # makes 0700, and jupyter_client copies the mode)
+        Path(tmp).chmod(0o755)
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
-        dest = KernelSpecManager().install_kernel_spec(
-            tmp, kernel_name=args.name, user=args.user, prefix=args.prefix, replace=True
-        )
-    print(f"installed kernelspec {args.name!r} ({spec['display_name']}) in {dest}")
+        (Path(tmp) / "kernel.json").chmod(0o644)
+        try:
+            dest = KernelSpecManager().install_kernel_spec(
+                tmp, kernel_name=args.name, user=user, prefix=prefix, replace=True
+            )
+        except PermissionError as exc:
+            print(f"hive-lab kernelspec: cannot write {exc.filename or 'the kernels dir'} ({exc.strerror}); "
+                  f"install for yourself with --user, or under a prefix you own with --prefix", file=sys.stderr)
+            return 1
+    scope = "for you only" if user else f"under {prefix}" if prefix else "for every user of this machine"
+    print(f"installed kernelspec {args.name!r} ({spec['display_name']}) {scope}, in {dest}")
     return 0
+
+
+def _system_dir_writable() -> bool:
+    """Whether the system-wide kernels dir (jupyter_client's default target) can be written here."""
+    import os
+
+    from jupyter_core.paths import SYSTEM_JUPYTER_PATH
+
+    target = Path(SYSTEM_JUPYTER_PATH[0]) / "kernels"
+    while not target.exists() and target.parent != target:
+        target = target.parent
+    return os.access(target, os.W_OK)
 
 
 def remove(args: argparse.Namespace) -> int:

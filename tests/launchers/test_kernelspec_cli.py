@@ -59,3 +59,35 @@ def test_a_kernel_of_a_quarter_gpu(tmp_path):
     assert parse_job_spec({"command": "x", "kind": "kernel", "tasks": [{"gpus": 0.25}]}).gpu_share == 0.25
     out = run_cli("install", "--name", "q", "--gpus", "0.3", "--user", env=env)
     assert out.returncode == 2 and "0.5, 0.25 or 0.125" in out.stderr
+
+
+def test_a_kernelspec_installed_by_root_is_readable_by_every_student(shared_tmp, unix_accounts):
+    """Issue 26: installed as root (a course's kernel), the dir was 0700 root: students did not see it."""
+    import os
+    import stat
+
+    from fixtures.unix_accounts import ACCOUNTS, run_as
+
+    prefix = shared_tmp / "prefix"
+    out = run_cli("install", "--name", "course-gpu", "--gpus", "1", "--prefix", str(prefix), env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert f"under {prefix}" in out.stdout  # says where it went
+    kdir = prefix / "share" / "jupyter" / "kernels" / "course-gpu"
+    assert stat.S_IMODE(kdir.stat().st_mode) == 0o755
+    assert stat.S_IMODE((kdir / "kernel.json").stat().st_mode) == 0o644
+    for d in (prefix, prefix / "share", prefix / "share" / "jupyter", prefix / "share" / "jupyter" / "kernels"):
+        os.chmod(d, 0o755)
+    seen = run_as(unix_accounts[ACCOUNTS[0]], "cat", str(kdir / "kernel.json"))
+    assert seen.returncode == 0 and "hive" in seen.stdout, seen.stderr
+
+
+def test_a_user_who_cannot_write_the_system_dir_gets_a_personal_kernelspec(tmp_path, monkeypatch, capsys):
+    """Issue 30: `hive-lab kernelspec install --name gpu-1 --gpus 1` as an ordinary user crashed with a
+    PermissionError traceback on the system kernels dir."""
+    from hive_lab.cli import kernelspec, main
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(kernelspec, "_system_dir_writable", lambda: False)
+    assert main(["kernelspec", "install", "--name", "gpu-1", "--gpus", "1"]) == 0
+    assert (tmp_path / "data" / "kernels" / "gpu-1" / "kernel.json").exists()
+    assert "for you only" in capsys.readouterr().out
