@@ -19,8 +19,11 @@ GPU_GLYPHS = {"free": ("·", "dim"), "used": ("■", "green"), "opportunistic": 
 def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None) -> Table:
     """Jobs as a table; the reason column takes what width is left."""
     table = Table(title=title, expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    id_width = max([len(j.get("id", "")) for j in jobs] + [3])
     for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age", "limit", "starts"):
-        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None)
+        # an id is what people copy into the next command: never cut (80-column terminals included)
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None,
+                         min_width=id_width if column == "job" else None)
     table.add_column("reason / where", overflow="fold", ratio=1, min_width=16)
     for row in job_rows(jobs, me):
         table.add_row(row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),

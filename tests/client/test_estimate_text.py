@@ -34,3 +34,15 @@ def test_starts_column():
     table = jobs_table([KNOWN])
     headers = [c.header for c in table.columns]
     assert headers[8:10] == ["limit", "starts"]  # the time limit, then the estimated start
+
+
+def test_job_ids_are_never_cut_in_an_80_column_terminal():
+    """Issue 26: `hive-lab jobs` in 80 columns showed `j-0000…`: the id is what people copy."""
+    from rich.console import Console
+
+    jobs = [dict(KNOWN, id=f"j-00000{i}", name="a-rather-long-sweep-name-lr0.001", reason=BASE["reason"] * 2)
+            for i in range(3)]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(jobs_table(jobs))
+    text = console.export_text()
+    assert all(f"j-00000{i}" in text for i in range(3)), text
