@@ -58,6 +58,9 @@ def service_argv(env: dict[str, str] | None = None) -> list[str]:
         "--ServerApp.authorizer_class=hive_lab_server.hub.identity.ServiceAuthorizer",
         "--ServerApp.terminals_enabled=False",
         "--ServerApp.open_browser=False",
+        # SIGINT stops it at once (the Hub's Ctrl-C, a supervisor): no "Shutdown this server (y/[n])?" prompt,
+        # which, with no one to answer, left it running until SIGTERM (a Hub took ~31 s to stop)
+        "--ServerApp.answer_yes=True",
         "--HiveLabApp.mode=scheduler",
         "--HiveLabApp.owner_is_admin=False",  # the OS user running the service is nobody's Hub identity
     ]

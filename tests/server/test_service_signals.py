@@ -1,0 +1,47 @@
+"""The Hub-managed hive-lab service stops on SIGINT (issue 26: it asked "Shutdown this server?" on the stdin it
+inherited from the Hub, where nobody answers, and stopped only at SIGTERM,
+so stopping a Hub took ~31 s and a quick restart found the ports busy)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+
+import requests
+
+from fixtures.live_server import free_port
+from waiting import wait_until
+
+
+def test_the_service_stops_on_sigint(tmp_path):
+    port = free_port()
+    env = {**os.environ, "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}/services/hive-lab/",
+           "JUPYTERHUB_SERVICE_PREFIX": "/services/hive-lab/", "JUPYTERHUB_API_TOKEN": "not-used-here",
+           "JUPYTERHUB_API_URL": f"http://127.0.0.1:{free_port()}/hub/api",
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
+    log = open(tmp_path / "service.log", "w")
+    master, terminal = pty.openpty()  # a Hub started from a terminal: its services inherit the terminal
+    proc = subprocess.Popen([sys.executable, "-m", "hive_lab_server.hub.service_app",
+                             f"--HiveLabApp.jobs_root={tmp_path / 'jobs'}"],
+                            env=env, stdin=terminal, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    os.close(terminal)
+    try:
+        def answers():
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/services/hive-lab/api/status", timeout=2).status_code
+            except requests.ConnectionError:
+                assert proc.poll() is None, (tmp_path / "service.log").read_text()[-3000:]
+                return None
+        wait_until(answers, "the service to listen")
+        proc.send_signal(signal.SIGINT)
+        wait_until(lambda: proc.poll() is not None, "the service to stop after SIGINT", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        log.close()
+        os.close(master)
