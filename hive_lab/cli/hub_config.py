@@ -63,7 +63,10 @@ c.Spawner.environment.update({{
 
 SERVICE_CONFIG = '''\
 # {config}: the hive-lab service's own settings (c.HiveLabApp, see `hive-lab hub-config`)
-c.HiveLabApp.cluster_config = "default"        # or a HiveD / short-form YAML file, e.g. "/etc/hive-lab/cluster.yaml"
+# one node of 4 GPUs in pairs (levels: a 2-GPU task gets two GPUs on one switch); one VC per course, 2 GPUs each.
+# Or a HiveD / short-form YAML file, e.g. "/etc/hive-lab/cluster.yaml" (docs/teaching.md)
+c.HiveLabApp.cluster_config = {{"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "levels": ["pair"],
+                               "vcs": {{"cv-101": 2, "nlp-201": 2}}}}
 c.HiveLabApp.launcher = "local"                # local | docker | slurm
 c.HiveLabApp.db_url = "sqlite:////var/lib/hive-lab/hive_lab.sqlite"
 c.HiveLabApp.jobs_root = "/var/lib/hive-lab/jobs"
@@ -93,6 +96,8 @@ def register(subparsers) -> None:
                    help="Hub group whose members administer hive-lab (repeatable; default: instructors)")
     p.add_argument("--service-config", action="store_true",
                    help="print an example of the service's own settings file instead")
+    p.add_argument("--check-service", metavar="FILE",
+                   help="check the service's own settings file (its cluster has every VC vc_access names)")
     p.add_argument("--append", metavar="FILE",
                    help="append the fragment to FILE (a jupyterhub_config.py) instead of printing it; FILE and its "
                         "missing dirs are created, FILE is made 0600 (a Hub config may hold secrets)")
@@ -119,7 +124,40 @@ def write_private(path: str | os.PathLike, text: str, *, append: bool) -> pathli
     return path
 
 
+def check_service(path: str | os.PathLike) -> list[str]:
+    """What is inconsistent in the service's own settings file (empty: nothing)."""
+    from hive_lab_server.access import unknown_vcs
+    from hive_lab_server.cluster import resolve_cluster
+    from hive_scheduler.errors import ConfigError
+
+    if not pathlib.Path(path).is_file():
+        return [f"{path} does not exist"]
+    try:
+        cfg = load(path)
+    except Exception as exc:  # the admin's file: report, do not crash
+        return [f"cannot load {path}: {type(exc).__name__}: {exc}"]
+    app = cfg.HiveLabApp
+    try:
+        cluster = resolve_cluster(_value(app, "cluster_config", "default"), "none")
+    except (ConfigError, OSError, ValueError) as exc:
+        return [f"cluster_config is not valid: {exc}"]
+    problems = unknown_vcs(_value(app, "vc_access", {}), cluster.config.virtual_clusters)
+    mode = pathlib.Path(path).stat().st_mode & 0o777
+    if mode & 0o077:
+        problems.append(f"{path} is readable or writable by others (mode {mode:04o}): chmod 600 {path}")
+    return problems
+
+
 def run(args) -> int:
+    if args.check_service:
+        problems = check_service(args.check_service)
+        for line in problems:
+            print(f"- {line}", file=sys.stderr)
+        if problems:
+            print(f"{args.check_service}: {len(problems)} problem(s)", file=sys.stderr)
+            return 1
+        print(f"{args.check_service}: the service's settings agree with its cluster")
+        return 0
     if args.check:
         problems = check(args.check)
         for line in problems:

@@ -102,3 +102,17 @@ class AccessPolicy:
             if vc in granted or "*" in granted:
                 return group
         return sorted(caller.groups)[0]
+
+
+def unknown_vcs(vc_access: dict, cluster_vcs) -> list[str]:
+    """Sentences for each VC that ``vc_access`` grants but the cluster does not have (a course set up with
+    ``@cv-101 -> cv-101`` on a cluster without ``cv-101``: every student would be told they may submit to
+    no VC). Empty when all are known."""
+    known = set(cluster_vcs)
+    out = []
+    for who, vcs in sorted((vc_access or {}).items()):
+        for vc in ([vcs] if isinstance(vcs, str) else list(vcs)):
+            if vc != "*" and vc not in known:
+                out.append(f"vc_access gives {who!r} the VC {vc!r}, which the cluster does not have (its VCs: "
+                           f"{', '.join(sorted(known))}); add it to cluster_config's virtual clusters or fix vc_access")
+    return out

@@ -225,6 +225,10 @@ class HiveLabApp(ExtensionApp):
             # the panel); a scheduler with a broken cluster model must not look like it runs
             self.log.critical("hive-lab: the cluster config is not valid, so the server stops: %s", exc)
             raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
+        from .access import unknown_vcs
+
+        for problem in unknown_vcs(self.vc_access, self.cluster.config.virtual_clusters):
+            self.log.error("hive-lab: %s", problem)
         from .lifecycle.time_limit import TimeLimitError, parse_vc_time_limits
 
         try:

@@ -89,3 +89,17 @@ def test_append_and_out_write_owner_only_files_in_dirs_they_create(tmp_path, cap
     assert stat.S_IMODE(service.stat().st_mode) == 0o600 and "c.HiveLabApp" in service.read_text()
     os.chmod(existing, 0o644)
     assert any("chmod 600" in p for p in check(existing))
+
+
+def test_the_printed_service_config_agrees_with_its_cluster_and_check_service_finds_what_does_not(tmp_path, capsys):
+    """Issue 26: the example mapped Hub groups to VCs its own cluster did not have; every student was then
+    told they may submit to no VC, and nothing said why."""
+    service = tmp_path / "hive_lab_config.py"
+    assert main(["hub-config", "--service-config", "--out", str(service)]) == 0
+    assert main(["hub-config", "--check-service", str(service)]) == 0, capsys.readouterr().err
+    broken = tmp_path / "broken_config.py"
+    broken.write_text('c.HiveLabApp.cluster_config = "default"\nc.HiveLabApp.vc_access = {"@cv-101": ["cv-101"]}\n')
+    broken.chmod(0o600)
+    assert main(["hub-config", "--check-service", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert "'cv-101', which the cluster does not have (its VCs: default)" in err, err
