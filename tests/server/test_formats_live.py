@@ -40,7 +40,7 @@ def _post(api, path, rel):
 
 SHARE_DRY_RUN_BUG = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "the core's what_if raises TypeError for a GPU share (placement._vdescend: slice indices); a 500 for "
-    "the share's dry run (seen with this manifest)"))
+    "any share's dry run on this cluster, a native {'gpus': 0.5} spec too (a submit is fine)"))
 
 
 @pytest.mark.parametrize("rel", [pytest.param(r, marks=SHARE_DRY_RUN_BUG) if r.endswith("pod_hami.yaml") else r

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from ..spec import JobSpec, SpecError, parse_job_spec
+from ..spec import JobSpec, SpecError, _bad_text, _text_problem, parse_job_spec
 from . import kubernetes, openpai_v1, openpai_v2, sbatch
 from .common import Translation
 from .detect import detect, read_body
@@ -69,6 +69,9 @@ def read_job(raw: bytes, content_type: str | None = None,
 
 def from_document(doc: Any, seal: Callable[[dict[str, str]], dict[str, str]] | None = None) -> JobSpec:
     """The ``JobSpec`` of a parsed document in any supported format."""
+    bad = ("script", _text_problem(doc)) if isinstance(doc, str) else _bad_text(doc)
+    if bad and bad[1]:  # text no store or process can hold (NUL, lone surrogates), named before anything else
+        raise SpecError(f"{bad[0]}: {bad[1]}", bad[0])
     t = translate(doc)
     if t is None:
         return parse_job_spec(doc)

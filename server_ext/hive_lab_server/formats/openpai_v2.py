@@ -233,6 +233,7 @@ def translate(doc: dict) -> Translation:
     defaults = want_dict(doc.get("defaults") or {}, "defaults")
     deployment = None
     if defaults.get("deployment") is not None:
+        want_str(defaults["deployment"], "defaults.deployment")
         deps = {d.get("name"): d for d in want_list(doc.get("deployments") or [], "deployments") if isinstance(d, dict)}
         if defaults["deployment"] not in deps:
             raise fail("defaults.deployment", f"names no deployment (deployments: {', '.join(map(str, deps)) or 'none'})")
