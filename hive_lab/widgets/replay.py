@@ -165,4 +165,7 @@ class ReplayView:
     def _ipython_display_(self):
         from IPython.display import display
 
+        from .base import load_bokehjs
+
+        load_bokehjs()  # jupyter_bokeh's view needs BokehJS in the page (found by the browser test)
         display(self.widget)
