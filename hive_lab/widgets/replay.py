@@ -83,7 +83,8 @@ def user_waits(report: Any, top: int = 20) -> list[tuple[str, float, float | Non
 def replay_charts(r: Any) -> Any:
     """A bokeh layout of the charts of ``r`` (a ``hive_lab.history_replay.Replay``)."""
     from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
+    from bokeh.models import ColumnDataSource, HoverTool, Span
+    from bokeh.transform import dodge
     from bokeh.palettes import Category10_10
     from bokeh.plotting import figure
 
@@ -101,20 +102,21 @@ def replay_charts(r: Any) -> Any:
         q.line(x, y, color=colour[vc], legend_label=f"{vc} live", line_width=2)
         if change is not None:
             x, y = hourly_waits(change, vc)
-            q.line(x, y, color=colour[vc], line_dash="dashed", legend_label=f"{vc} {change.label}")
+            q.line(x, y, color=colour[vc], line_dash="dashed", legend_label=f"{vc} changed")
     q.legend.click_policy = "hide"
+    q.legend.location = "top_left"
+    q.legend.background_fill_alpha = 0.5
     q.add_tools(HoverTool(tooltips=[("hour", "@x"), ("wait (min)", "@y{0.0}")]))
 
     uw = user_waits(report)
     users = [u for u, _, _ in uw]
-    factors = [(u, k) for u in users for k in (("live", "change") if change is not None else ("live",))]
-    values = [v for _, a, b in uw for v in ((a, b or 0.0) if change is not None else (a,))]
-    src = ColumnDataSource({"x": factors, "wait": values,
-                            "colour": ["#1f77b4" if k == "live" else "#ff7f0e" for _, k in factors]})
-    u = figure(x_range=FactorRange(*factors), title="average wait per user (live vs the change)", height=260,
-               width=760, y_axis_label="minutes", name="users")
-    u.vbar(x="x", top="wait", width=0.9, source=src, color="colour")
-    u.xaxis.major_label_orientation = 1.0
+    src = ColumnDataSource({"user": users, "live": [a for _, a, _ in uw], "change": [b or 0.0 for _, _, b in uw]})
+    u = figure(x_range=users, title="average wait per user, the 20 who waited most (live; changed in orange)",
+               height=260, width=760, y_axis_label="minutes", name="users")
+    u.vbar(x=dodge("user", -0.2, range=u.x_range), top="live", width=0.38, source=src, color="#1f77b4")
+    if change is not None:
+        u.vbar(x=dodge("user", 0.2, range=u.x_range), top="change", width=0.38, source=src, color="#ff7f0e")
+    u.xaxis.major_label_orientation = 0.9
 
     used = gpus_used(live)
     g = figure(title="GPUs used (hourly average) vs guaranteed, live", height=260, width=760,
@@ -128,9 +130,11 @@ def replay_charts(r: Any) -> Any:
             g.add_layout(Span(location=gpus, dimension="width", line_color=colour[vc], line_dash="dotted"))
     g.legend.click_policy = "hide"
 
-    anomaly = [(vc, (live.summary()["by_vc"][vc].get("sharing_anomaly_s") or 0.0) / 3600) for vc in vcs]
-    a = figure(x_range=vcs, title="sharing anomaly per VC (extra job-hours vs each VC alone)", height=220,
-               width=370, y_axis_label="job-hours", name="anomaly")
+    by_vc = live.summary()["by_vc"]
+    anomaly = [(vc, (by_vc[vc].get("sharing_anomaly_s") or 0.0) / 3600) for vc in vcs]
+    known = any(by_vc[vc].get("sharing_anomaly_s") is not None for vc in vcs)
+    a = figure(x_range=vcs, title="sharing anomaly (job-hours vs VC alone)" if known else
+               "sharing anomaly: not replayed", height=220, width=370, y_axis_label="job-hours", name="anomaly")
     a.vbar(x=[vc for vc, _ in anomaly], top=[h for _, h in anomaly], width=0.6,
            color=[colour[vc] for vc, _ in anomaly])
     counts, busiest = busiest_hour(r.history, r.since_epoch)
@@ -165,4 +169,7 @@ class ReplayView:
     def _ipython_display_(self):
         from IPython.display import display
 
+        from .base import load_bokehjs
+
+        load_bokehjs()  # jupyter_bokeh's view needs BokehJS in the page (found by the browser test)
         display(self.widget)

@@ -86,9 +86,12 @@ def test_a_bigger_vc_shortens_the_waits_and_the_effect_is_one_sentence():
     live, bigger = report.scenarios
     assert bigger.label == "with a at 2 GPUs (was 1)"
     assert bigger.waits == {"j0": 0.0, "j1": 0.0, "j2": 100.0}
-    # 90 % of a's jobs start within 80 s (the p90 of 0, 0, 100); live, 1 of 3 did
-    assert report.effect(bigger) == ("with a at 2 GPUs (was 1): 90 % of a's jobs start within 80 s instead "
-                                     "of 33 % under the live configuration")
+    # 90 % of a's jobs (all 3 of 0, 0, 100 s) start within 100 s; live (0, 100, 200 s), 2 of 3 did
+    assert report.effect(bigger) == ("with a at 2 GPUs (was 1): 90 % of a's jobs start within 100 s instead "
+                                     "of 67 % under the live configuration")
+    smaller = replay_history(three_in_a_row(), CLUSTER, live=BARE, changes={"nodes": 1})  # a's guarantee unchanged
+    assert smaller.effect(smaller.scenarios[1], "a") == (
+        "with 1 more node: 90 % of a's jobs start within 3 min, no sooner than under the live configuration (100 % did)")
     rows = {(r["scenario"], r["vc"]): r for r in report.table()}
     assert rows[("live", "a")]["avg_wait_s"] == 100.0 and rows[(bigger.label, "a")]["guaranteed_gpus"] == 2
 

@@ -211,9 +211,13 @@ class Report:
         waits = scenario.vc_waits(vc)
         if not waits:
             return f"{scenario.label}: {vc} had no jobs"
-        t = percentile(waits, quantile)
+        ranked = sorted(waits)  # the wait within which ``quantile`` % of the jobs did start (no interpolation)
+        t = ranked[max(0, math.ceil(quantile / 100 * len(ranked)) - 1)]
         live_share = self.live.started_within(t, vc)
         when = "at once" if t <= 0 else f"within {readable_seconds(t)}"
+        if 100 * live_share >= quantile:  # no better than live: say so instead of "instead of 100 %"
+            return (f"{scenario.label}: {quantile:.0f} % of {vc}'s jobs start {when}, no sooner than under the "
+                    f"live configuration ({100 * live_share:.0f} % did)")
         return (f"{scenario.label}: {quantile:.0f} % of {vc}'s jobs start {when} instead of {100 * live_share:.0f} % "
                 f"under the live configuration")
 
