@@ -14,7 +14,7 @@ from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from ..staging import private_dir, write_private
 
 if TYPE_CHECKING:
-    from ..service import ActiveJob
+    from .active import ActiveJob
 
 
 def free_port() -> int:
