@@ -5,23 +5,11 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-export type JobState =
-  | 'submitted'
-  | 'queued'
-  | 'scheduled'
-  | 'running'
-  | 'paused'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled';
+import { JobState } from './jobStates';
 
-export const ACTIVE_STATES: ReadonlySet<string> = new Set([
-  'submitted',
-  'queued',
-  'scheduled',
-  'running',
-  'paused'
-]);
+// the state vocabulary is generated from the service's (jobStates.ts); kept importable from here
+export type { JobState } from './jobStates';
+export { ACTIVE_STATES } from './jobStates';
 
 export interface IPlacement {
   task: string;

@@ -8,10 +8,8 @@
 import { Notification } from '@jupyterlab/apputils';
 
 import { IJob } from './api';
+import { PLACED_STATES, WAITING_STATES } from './jobStates';
 import { ClusterModel } from './model';
-
-const WAITING = new Set(['submitted', 'queued']);
-const RUNNING = new Set(['scheduled', 'running']);
 
 const STOPPED = /idle kernel culled|preempt/i;
 
@@ -31,8 +29,8 @@ export function kernelNotice(
   fresh = false
 ): { kind: 'waiting' | 'started' | 'ended'; type: Notification.TypeOptions; message: string } | null {
   const label = kernelLabel(job);
-  const wasRunning = previous !== undefined && RUNNING.has(previous);
-  if (WAITING.has(job.state) && wasRunning && STOPPED.test(job.reason ?? '')) {
+  const wasRunning = previous !== undefined && PLACED_STATES.has(previous);
+  if (WAITING_STATES.has(job.state) && wasRunning && STOPPED.test(job.reason ?? '')) {
     // preempted and requeued: the kernel died, another starts when GPUs free up
     return {
       kind: 'waiting',
@@ -40,7 +38,7 @@ export function kernelNotice(
       message: `The kernel of ${label} was stopped: ${job.reason}. It waits for GPUs again (job ${job.id}); variables are lost.`
     };
   }
-  if (WAITING.has(job.state)) {
+  if (WAITING_STATES.has(job.state)) {
     const eta = job.estimated_start
       ? ` Estimated start: ${new Date(job.estimated_start).toLocaleTimeString()}.`
       : '';
@@ -50,7 +48,7 @@ export function kernelNotice(
       message: `The kernel of ${label} waits for GPUs (job ${job.id}): ${job.reason ?? 'queued'}.${eta}`
     };
   }
-  if (RUNNING.has(job.state) && previous !== undefined && WAITING.has(previous)) {
+  if (PLACED_STATES.has(job.state) && previous !== undefined && WAITING_STATES.has(previous)) {
     return { kind: 'started', type: 'success', message: `The kernel of ${label} got its GPUs and starts.` };
   }
   const reason = job.reason ?? '';

@@ -14,6 +14,7 @@ import {
   IMe,
   IVc
 } from './api';
+import { WAITING_STATES } from './jobStates';
 
 export type ColorMode = 'vc' | 'job' | 'state' | 'user';
 
@@ -93,7 +94,7 @@ export class ClusterModel {
   }
 
   get myQueued(): number {
-    return this.myJobs.filter(j => j.state === 'queued' || j.state === 'submitted')
+    return this.myJobs.filter(j => WAITING_STATES.has(j.state))
       .length;
   }
 

@@ -9,13 +9,13 @@ import { Widget } from '@lumino/widgets';
 
 import { ACTIVE_STATES, describeLimits, IJob, IVc } from './api';
 import { InstructorView, JobFilterBar } from './instructor';
+import { PENDING_STATES } from './jobStates';
 import { LogViewer } from './logs';
 import { age, ClusterModel } from './model';
 
 type Tab = 'mine' | 'all';
 
 /** States whose reason says why the job waits (running jobs' reasons are just launch notes). */
-const WAITING_STATES: ReadonlySet<string> = new Set(['submitted', 'queued', 'scheduled']);
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -224,11 +224,11 @@ export class ClusterPanel extends Widget {
     }
     meta.appendChild(actions);
     item.append(top, meta);
-    if (job.reason && WAITING_STATES.has(job.state)) {
+    if (job.reason && PENDING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-reason', job.reason));
     }
     const estimate = estimateText(job);
-    if (estimate && WAITING_STATES.has(job.state)) {
+    if (estimate && PENDING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-estimate', estimate));
     }
     return item;

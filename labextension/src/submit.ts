@@ -8,6 +8,7 @@ import { PathExt } from '@jupyterlab/coreutils';
 import { Widget } from '@lumino/widgets';
 
 import { IJob } from './api';
+import { FINAL_STATES } from './jobStates';
 import { ClusterModel } from './model';
 
 interface IDocumentLike {
@@ -119,7 +120,7 @@ export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
     autoClose: false
   });
   const onJob = (_: ClusterModel, job: IJob) => {
-    if (job.id !== submitted.id || !['succeeded', 'failed', 'cancelled'].includes(job.state)) {
+    if (job.id !== submitted.id || !FINAL_STATES.has(job.state)) {
       return;
     }
     model.jobEvent.disconnect(onJob);

@@ -11,6 +11,8 @@ Assumptions a reader of an estimate should know: nothing new arrives, preemption
 once, jobs run exactly their expected time, a job with neither a limit nor an expected duration runs
 forever (so whatever waits for it has no estimate), and under ``backfill`` the simulation serves each
 VC in strict order (no backfilling in the future: the estimate is the latest start backfill allows).
+
+``core`` is the ``Scheduler`` (not imported here: ``scheduler.py`` imports this module).
 """
 
 from __future__ import annotations
@@ -19,14 +21,11 @@ import heapq
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from .errors import RequestError
 from .jobs import PREEMPTING, RUNNING, WAITING, Job
 from .recovery import resolve_placement
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None
     return expected.get(req.id) if expected else None
 
 
-def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expected] | None = None,
+def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = None,
                     max_steps: int | None = None, vc: str | None = None,
                     alternatives: Mapping[str, str] | None = None,
                     names: Mapping[str, str] | None = None) -> dict[str, StartEstimate]:
@@ -218,7 +217,7 @@ def estimate_starts(core: "Scheduler", now: float, expected: Mapping[str, Expect
     return out
 
 
-def _put_running(twin: "Scheduler", j) -> bool:
+def _put_running(twin, j) -> bool:
     """``adopt`` without its checks and its scheduling pass (the live core already accepted the job;
     waiting jobs come after): the twin's part of the cost that grows with the running jobs."""
     try:
@@ -232,7 +231,7 @@ def _put_running(twin: "Scheduler", j) -> bool:
     return True
 
 
-def _empty(twin: "Scheduler", core: "Scheduler") -> None:
+def _empty(twin, core) -> None:
     """Take every job out of the twin and make its hardware healthy again (ready for the next call):
     each job's cells released through the state primitives, no scheduling passes in between."""
     t = twin._now

@@ -16,13 +16,13 @@ Between calls every VC's queue has been passed (waiting jobs ahead of it did not
 state), so a new job is tried at once unless an overtaken job of its VC holds the queue back
 (anti-starvation); this module follows ``Scheduler.submit`` in that. No ``_seq``, clock, queue, ledger
 or dirty flag changes; the property test ``tests/scheduler/test_core_what_if.py`` checks that views
-and every later decision are the same with or without what-if calls in between.
+and every later decision are the same with or without what-if calls in between. ``core`` is the
+``Scheduler`` (not imported here: ``scheduler.py`` imports this module, as ``views``/``recovery``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
@@ -32,9 +32,6 @@ from .state import rollback
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 from .views import wait_reason
-
-if TYPE_CHECKING:
-    from .scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def task_placements(req: JobRequest, res: list) -> tuple[TaskPlacement, ...]:
     return tuple(out)
 
 
-def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
+def what_if(core, req: JobRequest, now: float) -> WhatIf:
     """What ``core.submit(req, now)`` would decide for ``req`` (RequestError for a request submit refuses)."""
     if not isinstance(req, JobRequest):
         raise RequestError("job", f"expected a JobRequest, got {type(req).__name__}")
@@ -118,7 +115,7 @@ def what_if(core: "Scheduler", req: JobRequest, now: float) -> WhatIf:
     return _waiting(core, j)
 
 
-def _place_now(core: "Scheduler", j: Job, txn: list):
+def _place_now(core, j: Job, txn: list):
     """``Scheduler._attempt``'s placement without preemption: free GPUs, else GPUs running opportunistic
     work (whose jobs become victims)."""
     req = j.req
@@ -136,7 +133,7 @@ def _place_now(core: "Scheduler", j: Job, txn: list):
     return res
 
 
-def _lower_victims(core: "Scheduler", j: Job) -> list[str]:
+def _lower_victims(core, j: Job) -> list[str]:
     """The lower-priority jobs of its VC the job would preempt (the preemption search: it undoes itself)."""
     vc = core.state.vcs[j.req.vc]
     if not any(p < j.req.priority for p in vc.prio_count):
@@ -144,7 +141,7 @@ def _lower_victims(core: "Scheduler", j: Job) -> list[str]:
     return [x.req.id for x in sorted(core._preemption.victims(j), key=lambda x: x.seq)]
 
 
-def _held_back_by(core: "Scheduler", j: Job, now: float) -> str | None:
+def _held_back_by(core, j: Job, now: float) -> str | None:
     """The overtaken job of its VC that would hold the new job back (a scheduling pass stops there)."""
     vc = core.state.vcs[j.req.vc]
     if not core._starving(vc, now):
@@ -159,7 +156,7 @@ def _held_back_by(core: "Scheduler", j: Job, now: float) -> str | None:
     return None
 
 
-def _waiting(core: "Scheduler", j: Job) -> WhatIf:
+def _waiting(core, j: Job) -> WhatIf:
     queue = core._opp_queue if j.req.priority == -1 else core.state.vcs[j.req.vc].queue
     key = (ORDERS["fifo"].key(j) if j.req.priority == -1 else core._qkey(j), j.req.id)
     ahead = sum(1 for k in queue if k < key) if not core._order.dynamic or j.req.priority == -1 else \

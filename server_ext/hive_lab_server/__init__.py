@@ -1,6 +1,6 @@
 """hive_lab_server: the Jupyter server extension hosting the hive-lab scheduler service."""
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 
 def _jupyter_server_extension_points():

@@ -30,7 +30,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Any as AnyTrait
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, default
 
-from . import __version__
+from .version import __version__
 from .access import AccessPolicy, server_owner
 from .cluster import resolve_cluster
 from .events import EventBus

@@ -5,11 +5,17 @@ admission gate (``Scheduler.set_user_limits``). The rules themselves live in ``h
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Mapping
 
 from hive_scheduler.limits import LimitsError, LimitTable
 
-__all__ = ["LimitsError", "parse_config", "parse_body", "limits_document"]
+from .errors import ServiceError
+from .lifecycle.work import Work
+
+log = logging.getLogger("hive_lab_server")
+
+__all__ = ["LimitsError", "Limits", "parse_config", "parse_body", "limits_document"]
 
 
 def parse_config(config: Mapping[str, Any] | None, vcs: Iterable[str]) -> dict[str, LimitTable]:
@@ -36,57 +42,57 @@ def limits_document(vc: str, table: LimitTable, source: str) -> dict[str, Any]:
     return {"vc": vc, **table.to_dict(), "source": source}
 
 
-class LimitsPart:
-    """The service's limits calls (mixed into ``HiveService``: it uses its store, core and unit of work).
+class Limits:
+    """The VCs' per-user limits in the service: loaded from the config and the store into the core at
+    start, read and replaced through REST (``PUT vcs/{vc}/limits``: stored, then applied).
 
     ``config_limits``: the parsed ``HiveLabApp.user_limits``; the store's limits of a VC replace them."""
 
-    config_limits: dict[str, LimitTable]
+    def __init__(self, *, vcs: Iterable[str], core: Any, store: Any, work: Work,
+                 config_limits: Mapping[str, LimitTable] | None = None):
+        self.vcs = vcs
+        self.core = core
+        self.store = store
+        self.work = work
+        self.config_limits = dict(config_limits or {})
 
-    def _load_limits(self) -> None:
+    def load(self) -> None:
         """Hand the config's and the store's limits to the core (at start, before recovery queues jobs)."""
-        import logging
-
         stored = self.store.vc_limits()
-        for vc in self.config.virtual_clusters:
+        for vc in self.vcs:
             body = stored.get(vc)
             try:
                 table = LimitTable.from_dict(body) if body is not None else self.config_limits.get(vc)
             except LimitsError as exc:  # not written by this version: keep the config's, say so
-                logging.getLogger("hive_lab_server").warning("hive-lab: stored limits of VC %s are not valid (%s); "
-                                                             "using the config's", vc, exc)
+                log.warning("hive-lab: stored limits of VC %s are not valid (%s); using the config's", vc, exc)
                 table = self.config_limits.get(vc)
             if table:
-                self.scheduler.set_user_limits(vc, table, self.now())
+                self.core.set_user_limits(vc, table, self.work.now())
 
-    def _limits_source(self, vc: str) -> str:
+    def source(self, vc: str) -> str:
         if vc in self.store.vc_limits():
             return "store"
         return "config" if vc in self.config_limits else "none"
 
     def limits_object(self, vc: str) -> dict[str, Any]:
-        from .lifecycle.shell import ServiceError
-
-        if vc not in self.config.virtual_clusters:
+        if vc not in self.vcs:
             raise ServiceError(404, f"VC {vc} does not exist; see GET vcs")
-        return limits_document(vc, self.scheduler.user_limits(vc), self._limits_source(vc))
+        return limits_document(vc, self.core.user_limits(vc), self.source(vc))
 
     def set_limits(self, vc: str, body: Any, by: str) -> dict[str, Any]:
         """Replace VC ``vc``'s limits: checked whole (400 naming the key), stored (503 if the store refuses:
         nothing changes), then applied at once (jobs waiting on a raised limit start)."""
-        from .lifecycle.shell import ServiceError
-
-        if vc not in self.config.virtual_clusters:
+        if vc not in self.vcs:
             raise ServiceError(404, f"VC {vc} does not exist; see GET vcs")
         try:
             table = parse_body(body)
         except LimitsError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
-        self._unit([], request=True, write=lambda batch, at: self.store.set_vc_limits(batch, vc, table.to_dict(), at, by))
-        self._unit(self._facts_of(self.scheduler.set_user_limits(vc, table, self.now())))
-        self._publish([], cluster=True)
+        self.work.unit([], request=True, write=lambda batch, at: self.store.set_vc_limits(batch, vc, table.to_dict(), at, by))
+        self.work.unit(self.work.facts_of(self.core.set_user_limits(vc, table, self.work.now())))
+        self.work.publish([], cluster=True)
         return limits_document(vc, table, "store")
 
     def effective_limits(self, user: str, groups: Iterable[str], vcs: Iterable[str]) -> dict[str, dict[str, int]]:
         """VC -> the limits in effect for ``user`` there (only the keys that are set)."""
-        return {vc: self.scheduler.effective_limits(vc, user, tuple(groups)).to_dict() for vc in vcs}
+        return {vc: self.core.effective_limits(vc, user, tuple(groups)).to_dict() for vc in vcs}

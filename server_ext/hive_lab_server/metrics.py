@@ -11,15 +11,24 @@ scraper needs an admin's token to see them).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .job_state import STATE_NAMES
 
-if TYPE_CHECKING:
-    from .service import HiveService
+
+class MetricsSource(Protocol):
+    """What the collectors read of the service (``HiveService`` is one)."""
+
+    scheduler: Any
+    store: Any
+
+    def now(self) -> float: ...
+
+    def gpus_held(self) -> dict[str, int]: ...
+
 
 JOB_STATES = STATE_NAMES
 
@@ -27,7 +36,7 @@ JOB_STATES = STATE_NAMES
 class _ServiceCollector:
     """Gauges computed at scrape time from the core and the store (never stale)."""
 
-    def __init__(self, service: "HiveService"):
+    def __init__(self, service: MetricsSource):
         self.service = service
 
     def describe(self):
@@ -73,7 +82,7 @@ class _ServiceCollector:
 class _UserCollector:
     """Per-user series, computed at scrape time from the accounting records and the running jobs."""
 
-    def __init__(self, service: "HiveService"):
+    def __init__(self, service: MetricsSource):
         self.service = service
 
     def describe(self):
@@ -116,6 +125,6 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=self.registry,
         )
 
-    def attach(self, service: "HiveService") -> None:
+    def attach(self, service: MetricsSource) -> None:
         self.registry.register(_ServiceCollector(service))
         self.user_registry.register(_UserCollector(service))

@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import __version__, models
+from . import models
+from .version import __version__
 from .job_state import STATE_NAMES
 from .spec import JobSpec, PaiJob
 

@@ -172,7 +172,7 @@ class RoundDriver:
     async def grow_shrink(self, choice: dict[str, str | None], why: str) -> None:
         """Gandiva's grow-shrink: resize the elastic jobs of each VC (elastic_rounds.plan_resizes)."""
         from .elastic_rounds import plan_resizes
-        from .lifecycle.shell import ServiceError
+        from .errors import ServiceError
 
         for vc in sorted(self.svc.config.virtual_clusters):
             # the round's jobs of the VC (those it just paused or moved too), oldest first

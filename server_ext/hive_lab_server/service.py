@@ -1,12 +1,15 @@
 """The hive-lab service: the facade the handlers, the provisioner and the hardware monitor call.
 
-It holds the service's state (the core, the store, the launcher, the unfinished jobs) and turns
-requests into lifecycle facts; the parts live in ``lifecycle/``: the state table in ``states.py``
-(and docs/lifecycle.md), the pure step function in ``machine.py``, the unit of work that runs its
-effects in ``shell.py``, recovery in ``recovery.py``, new jobs (submit, group commit, what-if) in
-``admission.py``, drains and GPU health in ``hardware_events.py``, shares of a GPU in
-``share_grants.py``, pause/resume/migrate/resize in ``moves.py``, staging and launch requests in
-``launch_plan.py``, REST views in ``presentation.py``; per-user limits in ``limits.py``.
+It holds the service's state (the core, the store, the launcher, the unfinished jobs), builds its
+parts and turns requests into lifecycle facts. The explicit parts, each handed only what it needs and
+the service as its unit of work (the ``lifecycle.work.Work`` protocol; no part imports this module):
+per-user limits (``limits.Limits``), drains and GPU health (``lifecycle.hardware_events``), shares of
+a GPU (``lifecycle.share_grants``), pause/resume/migrate/resize (``lifecycle.moves``), recovery after a
+restart (``lifecycle.recovery``); the service's calls of the same names forward to them. Still mixed
+in: new jobs (submit, group commit, what-if: ``lifecycle/admission.py``) and the unit of work that runs
+the machine's effects (``lifecycle/shell.py``). The state table is ``lifecycle/states.py`` (and
+docs/lifecycle.md), the pure step function ``machine.py``, staging and launch requests
+``launch_plan.py``, REST views ``presentation.py``; the refusals live in ``errors.py``.
 
 Everything runs on the Jupyter server's event loop thread, so the core is only ever touched by one
 caller at a time.
@@ -26,9 +29,9 @@ from hive_scheduler import Scheduler
 
 from . import accounting
 from .events import EventBus
-from .hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons
+from .hardware.sharing import GpuSharing
 from .launchers.base import Launcher, TaskExit
-from .limits import LimitsPart
+from .limits import Limits
 from .lifecycle.admission import Admission
 from .lifecycle.hardware_events import HardwareEvents
 from .lifecycle.share_grants import ShareGrants
@@ -36,9 +39,9 @@ from .lifecycle import launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
 from .lifecycle.moves import Moves
 from .lifecycle.recovery import Recovery
-from .lifecycle.shell import (  # noqa: F401  (kept importable from here)
-    STORE_RETRY_AFTER_S, ActiveJob, ServiceError, StoreUnavailable, UnitOfWork, request_from,
-)
+from .errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnavailable  # noqa: F401  (kept importable from here)
+from .lifecycle.active import ActiveJob, request_from  # noqa: F401  (kept importable from here)
+from .lifecycle.shell import UnitOfWork
 from .lifecycle.states import PLACED_STATES, JobState
 from .lifecycle.time_limit import parse_vc_time_limits
 from .metrics import Metrics
@@ -52,7 +55,7 @@ STATES = tuple(s.value for s in JobState)
 S = JobState
 
 
-class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, LimitsPart, Moves):
+class HiveService(Admission, UnitOfWork):
     def __init__(
         self,
         *,
@@ -95,14 +98,11 @@ class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, 
         self.progress_interval_s = progress_interval_s
         self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
         self._rounds_task: asyncio.Task | None = None
-        self.drained_nodes: set[str] = set()
-        self.drained_gpus: set[tuple[str, int]] = set()
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
         self.store_error: str | None = None  # the last failed commit, until one succeeds
         self._clock = clock
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
         self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
-        self.config_limits = dict(user_limits or {})  # VC -> LimitTable (HiveLabApp.user_limits, parsed)
         self._seq = store.max_seq()
         self._last_now = 0.0
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
@@ -120,9 +120,20 @@ class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, 
         self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
         # shares of a GPU: how each is enforced (mode per GPU type), MPS daemons, memory budgets
         self.sharing = sharing or GpuSharing()
-        self.mps = MpsDaemons(self.sharing)
-        self.budgets = BudgetWatch()
-        self._share_grants: dict[str, tuple[str, int, str, str]] = {}  # job -> (node, gpu, device, mode)
+        # the parts, each handed what it needs (the service is their unit of work: ``lifecycle.work.Work``)
+        self.limits = Limits(vcs=config.virtual_clusters, core=scheduler, store=store, work=self,
+                             config_limits=user_limits)  # user_limits: HiveLabApp.user_limits, parsed
+        self.hardware_events = HardwareEvents(nodes=config.nodes, core=scheduler, store=store, active=self.active,
+                                              work=self, monitor=lambda: self.hardware)
+        self.shares = ShareGrants(chains=config.chains, store=store, active=self.active, work=self,
+                                  sharing=self.sharing, gpu_uuids=self.gpu_uuids,
+                                  cluster=lambda: presentation.cluster_object(self), on_state_change=self.on_state_change)
+        self.recovery = Recovery(store=store, launcher=launcher, core=scheduler, active=self.active,
+                                 drained_nodes=self.hardware_events.drained_nodes,
+                                 drained_gpus=self.hardware_events.drained_gpus, sharing=self.sharing,
+                                 jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self)
+        self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self,
+                           view=lambda job_id: self.job_object(job_id, detail=False, private=True))
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -148,8 +159,8 @@ class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, 
             return
         try:
             self._restore_usage()
-            self._load_limits()  # before recovery queues jobs again: they are gated like new ones
-            await self._recover()
+            self.limits.load()  # before recovery queues jobs again: they are gated like new ones
+            await self.recovery.recover()
         except BaseException as exc:
             self._recovery_error = f"{type(exc).__name__}: {exc}"
             self._ready.set()
@@ -198,8 +209,8 @@ class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, 
                 async with self._poll_lock:  # (see UnitOfWork._stop)
                     exits = await self.launcher.poll()
                     if exits or self._pending:
-                        self._handle_exits(exits)
-                self._check_deadlines()
+                        self.handle_exits(exits)
+                self.check_deadlines()
                 if time.monotonic() - last_progress >= self.progress_interval_s:
                     last_progress = time.monotonic()
                     self.read_progress_of_running()
@@ -251,14 +262,76 @@ class HiveService(Admission, HardwareEvents, ShareGrants, UnitOfWork, Recovery, 
             if row is None:
                 raise ServiceError(404, f"job {job_id} does not exist")
             raise ServiceError(409, f"job {job_id} already {row['state']}; only unfinished jobs can be cancelled")
-        self._unit([(job_id, m.Cancel(by))], request=True)
-        op = self._ops.get(job_id)
-        if op is not None and wait_s > 0:
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(asyncio.shield(op), wait_s)
+        self.unit([(job_id, m.Cancel(by))], request=True)
+        await self.settle(job_id, wait_s)
         return self.job_object(job_id, detail=False, private=True)
 
     # drains and GPU health (lifecycle/hardware_events.py), shares of a GPU (lifecycle/share_grants.py)
+
+    @property
+    def drained_nodes(self) -> set[str]:
+        return self.hardware_events.drained_nodes
+
+    @property
+    def drained_gpus(self) -> set[tuple[str, int]]:
+        return self.hardware_events.drained_gpus
+
+    def set_drain(self, node: str, gpu: int | None, drained: bool, by: str) -> None:
+        self.hardware_events.set_drain(node, gpu, drained, by)
+
+    def gpu_failed(self, node: str, gpu: int, reason: str) -> None:
+        self.hardware_events.gpu_failed(node, gpu, reason)
+
+    def gpu_repaired(self, node: str, gpu: int) -> None:
+        self.hardware_events.gpu_repaired(node, gpu)
+
+    def scheduler_nodes(self) -> dict[str, Any]:
+        return self.config.nodes
+
+    def node_gpu_count(self, node: str) -> int:
+        return self.hardware_events.node_gpu_count(node)
+
+    # shares of a GPU (lifecycle.share_grants.ShareGrants)
+
+    def share_device(self, job: ActiveJob) -> str | None:
+        return self.shares.share_device(job)
+
+    def share_grant(self, job: ActiveJob, p: Any, adopted: bool = False):
+        return self.shares.share_grant(job, p, adopted)
+
+    def share_adopt(self, job: ActiveJob) -> None:
+        self.shares.share_adopt(job)
+
+    def share_memory(self, used_mb: dict[str, float]) -> None:
+        self.shares.share_memory(used_mb)
+
+    # pause, resume, migrate, resize (lifecycle.moves.Moves)
+
+    async def pause(self, job_id: str, reason: str, wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.pause(job_id, reason, wait_s)
+
+    def resume(self, job_id: str, reason: str) -> dict[str, Any]:
+        return self.moves.resume(job_id, reason)
+
+    async def migrate(self, job_id: str, gpu_type: str, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.migrate(job_id, gpu_type, reason, wait_s)
+
+    async def resize(self, job_id: str, gpus: int, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.resize(job_id, gpus, reason, wait_s)
+
+    def placed_gpu_type(self, job: ActiveJob) -> str | None:
+        return self.moves.placed_gpu_type(job)
+
+    # per-user limits (limits.Limits)
+
+    def limits_object(self, vc: str) -> dict[str, Any]:
+        return self.limits.limits_object(vc)
+
+    def set_limits(self, vc: str, body: Any, by: str) -> dict[str, Any]:
+        return self.limits.set_limits(vc, body, by)
+
+    def effective_limits(self, user: str, groups, vcs) -> dict[str, dict[str, int]]:
+        return self.limits.effective_limits(user, groups, vcs)
 
     def core_reason(self, job_id: str) -> str | None:
         try:

@@ -15,12 +15,20 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
 from hive_scheduler.estimates import Expected, RuntimeHistory, StartEstimate
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .service import HiveService
+
+class EstimatesSource(Protocol):
+    """What the estimates read of the service (``HiveService`` is one): the core, the store, the
+    unfinished jobs and the service's clock."""
+
+    scheduler: Any
+    store: Any
+    active: Mapping[str, Any]
+
+    def now(self) -> float: ...
 
 log = logging.getLogger("hive_lab_server")
 
@@ -49,7 +57,7 @@ def with_time_limit(request, spec: dict[str, Any]):
 
 
 class StartEstimates:
-    def __init__(self, svc: "HiveService"):
+    def __init__(self, svc: EstimatesSource):
         self.svc = svc
         self._cache: dict[str, StartEstimate] = {}
         self._version = -1           # the core version the cache is of

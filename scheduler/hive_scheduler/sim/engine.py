@@ -117,7 +117,7 @@ def _load_config(source: Any) -> Any:
     """A ``ClusterConfig`` (or ``ClusterShape``, enough for the baselines) from any cluster source."""
     if isinstance(source, ClusterShape) or (hasattr(source, "to_dict") and not isinstance(source, dict)):
         return source
-    from hive_scheduler import load_cluster_config
+    from ..config import load_cluster_config
 
     return load_cluster_config(source)
 
@@ -131,7 +131,7 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
     lever when ``overflow``; ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster
     of exactly its cells)."""
     if policy == "hived":
-        from hive_scheduler import Scheduler
+        from ..scheduler import Scheduler
 
         core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict")
         if overflow:

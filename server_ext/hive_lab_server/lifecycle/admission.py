@@ -5,7 +5,7 @@ loop share one transaction, one clock reading and one publication), the checks a
 gets an id (time limit, job type, shares, can it ever fit, the owner's limits), and ``what_if`` (the same
 checks, answered from a rolled-back placement, nothing stored).
 
-``Admission`` is a part of ``HiveService`` (it uses ``active``, ``_unit``, the store, the core, the metrics).
+``Admission`` is a part of ``HiveService`` (it uses ``active``, ``unit``, the store, the core, the metrics).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from hive_scheduler.validation import validate_request
 from ..spec import JobSpec
 from ..start_estimates import with_time_limit
 from . import launch_plan, machine as m, presentation
-from .shell import ActiveJob, ServiceError, StoreUnavailable, request_from
+from ..errors import ServiceError, StoreUnavailable
+from .active import ActiveJob, request_from
 from .states import PLACED_STATES
 from .time_limit import TimeLimitError, effective_limit
 
@@ -98,7 +99,7 @@ class Admission:
                                groups=groups, kind=spec.kind)
         try:
             if spec.gpu_share:
-                self._check_share(spec)
+                self.shares.check_share(spec)
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)  # a gang that never fits is a 400, not a job queued forever
             self.scheduler.check_limits(request, limit, also_waiting)
@@ -201,7 +202,7 @@ class Admission:
                                                          f"submitted by {job.user} to VC {job.vc}")
 
         try:
-            self._unit(facts, request=True, write=insert, committed=committed)
+            self.unit(facts, request=True, write=insert, committed=committed)
         except StoreUnavailable:  # nothing was stored: nothing may stay in memory or in the core
             for job, _ in new:
                 self.active.pop(job.id, None)
@@ -214,12 +215,12 @@ class Admission:
         facts = []
         for job, _ in rest:
             try:
-                facts += self._facts_of(self.scheduler.submit(job.request, now), job.id)
+                facts += self.facts_of(self.scheduler.submit(job.request, now), job.id)
             except Exception as exc:  # stored, so it must end somewhere visible
                 log.exception("hive-lab: the core refused %s", job.id)
                 facts.append((job.id, m.Rejected(f"the scheduler refused it: {exc}")))
         # the core's decisions are facts: a store fault now keeps them pending (the jobs are acknowledged)
-        self._unit(facts)
+        self.unit(facts)
 
     def _object_of(self, job_id: str, row: dict[str, Any]) -> dict[str, Any]:
         """The REST object of a job just submitted, from memory (no read back)."""

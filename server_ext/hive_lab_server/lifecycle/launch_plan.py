@@ -17,7 +17,7 @@ from ..isolation.safe_files import UnsafePath
 from ..staging import private_dir, write_beneath
 
 if TYPE_CHECKING:
-    from ..service import ActiveJob
+    from .active import ActiveJob
 
 
 def free_port() -> int:

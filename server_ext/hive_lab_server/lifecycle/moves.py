@@ -6,23 +6,24 @@ running job is stopped with the checkpoint protocol (docs/checkpoint.md) and sta
 attempt that finds ``HIVE_RESUMED=1`` and its ``HIVE_CHECKPOINT_DIR``; none of them uses a retry.
 A request that cannot apply to the job as it is now is a 409 naming why; bad input is a 400.
 
-``Moves`` is a mixin of ``HiveService`` (it uses ``active``, ``_unit``, the store and the core).
+``Moves`` is one part of the service: it is handed the cluster's nodes, the core, the store, the
+unfinished jobs, the unit of work (``work.Work``) and the job's REST view to answer with.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import dataclasses
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from hive_scheduler import RequestError
 from hive_scheduler.validation import validate_request
 
 from . import machine as m
-from .shell import ActiveJob, ServiceError, request_from
+from ..errors import ServiceError
+from .active import ActiveJob, request_from
 from .states import JobState
+from .work import Work
 
 S = JobState
 
@@ -41,7 +42,16 @@ def _leaf_types(cells: list[dict[str, Any]]) -> dict[tuple[str, int], str]:
 
 
 class Moves:
-    """``pause``, ``resume``, ``migrate``, ``resize`` (mixed into ``HiveService``)."""
+    """``pause``, ``resume``, ``migrate``, ``resize``; ``view(job_id)`` is the job's REST object."""
+
+    def __init__(self, *, nodes: Mapping[str, Any], core: Any, store: Any, active: Mapping[str, ActiveJob],
+                 work: Work, view: Callable[[str], dict[str, Any]]):
+        self.nodes = nodes
+        self.core = core
+        self.store = store
+        self.active = active
+        self.work = work
+        self.view = view
 
     def _movable(self, job_id: str, what: str) -> ActiveJob:
         job = self.active.get(job_id)
@@ -55,21 +65,15 @@ class Moves:
                                     f"it cannot be {what} now, try again once it has stopped")
         return job
 
-    async def _settle(self, job_id: str, wait_s: float) -> None:
-        op = self._ops.get(job_id)
-        if op is not None and wait_s > 0:
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(asyncio.shield(op), wait_s)
-
     def placed_gpu_type(self, job: ActiveJob) -> str | None:
         """The GPU type the job runs on now (None when it holds no GPUs)."""
         if not job.placement:
             return None
-        nodes = self.config.nodes
+        nodes = self.nodes
         simple = {tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ()) for p in job.placement if p.gpus}
         if len(simple) == 1 and len(next(iter(simple))) == 1:  # nodes of one GPU type: no tree walk
             return next(iter(simple))[0]
-        types = _leaf_types(self.scheduler.cluster_view().get("cells", []))
+        types = _leaf_types(self.core.cluster_view().get("cells", []))
         found = {types.get((p.node, g)) for p in job.placement for g in p.gpus}
         found.discard(None)
         return found.pop() if len(found) == 1 else None
@@ -79,22 +83,22 @@ class Moves:
         job = self._movable(job_id, "paused")
         if job.lc.state is S.PAUSED:
             raise ServiceError(409, f"job {job_id} is already paused ({job.lc.reason})")
-        self._unit([(job_id, m.Pause(reason))], request=True)
-        await self._settle(job_id, wait_s)
-        return self.job_object(job_id, detail=False, private=True)
+        self.work.unit([(job_id, m.Pause(reason))], request=True)
+        await self.work.settle(job_id, wait_s)
+        return self.view(job_id)
 
     def resume(self, job_id: str, reason: str) -> dict[str, Any]:
         """Queue a paused job again (it starts from its checkpoint)."""
         job = self._movable(job_id, "resumed")
         if job.lc.state is not S.PAUSED:
             raise ServiceError(409, f"job {job_id} is {job.lc.state.value}, not paused; only paused jobs can be resumed")
-        self._unit([(job_id, m.Resume(reason))], request=True)
-        return self.job_object(job_id, detail=False, private=True)
+        self.work.unit([(job_id, m.Resume(reason))], request=True)
+        return self.view(job_id)
 
     async def migrate(self, job_id: str, gpu_type: str, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
         """Move a job to GPUs of ``gpu_type``: stopped with a checkpoint if it runs, then queued for that type."""
         job = self._movable(job_id, "migrated")
-        types = sorted({t for t in _leaf_types(self.scheduler.cluster_view().get("cells", [])).values()})
+        types = sorted({t for t in _leaf_types(self.core.cluster_view().get("cells", [])).values()})
         match = next((t for t in types if t.lower() == gpu_type.lower()), None)
         if match is None:
             raise ServiceError(400, f"gpu_type: the cluster has no GPU type {gpu_type!r}; its types are "
@@ -109,8 +113,8 @@ class Moves:
                 t["gpu_type"] = match
         text = f"{current or '/'.join(sorted(a for a in asked if a)) or 'any type'} -> {match}"
         await self._move(job, spec, "migrate", f"{text}: {reason}" if reason else text, gpu_type=match)
-        await self._settle(job_id, wait_s)
-        return self.job_object(job_id, detail=False, private=True)
+        await self.work.settle(job_id, wait_s)
+        return self.view(job_id)
 
     async def resize(self, job_id: str, gpus: int, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
         """Give an elastic job ``gpus`` GPUs (``min_gpus..max_gpus``): stopped with a checkpoint if it runs,
@@ -128,16 +132,16 @@ class Moves:
         spec["tasks"][0]["gpus"] = gpus
         text = f"{now_gpus} -> {gpus} GPUs"
         await self._move(job, spec, "resize", f"{text}: {reason}" if reason else text)
-        await self._settle(job_id, wait_s)
-        return self.job_object(job_id, detail=False, private=True)
+        await self.work.settle(job_id, wait_s)
+        return self.view(job_id)
 
     async def _move(self, job: ActiveJob, spec: dict[str, Any], kind: str, reason: str, **row: Any) -> None:
         request = request_from(job.id, job.vc, job.user, spec["tasks"], job.request.priority, spec.get("within"),
                                job.request.submit_time)
         probe = dataclasses.replace(request, id=f"{job.id}:probe")  # the job itself is in the core already
         try:
-            validate_request(self.scheduler, probe)
-            self.scheduler.check_can_ever_fit(probe)
+            validate_request(self.core, probe)
+            self.core.check_can_ever_fit(probe)
         except RequestError as exc:
             raise ServiceError(409, f"job {job.id} cannot be {'migrated' if kind == 'migrate' else 'resized'}: {exc}",
                                getattr(exc, "field", None)) from None
@@ -149,7 +153,7 @@ class Moves:
             self.store.update_job(batch, job.id, spec=spec, gpus=total, **row)
 
         try:
-            self._unit([(job.id, m.Move(kind, reason))], request=True, write=write)
+            self.work.unit([(job.id, m.Move(kind, reason))], request=True, write=write)
         except BaseException:
             job.spec, job.request = old
             raise

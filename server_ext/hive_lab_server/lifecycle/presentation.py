@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Mapping, Protocol
 
 from .states import JobState
 
-if TYPE_CHECKING:
-    from ..service import HiveService
+
+class ServiceView(Protocol):
+    """What the REST views read of the service (``HiveService`` is one)."""
+
+    scheduler: Any
+    store: Any
+    active: Mapping[str, Any]
+    hardware: Any
+    progress: Any
+    start_estimates: Any
+    gpu_uuids: Mapping[tuple[str, int], str]
+    drained_nodes: set[str]
+    drained_gpus: set[tuple[str, int]]
+
+    def now(self) -> float: ...
+
+    def core_reason(self, job_id: str) -> str | None: ...
+
+    def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None: ...
+
+    def node_address(self, node: str) -> str: ...
+
+    def scheduler_nodes(self) -> dict[str, Any]: ...
 
 
 def iso(t: float | None) -> str | None:
@@ -24,7 +45,7 @@ def task_names(spec: dict[str, Any]) -> list[str]:
 PRIVATE_FIELDS = ("spec", "working_dir", "output_dir")
 
 
-def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str, Any]], *, detail: bool,
+def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, Any]], *, detail: bool,
                private: bool, live_reason: bool = True) -> dict[str, Any]:
     job_id = row["id"]
     reason = row["reason"]
@@ -57,7 +78,7 @@ def job_object(svc: "HiveService", row: dict[str, Any], placement: list[dict[str
     return obj
 
 
-def time_limit_fields(svc: "HiveService", row: dict[str, Any], job: Any) -> dict[str, Any]:
+def time_limit_fields(svc: ServiceView, row: dict[str, Any], job: Any) -> dict[str, Any]:
     """``time_limit_s``, and for a running attempt with a limit its ``deadline`` and ``time_left_s``
     (derived like the machine's: the attempt's stored start + the limit)."""
     limit = (row.get("spec") or {}).get("time_limit_s")
@@ -71,7 +92,7 @@ def time_limit_fields(svc: "HiveService", row: dict[str, Any], job: Any) -> dict
     return out
 
 
-def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True) -> dict[str, Any]:
+def estimate_fields(svc: ServiceView, row: dict[str, Any], fresh: bool = True) -> dict[str, Any]:
     """``estimated_start`` (ISO or null) and its one-line basis for a queued job (see start_estimates)."""
     est = None
     if row["state"] == JobState.QUEUED.value and getattr(svc, "start_estimates", None) is not None:
@@ -81,7 +102,7 @@ def estimate_fields(svc: "HiveService", row: dict[str, Any], fresh: bool = True)
     return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
 
 
-def placement_object(svc: "HiveService", p: dict[str, Any]) -> dict[str, Any]:
+def placement_object(svc: ServiceView, p: dict[str, Any]) -> dict[str, Any]:
     """One task's placement; a share of one GPU adds its share, slot (first eighth) and MIG device."""
     out = {"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]), "gpus": list(p["gpus"]),
            "gpu_uuids": p["gpu_uuids"]}
@@ -98,7 +119,7 @@ def spec_gpus(row: dict[str, Any]) -> int | float:
     return row["gpus"]
 
 
-def cluster_object(svc: "HiveService") -> dict[str, Any]:
+def cluster_object(svc: ServiceView) -> dict[str, Any]:
     view = svc.scheduler.cluster_view()
     cells = view.get("cells", [])
     users = {j.id: j.user for j in svc.active.values()}
@@ -142,7 +163,7 @@ def cluster_object(svc: "HiveService") -> dict[str, Any]:
             "nodes": nodes, "cells": cells, "gpus": gpus}
 
 
-def vcs_object(svc: "HiveService", may_submit: Callable[[str], bool]) -> dict[str, Any]:
+def vcs_object(svc: ServiceView, may_submit: Callable[[str], bool]) -> dict[str, Any]:
     out = []
     for name, v in sorted(svc.scheduler.vc_view().items()):
         item = {"name": name}

@@ -1,26 +1,42 @@
 """Recovery after a restart: the stored facts go through the same machine, then the launcher is
 reconciled (adopted tasks, exits reported while the server was down, lost tasks, orphans).
 
-``Recovery`` is a mixin of ``HiveService``; it applies what it finds through the unit of work.
+``Recovery`` is one part of the service: it is handed the store, the launcher, the core, the unfinished
+jobs (which it fills), the drained nodes and GPUs, the share modes (a share's MIG device is held again)
+and the unit of work (``work.RecoveryWork``), through which it applies what it finds.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import Any
+import pathlib
+from typing import Any, MutableMapping
 
 from . import launch_plan, machine as m
-from .shell import ActiveJob, request_from
+from .active import ActiveJob, request_from
 from .states import PLACED_STATES, Intent, JobState
+from .work import RecoveryWork
 
 log = logging.getLogger("hive_lab_server")
 S = JobState
 
 
 class Recovery:
-    """Rebuild ``active`` from the store and reconcile it with the launcher (mixed into ``HiveService``)."""
+    """Rebuild ``active`` from the store and reconcile it with the launcher."""
 
+    def __init__(self, *, store: Any, launcher: Any, core: Any, active: MutableMapping[str, ActiveJob],
+                 drained_nodes: set[str], drained_gpus: set[tuple[str, int]], sharing: Any,
+                 jobs_root: pathlib.Path, stop_grace_s: float, work: RecoveryWork):
+        self.store = store
+        self.launcher = launcher
+        self.core = core
+        self.active = active
+        self.drained_nodes = drained_nodes
+        self.drained_gpus = drained_gpus
+        self.sharing = sharing
+        self.jobs_root = jobs_root
+        self.stop_grace_s = stop_grace_s
+        self.work = work
 
     def _active_from_row(self, row: dict[str, Any], placement: list[dict[str, Any]]) -> ActiveJob:
         spec = row["spec"]
@@ -46,19 +62,19 @@ class Recovery:
             self.sharing.hold_mig(job.id, job.share_device)
         return job
 
-    async def _recover(self) -> None:
+    async def recover(self) -> None:
         rows = self.store.active_jobs()
         for d in self.store.drains():
             if d["gpu"] is None:
                 self.drained_nodes.add(d["node"])
             else:
                 self.drained_gpus.add((d["node"], d["gpu"]))
-        now = self.now()
+        now = self.work.now()
         facts: list[tuple[str, m.Event]] = []
         for node in sorted(self.drained_nodes):
-            facts += self._facts_of(self.scheduler.set_node_health(node, False, now))
+            facts += self.work.facts_of(self.core.set_node_health(node, False, now))
         for node, gpu in sorted(self.drained_gpus):
-            facts += self._facts_of(self.scheduler.set_gpu_health(node, gpu, False, now))
+            facts += self.work.facts_of(self.core.set_gpu_health(node, gpu, False, now))
         alive = await self.launcher.running()
         # exits the launcher kept while nobody acknowledged them (the server or the store was down):
         # proof that an attempt started, so recovery never runs it again unrecorded
@@ -71,13 +87,11 @@ class Recovery:
             job = self._active_from_row(row, placements.get(row["id"], []))
             self.active[job.id] = job
             if job.lc.deadline is not None:  # the stored start + the limit: the deadline holds across restarts
-                self._watch_deadline(job.id, job.lc.deadline)
+                self.work.watch_deadline(job.id, job.lc.deadline)
             facts.append((job.id, m.Recovered(frozenset(alive.get(job.id, ())), frozenset(ended.get(job.id, ())),
                                               at=now)))
-        self._unit(facts)
-        if self._adopting:
-            await asyncio.gather(*self._adopting, return_exceptions=True)
-            self._adopting = []
+        self.work.unit(facts)
+        await self.work.adopted()
         # What runs now, THEN the exits the launcher knows (also those from while the server was down).
         # In this order a task that ends between the two calls is in the snapshot and its exit in the
         # poll, so it is recorded with its real exit code; only a task missing from the snapshot whose
@@ -85,7 +99,7 @@ class Recovery:
         alive = {job_id: set(tasks) for job_id, tasks in (await self.launcher.running()).items()}
         exits = early_exits + await self.launcher.poll()
         reported = {(e.job_id, e.task) for e in exits}
-        self._handle_exits(exits)
+        self.work.handle_exits(exits)
         for e in exits:  # reported exits are authoritative: these tasks are over, whatever the snapshot says
             alive.get(e.job_id, set()).discard(e.task)
         lost = []
@@ -94,8 +108,8 @@ class Recovery:
                 lost += [(job.id, m.Exit(t, None, "not running after the server restarted"))
                          for t in sorted(job.lc.left - alive.get(job.id, set())) if (job.id, t) not in reported]
         if lost:
-            self._unit(lost)
-        self._check_deadlines()  # limits that passed while the server was down: the same path as ever
+            self.work.unit(lost)
+        self.work.check_deadlines()  # limits that passed while the server was down: the same path as ever
         # anything running that the store does not know as placed is stopped
         for job_id, tasks in sorted(alive.items()):
             job = self.active.get(job_id)
@@ -107,5 +121,5 @@ class Recovery:
                     await self.launcher.stop(job_id, self.stop_grace_s)
                 except Exception:
                     log.exception("hive-lab: stopping orphan %s failed", job_id)
-        self._publish([], cluster=True)
+        self.work.publish([], cluster=True)
 

@@ -2,39 +2,58 @@
 placement is stored, its enforcement when it launches (MPS daemon use, memory budget), the same again
 for a share that ran on through a restart, and their release when the job leaves its GPU.
 
-How each GPU type enforces shares is ``hardware/sharing.py``. ``ShareGrants`` is a part of
-``HiveService`` (it uses ``active``, ``_unit``, ``sharing``, ``mps``, ``budgets``, ``gpu_uuids``).
+How each GPU type enforces shares is ``hardware/sharing.py``. ``ShareGrants`` is one part of the
+service: it is handed the GPU chains, the store, the unfinished jobs, the unit of work (``work.Work``),
+the share modes (``sharing``), the GPUs' UUIDs, the cluster view (a GPU's type) and a way to hear of
+state changes; it owns the MPS daemons' use and the memory budgets.
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..hardware.sharing import ShareRefused
+from ..hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons, ShareRefused
 from ..launchers.base import LaunchError
 from ..spec import JobSpec
-from . import machine as m, presentation
-from .shell import ServiceError
+from ..errors import ServiceError
+from . import machine as m
+from .work import Work
 
 if TYPE_CHECKING:
-    from .shell import ActiveJob
+    from .active import ActiveJob
 
 log = logging.getLogger("hive_lab_server")
 
 
 class ShareGrants:
-    def _check_share(self, spec: JobSpec) -> None:
+    def __init__(self, *, chains: Mapping[str, Any], store: Any, active: Mapping[str, "ActiveJob"], work: Work,
+                 sharing: GpuSharing, gpu_uuids: Mapping[tuple[str, int], str], cluster: Callable[[], dict],
+                 on_state_change: Callable[[Callable[[str, str, str], None]], None]):
+        self.chains = chains
+        self.store = store
+        self.active = active
+        self.work = work
+        self.sharing = sharing
+        self.gpu_uuids = gpu_uuids
+        self.cluster = cluster
+        self.on_state_change = on_state_change
+        self.mps = MpsDaemons(sharing)
+        self.budgets = BudgetWatch()
+        self.grants: dict[str, tuple[str, int, str, str]] = {}  # job -> (node, gpu, device, mode)
+        self._listening = False
+
+    def check_share(self, spec: JobSpec) -> None:
         asked = spec.tasks[0].gpu_type
-        types = [asked] if asked else sorted({ch.gpu_type for ch in self.config.chains.values()})
+        types = [asked] if asked else sorted({ch.gpu_type for ch in self.chains.values()})
         try:
             self.sharing.check_request(types, spec.gpu_share)
         except ShareRefused as exc:
             raise ServiceError(400, str(exc), "tasks[0].gpus") from None
 
     def gpu_type_of(self, node: str, gpu: int) -> str | None:
-        for g in presentation.cluster_object(self)["gpus"]:
+        for g in self.cluster()["gpus"]:
             if g["node"] == node and g["index"] == gpu:
                 return g.get("type")
         return None
@@ -63,8 +82,9 @@ class ShareGrants:
         return job.share_device
 
     def _listen_shares(self) -> None:
-        if self._share_state not in self._state_listeners:  # from the first share on (inside the loop)
-            self._state_listeners.append(self._share_state)
+        if not self._listening:  # from the first share on (inside the loop)
+            self._listening = True
+            self.on_state_change(self._share_state)
 
     def share_grant(self, job: "ActiveJob", p: Any, adopted: bool = False):
         """The share's enforcement on its GPU (None: the job holds whole GPUs); ShareRefused -> LaunchError.
@@ -87,7 +107,7 @@ class ShareGrants:
             self.sharing.release(job.id)
             raise LaunchError(f"GPU share: {exc}") from None
         self._listen_shares()
-        self._share_grants[job.id] = (p.node, gpu, device, grant.mode)
+        self.grants[job.id] = (p.node, gpu, device, grant.mode)
         if grant.memory_budget_mb:
             self.budgets.budgets[job.id] = grant.memory_budget_mb
         return grant
@@ -108,9 +128,9 @@ class ShareGrants:
         if state in ("scheduled", "running") or (job is not None and job.state in ("scheduled", "running")):
             return  # (a notice of an earlier state, after the job was placed again)
         self.sharing.release(job_id)
-        if job_id not in self._share_grants:
+        if job_id not in self.grants:
             return
-        node, gpu, device, mode = self._share_grants.pop(job_id)
+        node, gpu, device, mode = self.grants.pop(job_id)
         self.budgets.forget(job_id)
         if mode == "mps":
             self.mps.release(node, gpu, device, job_id)
@@ -126,7 +146,7 @@ class ShareGrants:
                     if job is not None:
                         self.store.add_event(batch, job_id, job.lc.state.value, at, why)
 
-            self._unit([], write=write)
+            self.work.unit([], write=write)
         if stops:
-            self._unit([(job_id, m.Cancel(f"hive-lab ({why})")) for job_id, why in stops
+            self.work.unit([(job_id, m.Cancel(f"hive-lab ({why})")) for job_id, why in stops
                         if job_id in self.active and self.active[job_id].lc.intent is None])

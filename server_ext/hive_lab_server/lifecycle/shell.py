@@ -1,7 +1,7 @@
 """The unit of work: the async shell that runs the lifecycle machine's effects.
 
 Every change to a job is a *fact* (an event of ``lifecycle.machine``: a request, an exit, a launch
-result, a core decision) applied in a unit of work (``_unit``): the machine steps each job, the store
+result, a core decision) applied in a unit of work (``unit``): the machine steps each job, the store
 writes of all of them go in one transaction with one clock reading, and only after the commit do the
 effects run (core calls, launches, stops, exit acknowledgements, one publication). A failed commit
 changes nothing: facts stay queued for the next unit, requests are answered 503.
@@ -18,37 +18,17 @@ import functools
 import heapq
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from hive_scheduler import JobRequest, RequestError, TaskGroup, TaskPlacement
+from hive_scheduler import RequestError
 
+from ..errors import StoreUnavailable
 from ..launchers.base import LaunchError, TaskExit
-from ..start_estimates import StartEstimates, with_time_limit
+from ..start_estimates import StartEstimates
 from . import launch_plan, machine as m, presentation
+from .active import ActiveJob
 
 log = logging.getLogger("hive_lab_server")
-
-STORE_RETRY_AFTER_S = 5
-
-
-class ServiceError(Exception):
-    """A request the service refuses: ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, status: int, message: str, field: str | None = None, retry_after_s: int | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-        self.retry_after_s = retry_after_s
-
-
-class StoreUnavailable(ServiceError):
-    """The store refused a write (disk full, database down): nothing was changed; retry later."""
-
-    def __init__(self, exc: BaseException):
-        super().__init__(503, f"hive-lab cannot write its job store right now ({type(exc).__name__}); nothing was "
-                              "changed; retry in a moment", retry_after_s=STORE_RETRY_AFTER_S)
 
 
 def _decision_job(d: Any) -> str | None:
@@ -56,60 +36,11 @@ def _decision_job(d: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-@dataclass
-class ActiveJob:
-    """A job that has not finished: its lifecycle record (``lc``) and what running it needs."""
-
-    id: str
-    seq: int
-    user: str
-    vc: str
-    spec: dict[str, Any]
-    request: JobRequest
-    working_dir: str
-    output_dir: str
-    lc: m.Job
-    queued_at: float = 0.0
-    opportunistic: bool = False
-    placement: list[TaskPlacement] = field(default_factory=list)
-    share_device: str | None = None  # a share under MIG: its MIG device (kept in its placement row)
-    # what the launcher measured of the current attempt's ended tasks (cpu_seconds, peak_memory_mb)
-    measured: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # the core's request carries the spec's time limit (backfill and the start estimates read it)
-        self.request = with_time_limit(self.request, self.spec)
-
-    @property
-    def state(self) -> str:
-        return self.lc.state.value
-
-    @property
-    def stopping(self) -> str | None:
-        return self.lc.intent.value if self.lc.intent else None
-
-    @property
-    def tasks_left(self) -> set[str]:
-        return set(self.lc.left)
-
-
-def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: int, within: Any,
-                  submit_time: float, group: str = "", *, groups: tuple[str, ...] | list[str] | None = (),
-                  kind: str = "batch") -> JobRequest:
-    return JobRequest(
-        id=job_id, vc=vc, user=user, group=group,
-        tasks=tuple(TaskGroup(name=t["name"], count=t["count"], gpus=t["gpus"], gpu_type=t.get("gpu_type"),
-                              cpus=t.get("cpus") or 0, memory_mb=t.get("memory_mb") or 0) for t in tasks),
-        priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
-    )
-
-
-
 class UnitOfWork:
     """The unit of work and the effects it runs (mixed into ``HiveService``)."""
 
 
-    def _unit(self, facts: list[tuple[str, m.Event]], *, request: bool = False, exits: list[TaskExit] = (),
+    def unit(self, facts: list[tuple[str, m.Event]], *, request: bool = False, exits: list[TaskExit] = (),
               write: Callable[[Any, float], None] | None = None,
               committed: Callable[[], None] | None = None) -> list[str]:
         """Apply ``facts`` (and those still pending) in one transaction; then run their effects.
@@ -160,23 +91,23 @@ class UnitOfWork:
         for job_id, lc in lcs.items():
             job = self.active[job_id]
             if lc.deadline is not None and lc.deadline != job.lc.deadline:
-                self._watch_deadline(job_id, lc.deadline)
+                self.watch_deadline(job_id, lc.deadline)
             job.lc = lc
             if lc.final:
                 self.active.pop(job_id, None)
         if committed is not None:
             committed()
         self._after_commit(effects, now)
-        self._publish(changed)
+        self.publish(changed)
         return changed
 
     # ------------------------------------------------------------------------------------------
     # time limits: a heap of deadlines, each checked against the job's current one when it is due
 
-    def _watch_deadline(self, job_id: str, deadline: float) -> None:
+    def watch_deadline(self, job_id: str, deadline: float) -> None:
         heapq.heappush(self._deadlines, (deadline, job_id))
 
-    def _check_deadlines(self) -> list[str]:
+    def check_deadlines(self) -> list[str]:
         """Apply ``TimeUp`` to the running jobs whose deadline passed (the machine decides; a stale heap
         entry of an earlier attempt or a finished job does nothing). Returns the jobs that changed."""
         if not self._deadlines:
@@ -188,7 +119,7 @@ class UnitOfWork:
             job = self.active.get(job_id)
             if job is not None and job.lc.deadline == deadline:
                 facts.append((job_id, m.TimeUp(now)))
-        return self._unit(facts) if facts else []
+        return self.unit(facts) if facts else []
 
     def _write(self, batch, job: ActiveJob, lc: m.Job, event: m.Event, e: m.Effect, now: float) -> None:
         if isinstance(e, m.Record):
@@ -247,7 +178,7 @@ class UnitOfWork:
             elif isinstance(e, m.AdoptTasks):
                 self._adopt_tasks(job_id)
         if follow:
-            self._unit(follow)
+            self.unit(follow)
 
     def _queued_at(self, job_id: str) -> float:
         job = self.active.get(job_id)
@@ -287,13 +218,20 @@ class UnitOfWork:
         if job is not None and e.call in ("requeue", "submit", "preemption_done"):
             job.queued_at = now
             job.placement = []
-        return self._facts_of(decisions, job_id if e.call in ("submit", "requeue") else None)
+        return self.facts_of(decisions, job_id if e.call in ("submit", "requeue") else None)
 
     def _core_submit(self, job: ActiveJob, now: float) -> list:
         decisions = self.scheduler.submit(job.request, now)
         return decisions
 
-    def _facts_of(self, decisions: list, submitted: str | None = None) -> list[tuple[str, m.Event]]:
+    async def settle(self, job_id: str, wait_s: float) -> None:
+        """Wait (at most ``wait_s``) for the job's running operation (a stop, a launch) to end."""
+        op = self._ops.get(job_id)
+        if op is not None and wait_s > 0:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(op), wait_s)
+
+    def facts_of(self, decisions: list, submitted: str | None = None) -> list[tuple[str, m.Event]]:
         """The core's decisions as lifecycle facts."""
         facts: list[tuple[str, m.Event]] = []
         for d in decisions:
@@ -337,7 +275,7 @@ class UnitOfWork:
         """``estimated_start`` of queued jobs, recomputed on change (see start_estimates)."""
         return StartEstimates(self)
 
-    def _publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
+    def publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
         self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
         if self.events.subscriber_count == 0:
             return
@@ -402,12 +340,12 @@ class UnitOfWork:
             msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
             if not isinstance(exc, LaunchError):
                 log.exception("hive-lab: launching %s failed", job_id)
-            self._unit([(job_id, m.LaunchFailed(attempt, msg))])
+            self.unit([(job_id, m.LaunchFailed(attempt, msg))])
             return
         self.metrics.launch_seconds.observe(time.perf_counter() - t0)
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
-        self._unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
+        self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
 
     async def _stop(self, job_id: str, attempt: int, grace_s: float, checkpoint: bool = False) -> None:
         if job_id not in self.active:
@@ -422,10 +360,10 @@ class UnitOfWork:
             # stop is over, and count as an exit of the job's next attempt (placed at once on a migration)
             async with self._poll_lock:
                 exits = await self.launcher.poll()
-                self._handle_exits(exits)
+                self.handle_exits(exits)
         except Exception:
             log.exception("hive-lab: stopping %s failed", job_id)
-        self._unit([(job_id, m.Stopped(attempt))])
+        self.unit([(job_id, m.Stopped(attempt))])
 
     def _adopt_tasks(self, job_id: str) -> None:
         job = self.active[job_id]
@@ -440,10 +378,16 @@ class UnitOfWork:
 
         self._adopting.append(self._enqueue(job_id, adopt))
 
+    async def adopted(self) -> None:
+        """Wait for the adoptions started so far (recovery: before it asks the launcher what runs)."""
+        if self._adopting:
+            await asyncio.gather(*self._adopting, return_exceptions=True)
+            self._adopting = []
+
     # ------------------------------------------------------------------------------------------
     # exits reported by the launcher
 
-    def _handle_exits(self, exits: list[TaskExit]) -> None:
+    def handle_exits(self, exits: list[TaskExit]) -> None:
         """Exits are facts: applied in one unit; acknowledged to the launcher once stored."""
         facts = [(e.job_id, m.Exit(e.task, e.exit_code, e.reason)) for e in exits if e.job_id in self.active]
         for e in exits:
@@ -455,5 +399,5 @@ class UnitOfWork:
                 with contextlib.suppress(Exception):
                     self.launcher.ack(list(exits))
             return
-        self._unit(facts, exits=list(exits))
+        self.unit(facts, exits=list(exits))
 

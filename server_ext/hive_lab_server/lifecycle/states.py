@@ -92,6 +92,8 @@ class JobState(str, enum.Enum):
 FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 ACTIVE_STATES = tuple(s for s in JobState if s not in FINAL_STATES)
 PLACED_STATES = frozenset({JobState.SCHEDULED, JobState.RUNNING})
+WAITING_STATES = frozenset({JobState.SUBMITTED, JobState.QUEUED})  # waits for GPUs: nothing placed yet
+PENDING_STATES = WAITING_STATES | {JobState.SCHEDULED}  # its tasks do not run yet (a reason, an estimated start)
 
 
 class Intent(str, enum.Enum):
