@@ -384,16 +384,14 @@ def _bad_text(value: Any, path: str = "") -> tuple[str, str] | None:
 
 
 def parse_job_spec(body: Any) -> JobSpec:
-    """Validate a request body (hive-lab's JobSpec, or a document ``formats`` reads) into a JobSpec."""
+    """Validate hive-lab's own request body into a JobSpec (another platform's document goes through
+    ``formats.from_document``, which translates it and then calls this: formats imports spec, never
+    the other way round)."""
     if not isinstance(body, dict):
         raise SpecError("send a JSON object describing the job (see spec.yaml: JobSpec)", None)
     bad = _bad_text(body)
     if bad:
         raise SpecError(f"{bad[0]}: {bad[1]}", bad[0])
-    from . import formats  # the other platforms' formats (they import this module)
-
-    if formats.detect(body) != "hive-lab":
-        return formats.from_document(body)
     try:
         return JobSpec.model_validate(body)
     except SpecError:
