@@ -605,7 +605,8 @@ def check_feasible(cfg: ClusterConfig) -> None:
             has = sum(cfg.cell_types[top.type].leaf_count for top in cfg.physical_cells if top.chain == chain.name)
             if sum(asked.values()) > has:
                 raise ConfigError("virtualClusters", f"VCs ask for {sum(asked.values())} {chain.gpu_type} GPUs "
-                                  f"({', '.join(f'{n}: {g}' for n, g in asked.items())}), the cluster has {has}")
+                                  f"({', '.join(f'{n}: {g}' for n, g in asked.items())}), the cluster has {has} "
+                                  f"(chain {chain.name} is short by {sum(asked.values()) - has})")
             raise ConfigError(
                 "virtualClusters",
                 f"infeasible assignment in chain {chain.name} at level {tname} (level {level}): "

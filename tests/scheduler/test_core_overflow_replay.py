@@ -2,7 +2,8 @@
 
 The same random calls (submits incl. pinned cells and opportunistic jobs, finishes of running and of
 waiting jobs, preemptions carried out with and without requeue, node and GPU health, reconfiguration,
-a restart that adopts what runs) go to the bare core and to ``OverflowScheduler`` around a core. After
+a restart that adopts what runs) go to the bare core and to ``OverflowScheduler`` around a core (both modes: an overflowed job's place in its
+VC's queue withdrawn, or kept so that it moves into its VC's cells when its turn comes). After
 every step: neither raises anything but a ``RequestError`` for a bad request, and both refuse exactly
 the same submits; no shadow id shows in a decision; the core's structural invariants hold inside the
 wrapper; every job the driver knows is known to the wrapper in the state its decisions said (no job
@@ -141,7 +142,8 @@ def nodes_of(s) -> list[str]:
 def replay(cluster: str, seed: int, steps: int = 120) -> None:
     config, alt, vcs, pins, sizes, types = CLUSTERS[cluster]
     rng = random.Random(seed)
-    makers = {"bare": lambda cfg: Scheduler(cfg), "overflow": lambda cfg: OverflowScheduler(Scheduler(cfg))}
+    makers = {"bare": lambda cfg: Scheduler(cfg), "overflow": lambda cfg: OverflowScheduler(Scheduler(cfg)),
+              "keep_place": lambda cfg: OverflowScheduler(Scheduler(cfg), keep_place=True)}
     drivers = {k: Driver(m(config), config) for k, m in makers.items()}
     for step in range(steps):
         t = float(step)
@@ -157,7 +159,7 @@ def replay(cluster: str, seed: int, steps: int = 120) -> None:
                     refused[k] = None
                 except RequestError as exc:
                     refused[k] = exc.field
-            assert refused["bare"] == refused["overflow"], f"step {step}: {req} refused {refused}"
+            assert refused["bare"] == refused["overflow"] == refused["keep_place"], f"step {step}: {req} refused {refused}"
         for k, drv in drivers.items():
             s = drv.s
             if op == "finish" or op == "withdraw":

@@ -12,9 +12,11 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from hive_scheduler import JobRequest, Scheduler, TaskGroup, load_cluster_config
+from hive_scheduler.errors import ConfigError
 from hive_scheduler.sim import simulate, simulate_policies
 from hive_scheduler.sim.events import parse_events
 from hive_scheduler.sim.private import private_cluster
@@ -136,3 +138,12 @@ def test_hive_lab_simulate_with_its_defaults_on_hiveds_design_config(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["anomaly_reference"] == "private" and doc["anomaly_note"] is None
     assert doc["policies"]["hived"]["sharing_anomaly_jobs"] is not None
+
+
+def test_an_assignment_the_cluster_cannot_satisfy_names_the_short_chain():
+    # VC3 asks for one more DGX-1 P100 socket than the 3-DGX1-P100-NODE rack has left after VC2's cells
+    cfg = {**DESIGN, "virtualClusters": {**DESIGN["virtualClusters"], "VC3": {"virtualCells": [
+        {"cellType": "3-DGX1-P100-NODE.DGX1-P100-NODE.DGX1-P100-CPU-SOCKET", "cellNumber": 1}]}}}
+    with pytest.raises(ConfigError) as err:
+        load_cluster_config(cfg)
+    assert "chain 3-DGX1-P100-NODE is short by 4" in str(err.value)

@@ -41,15 +41,17 @@ def test_a_queued_guaranteed_job_overflows_into_idle_cells_and_gives_them_back()
         (10, "queued", None, None),
         (10, "started", True, None),  # on B's idle node
         (35, "preempted", None, "b1"),  # after the 5 s grace, with 25 s done and 25 s left
-        (35, "queued", None, None),  # queued again in A (and as a shadow)
+        (35, "queued", None, None),  # waiting again (its place in A's queue was kept, and as a shadow)
         (75, "started", True, None),  # b1 is done: B's node is idle again before A's frees at 100
-        (100, "finished", None, None),
+        (100, "preempted", None, "a2"),  # a1 frees A's node: a2's place comes and it moves there
+        (100, "started", False, None),
+        (100, "finished", None, None),  # (it had no time left: its completion at the same instant)
     ]
     assert [d["placement"][0]["node"] for d in r.decisions if d["job"] == "a2" and d["event"] == "started"] == \
-        ["n2", "n2"]
+        ["n2", "n2", "n1"]
     b1 = [(d["t"], d["event"]) for d in r.decisions if d["job"] == "b1"]
     assert b1 == [(30, "preempting"), (35, "started"), (75, "finished")]
-    assert r.metrics.preemptions == 1
+    assert r.metrics.preemptions == 2  # b1's, and a2's move into its VC's cells
     assert not any("@" in d["job"] for d in r.decisions)  # the shadow copies never show
     # a2 waited 40 s (private: 90 s, behind a1); b1 waited the 5 s grace (private: 0): the anomaly
     assert r.metrics.waits == {"a1": 0, "a2": 40, "b1": 5}

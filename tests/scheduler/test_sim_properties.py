@@ -135,8 +135,8 @@ def check(policy: str, lines: list[str], decisions: list[dict]) -> None:
                 assert opportunistic[v] or (jobs[v]["vc"] == req["vc"] and jobs[v]["priority"] < req["priority"])
                 named_victims[v] = job
         elif event in ("finished", "preempted"):
-            if event == "preempted":
-                assert job in named_victims
+            if event == "preempted":  # a named victim, or an overflowed job moving into its VC's cells
+                assert job in named_victims or (d.get("by") == job and opportunistic[job])
             if job in running:
                 del running[job]
                 for key in [k for k, j in in_use.items() if j == job]:

@@ -137,7 +137,7 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
         if overflow:
             from .overflow import OverflowScheduler
 
-            return OverflowScheduler(core)
+            return OverflowScheduler(core, keep_place=True)
         return core
     if policy == "private":
         from .private import PrivateScheduler

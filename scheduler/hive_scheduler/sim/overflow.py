@@ -10,6 +10,14 @@ guaranteed job (priority >= 0) is queued, a *shadow* opportunistic copy (same ta
   (``started`` with ``opportunistic: true``). Like any opportunistic job it is preempted when a VC needs
   those GPUs back; it is then queued again both ways (guaranteed in its VC, and as a shadow).
 
+With ``keep_place`` (the simulator's default; issue 25) the guaranteed request is NOT withdrawn when the
+shadow starts: it keeps its place in its VC's queue, and when that place comes the job moves into its
+VC's cells (``preempted`` by its own id, then ``started``, at once; the shadow is withdrawn). Without it
+the job left the queue and, once preempted, came back at its old submit-time position ahead of jobs that
+had waited meanwhile: those then waited longer than on their private cluster (the sharing anomaly). The
+live server does not use it yet (its lifecycle has no move of a running job). A job pinned to a cell
+gets no shadow (it must run in that cell).
+
 To the driver everything carries the job's own id: the shadows never show in the decisions. Other VCs
 keep their guarantee (a shadow is only ever opportunistic), so their sharing anomaly does not grow; the
 cost is preemptions of overflowed jobs (the simulator's preemption keeps a job's progress).
@@ -20,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..decisions import Decision
 from ..types import JobRequest
 
 __all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow"]
@@ -38,8 +47,9 @@ class _AsOwner:
 
 
 class OverflowScheduler:
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, keep_place: bool = False):
         self.inner = inner
+        self._keep_place = keep_place  # an overflowed job's guaranteed request stays queued (see module doc)
         self._req: dict[str, JobRequest] = {}  # guaranteed jobs that may overflow, by id
         self._g_waiting: set[str] = set()  # jobs whose guaranteed request waits in the core
         self._shadow_waiting = _Tally(self._key)  # jobs whose shadow waits in the core (counted per VC, user)
@@ -77,7 +87,7 @@ class OverflowScheduler:
                 if event == "started":
                     self._shadow_waiting.discard(owner)
                     self._overflowed.add(owner)
-                    if owner in self._g_waiting:  # its guaranteed request leaves the VC's queue
+                    if owner in self._g_waiting and not self._keep_place:  # it leaves the VC's queue
                         self._g_waiting.discard(owner)
                         self._withdraw(owner, now, out)
                     vc = self._req[owner].vc
@@ -90,7 +100,15 @@ class OverflowScheduler:
                     if self._requeue:
                         self._shadow_waiting.add(owner)  # the core queued the shadow again
                         requeue.append(owner)
+                        if owner in self._g_waiting:  # its place in its VC's queue was kept all along
+                            out.append(Decision("queued", owner, now,
+                                                reason=f"preempted by {d.by}; waiting in VC {self._req[owner].vc} "
+                                                       f"(its place kept) and for idle GPUs"))
                     else:
+                        if owner in self._g_waiting:  # stopped for good: its place in the VC goes too
+                            self._g_waiting.discard(owner)
+                            self._reserving.discard(owner)
+                            self._withdraw(owner, now, out)
                         self._forget(owner)
                 elif event == "finished":
                     out.append(dataclasses.replace(d, job=owner))
@@ -101,16 +119,26 @@ class OverflowScheduler:
                 continue  # a shadow's "queued": the job already shows as queued
             if d.victims:
                 d = dataclasses.replace(d, victims=tuple(_owner(v) for v in d.victims))
+            if event == "rejected" and job in self._overflowed:  # its place in the VC is refused (e.g. a
+                self._g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
+                self._reserving.discard(job)
+                continue
             out.append(d)
             if job not in self._req:
                 continue
             if event != "preempting":
                 self._reserving.discard(job)
             if event == "started":
+                at = len(out) - 1  # where its "started" is (withdrawals below may add decisions after it)
                 self._g_waiting.discard(job)
                 if job in self._shadow_waiting:
                     self._shadow_waiting.discard(job)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
+                if job in self._overflowed:  # its turn in its VC came: it moves from idle GPUs into its cells
+                    self._overflowed.discard(job)
+                    self._withdraw(job + SHADOW_SUFFIX, now, out)
+                    out.insert(at, Decision("preempted", job, now, by=job,
+                                                      reason=f"moved into the cells of VC {self._req[job].vc}"))
             elif event == "preempting":  # cells reserved in its VC: it starts there once its victims stop,
                 self._g_waiting.add(job)  # so its shadow leaves (it must never start beside it)
                 self._reserving.add(job)
@@ -154,6 +182,10 @@ class OverflowScheduler:
     def finish(self, job_id: str, now: float) -> list:
         out: list = []
         if job_id in self._overflowed:
+            if job_id in self._g_waiting:  # its place in the VC's queue goes first (nothing starts it)
+                self._g_waiting.discard(job_id)
+                self._reserving.discard(job_id)
+                self._withdraw(job_id, now, out)
             self._translate(self.inner.finish(job_id + SHADOW_SUFFIX, now), now, out)
             return out
         if job_id in self._shadow_waiting:
@@ -276,7 +308,8 @@ class OverflowScheduler:
         for v in self.inner.jobs(*args, **kwargs):
             owner = _owner(v.id)
             if owner == v.id:
-                out.append(v)
+                if owner not in self._overflowed:  # (an overflowed job's place in its VC's queue is not shown)
+                    out.append(v)
             elif owner in self._overflowed:
                 out.append(dataclasses.replace(v, id=owner, priority=self._req[owner].priority))
         return out
@@ -310,6 +343,8 @@ class OverflowScheduler:
         out: dict = {}
         for core_id, est in raw.items():
             owner = _owner(core_id)
+            if owner in self._overflowed:  # running: no start to estimate
+                continue
             if owner != core_id:
                 if owner not in self._shadow_waiting:
                     continue
@@ -322,7 +357,11 @@ class OverflowScheduler:
         return out
 
     def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
-        return self._shadow_waiting.count(vc, user)  # (kept as shadows come and go: a submit is not O(queue))
+        """Core jobs of ``vc`` (``user``) that wait but are not a waiting job of their own: waiting shadows
+        (counted as they come and go: a submit is not O(queue)) and overflowed jobs' places in the queue."""
+        places = sum(1 for j in self._overflowed if j in self._g_waiting and self._req[j].vc == vc
+                     and (user is None or self._req[j].user == user)) if self._keep_place else 0
+        return self._shadow_waiting.count(vc, user) + places
 
     def check_limits(self, job: JobRequest, time_limit_s: float | None = None, also_waiting: int = 0) -> None:
         """The core's check; a job waiting with its shadow counts once toward ``max_queued_jobs``."""

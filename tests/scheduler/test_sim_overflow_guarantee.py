@@ -1,0 +1,46 @@
+"""Property: with the overflow lever (the simulator's default, an overflowed job keeping its place in its
+VC's queue), no guaranteed job waits longer than in its VC's private cluster (issue 25).
+
+Random workloads of guaranteed jobs (gangs, priorities, withdrawals) on the small two-rack cluster of
+the simulator's property tests, immediate preemption; each job's wait under hived+overflow is compared
+with the private replay of its VC."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hive_scheduler.sim import simulate
+from hive_scheduler.sim.events import parse_events
+from test_sim_properties import VCS, config
+
+guaranteed_st = st.tuples(
+    st.sampled_from(sorted(VCS)),
+    st.sampled_from([(1, 1), (1, 2), (1, 4), (2, 2), (2, 4), (3, 1)]),
+    st.sampled_from([0, 0, 5]),
+    st.integers(1, 200),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(
+    jobs=st.lists(guaranteed_st, min_size=1, max_size=40),
+    gaps=st.lists(st.sampled_from([0, 0, 1, 3, 10, 60]), min_size=40, max_size=40),
+    withdraw=st.sets(st.integers(0, 39), max_size=5),
+)
+def test_no_guaranteed_job_waits_longer_than_in_its_private_cluster(jobs, gaps, withdraw):
+    lines, t = [], 0
+    for i, ((vc, (count, gpus), priority, duration), gap) in enumerate(zip(jobs, gaps)):
+        t += gap
+        lines.append(json.dumps({"t": t, "op": "submit", "job": f"j{i}", "vc": vc, "priority": priority,
+                                 "tasks": [{"name": "w", "count": count, "gpus": gpus}], "duration": duration,
+                                 "lazy_preemption": False}))
+        if i in withdraw:
+            lines.append(json.dumps({"t": t + 2, "op": "finish", "job": f"j{i}"}))
+    lines.sort(key=lambda line: json.loads(line)["t"])
+    hived = simulate(config(), parse_events(lines), "hived")
+    private = hived.private.metrics.waits
+    worse = {j: (w, private[j]) for j, w in hived.metrics.waits.items() if w > private[j] + 1e-9}
+    assert not worse, f"waits (hived+overflow, private): {worse}\n" + "\n".join(lines)
