@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
 from .physical import place_opportunistic
+from .shares import job_share, share_proxy
 from .policies import ORDERS
 from .state import rollback
 from .types import JobRequest, TaskPlacement
@@ -85,6 +86,16 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
         if held is not None:
             j.fail = HeldBack(held)
             return _waiting(core, j)
+    size = job_share(req)
+    if size:  # a share packs onto a GPU its VC shares already, else opens one as a one-GPU task would
+        got = core.shares.pick(j, size)
+        if got is not None:
+            leaf, _ = got
+            tg = req.tasks[0]
+            return WhatIf("start", (TaskPlacement(task=f"{tg.name}-0", group=tg.name, index=0, rank=0,
+                                                  node=leaf.node_obj.name, gpus=(leaf.gpu,), cpus=tg.cpus,
+                                                  memory_mb=tg.memory_mb),), (), None, opp)
+        j = share_proxy(j)
     txn: list = []
     snap = core.state.dirty_snapshot()
     idle = list(core.placement.pending_idle)
@@ -92,7 +103,7 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
     try:
         res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
         if res is not None:
-            placement = task_placements(req, res)
+            placement = task_placements(j.req, res)
             victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
                               if leaf.job is not None and leaf.job != req.id}, key=lambda v: core._jobs[v].seq)
         rollback(txn)

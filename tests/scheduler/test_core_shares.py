@@ -171,3 +171,14 @@ def test_adopting_an_opportunistic_share_beside_guaranteed_ones_demotes_them_ins
     assert s.job("g").opportunistic and s.job("o").opportunistic
     assert [gpu_of(s, j) for j in ("g", "o")] == [(0, 0), (0, 2)]
     assert s.vc_view()["cv-101"]["used_gpus"] == 0  # the GPU no longer counts against the guarantee
+
+
+def test_what_if_for_a_share_answers_where_it_would_start_never_a_type_error():
+    """A dry run of a GPU share raised TypeError in the guaranteed placement (a 500 for any share's dry
+    run): it answers as submit decides, on a GPU its VC shares already or on a new one."""
+    s = Scheduler(COURSE)
+    first = s.what_if(share("s1", "cv-101", 0.5), 0.0)
+    assert first.outcome == "start" and len(first.placement) == 1 and len(first.placement[0].gpus) == 1
+    run(s, "submit", share("s1", "cv-101", 0.5), 0.0)
+    second = s.what_if(share("s2", "cv-101", 0.5), 1.0)
+    assert second.outcome == "start" and second.placement[0].gpus == (gpu_of(s, "s1")[0],)  # packs onto its GPU

@@ -38,13 +38,7 @@ def _post(api, path, rel):
     return api("POST", path, file.read_bytes(), headers={"Content-Type": CTYPE[file.suffix]})
 
 
-SHARE_DRY_RUN_BUG = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the core's what_if raises TypeError for a GPU share (placement._vdescend: slice indices); a 500 for "
-    "any share's dry run on this cluster, a native {'gpus': 0.5} spec too (a submit is fine)"))
-
-
-@pytest.mark.parametrize("rel", [pytest.param(r, marks=SHARE_DRY_RUN_BUG) if r.endswith("pod_hami.yaml") else r
-                                 for r in sorted(EXPECTED)])
+@pytest.mark.parametrize("rel", sorted(EXPECTED))
 def test_every_shipped_file_is_placed_as_it_asks(api, rel):
     code, answer = _post(api, "jobs?dry_run=true", rel)
     assert code == 200, (rel, answer)
