@@ -61,12 +61,22 @@ def write_private(path: pathlib.Path, text: str, owner: Owner | None = None) -> 
         else:
             if st.st_uid != 0:
                 owner = (st.st_uid, st.st_gid)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.unlink(tmp)
+        _replace_in(dir_fd, path.name, text, owner)
+    finally:
+        os.close(dir_fd)
+
+
+def _replace_in(dir_fd: int, name: str, text: str, owner: Owner | None) -> None:
+    """Write ``text`` as ``name`` in the dir ``dir_fd``: 0600 (handed to ``owner``) from its creation on,
+    under a temporary name first and renamed into place (a link planted at ``name`` is replaced)."""
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        os.unlink(tmp, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         if owner is not None and os.geteuid() == 0:
             os.fchown(fd, owner[0], owner[1])
@@ -75,9 +85,9 @@ def write_private(path: pathlib.Path, text: str, owner: Owner | None = None) -> 
     finally:
         os.close(fd)
     try:
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError:
-        os.unlink(tmp)
+        os.unlink(tmp, dir_fd=dir_fd)
         raise
 
 
@@ -108,24 +118,6 @@ def write_beneath(base: pathlib.Path, rel: str, text: str, owner: Owner | None =
                 raise UnsafePath(f"{name!r} in {rel!r} is not a directory of the job (a link?)") from exc
             os.close(fd)
             fd = nxt
-        name = parts[-1]
-        tmp = f".{name}.{os.getpid()}.tmp"
-        try:
-            os.unlink(tmp, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
-        try:
-            if owner is not None and os.geteuid() == 0:
-                os.fchown(out, owner[0], owner[1])
-            with os.fdopen(out, "w", encoding="utf-8", closefd=False) as f:
-                f.write(text)
-        finally:
-            os.close(out)
-        try:
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # a link planted at the target is replaced
-        except OSError:
-            os.unlink(tmp, dir_fd=fd)
-            raise
+        _replace_in(fd, parts[-1], text, owner)
     finally:
         os.close(fd)
