@@ -22,7 +22,7 @@ and every later decision are the same with or without what-if calls in between. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
@@ -90,11 +90,12 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
     if size:  # a share packs onto a GPU its VC shares already, else opens one as a one-GPU task would
         got = core.shares.pick(j, size)
         if got is not None:
-            leaf, _ = got
+            leaf, first = got
             tg = req.tasks[0]
             return WhatIf("start", (TaskPlacement(task=f"{tg.name}-0", group=tg.name, index=0, rank=0,
                                                   node=leaf.node_obj.name, gpus=(leaf.gpu,), cpus=tg.cpus,
-                                                  memory_mb=tg.memory_mb),), (), None, opp)
+                                                  memory_mb=tg.memory_mb, share=float(tg.gpus),
+                                                  share_slot=first),), (), None, opp)
         j = share_proxy(j)
     txn: list = []
     snap = core.state.dirty_snapshot()
@@ -104,6 +105,8 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
         res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
         if res is not None:
             placement = task_placements(j.req, res)
+            if size:  # the GPU it would open, its first block (as submit's placement does)
+                placement = tuple(replace(p, share=float(req.tasks[0].gpus), share_slot=0) for p in placement)
             victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
                               if leaf.job is not None and leaf.job != req.id}, key=lambda v: core._jobs[v].seq)
         rollback(txn)

@@ -179,6 +179,8 @@ def test_what_if_for_a_share_answers_where_it_would_start_never_a_type_error():
     s = Scheduler(COURSE)
     first = s.what_if(share("s1", "cv-101", 0.5), 0.0)
     assert first.outcome == "start" and len(first.placement) == 1 and len(first.placement[0].gpus) == 1
+    assert first.placement[0].share == 0.5
     run(s, "submit", share("s1", "cv-101", 0.5), 0.0)
     second = s.what_if(share("s2", "cv-101", 0.5), 1.0)
     assert second.outcome == "start" and second.placement[0].gpus == (gpu_of(s, "s1")[0],)  # packs onto its GPU
+    assert second.placement[0].share == 0.5 and second.placement[0].share_slot != gpu_of(s, "s1")[1]

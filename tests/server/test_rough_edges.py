@@ -41,14 +41,15 @@ def test_auto_launcher_choice_is_logged_and_shown(live_server_factory):
 
 
 def test_opportunistic_jobs_retry_by_default():
+    from hive_lab_server.formats import from_document
     from hive_lab_server.spec import OPPORTUNISTIC_MAX_RETRIES, parse_job_spec
 
     assert parse_job_spec({"command": "x", "priority": "opportunistic"}).max_retries == OPPORTUNISTIC_MAX_RETRIES > 0
     assert parse_job_spec({"command": "x", "priority": "opportunistic", "max_retries": 0}).max_retries == 0
     assert parse_job_spec({"command": "x"}).max_retries == 0
     pai = {"jobName": "p", "jobPriority": "opportunistic", "taskRoles": [{"command": "x"}]}
-    assert parse_job_spec(pai).max_retries == OPPORTUNISTIC_MAX_RETRIES
-    assert parse_job_spec({**pai, "retryCount": 1}).max_retries == 1
+    assert from_document(pai).max_retries == OPPORTUNISTIC_MAX_RETRIES
+    assert from_document({**pai, "retryCount": 1}).max_retries == 1
 
 
 def test_preempted_opportunistic_job_goes_back_to_the_queue(live_server):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from hive_lab_server.formats import from_document  # any format, as POST jobs reads it
 from hive_lab_server.spec import SpecError, parse_job_spec
 
 
@@ -57,7 +58,7 @@ def test_openpai_form_is_accepted():
 )
 def test_errors_name_the_field(body, field, words):
     with pytest.raises(SpecError) as info:
-        parse_job_spec(body)
+        from_document(body)
     assert info.value.field == field
     assert words in info.value.message
     assert info.value.message.startswith(field)

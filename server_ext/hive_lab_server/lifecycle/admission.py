@@ -156,9 +156,11 @@ class Admission:
         placement = [launch_plan.placement_row(p, answer.opportunistic, self.gpu_uuids) for p in answer.placement]
         estimate = getattr(answer, "estimated_start", None)
         return {
-            "dry_run": True, "outcome": answer.outcome, "vc": vc, "gpus": spec.total_gpus,
+            "dry_run": True, "outcome": answer.outcome, "vc": vc, "gpus": math.ceil(spec.total_gpus),
             "placement": [{"task": p["task"], "node": p["node"], "address": self.node_address(p["node"]),
-                           "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"]} for p in placement],
+                           "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"],
+                           **({"share": p["share"], "share_slot": p["share_slot"]} if p["share"] else {})}
+                          for p in placement],
             "preempts": list(answer.victims), "reason": answer.reason, "opportunistic": answer.opportunistic,
             "time_limit_s": limit,
             "estimated_start": presentation.iso(now) if answer.outcome == "start" else
