@@ -19,7 +19,7 @@ def test_opportunistic_priority_is_minus_one():
 
 
 def test_openpai_form_is_accepted():
-    spec = parse_job_spec({
+    spec = from_document({
         "jobName": "pai", "image": "img", "dataDir": "/data", "outputDir": "/out", "virtualCluster": "vc1",
         "retryCount": 2,
         "taskRoles": [{"name": "worker", "taskNumber": 2, "cpuNumber": 4, "memoryMB": 8192, "gpuNumber": 2,
