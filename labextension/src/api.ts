@@ -274,6 +274,8 @@ export class HiveApi {
   submit(spec: Record<string, unknown>): Promise<IJob> {
     return this.request<IJob>('jobs', {
       method: 'POST',
+      // a string body is text/plain to fetch(): say it is JSON (POST jobs also reads scripts and YAML)
+      headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(spec)
     });
   }

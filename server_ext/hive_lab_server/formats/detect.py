@@ -25,6 +25,18 @@ def read_body(raw: bytes, content_type: str | None) -> Any:
     except UnicodeDecodeError as exc:
         raise fail("body", f"the body is not UTF-8 text ({exc})") from None
     ctype = (content_type or "").split(";", 1)[0].strip().lower()
+    if text.lstrip().startswith(("{", "[")) and not re.search(r"^#SBATCH", text, re.M):
+        # a JSON document, whatever the Content-Type says (a browser's fetch() of a string body sends
+        # text/plain unless told otherwise; no batch script starts with a brace)
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            try:
+                return json.loads(_strip_line_comments(text))
+            except ValueError:
+                if ctype not in ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"):
+                    raise fail("body", f"the body is not valid JSON ({exc}); send a JSON object describing "
+                                       "the job") from None
     if ctype in SCRIPT_TYPES or text.startswith("#!") or re.search(r"^#SBATCH", text, re.M):
         return text
     if ctype in ("", "application/json"):
@@ -60,7 +72,7 @@ def detect(doc: Any) -> str:
     if isinstance(doc, str):
         return "sbatch"
     if not isinstance(doc, dict):
-        raise fail("body", "send an object describing the job (hive-lab's JobSpec, an OpenPAI job, a Kubernetes "
+        raise fail("body", "send a JSON object describing the job (hive-lab's JobSpec, an OpenPAI job, a Kubernetes "
                            "manifest) or an sbatch script as text/plain")
     if "protocolVersion" in doc or "protocol_version" in doc or isinstance(doc.get("taskRoles"), dict):
         return "openpai-v2"
