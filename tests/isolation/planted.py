@@ -30,7 +30,7 @@ __attribute__((constructor)) static void hive_planted(void) {
     char exe[256], line[512];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
-    int fd = open(MARKER, O_WRONLY | O_APPEND);
+    int fd = open(MARKER, O_WRONLY | O_APPEND | O_CREAT, 0666);
     if (fd >= 0) {
         int len = snprintf(line, sizeof line, "preload euid=%d exe=%s\n", (int)geteuid(), exe);
         if (write(fd, line, len) < 0) {}
@@ -41,9 +41,9 @@ __attribute__((constructor)) static void hive_planted(void) {
 
 
 class Planted:
-    def __init__(self, root: pathlib.Path):
+    def __init__(self, root: pathlib.Path, marker: str | None = None):
         self.root = root
-        self.marker = root / "marker.log"
+        self.marker = pathlib.Path(marker) if marker else root / "marker.log"
         self.bin = root / "bin"
         self.lib = root / "libplanted.so"
 
@@ -54,23 +54,26 @@ class Planted:
     def lines(self) -> list[str]:
         return self.marker.read_text().splitlines() if self.marker.exists() else []
 
-    def root_lines(self) -> list[str]:
-        return [ln for ln in self.lines() if re.search(r"\beuid=0\b", ln)]
+    def root_lines(self, lines: list[str] | None = None) -> list[str]:
+        return [ln for ln in (self.lines() if lines is None else lines) if re.search(r"\beuid=0\b", ln)]
 
-    def ran_as(self, uid: int) -> bool:
-        return any(re.search(rf"\beuid={uid}\b", ln) for ln in self.lines())
+    def ran_as(self, uid: int, lines: list[str] | None = None) -> bool:
+        return any(re.search(rf"\beuid={uid}\b", ln) for ln in (self.lines() if lines is None else lines))
 
 
-def plant(root: pathlib.Path) -> Planted:
-    """Tools and library in ``root`` (which every account can traverse), readable and runnable by all."""
+def plant(root: pathlib.Path, marker: str | None = None) -> Planted:
+    """Tools and library in ``root`` (which every account can traverse), readable and runnable by all.
+    ``marker``: where the library writes (default ``root/marker.log``; a path inside a container, where
+    the job's own command then prints it)."""
     if shutil.which("cc") is None:
         pytest.skip("needs a C compiler (cc) to build the LD_PRELOAD library")
-    p = Planted(root)
+    p = Planted(root, marker)
     root.mkdir(mode=0o755, exist_ok=True)
     os.chmod(root, 0o755)
     p.bin.mkdir(mode=0o755)
-    p.marker.touch()
-    os.chmod(p.marker, 0o666)
+    if marker is None:
+        p.marker.touch()
+        os.chmod(p.marker, 0o666)
     src = root / "planted.c"
     src.write_text(PRELOAD_C)
     subprocess.run(["cc", "-shared", "-fPIC", f'-DMARKER="{p.marker}"', "-o", str(p.lib), str(src)], check=True)

@@ -16,7 +16,7 @@ A, B = ACCOUNTS
 def planted(shared_tmp):
     from planted import plant
 
-    return plant(shared_tmp / "planted")
+    return plant(shared_tmp / "planted", marker="/tmp/hive-marker.log")  # inside the container
 
 
 @pytest.fixture
@@ -56,14 +56,19 @@ def test_the_servers_root_user_gets_no_container(srv, docker_test_image):
 
 
 def test_a_planted_path_and_ld_preload_never_run_as_root(srv, docker_test_image, unix_accounts, planted):
-    """Issue 22 on the Docker launcher: the job's env names the student's own tools and library (mounted
-    into the container as its output dir). Nothing runs them as root; the container (as the student) does."""
+    """Issue 22 on the Docker launcher: a job's env naming the student's own tools (PATH) and library
+    (LD_PRELOAD, mounted into the container as its data dir) reaches no root process: both are host
+    variables the container never gets, and every process in it runs as the student, who can still load
+    the library on purpose (so the check could see a root line)."""
     r = srv.request("POST", "jobs", user=A, json={
-        "image": docker_test_image, "command": "id -u; sh -c 'echo inner'", "tasks": [{"gpus": 1}],
-        "env": {"LD_PRELOAD": str(planted.lib)}, "output_dir": str(planted.root)})
+        "image": docker_test_image, "tasks": [{"gpus": 1}], "data_dir": str(planted.root),
+        "env": planted.env,
+        "command": f'echo "env:${{LD_PRELOAD:-none}}"; LD_PRELOAD={planted.lib} id -u; cat /tmp/hive-marker.log'})
     assert r.status_code == 201, r.text
     job = srv.wait_for_job(r.json()["id"], "succeeded", "failed", timeout=120, user=A)
     out = srv.request("GET", f"jobs/{job['id']}/logs", user=A).json()["data"]
     assert job["state"] == "succeeded", (job, out)
-    assert planted.root_lines() == [], planted.lines()
-    assert planted.ran_as(unix_accounts[A].pw_uid), (planted.lines(), out)
+    assert "env:none" in out, out  # the host's LD_PRELOAD (and PATH) never reach the container
+    lines = [ln for ln in out.splitlines() if ln.startswith("preload ")]
+    assert planted.root_lines(lines) == [], lines
+    assert planted.ran_as(unix_accounts[A].pw_uid, lines), out  # loaded on purpose: as the student
