@@ -124,18 +124,25 @@ def write_private(path: str | os.PathLike, text: str, *, append: bool) -> pathli
     return path
 
 
+def _load_checked(path: str | os.PathLike):
+    """(config, None), or (None, what is wrong) when the file is missing or does not load."""
+    if not pathlib.Path(path).is_file():
+        return None, f"{path} does not exist"
+    try:
+        return load(path), None
+    except Exception as exc:  # the admin's file: report, do not crash
+        return None, f"cannot load {path}: {type(exc).__name__}: {exc}"
+
+
 def check_service(path: str | os.PathLike) -> list[str]:
     """What is inconsistent in the service's own settings file (empty: nothing)."""
     from hive_lab_server.access import unknown_vcs
     from hive_lab_server.cluster import resolve_cluster
     from hive_scheduler.errors import ConfigError
 
-    if not pathlib.Path(path).is_file():
-        return [f"{path} does not exist"]
-    try:
-        cfg = load(path)
-    except Exception as exc:  # the admin's file: report, do not crash
-        return [f"cannot load {path}: {type(exc).__name__}: {exc}"]
+    cfg, problem = _load_checked(path)
+    if problem:
+        return [problem]
     app = cfg.HiveLabApp
     try:
         cluster = resolve_cluster(_value(app, "cluster_config", "default"), "none")
@@ -205,12 +212,9 @@ def load(path: str | os.PathLike):
 
 def check(path: str | os.PathLike) -> list[str]:
     """What is missing for hive-lab to run as one Hub service (empty: nothing)."""
-    if not pathlib.Path(path).is_file():
-        return [f"{path} does not exist"]
-    try:
-        cfg = load(path)
-    except Exception as exc:  # the admin's file: report, do not crash
-        return [f"cannot load {path}: {type(exc).__name__}: {exc}"]
+    cfg, problem = _load_checked(path)
+    if problem:
+        return [problem]
     problems: list[str] = []
     mode = pathlib.Path(path).stat().st_mode & 0o777
     if mode & 0o077:

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 from ..types import TaskGroup
 from .events import EventError, FinishEvent, SubmitEvent
 from .shape import ClusterShape, cluster_shape
-from .trace import TRACE_COLUMNS, _number, _tasks
+from .trace import TRACE_COLUMNS, _number, _tasks, job_and_submit_time
 
 __all__ = ["HISTORY_COLUMNS", "History", "load_history", "parse_history", "write_history"]
 
@@ -114,14 +114,7 @@ def parse_history(lines: Iterable[str], cluster: Any, source: str = "<history>")
     for row in reader:
         line = reader.line_num
         try:
-            job = (row.get("job_id") or "").strip()
-            if not job:
-                raise ValueError("'job_id' is empty")
-            if job in seen:
-                raise ValueError(f"job_id {job!r} already appeared on line {seen[job]}")
-            t = _number(row["submit_time_s"], "submit_time_s", integer=False)
-            if t < 0:
-                raise ValueError(f"'submit_time_s' must be >= 0, got {row['submit_time_s']!r}")
+            job, t = job_and_submit_time(row, seen)
             duration = _optional(row, "duration_s")
             if duration is not None and duration < 0:
                 raise ValueError(f"'duration_s' must be >= 0 or empty, got {row['duration_s']!r}")

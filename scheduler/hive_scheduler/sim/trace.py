@@ -65,6 +65,19 @@ def _tasks(num_gpus: int, gpu_type: str | None, per_node: int) -> tuple[TaskSpec
     return tuple(groups)
 
 
+def job_and_submit_time(row: dict, seen: dict[str, int]) -> tuple[str, float]:
+    """A trace row's job id (non-empty, not seen before) and submit time (>= 0); ValueError saying what."""
+    job = (row.get("job_id") or "").strip()
+    if not job:
+        raise ValueError("'job_id' is empty")
+    if job in seen:
+        raise ValueError(f"job_id {job!r} already appeared on line {seen[job]}")
+    t = _number(row["submit_time_s"], "submit_time_s", integer=False)
+    if t < 0:
+        raise ValueError(f"'submit_time_s' must be >= 0, got {row['submit_time_s']!r}")
+    return job, t
+
+
 def _number(text: str, column: str, *, integer: bool) -> float:
     try:
         value = float(text)
@@ -130,14 +143,7 @@ def trace_to_events(
     for row in reader:
         line = reader.line_num
         try:
-            job = (row.get("job_id") or "").strip()
-            if not job:
-                raise ValueError("'job_id' is empty")
-            if job in seen:
-                raise ValueError(f"job_id {job!r} already appeared on line {seen[job]}")
-            t = _number(row["submit_time_s"], "submit_time_s", integer=False)
-            if t < 0:
-                raise ValueError(f"'submit_time_s' must be >= 0, got {row['submit_time_s']!r}")
+            job, t = job_and_submit_time(row, seen)
             if last_t is not None and t < last_t:
                 raise ValueError(f"'submit_time_s' goes back in time ({t} after {last_t}); sort the trace by it")
             duration = _number(row["duration_s"], "duration_s", integer=False)
