@@ -109,6 +109,15 @@ class Client:
         ``inherit_env`` is False or the spec names an ``environment``."""
         return self._request("POST", "jobs", json=self._body(spec, fields, inherit_env))
 
+    def submit_notebook(self, path: str, parameters: dict | None = None, **options: Any) -> dict:
+        """Run the notebook at ``path`` as a job (``POST jobs`` with ``notebook``): papermill injects
+        ``parameters`` after its cell tagged ``parameters``; the executed copy is an output of the job
+        (``<name>.executed.ipynb``). ``options``: ``gpus``, ``vc``, ``time_limit``, ``files`` ... as
+        ``hive_lab.submission.cell_spec`` takes them."""
+        from .submission import notebook_job_spec
+
+        return self.submit(notebook_job_spec(path, parameters, **options))
+
     def submit_file(self, text: str, content_type: str, *, dry_run: bool = False) -> dict:
         """Send a job file as it is (an OpenPAI job, an sbatch script, a Kubernetes manifest, or hive-lab's
         own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer."""

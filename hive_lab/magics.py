@@ -10,10 +10,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from .errors import HiveLabError
+from .errors import BadRequest, HiveLabError
 from .format import FINISHED, status_line
 from .job import Job
-from .submission import cell_spec, collect_files
+from .submission import cell_spec, collect_files, notebook_job_spec, parse_parameters
 from .watch import watch_job
 
 
@@ -67,6 +67,11 @@ class HiveLabMagics(Magics):
               help="submit this job file as it is (hive-lab's spec, an OpenPAI job, an sbatch script, a "
                    "Kubernetes/Volcano manifest) instead of the cell: %%submit --file PATH over a cell of "
                    "comments only, or the line magic %submit --file PATH")
+    @argument("--notebook", default=None, metavar="PATH.ipynb",
+              help="run this notebook as the job (the line magic %submit --notebook PATH): papermill executes "
+                   "it, its executed copy becomes an output of the job")
+    @argument("-p", "--param", nargs="+", default=None, metavar="NAME=VALUE",
+              help="with --notebook: parameters set after the notebook's cell tagged 'parameters'")
     @argument("--tasks", type=int, default=1, help="number of tasks (gang-scheduled)")
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
@@ -88,14 +93,25 @@ class HiveLabMagics(Magics):
         args = parse_argstring(self.submit, line)
         if args.file:  # %submit --file PATH (or %%submit --file PATH over a cell of comments)
             return self._submit_file(args, cell or "")
-        if cell is None:
-            raise UsageError("%submit (one %) sends a job file: %submit --file PATH; to run a cell, use %%submit")
+        if cell is None and not args.notebook:
+            raise UsageError("%submit (one %) sends a job file or a notebook: %submit --file PATH, "
+                             "%submit --notebook PATH.ipynb; to run a cell, use %%submit")
         try:
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
-            spec = cell_spec(cell, gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
-                             image=args.image, name=args.name, tasks=args.tasks, files=files, env=env,
-                             time_limit=args.time_limit)
+            options = dict(gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
+                           image=args.image, name=args.name, tasks=args.tasks, files=files, env=env,
+                           time_limit=args.time_limit)
+            if args.param and not args.notebook:
+                raise BadRequest("-p/--param sets a notebook's parameters; add --notebook PATH.ipynb",
+                                 field="notebook")
+            if args.notebook:
+                if cell is not None and any(ln.strip() and not ln.lstrip().startswith("#") for ln in cell.splitlines()):
+                    raise BadRequest("--notebook runs the notebook, not the cell; leave the cell empty (comments "
+                                     "only) or use the line magic %submit --notebook PATH")
+                spec = notebook_job_spec(args.notebook, parse_parameters(args.param), **options)
+            else:
+                spec = cell_spec(cell, **options)
             if "vc" not in spec:
                 vcs = self.client.me().get("vcs") or []
                 if vcs:

@@ -137,6 +137,47 @@ def cell_spec(code: str, *, gpus: int | float = 0, gpu_type: str | None = None, 
     return spec
 
 
+def parse_parameters(items) -> dict:
+    """``["lr=0.1", "name=resnet", "layers=[1,2]"]`` -> ``{"lr": 0.1, "name": "resnet", "layers": [1, 2]}``:
+    a value is read as JSON when it is JSON, else kept as the string it is."""
+    import json
+
+    parameters: dict = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        if not sep or not name.strip():
+            raise BadRequest(f"a parameter is NAME=VALUE, e.g. lr=0.1; got {item!r}", field="notebook.parameters")
+        try:
+            parameters[name.strip()] = json.loads(value)
+        except ValueError:
+            parameters[name.strip()] = value
+    return parameters
+
+
+def notebook_job_spec(path: str | os.PathLike, parameters: dict | None = None, **options) -> dict:
+    """The ``POST jobs`` body running the notebook at ``path`` as a batch job: staged, executed by
+    papermill with ``parameters`` injected after its cell tagged ``parameters``, its executed copy an
+    output of the job. ``options`` are :func:`cell_spec`'s (gpus, vc, files, time_limit, ...)."""
+    nb = pathlib.Path(path)
+    if nb.suffix != ".ipynb":
+        raise BadRequest(f"{path} is not a notebook (.ipynb)", field="notebook.file")
+    try:
+        text = nb.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadRequest(f"cannot read the notebook {path}: {exc.strerror}", field="notebook.file") from None
+    spec = cell_spec("", **options)  # the fields and checks a cell job has
+    staged = spec["files"]
+    del staged[CELL_FILE]
+    if nb.name in staged:
+        raise BadRequest(f"--files: {nb.name} is the notebook's own name in the job; rename your file",
+                         field="files")
+    staged[nb.name] = text
+    del spec["command"]  # the server derives it from the notebook
+    spec["name"] = options.get("name") or nb.stem
+    spec["notebook"] = {"file": nb.name, "parameters": dict(parameters or {})}
+    return spec
+
+
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
 
 

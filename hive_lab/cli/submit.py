@@ -50,6 +50,11 @@ def register(subparsers) -> None:
     p.add_argument("--file", action="append", default=[], metavar="PATH",
                    help="stage a text file (or glob, or directory) into the working dir; repeatable")
     p.add_argument("-c", "--command", help="shell command (or give it after --)")
+    p.add_argument("--notebook", metavar="PATH.ipynb",
+                   help="run this notebook as the job (papermill): its executed copy becomes an output")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="with --notebook: a parameter, set after the notebook's cell tagged 'parameters' "
+                        "(VALUE is read as JSON when it is JSON, else as a string); repeatable")
     p.add_argument("--time-limit", metavar="DURATION",
                    help="run time limit: 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
     p.add_argument("--dry-run", action="store_true",
@@ -135,10 +140,28 @@ def build_spec(args) -> dict:
             raise BadRequest(f"--env takes KEY=VALUE, got {item!r}", field="env")
         key, value = item.split("=", 1)
         spec.setdefault("jobEnvs" if openpai else "env", {})[key] = value
-    if not openpai and not spec.get("command") and not any(t.get("command") for t in spec["tasks"]):
+    if args.param and not args.notebook:
+        raise BadRequest("-p/--param sets a notebook's parameters; add --notebook PATH.ipynb", field="notebook")
+    if args.notebook:
+        _apply_notebook(spec, args, command, openpai)
+    if not openpai and not spec.get("command") and not spec.get("notebook") \
+            and not any(t.get("command") for t in spec["tasks"]):
         raise BadRequest("no command: give -c 'python train.py', put it after --, or set command in the spec",
                          field="command")
     return spec
+
+
+def _apply_notebook(spec: dict, args, command: str | None, openpai: bool) -> None:
+    """``--notebook PATH -p NAME=VALUE``: the notebook staged and run by the server's notebook runner."""
+    from ..submission import notebook_job_spec, parse_parameters
+
+    if openpai or command:
+        raise BadRequest("--notebook runs the notebook itself; drop " + ("the OpenPAI spec" if openpai else "the command"),
+                         field="notebook")
+    nb = notebook_job_spec(args.notebook, parse_parameters(args.param))
+    spec.setdefault("name", nb["name"])
+    spec["files"] = {**(spec.get("files") or {}), **nb["files"]}
+    spec["notebook"] = nb["notebook"]
 
 
 def _refuse_server_options_in_command(words: list[str], args) -> None:
@@ -168,8 +191,8 @@ def _foreign_file(args):
     extra = [w for w in words[1:] if w != "--"]
     flags = [name for name, value in vars(args).items()
              if name in ("name", "vc", "gpus", "gpu_memory_mb", "gpu_type", "tasks", "cpus", "memory_mb", "priority",
-                         "image", "max_retries", "working_dir", "command", "time_limit") and value is not None]
-    if extra or flags or args.env or args.file:
+                         "image", "max_retries", "working_dir", "command", "time_limit", "notebook") and value is not None]
+    if extra or flags or args.env or args.file or args.param:
         what = "--" + flags[0].replace("_", "-") if flags else "--env" if args.env else "--file" if args.file else "a command"
         raise BadRequest(f"{path} is another platform's job file, sent as it is; {what} does not apply to it "
                          "(edit the file instead)")

@@ -23,6 +23,7 @@ import { KernelNotices } from './kernelnotices';
 import { ClusterModel, IHiveSettings } from './model';
 import { ClusterPanel } from './panel';
 import { ClusterStatus } from './statusbar';
+import { notebookOpener } from './outputs';
 import { submitCurrentNotebook } from './submit';
 import gpuSvg from '../style/icons/gpu.svg';
 
@@ -57,7 +58,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const openHeatmap = () => void commands.execute(CommandIDs.openHeatmap);
 
-    const panel = new ClusterPanel(model, openHeatmap);
+    const panel = new ClusterPanel(model, openHeatmap, notebookOpener(app, model));
     panel.title.icon = gpuIcon;
     shell.add(panel, 'left', { rank: 600 });
     restorer?.add(panel, 'hive-lab-panel');

@@ -9,7 +9,11 @@ const FOLLOW_MS = 1000;
 const MAX_CHARS = 400_000;
 
 export class LogViewer {
-  constructor(readonly model: ClusterModel) {
+  /** `openNotebook(job, path)`: open an .ipynb output in Lab (outputs.ts); without it, download only. */
+  constructor(
+    readonly model: ClusterModel,
+    private readonly _openNotebook?: (job: IJob, path: string) => Promise<unknown>
+  ) {
     this.node = document.createElement('div');
     this.node.className = 'jp-HiveLogs';
     this.node.hidden = true;
@@ -80,6 +84,18 @@ export class LogViewer {
         a.textContent = `${f.path} (${f.size} B)`;
         a.title = 'Download this output file';
         li.appendChild(a);
+        if (this._openNotebook && f.path.endsWith('.ipynb')) {
+          const open = document.createElement('button');
+          open.className = 'jp-HiveLogs-open jp-mod-styled';
+          open.textContent = 'Open in Lab';
+          open.title = 'Copy this notebook into hive-outputs/ in your files and open it';
+          open.onclick = () => {
+            this._openNotebook?.(job, f.path).catch(error => {
+              open.textContent = `Could not open: ${(error as Error).message}`;
+            });
+          };
+          li.appendChild(open);
+        }
         return li;
       })
     );

@@ -35,7 +35,8 @@ function el<K extends keyof HTMLElementTagNameMap>(
 export class ClusterPanel extends Widget {
   constructor(
     readonly model: ClusterModel,
-    private readonly _openHeatmap: () => void
+    private readonly _openHeatmap: () => void,
+    openNotebook?: (job: IJob, path: string) => Promise<unknown>
   ) {
     super();
     this.id = 'hive-lab-panel';
@@ -76,7 +77,7 @@ export class ClusterPanel extends Widget {
     this._jobs = el('div', 'jp-HivePanel-jobs');
     this._vcs = el('div', 'jp-HivePanel-vcs');
     this._error = el('div', 'jp-HivePanel-error');
-    this._logs = new LogViewer(model);
+    this._logs = new LogViewer(model, openNotebook);
 
     this.node.append(
       header,

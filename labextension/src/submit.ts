@@ -22,26 +22,49 @@ export function currentNotebookPath(app: JupyterFrontEnd): string | null {
   return path && path.endsWith('.ipynb') ? path : null;
 }
 
-/** The batch-job spec that runs a notebook staged into the job's working dir. */
+/**
+ * The batch-job spec that runs a notebook staged into the job's working dir: the server runs it with
+ * papermill, `parameters` injected after its cell tagged `parameters`, and keeps the executed copy
+ * (`<name>.executed.ipynb`) as an output of the job.
+ */
 export function notebookJobSpec(
   notebookPath: string,
   notebookText: string,
   vc: string,
-  gpus: number
+  gpus: number,
+  parameters: Record<string, unknown> = {}
 ): Record<string, unknown> {
   const file = PathExt.basename(notebookPath);
-  const stem = file.replace(/\.ipynb$/, '');
-  const quoted = `'${file.replace(/'/g, `'\\''`)}'`;
-  const output = `'${`${stem}.executed.ipynb`.replace(/'/g, `'\\''`)}'`;
   return {
-    name: stem,
+    name: file.replace(/\.ipynb$/, ''),
     vc,
     kind: 'batch',
-    // the executed copy is an output of the job: listed by the panel, `hive-lab outputs ID` and the API
-    command: `jupyter nbconvert --to notebook --execute ${quoted} --output ${output} --output-dir "$HIVE_OUTPUT_DIR"`,
+    notebook: { file, parameters },
     tasks: [{ name: 'main', count: 1, gpus }],
     files: { [file]: notebookText }
   };
+}
+
+/** `lr=0.1` lines -> {lr: 0.1}: a value is JSON when it parses as JSON, else the string it is. */
+export function parseParameters(text: string): Record<string, unknown> {
+  const parameters: Record<string, unknown> = {};
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line) {
+      continue;
+    }
+    const eq = line.indexOf('=');
+    if (eq <= 0) {
+      throw new Error(`a parameter is NAME=VALUE, e.g. lr=0.1; got "${line}"`);
+    }
+    const value = line.slice(eq + 1).trim();
+    try {
+      parameters[line.slice(0, eq).trim()] = JSON.parse(value);
+    } catch {
+      parameters[line.slice(0, eq).trim()] = value;
+    }
+  }
+  return parameters;
 }
 
 class SubmitForm extends Widget {
@@ -49,7 +72,7 @@ class SubmitForm extends Widget {
     super();
     this.addClass('jp-HiveSubmit');
     const info = document.createElement('p');
-    info.textContent = `Runs ${name} with nbconvert --execute as a batch job; the executed copy (${name.replace(/\.ipynb$/, '')}.executed.ipynb) becomes an output of the job (hive-lab outputs ID --download DIR).`;
+    info.textContent = `Runs ${name} as a batch job (papermill); the executed copy (${name.replace(/\.ipynb$/, '')}.executed.ipynb) becomes an output of the job, which the log viewer opens in Lab.`;
     this.vc = document.createElement('select');
     this.vc.className = 'jp-mod-styled';
     for (const vc of vcs) {
@@ -67,12 +90,23 @@ class SubmitForm extends Widget {
     vcLabel.append('Virtual cluster ', this.vc);
     const gpuLabel = document.createElement('label');
     gpuLabel.append('GPUs ', this.gpus);
-    this.node.append(info, vcLabel, gpuLabel);
+    this.parameters = document.createElement('textarea');
+    this.parameters.className = 'jp-mod-styled jp-HiveSubmit-parameters';
+    this.parameters.rows = 3;
+    this.parameters.placeholder = 'lr=0.01\nepochs=3';
+    const parametersLabel = document.createElement('label');
+    parametersLabel.append(
+      "Parameters (NAME=VALUE per line, set after the cell tagged 'parameters') ",
+      this.parameters
+    );
+    this.node.append(info, vcLabel, gpuLabel, parametersLabel);
   }
 
-  getValue(): { vc: string; gpus: number } {
-    return { vc: this.vc.value, gpus: Number(this.gpus.value) };
+  getValue(): { vc: string; gpus: number; parameters: string } {
+    return { vc: this.vc.value, gpus: Number(this.gpus.value), parameters: this.parameters.value };
   }
+
+  readonly parameters: HTMLTextAreaElement;
 
   readonly vc: HTMLSelectElement;
   readonly gpus: HTMLInputElement;
@@ -103,7 +137,13 @@ export async function submitCurrentNotebook(
     const model_ = await app.serviceManager.contents.get(path, { content: true });
     const text = JSON.stringify(model_.content);
     const job = await model.api.submit(
-      notebookJobSpec(path, text, answer.value.vc, answer.value.gpus)
+      notebookJobSpec(
+        path,
+        text,
+        answer.value.vc,
+        answer.value.gpus,
+        parseParameters(answer.value.parameters)
+      )
     );
     void model.refresh();
     announceWhenDone(model, job);
@@ -131,7 +171,7 @@ export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
       type: ok ? 'success' : 'error',
       autoClose: false,
       message: ok
-        ? `${submitted.name} (${job.id}) is done: ${executed} is among its outputs (hive-lab outputs ${job.id} --download DIR)`
+        ? `${submitted.name} (${job.id}) is done: ${executed} is among its outputs (open it from the job's log viewer, or hive-lab outputs ${job.id} --download DIR)`
         : `${submitted.name} (${job.id}) ${job.state}${job.reason ? `: ${job.reason}` : ''}`
     });
   };

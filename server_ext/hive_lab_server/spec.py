@@ -6,11 +6,14 @@ offending field (``tasks[0].gpus``, ``taskRoles[1].gpuNumber``) and whose messag
 
 from __future__ import annotations
 
+import keyword
 import posixpath
 import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .notebook_run import notebook_command
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -112,6 +115,24 @@ class JobSource(_Model):
     runtime: dict[str, Any] = Field(default_factory=dict, description="what the platform's task variables need")
 
 
+class NotebookRun(_Model):
+    """A notebook job (hive_lab_server.notebook_run): ``file``, staged in ``files``, executed by papermill
+    with ``parameters`` injected after its cell tagged ``parameters``; the executed copy is an output."""
+
+    file: Annotated[str, Field(min_length=1, max_length=4096, description="the notebook, a key of files")]
+    parameters: Annotated[dict[str, Any], Field(max_length=256)] = Field(
+        default_factory=dict, description="name -> JSON value, set in the notebook after its 'parameters' cell")
+
+    @field_validator("parameters")
+    @classmethod
+    def _names(cls, parameters: dict[str, Any]) -> dict[str, Any]:
+        for name in parameters:
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise ValueError(f"parameter name {name!r} is not a Python variable name; use letters, digits "
+                                 "and _ (not starting with a digit)")
+        return parameters
+
+
 class JobSpec(_Model):
     name: Annotated[str, Field(min_length=1, max_length=128)] = "job"
     vc: Annotated[str, Field(min_length=1, max_length=128)] | None = None
@@ -146,6 +167,9 @@ class JobSpec(_Model):
     # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)
     min_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
     max_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+    # a notebook job: the staged notebook run with parameters, its executed copy an output (its command
+    # is derived: notebook_run.notebook_command)
+    notebook: NotebookRun | None = None
     # set by formats.read_job for a job sent as an OpenPAI job, an sbatch script or a Kubernetes manifest
     source: JobSource | None = None
 
@@ -208,6 +232,43 @@ class JobSpec(_Model):
             if task.gpus == 0 and task.cpus == 0:
                 raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
                                 "or for GPUs", f"tasks[{i}].cpus")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _notebook_command(cls, data: Any) -> Any:
+        """A notebook job's command is derived from its notebook (and stored, so its details show it)."""
+        if not isinstance(data, dict) or not isinstance(data.get("notebook"), dict):
+            return data
+        run = data["notebook"]
+        file, parameters = run.get("file"), run.get("parameters") or {}
+        if not isinstance(file, str) or not isinstance(parameters, dict):
+            return data  # the field's own validation says what is wrong
+        env = data.get("environment") if not data.get("image") else None
+        python = env.get("python") if isinstance(env, dict) and isinstance(env.get("python"), str) else None
+        try:
+            derived = notebook_command(file, parameters, python)
+        except (TypeError, ValueError):
+            raise SpecError("notebook.parameters: give JSON values (numbers, strings, lists, mappings)",
+                            "notebook.parameters") from None
+        if data.get("command") not in (None, derived):
+            raise SpecError("command: a notebook job runs its notebook; drop command (or notebook)", "command")
+        for i, task in enumerate(data.get("tasks") or []):
+            if isinstance(task, dict) and task.get("command") is not None:
+                raise SpecError(f"tasks[{i}].command: a notebook job runs its notebook; drop the task's command",
+                                f"tasks[{i}].command")
+        return {**data, "command": derived}
+
+    @model_validator(mode="after")
+    def _notebook_staged(self) -> "JobSpec":
+        if self.notebook is None:
+            return self
+        file = self.notebook.file
+        if posixpath.normpath(file) not in {posixpath.normpath(p) for p in self.files}:
+            raise SpecError(f"notebook.file: {file!r} is not among the job's files; stage the notebook "
+                            "(files: {path: its JSON text}; hive-lab submit --notebook does it)", "notebook.file")
+        if not file.endswith(".ipynb"):
+            raise SpecError(f"notebook.file: {file!r} is not a notebook (.ipynb)", "notebook.file")
         return self
 
     @model_validator(mode="after")

@@ -254,8 +254,10 @@ def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(events_o
 def test_submit_the_current_notebook_as_a_job(lab_page):
     srv = lab_page.server
     notebook = {
-        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
-                   "source": "print('answer', 6 * 7)"}],
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {"tags": ["parameters"]},
+                   "outputs": [], "source": "factor = 1"},
+                  {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+                   "source": "print('answer', 6 * factor)"}],
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
         "nbformat": 4, "nbformat_minor": 5,
     }
@@ -268,6 +270,7 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     dialog = lab_page.page.locator(".jp-Dialog")
     expect(dialog).to_contain_text("submit-me.ipynb")
     dialog.locator(".jp-HiveSubmit input[type='number']").fill("1")
+    dialog.locator(".jp-HiveSubmit-parameters").fill("factor=7")  # papermill's parameters (issue 27)
     lab_page.screenshot("submit-dialog")
     dialog.locator("button", has_text="Submit").click()
     expect(dialog).to_have_count(0)
@@ -280,7 +283,7 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     assert len(jobs) == 1, jobs
     job = srv.request("GET", f"jobs/{jobs[0]['id']}").json()
     assert job["gpus"] == 1 and job["vc"] == "default"
-    assert "nbconvert --to notebook --execute" in job["spec"]["command"]
+    assert job["spec"]["notebook"] == {"file": "submit-me.ipynb", "parameters": {"factor": 7}}
     assert "submit-me.ipynb" in job["spec"]["files"]
     lab_page.open_panel()
     expect(job_item(lab_page, job["id"])).to_be_attached()
@@ -290,7 +293,7 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     outputs = srv.request("GET", f"jobs/{job['id']}/outputs").json()["files"]
     assert [f["path"] for f in outputs] == ["submit-me.executed.ipynb"]
     executed = srv.request("GET", f"jobs/{job['id']}/outputs/submit-me.executed.ipynb").json()
-    assert "answer 42" in "".join(executed["cells"][0]["outputs"][0]["text"])
+    assert "answer 42" in "".join(executed["cells"][-1]["outputs"][0]["text"])
     expect(lab_page.page.get_by_text(f"submit-me ({job['id']}) is done").first).to_be_visible(timeout=30_000)
     # the job's details (its log view in the panel) list the outputs as download links
     job_item(lab_page, job["id"]).locator(".jp-HivePanel-logsButton").click()
@@ -298,6 +301,13 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     expect(link).to_be_visible(timeout=30_000)
     got = lab_page.page.request.get(link.get_attribute("href"))
     assert got.status == 200 and "answer 42" in got.text()
+    # ... and open the executed notebook in Lab: copied into the user's files, opened in a tab
+    link.locator("xpath=..").locator("button.jp-HiveLogs-open").click()
+    copy = f"hive-outputs/{job['id']}/submit-me.executed.ipynb"
+    expect(lab_page.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab",
+                                 has_text="submit-me.executed.ipynb")).to_be_visible(timeout=30_000)
+    saved = srv.request("GET", f"/api/contents/{copy}").json()
+    assert "answer 42" in "".join(saved["content"]["cells"][-1]["outputs"][0]["text"])
 
 
 def test_settings_choose_the_heatmap_colours_and_the_dark_theme_restyles_the_panel(lab_server, chromium):
