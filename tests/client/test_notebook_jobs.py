@@ -87,3 +87,23 @@ def test_parameters_given_on_a_command_line_are_json_or_strings():
     with pytest.raises(BadRequest, match="NAME=VALUE"):
         parse_parameters(["lr"])
     assert subprocess.run([HIVE_LAB, "submit", "--help"], capture_output=True, text=True).stdout.count("--notebook")
+
+
+def test_the_line_magic_runs_a_notebook_with_parameters(ann_env, tmp_path, monkeypatch, capsys):
+    from IPython.core.getipython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.chdir(tmp_path)
+    write_notebook(tmp_path / "nb.ipynb")
+    ip = start_ipython() or get_ipython()
+    ip.run_line_magic("load_ext", "hive_lab")
+    ip.magics_manager.registry["HiveLabMagics"].client = None
+    job = ip.run_line_magic("submit", "--notebook nb.ipynb -p lr=0.125 model=tiny --wait")
+    assert job.status == "succeeded", job.logs()
+    assert json.loads(job.read_output("result.json"))["lr"] == 0.125
+    assert json.loads(job.read_output("result.json"))["model"] == "tiny"
+    # a cell of code with --notebook is refused (the notebook runs, not the cell), with one sentence
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="leave the cell empty"):
+        ip.run_cell_magic("submit", "--notebook nb.ipynb", "print('x')")
