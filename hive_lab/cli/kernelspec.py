@@ -79,6 +79,10 @@ def install(args: argparse.Namespace) -> int:
         Path(tmp).chmod(0o755)
         (Path(tmp) / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
         (Path(tmp) / "kernel.json").chmod(0o644)
+        # the launcher's tile shows a GPU, not the first letter of the name (JupyterLab reads logo-svg)
+        logo = Path(tmp) / "logo-svg.svg"
+        logo.write_bytes((Path(__file__).parent.parent / "resources" / "gpu-kernel.svg").read_bytes())
+        logo.chmod(0o644)
         try:
             dest = KernelSpecManager().install_kernel_spec(
                 tmp, kernel_name=args.name, user=user, prefix=prefix, replace=True

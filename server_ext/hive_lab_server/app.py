@@ -270,9 +270,10 @@ class HiveLabApp(ExtensionApp):
             from .launchers.docker import engine_reachable
 
             self.launcher = "docker" if engine_reachable() else "local"
-            self.log.warning("hive-lab: launcher 'auto' chose %s (%s); set HiveLabApp.launcher to fix the choice",
-                             self.launcher, "a Docker engine answers" if self.launcher == "docker"
-                             else "no Docker engine answers")
+            # an ordinary choice, not a fault: an info line (the cluster API shows it too)
+            self.log.info("hive-lab: launcher 'auto' chose %s: jobs run %s (HiveLabApp.launcher picks another)",
+                          self.launcher, "in Docker containers (a Docker engine answers)" if self.launcher == "docker"
+                          else "as local processes (no Docker engine answers)")
         launcher = make_launcher(
             self.launcher,
             parent=self,

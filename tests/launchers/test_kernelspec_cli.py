@@ -27,6 +27,8 @@ def test_install_writes_a_hive_kernelspec(tmp_path, monkeypatch):
     assert spec["interrupt_mode"] == "message"
     assert "{connection_file}" in spec["argv"]
     assert "2 A100 GPUs" in spec["display_name"]
+    logo = tmp_path / "data" / "kernels" / "gpu-2" / "logo-svg.svg"  # the launcher's tile: a GPU icon
+    assert logo.read_text().startswith("<svg") and logo.stat().st_mode & 0o777 == 0o644
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "data"))
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
     assert "gpu-2" in KernelSpecManager().find_kernel_specs()
