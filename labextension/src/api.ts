@@ -87,6 +87,8 @@ export interface ICluster {
   gpus_total: number;
   gpus_free: number;
   gpus: IGpu[];
+  /** Where the GPUs come from; `simulated`: jobs run here and this machine has no GPU. */
+  hardware?: { source: string; gpus_seen_here: number; simulated: boolean } | null;
 }
 
 export interface IVc {
@@ -116,6 +118,8 @@ export interface IMe {
   vcs: string[];
   /** VC -> the caller's limits in effect there. */
   limits?: { [vc: string]: ILimits };
+  /** The server serves several people (JupyterHub, a token map): admin sections are shown only then. */
+  shared?: boolean;
 }
 
 function plural(n: number, word: string): string {

@@ -158,7 +158,7 @@ export class InstructorView {
 
   render(): void {
     const m = this.model;
-    const admin = !!m.me?.admin;
+    const admin = !!m.me?.admin && !!m.me?.shared; // a lone user's own server has nobody to look after
     this.node.hidden = !admin;
     const watch = admin && this._shown;
     if (watch !== this._watching) {

@@ -70,7 +70,25 @@ export class ClusterPanel extends Widget {
       };
       tabs.appendChild(button);
     }
+    this._state = el('select', 'jp-HivePanel-stateFilter');
+    this._state.title = 'Show all jobs, only waiting or running ones, or only finished ones';
+    for (const [value, label] of [
+      ['all', 'all'],
+      ['active', 'waiting or running'],
+      ['finished', 'finished']
+    ]) {
+      const option = el('option', undefined, label);
+      option.value = value;
+      this._state.appendChild(option);
+    }
+    this._state.onchange = () => this._renderJobs();
+    this._bulkCancel = el('button', 'jp-HivePanel-bulkCancel jp-mod-styled jp-mod-warn');
+    this._bulkCancel.hidden = true;
+    this._bulkCancel.onclick = () => void this._cancelSelected();
+    tabs.append(this._state, this._bulkCancel);
     this._tabs = tabs;
+    this._banner = el('div', 'jp-HivePanel-simulated');
+    this._banner.hidden = true;
 
     this._filters = new JobFilterBar(model);
     this._instructor = new InstructorView(model);
@@ -81,6 +99,7 @@ export class ClusterPanel extends Widget {
 
     this.node.append(
       header,
+      this._banner,
       this._error,
       tabs,
       this._filters.node,
@@ -121,13 +140,20 @@ export class ClusterPanel extends Widget {
           (m.connected ? '' : ' · offline, polling');
     this._error.textContent = m.error ?? '';
     this._error.hidden = !m.error;
-    for (const button of Array.from(this._tabs.children) as HTMLElement[]) {
+    const hardware = m.cluster?.hardware;
+    this._banner.hidden = !hardware?.simulated;
+    this._banner.textContent = hardware?.simulated
+      ? `Simulated cluster: this machine has no NVIDIA GPU, so its ${m.gpusTotal ?? ''} GPUs are modelled. ` +
+        'Jobs are scheduled and run, and see CUDA_VISIBLE_DEVICES, but no GPU is behind it. ' +
+        'For real GPUs, run hive-lab on a GPU machine or point HiveLabApp.cluster_config at your cluster.'
+      : '';
+    for (const button of Array.from(this._tabs.querySelectorAll('.jp-HivePanel-tab')) as HTMLElement[]) {
       const selected = button.dataset.tab === this._tab;
       button.classList.toggle('jp-mod-selected', selected);
       button.setAttribute('aria-selected', String(selected));
     }
-    // admins (instructors): filter "All jobs" by user and VC; idle GPUs and usage below
-    this._filters.node.hidden = !(m.me?.admin && this._tab === 'all');
+    // admins (instructors) of a shared server: filter "All jobs" by user and VC; idle GPUs and usage below
+    this._filters.node.hidden = !(m.me?.admin && m.me?.shared && this._tab === 'all');
     if (!this._filters.node.hidden) {
       this._filters.render();
     }
@@ -138,21 +164,72 @@ export class ClusterPanel extends Widget {
 
   private _renderJobs(): void {
     const m = this.model;
-    const jobs = this._tab === 'mine' ? m.myJobs : m.allJobs;
+    const state = this._state.value;
+    const shown = (this._tab === 'mine' ? m.myJobs : m.allJobs).filter(
+      job =>
+        state === 'all' || (state === 'active') === ACTIVE_STATES.has(job.state)
+    );
     const list = el('ul', 'jp-HivePanel-jobList');
     list.dataset.tab = this._tab;
     const now = Date.now();
-    for (const job of jobs) {
+    for (const job of shown) {
       list.appendChild(this._jobItem(job, now));
     }
-    if (jobs.length === 0) {
+    // a selection only holds jobs still shown and still cancellable
+    const cancellable = new Set(shown.filter(j => ACTIVE_STATES.has(j.state)).map(j => j.id));
+    for (const id of Array.from(this._selected)) {
+      if (!cancellable.has(id)) {
+        this._selected.delete(id);
+      }
+    }
+    this._renderBulk();
+    if (shown.length === 0) {
       const f = m.jobFilter;
-      const filtered = this._tab === 'all' && (f.user || f.vc);
-      list.appendChild(
-        el('li', 'jp-HivePanel-empty', filtered ? 'No jobs match the filter.' : 'No jobs yet.')
-      );
+      const filtered = state !== 'all' || (this._tab === 'all' && (f.user || f.vc));
+      if (filtered || !m.loaded || this._tab !== 'mine') {
+        list.appendChild(
+          el('li', 'jp-HivePanel-empty', filtered ? 'No jobs match the filter.' : 'No jobs yet.')
+        );
+      } else {
+        list.appendChild(emptyState());
+      }
     }
     this._jobs.replaceChildren(list);
+  }
+
+  private _renderBulk(): void {
+    const n = this._selected.size;
+    this._bulkCancel.hidden = n === 0;
+    this._bulkCancel.textContent = `Cancel ${n} selected`;
+    this._bulkCancel.title = `Cancel the ${n} selected job${n === 1 ? '' : 's'}`;
+  }
+
+  private async _cancelSelected(): Promise<void> {
+    const ids = Array.from(this._selected);
+    if (ids.length === 0) {
+      return;
+    }
+    const answer = await showDialog({
+      title: 'Cancel jobs',
+      body: `Cancel ${ids.length} job${ids.length === 1 ? '' : 's'} (${ids.join(', ')})? Their GPUs are released.`,
+      buttons: [Dialog.cancelButton({ label: 'Keep' }), Dialog.warnButton({ label: 'Cancel jobs' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    const failed: string[] = [];
+    for (const id of ids) {
+      try {
+        await this.model.cancel(id);
+      } catch (error) {
+        failed.push(`${id}: ${(error as Error).message}`);
+      }
+      this._selected.delete(id);
+    }
+    this._renderJobs();
+    if (failed.length > 0) {
+      void showErrorMessage('Some jobs were not cancelled', failed.join('\n'));
+    }
   }
 
   private _jobItem(job: IJob, now: number): HTMLLIElement {
@@ -163,8 +240,24 @@ export class ClusterPanel extends Widget {
     item.classList.toggle('jp-mod-selected', this._logs.jobId === job.id);
 
     const top = el('div', 'jp-HivePanel-jobTop');
+    if ((mine || this.model.me?.admin) && ACTIVE_STATES.has(job.state)) {
+      const pick = el('input', 'jp-HivePanel-select');
+      pick.type = 'checkbox';
+      pick.title = `Select ${job.id} (to cancel several jobs at once)`;
+      pick.checked = this._selected.has(job.id);
+      pick.onclick = event => event.stopPropagation();
+      pick.onchange = () => {
+        if (pick.checked) {
+          this._selected.add(job.id);
+        } else {
+          this._selected.delete(job.id);
+        }
+        this._renderBulk();
+      };
+      top.appendChild(pick);
+    }
     const name = el('span', 'jp-HivePanel-jobName', job.name || job.id);
-    name.title = `${job.id} (${job.kind}, priority ${job.opportunistic ? 'opportunistic' : job.priority})`;
+    name.title = `${job.name || job.id} · ${job.id} (${job.kind}, priority ${job.opportunistic ? 'opportunistic' : job.priority})`;
     const badge = el('span', `jp-HivePanel-state jp-HivePanel-state-${job.state}`, job.state);
     if (job.exit_code !== null && job.exit_code !== undefined && !ACTIVE_STATES.has(job.state)) {
       badge.title = `exit code ${job.exit_code}`;
@@ -285,6 +378,10 @@ export class ClusterPanel extends Widget {
 
   private _tab: Tab = 'mine';
   private _tabs: HTMLDivElement;
+  private _state: HTMLSelectElement;
+  private _bulkCancel: HTMLButtonElement;
+  private _selected = new Set<string>();
+  private _banner: HTMLDivElement;
   private _filters: JobFilterBar;
   private _instructor: InstructorView;
   private _counts: HTMLDivElement;
@@ -293,6 +390,32 @@ export class ClusterPanel extends Widget {
   private _error: HTMLDivElement;
   private _logs: LogViewer;
   private _ageTimer: number;
+}
+
+/** What a new user sees instead of an empty list: two lines to try, each with a copy button. */
+function emptyState(): HTMLLIElement {
+  const item = el('li', 'jp-HivePanel-empty jp-HivePanel-welcome');
+  item.appendChild(el('p', undefined, 'No jobs yet. Run a cell on a GPU from a notebook:'));
+  const examples: [string, string][] = [
+    ['in a notebook cell, then a cell below it', '%load_ext hive_lab'],
+    ['', "%%submit --gpus 1 --wait\nimport os; print('my GPUs:', os.environ['CUDA_VISIBLE_DEVICES'])"],
+    ['or in a terminal', "hive-lab submit --gpus 1 --wait -- python -c \"print('hello from a GPU job')\""]
+  ];
+  for (const [caption, code] of examples) {
+    if (caption) {
+      item.appendChild(el('div', 'jp-HivePanel-exampleCaption', caption));
+    }
+    const row = el('div', 'jp-HivePanel-example');
+    const pre = el('pre', 'jp-HivePanel-exampleCode', code);
+    const copy = el('button', 'jp-HivePanel-copy jp-mod-styled', 'copy');
+    copy.title = 'Copy to the clipboard';
+    copy.onclick = () => {
+      void navigator.clipboard?.writeText(code).then(() => (copy.textContent = 'copied'));
+    };
+    row.append(pre, copy);
+    item.appendChild(row);
+  }
+  return item;
 }
 
 /** ``2h`` / ``1h30m`` / ``45s``: a limit as the server names it. */

@@ -58,6 +58,17 @@ def identify(handler, owner: str) -> tuple[str, tuple[str, ...]]:
     return username, tuple(sorted(str(g) for g in (groups or ())))
 
 
+def serves_many(handler) -> bool:
+    """Whether the server serves several people (JupyterHub, a token map), not only its owner: the
+    panel shows its admin sections (instructor view, usage) only then."""
+    provider = getattr(handler, "identity_provider", None)
+    if provider is None or type(provider).__name__ in _SINGLE_USER_PROVIDERS:
+        return False
+    if hasattr(provider, "users_file") and hasattr(provider, "users"):  # a token map: shared when it maps anyone
+        return bool(provider.users or provider.users_file)
+    return True
+
+
 class AccessPolicy:
     def __init__(
         self,

@@ -355,6 +355,16 @@ class HiveLabApp(ExtensionApp):
         requested = getattr(self, "launcher_requested", self.launcher)
         return {"name": self.launcher, "chosen_by": "auto" if requested == "auto" else "config"}
 
+    @property
+    def hardware_info(self) -> dict:
+        """Where the GPUs come from (``GET cluster``): ``simulated`` when jobs run on this machine (local
+        or Docker launcher) and NVML sees no GPU here, so the cluster's GPUs are only modelled; the
+        panel and ``hive-lab top`` say so instead of showing empty GPU charts without a word."""
+        local = getattr(self.cluster, "local", None)
+        simulated = local is None and self.launcher in ("local", "docker")
+        return {"source": self.cluster.origin, "gpus_seen_here": len(local.gpus) if local is not None else 0,
+                "simulated": simulated}
+
     def initialize_handlers(self) -> None:
         if self.mode == "client":
             from .hub.client_mode import CLIENT_ROUTES

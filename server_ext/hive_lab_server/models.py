@@ -197,6 +197,14 @@ class LauncherInfo(_Out):
     chosen_by: Literal["auto", "config"] = Field(description='"auto" when HiveLabApp.launcher is auto')
 
 
+class HardwareInfo(_Out):
+    source: Literal["config", "nvml", "default"] = Field(
+        description="the cluster model: HiveLabApp.cluster_config, this machine's GPUs (NVML), or the built-in default")
+    gpus_seen_here: int = Field(description="NVIDIA GPUs NVML sees on the server's machine")
+    simulated: bool = Field(description="jobs run on this machine, which has no GPU: the GPUs are only modelled "
+                            "(CUDA_VISIBLE_DEVICES is set, but there is no device behind it)")
+
+
 class Cluster(_Out):
     gpus_total: int
     gpus_free: int
@@ -204,6 +212,7 @@ class Cluster(_Out):
     cells: list[dict[str, Any]] = Field(description="the core's cell tree (docs/core-api.md: cluster_view)")
     gpus: list[Gpu]
     launcher: LauncherInfo | None = None
+    hardware: HardwareInfo | None = None
 
 
 class Vc(_Out):
@@ -260,6 +269,8 @@ class Me(_Out):
     groups: list[str]
     limits: dict[str, dict[str, int]] | None = Field(
         None, description="VC -> the caller's limits in effect there (only the keys that are set)")
+    shared: bool = Field(False, description="the server serves several people (JupyterHub, a token map), not "
+                         "only its owner")
 
 
 class Drain(_Out):

@@ -45,7 +45,8 @@ def test_me_is_the_server_owner_and_admin(api):
 
     code, me = api("GET", "me")
     assert code == 200
-    assert me == {"user": getpass.getuser(), "admin": True, "vcs": ["default"], "groups": [], "limits": {"default": {}}}
+    assert me == {"user": getpass.getuser(), "admin": True, "vcs": ["default"], "groups": [], "limits": {"default": {}},
+                  "shared": False}
 
 
 def test_submit_run_and_history(api, wait_state, hive):

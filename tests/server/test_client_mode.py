@@ -20,7 +20,8 @@ def test_a_client_mode_server_forwards_as_its_owner_and_schedules_nothing(live_s
     assert not client.db_path.exists() and not list(client.data_dir.rglob("*.sqlite"))
 
     me = client.request("GET", "me").json()  # the server's own token: its owner, ann, as the service sees her
-    assert me == {"user": "ann", "admin": False, "vcs": ["default"], "groups": ["students"], "limits": {"default": {}}}
+    assert me == {"user": "ann", "admin": False, "vcs": ["default"], "groups": ["students"],
+                  "limits": {"default": {}}, "shared": True}
 
     r = client.request("POST", "jobs", json={"name": "through", "command": "echo forwarded", "tasks": [{"gpus": 1}]})
     assert r.status_code == 201, r.text

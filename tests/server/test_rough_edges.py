@@ -33,7 +33,10 @@ def test_malformed_cluster_yaml_stops_the_server_with_line_and_column(live_serve
 
 def test_auto_launcher_choice_is_logged_and_shown(live_server_factory):
     srv = live_server_factory(launcher="auto")
-    launcher = srv.request("GET", "cluster").json()["launcher"]
+    cluster = srv.request("GET", "cluster").json()
+    launcher = cluster["launcher"]
+    # no GPU on this machine and jobs run here: the GPUs are only modelled, and the API says so
+    assert cluster["hardware"] == {"source": "config", "gpus_seen_here": 0, "simulated": True}
     assert launcher["chosen_by"] == "auto" and launcher["name"] in ("local", "docker")
     line = next(ln for ln in srv.log().splitlines() if f"launcher 'auto' chose {launcher['name']}" in ln)
     assert line.startswith("[I") and "fix" not in line, line  # an ordinary choice, said as an info line (issue 30)

@@ -6,6 +6,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from .. import models
+from ..access import serves_many
 from .base import HiveError, HiveHandler
 
 
@@ -13,7 +14,8 @@ class ClusterHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply_model(models.Cluster, {**self.service.cluster_object(), "launcher": self.hive.launcher_info})
+        self.reply_model(models.Cluster, {**self.service.cluster_object(), "launcher": self.hive.launcher_info,
+                                             "hardware": self.hive.hardware_info})
 
 
 class VcsHandler(HiveHandler):
@@ -29,7 +31,8 @@ class MeHandler(HiveHandler):
     def get(self) -> None:
         c = self.caller()
         self.reply_model(models.Me, {"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups),
-                                     "limits": self.service.effective_limits(c.user, c.groups, c.vcs)})
+                                     "limits": self.service.effective_limits(c.user, c.groups, c.vcs),
+                                     "shared": serves_many(self)})
 
 
 class VcLimitsHandler(HiveHandler):

@@ -1,0 +1,102 @@
+"""A data scientist's first screen (issue 30), in a real Chromium against a real ``jupyter lab`` that
+serves its owner alone on a simulated cluster: the panel says the GPUs are simulated, the empty list
+teaches two lines to try, admin sections stay away, long names wrap, finished jobs can be hidden and
+several jobs cancelled at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def lone_lab(tmp_path_factory):
+    """``jupyter lab`` for one person: its owner's token only (no token map of other users)."""
+    from fixtures.live_server import LiveServer
+
+    tmp = tmp_path_factory.mktemp("lone-lab")
+    settings = tmp / "user-settings"
+    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    srv = LiveServer(tmp, lab=True,
+                     extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'ws'}"],
+                     env={"PATH": str(pathlib.Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")})
+    srv.start(timeout=90)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def lone_page(lone_lab, chromium):
+    from fixtures.browser import open_lab
+
+    context, lab = open_lab(chromium, lone_lab, None)
+    yield lab
+    context.close()
+
+
+def test_the_first_screen_teaches_and_hides_what_a_lone_user_does_not_need(lone_page):
+    srv, page = lone_page.server, lone_page.page
+    me = srv.request("GET", "me").json()
+    assert me["admin"] and not me["shared"]
+    lone_page.open_panel()
+    panel = page.locator("#hive-lab-panel")
+    banner = panel.locator(".jp-HivePanel-simulated")
+    expect(banner).to_be_visible(timeout=15_000)
+    expect(banner).to_contain_text("Simulated cluster")
+    expect(banner).to_contain_text("4 GPUs are modelled")
+    welcome = panel.locator(".jp-HivePanel-welcome")
+    expect(welcome).to_be_visible()
+    expect(welcome.locator(".jp-HivePanel-exampleCode").first).to_have_text("%load_ext hive_lab")
+    expect(welcome.locator("button.jp-HivePanel-copy")).to_have_count(3)
+    # the owner is an admin of their own server, but there is nobody to look after: no instructor view
+    expect(panel.locator(".jp-HivePanel-instructor")).to_have_count(1)
+    expect(panel.locator(".jp-HivePanel-instructor")).to_be_hidden()
+    lone_page.screenshot("first-screen")
+
+
+def test_long_names_wrap_finished_jobs_hide_and_several_jobs_cancel_at_once(lone_page):
+    srv, page = lone_page.server, lone_page.page
+    long_name = "sweep-lr0.001-bs64-resnet50-imagenet-subset-run-with-a-very-long-name"
+    done = srv.request("POST", "jobs", json={"name": "quick", "command": "true", "tasks": [{"gpus": 0, "cpus": 1}]}).json()
+    srv.wait_for_job(done["id"], "succeeded")
+    sleepers = [srv.request("POST", "jobs", json={"name": long_name if i == 0 else f"sleeper-{i}",
+                                                  "command": "sleep 300", "tasks": [{"gpus": 1}]}).json()
+                for i in range(3)]
+    lone_page.open_panel()
+    panel = page.locator("#hive-lab-panel")
+    item = panel.locator(f".jp-HivePanel-job[data-job-id='{sleepers[0]['id']}']")
+    expect(item).to_be_visible(timeout=15_000)
+    name = item.locator(".jp-HivePanel-jobName")
+    expect(name).to_have_text(long_name)  # whole, wrapped, not cut to "sweep-lr0.…"
+    assert name.evaluate("n => n.scrollWidth <= n.clientWidth + 1")
+    assert long_name in name.get_attribute("title")
+
+    state = panel.locator("select.jp-HivePanel-stateFilter")
+    state.select_option("finished")
+    expect(panel.locator(f".jp-HivePanel-job[data-job-id='{done['id']}']")).to_be_visible()
+    expect(item).to_have_count(0)
+    state.select_option("active")
+    expect(panel.locator(f".jp-HivePanel-job[data-job-id='{done['id']}']")).to_have_count(0)
+
+    bulk = panel.locator("button.jp-HivePanel-bulkCancel")
+    expect(bulk).to_be_hidden()
+    for job in sleepers[:2]:
+        panel.locator(f".jp-HivePanel-job[data-job-id='{job['id']}'] input.jp-HivePanel-select").check()
+    expect(bulk).to_have_text("Cancel 2 selected")
+    bulk.click()
+    page.locator(".jp-Dialog button", has_text="Cancel jobs").click()
+    for job in sleepers[:2]:
+        assert srv.wait_for_job(job["id"], "cancelled", timeout=30)["state"] == "cancelled"
+    assert srv.request("GET", f"jobs/{sleepers[2]['id']}").json()["state"] in ("queued", "running", "scheduled")
+    expect(bulk).to_be_hidden(timeout=15_000)
+    srv.request("DELETE", f"jobs/{sleepers[2]['id']}")
+    srv.wait_for_job(sleepers[2]["id"], "cancelled", timeout=30)
