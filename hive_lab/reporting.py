@@ -41,7 +41,16 @@ def progress_line(steps: int, t: float | None = None, attempt: str | None = None
 
 
 def progress(steps: int, *, total: int | None = None, t: float | None = None, file: IO[str] | None = None) -> None:
-    """Report that the job has done ``steps`` steps in all (``total``: of how many; ``t``: when, default now)."""
+    """Report that the job has done ``steps`` steps in all (``total``: of how many; ``t``: when, default now).
+
+    Inside a hive-lab job the line goes to the job's progress channel (``$HIVE_PROGRESS_FILE``), not to
+    its output: the log stays the user's. Elsewhere (or with ``file``) it is printed."""
+    line = progress_line(steps, t, total=total) + "\n"
+    channel = os.environ.get("HIVE_PROGRESS_FILE") if file is None else None
+    if channel:
+        with open(channel, "a", encoding="utf-8") as out:
+            out.write(line)
+        return
     out = sys.stdout if file is None else file
-    out.write(progress_line(steps, t, total=total) + "\n")
+    out.write(line)
     out.flush()

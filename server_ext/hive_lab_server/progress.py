@@ -1,7 +1,9 @@
 """Job progress and throughputs: what ``hive_lab.progress(steps)`` lines in a job's log say.
 
 A job prints ``hive-progress: steps=N [total=M] [t=UNIX] [attempt=A] [gpu_type=T]``
-(``hive_lab.progress`` does; ``total``: the steps the whole job will take, when it knows). The tracker reads the first task's log incrementally (the log is the record, so the estimate is
+(``hive_lab.progress`` writes it to the task's progress channel, ``$HIVE_PROGRESS_FILE``; any program may
+print it into its output instead; ``total``: the steps the whole job will take, when it knows). The
+tracker reads the first task's channel and log incrementally (the log is the record, so the estimate is
 derived from it and rebuilt after a restart) and learns, online, the job's rate in steps/s on each
 GPU type: the steps between consecutive readings of one attempt on one type over the time between
 them (readings across a pause, a migration or a restart are not compared). Rates are also pooled
@@ -114,14 +116,14 @@ class ProgressTracker:
     def __init__(self, throughputs: Any = None):
         self.throughputs = throughputs  # hive_scheduler.hetero.Throughputs, or None
         self.jobs: dict[str, JobProgress] = {}
-        self.logs: dict[str, _Log] = {}
+        self.logs: dict[tuple[str, str], _Log] = {}
         self.learned: dict[tuple[str, str], Rate] = {}
 
     def read(self, job_id: str, job_type: str | None, read_chunk: Callable[[int], tuple[bytes, int]],
-             now: float) -> JobProgress | None:
-        """Read what the job's log gained since last time. ``read_chunk(offset) -> (data, next_offset)``
-        (empty at the end)."""
-        log = self.logs.setdefault(job_id, _Log())
+             now: float, source: str = "log") -> JobProgress | None:
+        """Read what one of the job's sources (``source``: its log, its progress channel) gained since
+        last time. ``read_chunk(offset) -> (data, next_offset)`` (empty at the end)."""
+        log = self.logs.setdefault((job_id, source), _Log())
         while True:
             data, nxt = read_chunk(log.offset)
             if not data and nxt < log.offset:  # the log was rewritten (shorter now): read it again
@@ -173,4 +175,5 @@ class ProgressTracker:
 
     def forget(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
-        self.logs.pop(job_id, None)
+        for key in [k for k in self.logs if k[0] == job_id]:
+            del self.logs[key]

@@ -348,13 +348,15 @@ class HiveService(Admission, UnitOfWork):
         if row is None:
             return None
         spec = row["spec"]
-        path = self.log_path(job_id, task_names(spec)[0])
+        task = task_names(spec)[0]
+        for source, path in (("log", self.log_path(job_id, task)),
+                             ("channel", launch_plan.progress_path(self.jobs_root, job_id, task))):
 
-        def chunk(offset: int) -> tuple[bytes, int]:
-            data, nxt, size = read_log(self, row["user"], path, offset)
-            return (data, nxt) if data or size >= offset else (b"", size)
+            def chunk(offset: int, path=path) -> tuple[bytes, int]:
+                data, nxt, size = read_log(self, row["user"], path, offset)  # as the owner, no link followed
+                return (data, nxt) if data or size >= offset else (b"", size)
 
-        self.progress.read(job_id, spec.get("job_type"), chunk, self.now())
+            self.progress.read(job_id, spec.get("job_type"), chunk, self.now(), source)
         return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
 
     def read_progress_of_running(self) -> None:

@@ -267,6 +267,22 @@ def test_job_details_show_measured_throughputs(srv, clients):
     assert "  progress: 50 steps (last on K80); measured: K80 5 steps/s (over 10 s)" in out.stdout
 
 
+def test_hive_lab_progress_goes_through_a_side_channel_not_the_users_output(srv, clients):
+    """``hive_lab.progress`` inside a job writes to ``$HIVE_PROGRESS_FILE``: the log holds only what the
+    user printed, and the job's details still show the steps (issue 30)."""
+    import sys
+
+    ann = clients["ann"]
+    code = ("import hive_lab; hive_lab.progress(0, total=100, t=100); print('user output'); "
+            "hive_lab.progress(40, total=100, t=110)")
+    job = ann.submit({"name": "side-channel", "vc": "lab", "command": f'{sys.executable} -c "{code}"',
+                      "tasks": [{"gpus": 1, "gpu_type": "K80"}]})["id"]
+    wait_for(ann, job, state_is("succeeded"), "done")
+    assert ann.log_text(job) == "user output\n"
+    progress = ann.job(job)["progress"]
+    assert progress["steps"] == 40 and progress["total_steps"] == 100 and progress["remaining_steps"] == 60
+
+
 def test_progress_text():
     from hive_lab.format import progress_text
 

@@ -30,6 +30,12 @@ def log_path(jobs_root: pathlib.Path, job_id: str, task: str) -> pathlib.Path:
     return jobs_root / job_id / "logs" / f"{task}.log"
 
 
+def progress_path(jobs_root: pathlib.Path, job_id: str, task: str) -> pathlib.Path:
+    """A task's progress channel (``HIVE_PROGRESS_FILE``): ``hive_lab.progress`` lines go there, not into
+    the task's output, so the log stays the user's; the server reads it as it reads the log."""
+    return jobs_root / job_id / "logs" / f"{task}.progress"
+
+
 def node_address(launcher: Launcher, node: str) -> str:
     """Where a task on ``node`` is reached (a kernel's ZMQ ports): the launcher's ``host_address``."""
     return launcher.host_address(node)
@@ -91,6 +97,7 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
         "HIVE_WORKING_DIR": job.working_dir,
         "HIVE_NODE_ADDRESS": node_addr,
         "HIVE_CHECKPOINT_DIR": str(checkpoint_dir(job)),
+        "HIVE_PROGRESS_FILE": str(pathlib.Path(job.working_dir) / "logs" / f"{p.task}.progress"),
         "HIVE_RESUMED": "1" if resumed(job) else "0",
         "HIVE_WORLD_SIZE": str(world_size(job)),
     })
