@@ -104,6 +104,9 @@ def status_line(job: dict, now: datetime | None = None) -> str:
             text += " (opportunistic)"
         if job.get("time_left_s") is not None:
             text += f"; {time_limit_text(job)}"
+        moving = progress_short(job, now)
+        if moving:
+            text += f"; {moving}"
     elif state in FINISHED:
         ran = seconds_between(job.get("started_at"), job.get("finished_at"), now)
         text = state
@@ -200,6 +203,24 @@ class LogTail:
 def _when(t: float) -> str:
     import datetime
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def progress_short(job: dict, now: datetime | None = None) -> str | None:
+    """A running job's progress in a few words, as the cell's line and the panel say it:
+    ``step 40 of 100, 4 steps/s, about 15 s left``. None when it reported nothing."""
+    p = job.get("progress") or {}
+    if p.get("steps") is None:
+        return None
+    text = f"step {p['steps']}" + (f" of {p['total_steps']}" if p.get("total_steps") is not None else "")
+    rate = ((p.get("rates") or {}).get(p.get("gpu_type") or "") or {}).get("steps_per_s") or next(
+        (r.get("steps_per_s") for _, r in sorted((p.get("rates") or {}).items()) if r.get("steps_per_s")), None)
+    if rate:
+        text += f", {rate:.3g} steps/s"
+    finish = p.get("estimated_finish")
+    if finish is not None:
+        current = (now or datetime.now(timezone.utc)).timestamp()
+        text += f", about {duration(max(0.0, finish - current))} left"
+    return text
 
 
 def progress_text(job: dict) -> str | None:

@@ -43,6 +43,16 @@ export interface IJob {
   time_limit_s?: number | null;
   deadline?: string | null;
   time_left_s?: number | null;
+  /** what the job reported with hive_lab.progress (docs/checkpoint.md) */
+  progress?: IProgress | null;
+}
+
+export interface IProgress {
+  steps: number | null;
+  total_steps?: number | null;
+  gpu_type?: string | null;
+  rates?: { [gpuType: string]: { steps_per_s: number | null; seconds?: number } };
+  estimated_finish?: number | null;
 }
 
 export interface IJobList {

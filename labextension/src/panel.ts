@@ -325,6 +325,10 @@ export class ClusterPanel extends Widget {
     if (estimate && PENDING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-estimate', estimate));
     }
+    const moving = job.state === 'running' ? progressShort(job, now) : null;
+    if (moving) {
+      item.appendChild(el('div', 'jp-HivePanel-progress', moving));
+    }
     return item;
   }
 
@@ -390,6 +394,49 @@ export class ClusterPanel extends Widget {
   private _error: HTMLDivElement;
   private _logs: LogViewer;
   private _ageTimer: number;
+}
+
+/** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h`: hive_lab.format.duration's words. */
+export function duration(seconds: number): string {
+  if (seconds < 60) {
+    return seconds < 10 ? `${seconds.toFixed(1)} s` : `${Math.round(seconds)} s`;
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) {
+    return `${minutes} min ${pad(Math.floor(seconds) % 60)} s`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return `${hours} h ${pad(minutes % 60)} min`;
+  }
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+}
+
+/**
+ * A running job's progress in a few words, as the cell's status line says it (hive_lab.format.progress_short):
+ * `step 40 of 100, 4 steps/s, about 15 s left`.
+ */
+export function progressShort(job: IJob, now: number): string | null {
+  const p = job.progress;
+  if (!p || p.steps === null || p.steps === undefined) {
+    return null;
+  }
+  let text = `step ${p.steps}` + (p.total_steps !== null && p.total_steps !== undefined ? ` of ${p.total_steps}` : '');
+  const rates = p.rates ?? {};
+  const rate =
+    rates[p.gpu_type ?? '']?.steps_per_s ??
+    Object.keys(rates)
+      .sort()
+      .map(k => rates[k].steps_per_s)
+      .find(r => !!r);
+  if (rate) {
+    text += `, ${Number(rate.toPrecision(3))} steps/s`;
+  }
+  if (p.estimated_finish !== null && p.estimated_finish !== undefined) {
+    text += `, about ${duration(Math.max(0, p.estimated_finish - now / 1000))} left`;
+  }
+  return text;
 }
 
 /** What a new user sees instead of an empty list: two lines to try, each with a copy button. */

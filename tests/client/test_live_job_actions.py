@@ -283,6 +283,22 @@ def test_hive_lab_progress_goes_through_a_side_channel_not_the_users_output(srv,
     assert progress["steps"] == 40 and progress["total_steps"] == 100 and progress["remaining_steps"] == 60
 
 
+def test_a_running_jobs_line_says_its_progress_in_a_few_words():
+    from datetime import datetime, timezone
+
+    from hive_lab.format import progress_short, status_line
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    job = {"id": "j-000001", "name": "train", "state": "running", "started_at": "2026-01-01T00:00:00Z",
+           "placement": [{"task": "main-0", "node": "node-0", "gpus": [0]}],
+           "progress": {"steps": 40, "total_steps": 100, "gpu_type": "K80", "rates": {"K80": {"steps_per_s": 4.0}},
+                        "estimated_finish": at.timestamp() + 40}}
+    assert status_line(job, at.replace(second=25)) == ("j-000001 train: running on node-0 GPU 0 for 25 s; "
+                                                       "step 40 of 100, 4 steps/s, about 15 s left")
+    assert progress_short({"progress": {"steps": 3, "rates": {}}}) == "step 3"
+    assert progress_short({"progress": None}) is None
+
+
 def test_progress_text():
     from hive_lab.format import progress_text
 

@@ -100,3 +100,17 @@ def test_long_names_wrap_finished_jobs_hide_and_several_jobs_cancel_at_once(lone
     expect(bulk).to_be_hidden(timeout=15_000)
     srv.request("DELETE", f"jobs/{sleepers[2]['id']}")
     srv.wait_for_job(sleepers[2]["id"], "cancelled", timeout=30)
+
+
+def test_a_running_job_shows_its_progress_in_the_panel(lone_page):
+    srv, page = lone_page.server, lone_page.page
+    code = "import hive_lab, time; hive_lab.progress(0, total=100); time.sleep(1); hive_lab.progress(40, total=100); time.sleep(300)"
+    job = srv.request("POST", "jobs", json={"name": "reports", "command": f'python -c "{code}"',
+                                            "tasks": [{"gpus": 1}]}).json()
+    srv.wait_for_job(job["id"], "running")
+    lone_page.open_panel()
+    line = page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{job['id']}'] .jp-HivePanel-progress")
+    expect(line).to_contain_text("step 40 of 100", timeout=45_000)
+    expect(line).to_contain_text("steps/s")
+    srv.request("DELETE", f"jobs/{job['id']}")
+    srv.wait_for_job(job["id"], "cancelled", timeout=30)
