@@ -12,24 +12,35 @@ import html
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 
 from ..format import FINISHED, LogTail, status_line
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
 
 
-def status_html(job: dict) -> str:
+def status_html(job: dict, now: datetime | None = None) -> str:
     state = job.get("state")
     color = STATE_COLORS.get(state, "#ff9f1c")
-    icon = "✔" if state == "succeeded" else "✖" if state in FINISHED else "▶" if state == "running" else "⏳"
+    # U+25F7 (a clock face) is in the fonts every browser has; an hourglass emoji renders as an empty box
+    icon = "✔" if state == "succeeded" else "✖" if state in FINISHED else "▶" if state == "running" else "◷"
     return (f'<span style="color:{color};font-weight:bold">{icon}</span> '
-            f'<span style="font-family:monospace">{html.escape(status_line(job))}</span>')
+            f'<span style="font-family:monospace">{html.escape(status_line(job, now))}</span>')
 
 
-def job_bundle(job: dict, log_tail: str = "") -> dict:
-    """The display bundle of a job: its status line (and the log tail, when given)."""
-    text = status_line(job)
-    body = f"<div>{status_html(job)}</div>"
+def as_of_text(at: datetime) -> str:
+    return f"as of {at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def job_bundle(job: dict, log_tail: str = "", as_of: datetime | None = None) -> dict:
+    """The display bundle of a job: its status line (and the log tail, when given). A job that has not
+    ended is stamped ``as of <time>``: a saved notebook reopened later (its kernel gone, nobody
+    updating the display) says when it was true instead of "running" forever."""
+    text = status_line(job, as_of)
+    body = f"<div>{status_html(job, as_of)}</div>"
+    if as_of is not None and job.get("state") not in FINISHED:
+        text += f" ({as_of_text(as_of)})"
+        body += f'<div style="color:#7f7f7f;font-size:smaller">{html.escape(as_of_text(as_of))}</div>'
     if log_tail:
         text += "\n" + log_tail.rstrip("\n")
         body += (f'<pre style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
@@ -42,11 +53,12 @@ class JobMonitor:
     the display is redrawn at most every ``min_interval`` s (``flush()`` forces the last state out)."""
 
     def __init__(self, tail_lines: int = 40, *, show_log: bool = True, min_interval: float = 0.5,
-                 clock=time.monotonic):
+                 clock=time.monotonic, wall_clock=lambda: datetime.now(timezone.utc)):
         self.tail = LogTail(tail_lines)
         self.show_log = show_log
         self.min_interval = min_interval
         self.clock = clock
+        self.wall_clock = wall_clock  # the "as of" stamp
         self.display_id = f"hive-lab-job-{uuid.uuid4().hex}"
         self.job: dict | None = None
         self.shown = False
@@ -74,7 +86,7 @@ class JobMonitor:
 
     def bundle(self) -> dict:
         with self._lock:
-            return job_bundle(self.job or {}, self.tail.text if self.show_log else "")
+            return job_bundle(self.job or {}, self.tail.text if self.show_log else "", self.wall_clock())
 
     # -- display ------------------------------------------------------------------------------------
     def show(self) -> None:

@@ -113,3 +113,19 @@ def test_job_monitor_keeps_a_tail(recorded):
     assert monitor.log_text.splitlines() == ["c", "d", "e"]
     assert monitor.tail.dropped == 2 and "e" in monitor.bundle()["text/plain"]
     assert "application/vnd.jupyter.widget-view+json" not in monitor.bundle()
+
+
+def test_a_saved_status_says_when_it_was_true(recorded):
+    """A job's display in a notebook saved while the job ran, reopened later, must not claim "running"
+    as if now: it carries "as of <time>" until the job has ended (issue 30)."""
+    from datetime import datetime, timezone
+
+    at = datetime(2026, 3, 1, 9, 30, 5, tzinfo=timezone.utc)
+    monitor = JobMonitor(wall_clock=lambda: at)
+    job = dict(recorded["jobs"]["jobs"][2])  # queued
+    monitor.update(job)
+    bundle = monitor.bundle()
+    assert bundle["text/plain"].splitlines()[0].endswith("(as of 2026-03-01 09:30:05 UTC)")
+    assert "as of 2026-03-01 09:30:05 UTC" in bundle["text/html"] and "◷" in bundle["text/html"]
+    monitor.update(dict(job, state="succeeded", exit_code=0, reason=None))
+    assert "as of" not in monitor.bundle()["text/plain"]  # the final state is true for ever
