@@ -141,6 +141,8 @@ class JobSpec(_Model):
     command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
     tasks: Annotated[list[TaskSpec], Field(min_length=1, max_length=64)] = Field(default_factory=lambda: [TaskSpec()])
     within: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    # HiveD's pinnedCellId: run inside this pinned cell of the job's VC (a cell an admin pinned to the VC)
+    pinned_cell: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     env: dict[str, Annotated[str, Field(max_length=100_000)]] = Field(default_factory=dict)
     working_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
     data_dir: Annotated[str, Field(min_length=1, max_length=4096)] | None = None

@@ -136,6 +136,7 @@ def _hived(extras: dict, roles: dict, notes: list[str]) -> tuple[Any, dict[str, 
         priority = PRIORITY_CLASSES[pclass]
     per_role: dict[str, dict] = {}
     groups = set()
+    pins: set[str] = set()
     for rname, r in want_dict(hived.get("taskRoles") or {}, f"extras.{key}.taskRoles").items():
         field = f"extras.{key}.taskRoles.{rname}"
         if rname not in roles:
@@ -144,10 +145,14 @@ def _hived(extras: dict, roles: dict, notes: list[str]) -> tuple[Any, dict[str, 
         gpu_type = r.get("skuType") or r.get("gpuType") or r.get("leafCellType")
         sku_num = r.get("skuNum")
         per_role[rname] = {"gpu_type": gpu_type, "sku_num": sku_num}
-        if r.get("pinnedCellId") or r.get("reservationId"):
+        pinned = r.get("pinnedCellId") or r.get("reservationId")  # reservationId: HiveD's older name
+        if pinned:
             which = "pinnedCellId" if r.get("pinnedCellId") else "reservationId"
-            raise fail(f"{field}.{which}", "hive-lab's jobs do not name a pinned cell; submit to the VC that holds "
-                                           "it (defaults.virtualCluster) instead")
+            want_str(pinned, f"{field}.{which}")
+            if pins and pinned not in pins:
+                raise fail(f"{field}.{which}", f"a job runs in one pinned cell here (its tasks are one gang); "
+                                               f"{rname} names {pinned!r}, another role {next(iter(pins))!r}")
+            pins.add(pinned)
         if r.get("affinityGroupName"):
             groups.add(r["affinityGroupName"])
         for k in sorted(set(r) - {"skuType", "gpuType", "leafCellType", "skuNum", "affinityGroupName",
@@ -158,6 +163,8 @@ def _hived(extras: dict, roles: dict, notes: list[str]) -> tuple[Any, dict[str, 
                      "(hive-lab places a job's tasks all or nothing)")
     for k in sorted(set(hived) - {"jobPriorityClass", "taskRoles"}):
         notes.append(f"extras.{key}.{k}: not applied")
+    if pins:  # a role without one shares the gang's cell
+        per_role["*"] = {"pinned_cell": next(iter(pins))}
     return priority, per_role
 
 
@@ -340,6 +347,8 @@ def translate(doc: dict) -> Translation:
         request["vc"] = vc
     if priority is not None:
         request["priority"] = priority
+    if hived.get("*", {}).get("pinned_cell"):
+        request["pinned_cell"] = hived["*"]["pinned_cell"]  # checked against the VC's pinned cells at submit
     secret_env = {f"PAI_SECRET_{k}": env_value(v) for k, v in secrets.items()}
     return Translation(format="openpai-v2", request=request, original=masked(original_doc, set(secrets)),
                        not_applied=notes, runtime={"platform": "openpai", "ports": ports}, secrets=secret_env)

@@ -51,10 +51,11 @@ class ActiveJob:
 
 def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: int, within: Any,
                   submit_time: float, group: str = "", *, groups: tuple[str, ...] | list[str] | None = (),
-                  kind: str = "batch") -> JobRequest:
+                  kind: str = "batch", pinned_cell: str | None = None) -> JobRequest:
     return JobRequest(
         id=job_id, vc=vc, user=user, group=group,
         tasks=tuple(TaskGroup(name=t["name"], count=t["count"], gpus=t["gpus"], gpu_type=t.get("gpu_type"),
                               cpus=t.get("cpus") or 0, memory_mb=t.get("memory_mb") or 0) for t in tasks),
         priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
+        pinned_cell=pinned_cell,
     )

@@ -96,7 +96,7 @@ class Admission:
         spec_dict["vc"] = vc
         spec_dict["time_limit_s"] = limit
         request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now, group,
-                               groups=groups, kind=spec.kind)
+                               groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
         try:
             if spec.gpu_share:
                 self.shares.check_share(spec)
@@ -142,7 +142,7 @@ class Admission:
             raise ServiceError(400, exc.message, exc.field) from None
         spec_dict = spec.model_dump(mode="json")
         request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
-                               groups=groups, kind=spec.kind)
+                               groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
         request = with_time_limit(request, {"time_limit_s": limit})  # backfill decides on it, as for a submit
         try:
             validate_request(self.scheduler, request)

@@ -137,7 +137,7 @@ class Moves:
 
     async def _move(self, job: ActiveJob, spec: dict[str, Any], kind: str, reason: str, **row: Any) -> None:
         request = request_from(job.id, job.vc, job.user, spec["tasks"], job.request.priority, spec.get("within"),
-                               job.request.submit_time)
+                               job.request.submit_time, pinned_cell=spec.get("pinned_cell"))
         probe = dataclasses.replace(request, id=f"{job.id}:probe")  # the job itself is in the core already
         try:
             validate_request(self.core, probe)

@@ -42,7 +42,8 @@ class Recovery:
         spec = row["spec"]
         request = request_from(row["id"], row["vc"], row["user"], spec["tasks"], row["priority"],
                                 spec.get("within"), row["submitted_at"], groups=row.get("owner_groups"),
-                                kind=row.get("kind") or "batch", group=row.get("user_group") or "")
+                                kind=row.get("kind") or "batch", group=row.get("user_group") or "",
+                                pinned_cell=spec.get("pinned_cell"))
         tasks = tuple(p["task"] for p in sorted(placement, key=lambda p: p["rank"]))
         state = JobState(row["state"])
         intent = Intent(row["stop_intent"]) if row.get("stop_intent") else None
