@@ -21,6 +21,11 @@ HIVE_LAB = str(pathlib.Path(sys.executable).parent / "hive-lab")
 FILES = {
     "train.py": "import os\nprint('training on', os.environ['CUDA_VISIBLE_DEVICES'])\n",
     "job.yaml": "name: from-yaml\ncommand: echo from a job file\ntasks: [{gpus: 1}]\n",
+    "train.ipynb": ('{"cells": [{"cell_type": "code", "execution_count": null, "id": "p", "metadata": {"tags": '
+                    '["parameters"]}, "outputs": [], "source": "lr = 1.0"}, {"cell_type": "code", "execution_count": '
+                    'null, "id": "t", "metadata": {}, "outputs": [], "source": "print(\'lr\', lr)"}], "metadata": '
+                    '{"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, '
+                    '"nbformat": 4, "nbformat_minor": 5}'),
     "train.sbatch": "#!/bin/bash\n#SBATCH --job-name=from-sbatch\n#SBATCH --gres=gpu:1\necho from an sbatch script\n",
 }
 
