@@ -45,6 +45,15 @@ def duration(seconds: float | None) -> str:
     return f"{days} d {hours} h"
 
 
+def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:
+    """``1 GPU``, ``2 A100 GPUs``, ``0.5 GPU`` (a share of one GPU), ``0 GPUs``: as the panel says it,
+    never ``1.0``."""
+    n = float(gpus or 0)
+    shown = f"{int(n)}" if n.is_integer() else f"{n:g}"
+    kind = f" {gpu_type}" if gpu_type else ""
+    return f"{shown}{kind} GPU" if n == 1 or 0 < n < 1 else f"{shown}{kind} GPUs"
+
+
 def placement_text(placement: list[dict] | None) -> str:
     """``node-0 GPU 2,3`` / ``node-0 GPU 0-7; node-1 GPU 0-7`` / ``node-0 (no GPU)``."""
     if not placement:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import FINISHED, duration, placement_text, priority_text, seconds_between, short_estimate, time_limit_text
+from ..format import (FINISHED, duration, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
+                      time_limit_text)
 from .layout import Layout, compute_layout
 
 # -- GPU states and colours -------------------------------------------------------------------------
@@ -178,13 +179,13 @@ def job_rows(jobs: list[dict], me: str | None = None, admin: bool = False,
         age_s = seconds_between(job.get("submitted_at"), None, now)
         where = placement_text(job.get("placement"))
         gpus = job.get("gpus", 0)
-        shown = f"{gpus:g} GPU" if isinstance(gpus, float) and 0 < gpus < 1 else gpus  # a share of one GPU
+        shown = gpus_text(gpus, job.get("gpu_type"))  # one voice with the panel: "1 GPU", "2 A100 GPUs"
         rows.append({
             "id": job.get("id", ""),
             "name": job.get("name") or "",
             "state": state,
             "reason": job.get("reason") or (f"on {where}" if state == "running" and where else ""),
-            "gpus": shown if not job.get("gpu_type") else f"{shown} × {job['gpu_type']}",
+            "gpus": shown,
             "gpus_n": gpus or 0,
             "vc": job.get("vc", ""),
             "user": job.get("user", ""),

@@ -103,7 +103,7 @@ def test_job_rows_and_sorting(recorded):
     assert by_id["j-000001"]["reason"] == "on node-0 GPU 0,1"
     assert by_id["j-000003"]["reason"].startswith("VC research is using 8/8")
     assert by_id["j-000002"]["priority"] == "opportunistic"
-    assert by_id["j-000002"]["gpus"] == "1 × A100"
+    assert by_id["j-000002"]["gpus"] == "1 A100 GPU"
     assert by_id["j-000003"]["age"] == "1 min 00 s"
     assert by_id["j-000001"]["cancellable"] and not by_id["j-000002"]["cancellable"]  # bob's
     assert not by_id["j-000004"]["cancellable"]  # finished

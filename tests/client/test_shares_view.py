@@ -34,7 +34,7 @@ def test_rows_and_the_cli_table_say_a_quarter_gpu():
     jobs = [{"id": "j-1", "state": "running", "gpus": 0.25, "vc": "cv-101", "user": "ann"},
             {"id": "j-3", "state": "running", "gpus": 2, "gpu_type": "A100", "vc": "cv-101", "user": "cy"}]
     rows = job_rows(jobs)
-    assert [r["gpus"] for r in rows] == ["0.25 GPU", "2 × A100"] and rows[0]["gpus_n"] == 0.25
+    assert [r["gpus"] for r in rows] == ["0.25 GPU", "2 A100 GPUs"] and rows[0]["gpus_n"] == 0.25
     from rich.console import Console
     console = Console(width=160, record=True)
     console.print(jobs_table(jobs))
