@@ -25,6 +25,13 @@ process with ``CUDA_VISIBLE_DEVICES``.
   next kernel of the same notebook says so in its first output (also after a preemption).
 - Heartbeat: while this server holds the kernel it refreshes ``.hive-kernel/alive`` in the job's
   working dir; a kernel whose server died (unreachable for ever) stops after ``heartbeat_lease_s``.
+- Cancelled stays cancelled: a job someone else cancels (an instructor, a time limit) is not asked for
+  again by jupyter_server's restarter; a stand-in kernel without GPUs (``kernels.ended``) takes its
+  place and answers every cell with who cancelled it, why, and that Kernel > Restart asks for GPUs anew
+  (the user's own restart does; the new kernel's first output says what happened to the previous one).
+- A server that stops (its user logs out, the Hub's culler, SIGINT or SIGTERM) cancels its kernels'
+  jobs, queued or running, with the reason "its Jupyter server stopped"; in a Hub user's server the
+  provisioner talks to the service directly (``kernels.rest``), since the server's own port closes first.
 
 Server-side settings (``jupyter_server_config.py``)::
 
