@@ -124,6 +124,7 @@ class HiveProvisioner(LocalProvisioner):
     _launched = True  # launch_kernel returned (Jupyter holds the connection info)
     _stop_requested: str | None = None  # shut down while its job was being submitted: withdraw it
     _ended: str | None = None  # someone else ended its job: the stand-in kernel (kernels.ended) says so
+    _previous_end: str | None = None  # what ended this kernel's previous job (its next first cell says so)
     _user_restart = False  # the user asked for this restart (Kernel > Restart), not jupyter's restarter
 
     @property
@@ -211,9 +212,11 @@ class HiveProvisioner(LocalProvisioner):
                     self._culler.reset()
                 log.info("hive kernel %s: restarted inside job %s (GPUs kept)", self.kernel_id, self.job_id)
                 return self.connection_info
-            if job is not None and job.get("state") in FINAL and self._session and job.get("reason"):
+            if job is not None and job.get("state") in FINAL and job.get("reason"):
                 # e.g. preempted by a higher-priority job: the new kernel's first output says so
-                CULLED_SESSIONS.setdefault(self._session, f"the previous kernel of this notebook ended: {job['reason']}.")
+                self._previous_end = f"the previous kernel of this notebook ended: {job['reason']}."
+                if self._session:
+                    CULLED_SESSIONS.setdefault(self._session, self._previous_end)
             if job is not None and job.get("state") == "cancelled" and not user_restart:
                 # cancelled by someone (an instructor, its time limit): jupyter's restarter must not ask
                 # for GPUs again behind their back; the notebook is told instead, until the user restarts
@@ -410,6 +413,7 @@ class HiveProvisioner(LocalProvisioner):
         waited = time.monotonic() - self._submitted
         limit = self.idle_limit()
         previous = CULLED_SESSIONS.pop(self._session, None) if self._session else None
+        previous, self._previous_end = previous or self._previous_end, None  # (a kernel without a notebook too)
         lines = notice_lines(job, waited, self._queue_reason, limit, previous)
         try:
             (self._workdir / KERNEL_DIR).mkdir(exist_ok=True)

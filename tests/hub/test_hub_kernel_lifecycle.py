@@ -99,3 +99,59 @@ def test_when_her_server_stops_her_gpu_kernels_jobs_end_with_a_reason(hub, full_
         assert "running" not in [h["state"] for h in history]  # the queued kernel never got a GPU
     finally:
         hub.start_servers(ANN)
+
+
+def execute(hub, kernel_id: str, code: str, timeout: float = 120) -> str:
+    """Run ``code`` over the kernel's websocket through the proxy (as JupyterLab does); all it printed."""
+    import json
+    import uuid
+
+    import websocket
+
+    url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/api/kernels/{kernel_id}/channels"
+    ws = websocket.create_connection(url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=timeout)
+    try:
+        msg_id = uuid.uuid4().hex
+        ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "username": ANN, "session": uuid.uuid4().hex,
+                       "msg_type": "execute_request", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        out, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = json.loads(ws.recv())
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["header"]["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "execute_reply":
+                return "".join(out)
+        raise AssertionError(f"no reply to {code!r}: {''.join(out)}")
+    finally:
+        ws.close()
+
+
+def test_a_gpu_kernel_the_instructor_cancels_stays_cancelled_and_says_who_and_why(hub):
+    kernel_id, job = start_kernel(hub)
+    try:
+        wait_state(hub, job["id"], "running")
+        assert "first" in execute(hub, kernel_id, "print('first')")
+        r = hub.service("DELETE", f"jobs/{job['id']}", IVY, params={"reason": "deadline week: GPUs for the exam"})
+        assert r.status_code in (200, 202), r.text
+        wait_state(hub, job["id"], "cancelled")
+        out = execute(hub, kernel_id, "print('second')")  # what answers in the kernel's place
+        assert "second" not in out, out
+        assert f"cancelled by {IVY} (deadline week: GPUs for the exam)" in out and "Restart" in out, out
+        active = [j for j in kernel_jobs(hub).values() if j["state"] not in FINAL]
+        assert active == [], active  # no GPU asked for behind the instructor's back
+        # her own restart asks again
+        r = hub.request("POST", f"/user/{ANN}/api/kernels/{kernel_id}/restart", user=ANN, timeout=120)
+        assert r.status_code == 200, r.text
+        out = execute(hub, kernel_id, "print('again')")
+        assert "again" in out and f"ended: cancelled by {IVY}" in out, out
+    finally:
+        hub.request("DELETE", f"/user/{ANN}/api/kernels/{kernel_id}", user=ANN)
