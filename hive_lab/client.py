@@ -166,8 +166,11 @@ class Client:
     def job(self, job_id: str) -> dict:
         return self._request("GET", f"jobs/{quote(job_id, safe='')}")
 
-    def cancel(self, job_id: str) -> dict:
-        return self._request("DELETE", f"jobs/{quote(job_id, safe='')}")
+    def cancel(self, job_id: str, reason: str = "") -> dict:
+        """Cancel a job; ``reason`` is recorded with who cancelled it ("cancelled by ivy (REASON)"), and a
+        GPU kernel's notebook shows it."""
+        params = {"reason": reason} if reason else None
+        return self._request("DELETE", f"jobs/{quote(job_id, safe='')}", params=params)
 
     # -- pause / resume / migrate / resize (docs/checkpoint.md) -----------------------------------
 

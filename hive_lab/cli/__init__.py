@@ -25,6 +25,7 @@ SUBCOMMANDS = [
     "kernelspec",
     "admin",
     "hub_config",
+    "course",
 ]
 
 

@@ -11,6 +11,8 @@ from ._common import add_server_args, client_from, print_json, reports_errors
 def register(subparsers) -> None:
     p = subparsers.add_parser("cancel", help="cancel jobs")
     p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--reason", default="", help="why (recorded as 'cancelled by YOU (REASON)'; a GPU kernel's "
+                                                "notebook shows it)")
     add_server_args(p)
     p.set_defaults(func=run)
 
@@ -23,7 +25,7 @@ def run(args) -> int:
     results, failed = [], 0
     for job_id in args.jobs:
         try:
-            job = client.cancel(job_id)
+            job = client.cancel(job_id, reason=args.reason)
             results.append(job)
             if not args.json:
                 print(status_line(job))

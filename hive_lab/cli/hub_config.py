@@ -210,6 +210,16 @@ def load(path: str | os.PathLike):
     return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
 
 
+def _lets_anyone_in(cfg) -> bool:
+    """Some authenticator setting lets users in (JupyterHub >= 5 allows nobody by default)."""
+    for name in cfg:
+        if name.endswith("Authenticator"):
+            section = cfg[name]
+            if section.get("allow_all") or section.get("allowed_users") or section.get("allowed_groups"):
+                return True
+    return False
+
+
 def check(path: str | os.PathLike) -> list[str]:
     """What is missing for hive-lab to run as one Hub service (empty: nothing)."""
     cfg, problem = _load_checked(path)
@@ -221,6 +231,10 @@ def check(path: str | os.PathLike) -> list[str]:
         problems.append(f"{path} is readable or writable by others (mode {mode:04o}); a Hub config may hold "
                         f"secrets: chmod 600 {path}")
     hub, spawner = cfg.JupyterHub, cfg.Spawner
+    if not _lets_anyone_in(cfg):
+        problems.append("no c.Authenticator.allowed_users, allowed_groups or allow_all: on JupyterHub >= 5 nobody "
+                        "can log in; list the students (c.Authenticator.allowed_users = {...}, as `hive-lab course "
+                        "init` writes) or set c.Authenticator.allow_all = True")
     services = [s for s in _value(hub, "services", []) if isinstance(s, dict) and s.get("name") == SERVICE]
     if not services:
         problems.append(f'c.JupyterHub.services has no service named "{SERVICE}"')

@@ -33,14 +33,16 @@ class Expected:
     """How long a job is expected to run, and why we think so."""
 
     seconds: float
-    source: str = "limit"     # "limit" (its time limit) | "history" (learned from past runs)
+    source: str = "limit"     # "limit" (its time limit) | "history" (learned from past runs) | "vc" (its VC's default limit)
     user: str = ""            # history: whose runs
     runs: int = 0             # history: how many
-    kind: str = ""            # history: what kind of job (its command or name)
+    kind: str = ""            # history: what kind of job (its command or name); vc: the VC
 
     def describe(self, viewer: str | None = None) -> str:
         if self.source == "limit":
             return f"its time limit of {_duration(self.seconds)}"
+        if self.source == "vc":
+            return f"if it runs {self.kind}'s default time limit of {_duration(self.seconds)}"
         whose = "your" if viewer is not None and viewer == self.user else f"{self.user}'s"
         return f"from {whose} last {self.runs} run{'s' if self.runs != 1 else ''} of {self.kind}"
 

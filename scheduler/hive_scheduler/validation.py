@@ -117,7 +117,8 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False, new: bo
             if not fits:
                 biggest = max(r.size for c in vchains for r in vc.roots[c])
                 raise RequestError(f"{f}.gpus", f"VC {req.vc}'s largest guaranteed cell holds {biggest} GPUs, "
-                                   f"so a task of {t.gpus} GPUs can never be placed in it; use smaller tasks")
+                                   f"so a task of {t.gpus} GPUs can never be placed in it; use smaller tasks (an admin gives "
+                                   f"the VC bigger cells with the cluster config's levels, e.g. levels: [pair])")
         if guaranteed and req.pinned_cell is not None:
             lvl = st.task_level(vc.pins[req.pinned_cell].chain, t.gpus)
             if lvl is None or lvl > vc.pins[req.pinned_cell].level:

@@ -25,6 +25,13 @@ process with ``CUDA_VISIBLE_DEVICES``.
   next kernel of the same notebook says so in its first output (also after a preemption).
 - Heartbeat: while this server holds the kernel it refreshes ``.hive-kernel/alive`` in the job's
   working dir; a kernel whose server died (unreachable for ever) stops after ``heartbeat_lease_s``.
+- Cancelled stays cancelled: a job someone else cancels (an instructor, a time limit) is not asked for
+  again by jupyter_server's restarter; a stand-in kernel without GPUs (``kernels.ended``) takes its
+  place and answers every cell with who cancelled it, why, and that Kernel > Restart asks for GPUs anew
+  (the user's own restart does; the new kernel's first output says what happened to the previous one).
+- A server that stops (its user logs out, the Hub's culler, SIGINT or SIGTERM) cancels its kernels'
+  jobs, queued or running, with the reason "its Jupyter server stopped"; in a Hub user's server the
+  provisioner talks to the service directly (``kernels.rest``), since the server's own port closes first.
 
 Server-side settings (``jupyter_server_config.py``)::
 
@@ -38,6 +45,7 @@ import asyncio
 import logging
 import os
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -62,6 +70,23 @@ log = logging.getLogger("hive_lab_server.provisioner")
 FINAL = ("succeeded", "failed", "cancelled")
 # notebook (JPY_SESSION_NAME) -> what happened to its previous kernel (shown by the next one)
 CULLED_SESSIONS: dict[str, str] = {}
+
+
+def server_stopping() -> bool:
+    """The Jupyter server in this process is shutting down (its kernels are shut down with it)."""
+    try:
+        from jupyter_server.serverapp import ServerApp
+
+        return ServerApp.initialized() and bool(getattr(ServerApp.instance(), "_stopping", False))
+    except Exception:
+        return False
+
+
+def shutdown_reason(default: str) -> str:
+    """Why a kernel's job is withdrawn, in words the panel, ``hive-lab jobs`` and the usage report show."""
+    if server_stopping():
+        return f"{default}: its Jupyter server stopped (nobody can reach this kernel any more)"
+    return default
 
 
 class HiveProvisioner(LocalProvisioner):
@@ -98,6 +123,9 @@ class HiveProvisioner(LocalProvisioner):
     _culled = False
     _launched = True  # launch_kernel returned (Jupyter holds the connection info)
     _stop_requested: str | None = None  # shut down while its job was being submitted: withdraw it
+    _ended: str | None = None  # someone else ended its job: the stand-in kernel (kernels.ended) says so
+    _previous_end: str | None = None  # what ended this kernel's previous job (its next first cell says so)
+    _user_restart = False  # the user asked for this restart (Kernel > Restart), not jupyter's restarter
 
     @property
     def waiting_for_gpus(self) -> bool:
@@ -118,7 +146,7 @@ class HiveProvisioner(LocalProvisioner):
 
     @property
     def has_process(self) -> bool:
-        return self.job_id is not None
+        return self.job_id is not None or getattr(self, "process", None) is not None
 
     def _client(self) -> HiveRest:
         if self._rest is None:
@@ -171,6 +199,7 @@ class HiveProvisioner(LocalProvisioner):
         km = self.parent
         connection_file = km.connection_file
         text = pathlib.Path(connection_file).read_text()
+        user_restart, self._user_restart = self._user_restart, False
         if self.job_id is not None:
             job = await self._refresh()
             if job is not None and job.get("state") not in FINAL and self._workdir is not None:
@@ -183,16 +212,59 @@ class HiveProvisioner(LocalProvisioner):
                     self._culler.reset()
                 log.info("hive kernel %s: restarted inside job %s (GPUs kept)", self.kernel_id, self.job_id)
                 return self.connection_info
-            if job is not None and job.get("state") in FINAL and self._session and job.get("reason"):
+            if job is not None and job.get("state") in FINAL and job.get("reason"):
                 # e.g. preempted by a higher-priority job: the new kernel's first output says so
-                CULLED_SESSIONS.setdefault(self._session, f"the previous kernel of this notebook ended: {job['reason']}.")
+                self._previous_end = f"the previous kernel of this notebook ended: {job['reason']}."
+                if self._session:
+                    CULLED_SESSIONS.setdefault(self._session, self._previous_end)
+            if job is not None and job.get("state") == "cancelled" and not user_restart:
+                # cancelled by someone (an instructor, its time limit): jupyter's restarter must not ask
+                # for GPUs again behind their back; the notebook is told instead, until the user restarts
+                return await self._park(job, kwargs)
             await self._cancel("restart")
+        elif self._ended is not None and not user_restart:
+            return await self._park(None, kwargs)  # the stand-in itself was restarted
+        self._ended = None
         self._launched = False
         self._stop_requested = None
         await self._submit(cmd, connection_file, text, kwargs.get("env") or {})
         await self._await_decision()
         self._launched = True
         return self.connection_info
+
+    async def _park(self, job: dict | None, kwargs: dict) -> dict:
+        """Run the stand-in kernel (``kernels.ended``) in place of a GPU kernel whose job someone else
+        ended: no job, no GPU; each cell answers who ended it and why, and how to start again."""
+        if job is not None:
+            await self._forget_job()
+            when = time.strftime("%H:%M")
+            self._ended = (
+                f"hive-lab: this notebook's GPU kernel (job {job['id']}) was {job.get('reason') or 'cancelled'}"
+                f" (at {when}); its variables are gone and its GPUs were released. To start again, restart the "
+                f"kernel (Kernel > Restart Kernel): it asks for GPUs anew."
+            )
+            log.warning("hive kernel %s: job %s was %s; not asking for GPUs again until the user restarts it",
+                        self.kernel_id, job["id"], job.get("reason") or "cancelled")
+        km = self.parent
+        info = self.connection_info
+        if info.get("ip") not in (None, "127.0.0.1", "localhost") and km is not None:
+            km.ip = info["ip"] = "127.0.0.1"  # the stand-in runs here, not on the GPU node
+            km.cleanup_connection_file()
+            km.write_connection_file()
+        env = dict(kwargs.get("env") or os.environ)
+        env["HIVE_KERNEL_ENDED"] = self._ended or ""
+        cmd = [sys.executable, "-m", "hive_lab_server.kernels.ended", "-f", km.connection_file]
+        return await super().launch_kernel(cmd, **{**kwargs, "env": env})
+
+    async def _forget_job(self) -> None:
+        """Stop following the job (ended elsewhere): no culler, no watcher, nothing to cancel."""
+        self.job_id = None
+        if self._culler is not None:
+            await self._culler.stop()
+            self._culler = None
+        task, self._watch_task = self._watch_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
 
     async def _await_decision(self) -> None:
         """Wait (at most ``placement_wait_s``) until the job is placed or queued; once placed, Jupyter
@@ -341,6 +413,7 @@ class HiveProvisioner(LocalProvisioner):
         waited = time.monotonic() - self._submitted
         limit = self.idle_limit()
         previous = CULLED_SESSIONS.pop(self._session, None) if self._session else None
+        previous, self._previous_end = previous or self._previous_end, None  # (a kernel without a notebook too)
         lines = notice_lines(job, waited, self._queue_reason, limit, previous)
         try:
             (self._workdir / KERNEL_DIR).mkdir(exist_ok=True)
@@ -406,6 +479,8 @@ class HiveProvisioner(LocalProvisioner):
     # ------------------------------------------------------------------ process-like interface
 
     async def poll(self) -> int | None:
+        if self._ended is not None:
+            return await super().poll()  # the stand-in kernel's process
         if self.job_id is None:
             return 0
         count, rc = self._exit_count()
@@ -418,6 +493,8 @@ class HiveProvisioner(LocalProvisioner):
         return None
 
     async def wait(self) -> int | None:
+        if self._ended is not None:
+            return await super().wait()
         while True:
             ret = await self.poll()
             if ret is not None:
@@ -427,28 +504,43 @@ class HiveProvisioner(LocalProvisioner):
     async def send_signal(self, signum: int) -> None:
         import signal
 
+        if self._ended is not None:
+            return await super().send_signal(signum)
         if signum in (signal.SIGKILL, signal.SIGTERM):
             await self.kill()
         else:  # the kernelspec uses interrupt_mode "message"; other signals cannot cross the launcher
             log.info("hive kernel %s: signal %s not forwarded", self.kernel_id, signum)
 
     async def kill(self, restart: bool = False) -> None:
+        if self._ended is not None:
+            return await super().kill(restart=restart)
         if restart and await self.poll() is not None:
             return  # the kernel process already ended; the supervisor waits for the relaunch
+        if (await self._refresh() or {}).get("state") == "cancelled":
+            return  # someone else cancelled it (jupyter's restarter kills before it relaunches): keep its record
         if restart:
             log.warning("hive kernel %s: forced restart of a hung kernel; its GPUs are requested again",
                         self.kernel_id)
         await self._cancel("kernel killed" if not restart else "hung kernel restarted")
 
     async def terminate(self, restart: bool = False) -> None:
+        if self._ended is not None:
+            return await super().terminate(restart=restart)
         await self.kill(restart=restart)
 
     async def shutdown_requested(self, restart: bool = False) -> None:
+        if restart:
+            self._user_restart = True  # Kernel > Restart (the restarter kills instead): GPUs may be asked again
+        if self._ended is not None:
+            return  # the stand-in kernel (see _park) reads the shutdown message itself
+        if not restart and server_stopping():
+            await self._cancel(shutdown_reason("kernel shut down"))  # ends now, and says why in words
+            return
         if not restart and (self.job_id is None or self.waiting_for_gpus
                             or (await self._refresh() or {}).get("state") in ("submitted", "queued")):
             # not running yet: withdraw the request now; otherwise the shutdown message waiting in its
             # socket would be read once it got a GPU, and the job would end "succeeded" after holding one
-            await self._cancel("kernel shut down while waiting for GPUs")
+            await self._cancel(shutdown_reason("kernel shut down while waiting for GPUs"))
             return
         if not restart and self._workdir is not None:
             try:
@@ -458,7 +550,7 @@ class HiveProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart: bool = False) -> None:
         if not restart:
-            await self._cancel("kernel shut down")
+            await self._cancel(shutdown_reason("kernel shut down"))
             if self._rest is not None:
                 self._rest.close()
                 self._rest = None

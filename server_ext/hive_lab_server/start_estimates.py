@@ -6,7 +6,10 @@ most 20 times a second); REST reads
 take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
 way; the answer to a submit never waits for it. Running jobs end at their time limit
 (the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
-the same kind of job (same command, else same name), else never (no estimate for what waits on them).
+the same kind of job (same command, else same name), else at their VC's default time limit
+(``vc_time_limits``' ``default_s``, which a kernel does not get as a limit: the basis says "if it runs
+..."), else never. A queued job whose start therefore cannot be told gets no estimate at all (silence,
+not "start unknown" on every queued job; see ``presentation.estimate_fields``).
 """
 
 from __future__ import annotations
@@ -120,7 +123,8 @@ class StartEstimates:
         version = core.version
         t0 = time.perf_counter()
         self._learn()
-        self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history))
+        self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history,
+                                                                   getattr(svc, "time_limits", None) or {}))
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()
@@ -129,11 +133,13 @@ class StartEstimates:
 class _ExpectedRuns:
     """``{job id: Expected}`` for the core's forward simulation, worked out only for the jobs it asks
     about (it asks about the running jobs, and about the waiting ones only when it replays them): a job's
-    time limit, else what its owner's history of the same kind of job says, else None."""
+    time limit, else what its owner's history of the same kind of job says, else its VC's default time
+    limit, else None."""
 
-    def __init__(self, active: dict[str, Any], history: RuntimeHistory):
+    def __init__(self, active: dict[str, Any], history: RuntimeHistory, vc_limits: Mapping[str, Any] | None = None):
         self._active = active
         self._history = history
+        self._vc_limits = vc_limits or {}
         self._seen: dict[str, Expected | None] = {}
 
     def __bool__(self) -> bool:
@@ -153,5 +159,9 @@ class _ExpectedRuns:
                 learned = self._history.expected(job.user, key)
                 if learned is not None:
                     exp = dataclasses.replace(learned, kind=label)
+                else:
+                    rule = self._vc_limits.get(job.vc) or self._vc_limits.get("*")
+                    if rule is not None and rule.default_s:
+                        exp = Expected(float(rule.default_s), "vc", kind=f"VC {job.vc}")
         self._seen[job_id] = exp
         return exp if exp is not None else default

@@ -13,9 +13,12 @@ from hive_lab.cli.hub_config import check, fragment
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "jupyterhub.md"
 
 
-def write(tmp_path, text: str) -> pathlib.Path:
+LOGIN = 'c.Authenticator.allowed_users = {"ann"}\n'  # JupyterHub >= 5 lets nobody in without it
+
+
+def write(tmp_path, text: str, login: str = LOGIN) -> pathlib.Path:
     path = tmp_path / "jupyterhub_config.py"
-    path.write_text("c = get_config()\n" + text)
+    path.write_text("c = get_config()\n" + login + text)
     path.chmod(0o600)
     return path
 
@@ -61,6 +64,14 @@ def test_check_names_what_is_missing(tmp_path, capsys, drop, complaint):
     assert complaint in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("login", ["c.Authenticator.allow_all = True\n", "c.PAMAuthenticator.allowed_groups = {'cv-101'}\n"])
+def test_check_wants_someone_allowed_to_log_in(tmp_path, login):
+    """JupyterHub >= 5 lets nobody in without allowed_users / allowed_groups / allow_all (issue 26)."""
+    problems = check(write(tmp_path, fragment(), login=""))
+    assert any("nobody can log in" in p and "allowed_users" in p for p in problems), problems
+    assert check(write(tmp_path, fragment(), login=login)) == []
+
+
 def test_check_of_a_hub_config_without_hive_lab_and_of_no_file(tmp_path):
     problems = check(write(tmp_path, "c.JupyterHub.port = 8000\n"))
     assert any('no service named "hive-lab"' in p for p in problems)
@@ -79,7 +90,7 @@ def test_append_and_out_write_owner_only_files_in_dirs_they_create(tmp_path, cap
     assert stat.S_IMODE(hub_config.stat().st_mode) == 0o600
     assert fragment() in hub_config.read_text()
     existing = tmp_path / "existing_config.py"
-    existing.write_text("c = get_config()\nc.JupyterHub.port = 8000\n")
+    existing.write_text("c = get_config()\nc.JupyterHub.port = 8000\n" + LOGIN)
     existing.chmod(0o644)
     assert main(["hub-config", "--append", str(existing)]) == 0
     assert stat.S_IMODE(existing.stat().st_mode) == 0o600 and "c.JupyterHub.port = 8000" in existing.read_text()

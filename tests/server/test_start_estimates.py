@@ -61,16 +61,50 @@ def test_queued_job_shows_estimate_from_time_limit(srv):
     srv.wait_for_job(running["id"], "cancelled", user="ann")
 
 
-def test_no_limit_no_estimate(srv):
-    running = submit(srv, {"vc": "a", "command": "sleep 600", "tasks": [{"gpus": 4}]})
-    srv.wait_for_job(running["id"], "running", user="ann")
-    waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
-    got = estimated(srv, waiting["id"])
-    assert got["estimated_start"] is None
-    assert got["estimated_start_basis"] == "running jobs have no time limit"
-    for job in (waiting, running):
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A VC ``b`` of one GPU with a default time limit of 1 h (kernels get none)."""
+    server = LiveServer(
+        tmp_path_factory.mktemp("estimates-vc"),
+        cluster_config={"nodes": 1, "gpus_per_node": 1, "gpu_type": "T4", "vcs": {"b": 1}},
+        users={"ann": {}}, vc_access={"ann": ["b"]},
+        config={"HiveLabApp": {"vc_time_limits": {"b": {"default_s": 3600}}}},
+    ).start()
+    yield server
+    server.close()
+
+
+def test_behind_a_kernel_without_a_limit_the_vcs_default_limit_gives_an_estimate(course):
+    """A GPU kernel has no time limit of its own (a VC's default does not apply to kernels); a job queued
+    behind it in a VC with a default time limit gets an estimate from that default, and says so."""
+    srv = course
+    kernel = submit(srv, {"vc": "b", "kind": "kernel", "command": "sleep 600", "tasks": [{"gpus": 1}]})
+    srv.wait_for_job(kernel["id"], "running", user="ann")
+    assert srv.request("GET", f"jobs/{kernel['id']}", user="ann").json().get("time_limit_s") is None
+    told = submit(srv, {"vc": "b", "command": "true", "tasks": [{"gpus": 1}]})
+    assert told["state"] == "queued"
+    got = estimated(srv, told["id"])
+    assert got["estimated_start_basis"] == (f"when {kernel['id']} ends (if it runs VC b's default time "
+                                            f"limit of 1 h)"), got
+    assert got["estimated_start"] is not None
+    for job in (told, kernel):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
-    srv.wait_for_job(running["id"], "cancelled", user="ann")
+
+
+def test_no_estimate_to_give_says_nothing():
+    """What waits behind jobs with no limit, no history and no VC default gets no estimate at all: no
+    "start unknown (running jobs have no time limit)" on every queued job."""
+    from types import SimpleNamespace
+
+    from hive_lab_server.lifecycle.presentation import estimate_fields
+    from hive_scheduler.estimates import NO_LIMIT, StartEstimate
+
+    answers = {"j-1": StartEstimate(None, NO_LIMIT), "j-2": StartEstimate(7200.0, "when j-0 ends (its time limit of 2 h)")}
+    svc = SimpleNamespace(start_estimates=SimpleNamespace(get=lambda job_id, fresh=True: answers[job_id]))
+    assert estimate_fields(svc, {"id": "j-1", "state": "queued"}) == {"estimated_start": None,
+                                                                      "estimated_start_basis": None}
+    told = estimate_fields(svc, {"id": "j-2", "state": "queued"})
+    assert told["estimated_start_basis"] == "when j-0 ends (its time limit of 2 h)" and told["estimated_start"]
 
 
 def test_estimate_from_the_owners_last_runs_of_the_same_command(srv):

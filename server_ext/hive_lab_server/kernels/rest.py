@@ -1,7 +1,13 @@
 """A small async REST client for the provisioner (tornado, already in the Jupyter server process).
 
 Where the scheduler is: the provisioner's ``url``/``token`` config, else ``HIVE_LAB_URL`` /
-``HIVE_LAB_TOKEN``, else the Jupyter server running in this very process (its URL and token).
+``HIVE_LAB_TOKEN``, else, in a JupyterHub user's server (client mode: ``HIVE_LAB_SERVICE_URL``), the
+hive-lab service itself with the server's own Hub token, else the Jupyter server running in this very
+process (its URL and token).
+
+Client mode talks to the service directly rather than through this server's forwarding: a server that
+stops closes its own HTTP port *before* it shuts its kernels down, so a kernel job withdrawn then
+(queued or running) would never hear of it, start later for nobody, or end only as "exit code 143".
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ class HiveApiError(RuntimeError):
 def find_server(url: str | None = None, token: str | None = None) -> tuple[str, str | None]:
     url = url or os.environ.get("HIVE_LAB_URL")
     token = token or os.environ.get("HIVE_LAB_TOKEN")
+    if not url and os.environ.get("HIVE_LAB_SERVICE_URL") and os.environ.get("HIVE_LAB_MODE") != "scheduler":
+        hub_token = os.environ.get("JUPYTERHUB_API_TOKEN") or os.environ.get("JPY_API_TOKEN")
+        if hub_token:  # the server's owner's token: the service records the kernel's job under them
+            url, token = os.environ["HIVE_LAB_SERVICE_URL"], token or hub_token
     if not url:
         try:
             from jupyter_server.serverapp import ServerApp

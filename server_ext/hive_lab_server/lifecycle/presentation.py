@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable, Mapping, Protocol
 
+from hive_scheduler.estimates import NO_LIMIT
+
 from .states import JobState
 
 
@@ -97,7 +99,9 @@ def estimate_fields(svc: ServiceView, row: dict[str, Any], fresh: bool = True) -
     est = None
     if row["state"] == JobState.QUEUED.value and getattr(svc, "start_estimates", None) is not None:
         est = svc.start_estimates.get(row["id"], fresh=fresh)
-    if est is None:
+    if est is None or (est.start is None and est.basis == NO_LIMIT):
+        # nothing to go on (what it waits for has no limit, history or VC default): say nothing rather
+        # than "start unknown" on every queued job
         return {"estimated_start": None, "estimated_start_basis": None}
     return {"estimated_start": iso(est.start) if est.start is not None else None, "estimated_start_basis": est.basis}
 
