@@ -104,7 +104,10 @@ def _paths() -> dict[str, Any]:
                            _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-                           _query("offset", {**offset, "maximum": 10**9}))),
+                           _query("offset", {**offset, "maximum": 10**9}),
+                           _query("elements", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"],
+                                               "default": "true"}, "false: leave out the elements of job arrays "
+                                                                   "(see GET arrays)"))),
             "post": _with_dry_run(_op(
                 "submitJob", "Submit a job: hive-lab's JobSpec (JSON/YAML), an OpenPAI job (protocol v1 JSON, v2 "
                 "YAML), a Kubernetes batch/v1 Job or v1 Pod, or a Volcano Job (YAML/JSON), or an sbatch script "

@@ -392,8 +392,10 @@ class HiveService(Admission, UnitOfWork):
             placement = self.store.placements([job_id])[job_id]
         return presentation.job_object(self, row, placement, detail=detail, private=private, live_reason=live_reason)
 
-    def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool]) -> dict[str, Any]:
-        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset)
+    def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool],
+                  elements: bool = True) -> dict[str, Any]:
+        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
+                                           elements=elements)
         placements = self.store.placements([r["id"] for r in rows])
         jobs = [presentation.job_object(self, r, placements[r["id"]], detail=False, private=private_for(r))
                 for r in rows]

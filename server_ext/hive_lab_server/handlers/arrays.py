@@ -45,6 +45,10 @@ class ArrayCancel(BaseModel):
 class ArraysHandler(JobsHandler):
     require_array = True
 
+    async def post(self) -> None:
+        """POST jobs' checks (authenticated, authorized, VC, launcher), then the array (``submit_array``)."""
+        await super().post()
+
     @web.authenticated
     @authorized
     def get(self) -> None:

@@ -52,8 +52,11 @@ class JobsHandler(HiveHandler):
             raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATE_NAMES)}", "state")
         limit = self.int_arg("limit", 50, 1, 1000)
         offset = self.int_arg("offset", 0, 0, 10**9)
+        arg = self.get_argument("elements", None)
+        elements = True if arg is None else _flag(arg, "elements")  # false: no elements of job arrays
         self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
-                                                                offset=offset, private_for=caller.sees_private))
+                                                                offset=offset, private_for=caller.sees_private,
+                                                                elements=elements))
 
     def job_spec(self):
         """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or

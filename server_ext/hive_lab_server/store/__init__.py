@@ -315,8 +315,10 @@ class Store:
         states: list[str] | None = None,
         limit: int = 50,
         offset: int = 0,
+        elements: bool = True,
     ) -> tuple[list[dict[str, Any]], int]:
-        conds = []
+        """A page of jobs, newest first; ``elements=False`` leaves out the elements of job arrays."""
+        conds = [] if elements else [_jobs.c.array_id.is_(None)]
         if users:
             conds.append(_jobs.c.user.in_(users))
         if vcs:
