@@ -184,3 +184,26 @@ def test_only_the_owner_and_admins_see_or_touch_an_array(srv):
     assert arr in [a["id"] for a in srv.request("GET", "arrays", user="carol", params={"user": "*"}).json()["arrays"]]
     assert srv.request("GET", "arrays/a-999999", user="ann").status_code == 404
     wait_counts(srv, arr, "all succeeded", lambda c: c["succeeded"] == 4, user="ann")
+
+
+def test_elements_are_jobs_of_their_owner_under_the_owners_limits(tmp_path):
+    """max_queued_jobs holds the rest of the array back (the array says why) until a slot frees;
+    max_running_jobs bounds the elements as it bounds any of the owner's jobs."""
+    d = element_dir(tmp_path / "lim")
+    srv = LiveServer(tmp_path / "srv", cluster_config=CLUSTER, users={"ann": {}}, vc_access={"ann": ["a"]},
+                     config={"HiveLabApp": {"user_limits": {"a": {"default": {"max_queued_jobs": 2,
+                                                                                "max_running_jobs": 1}}}}}).start()
+    try:
+        r = srv.request("POST", "arrays", user="ann", json={"vc": "a", "array": "0-4", "tasks": [{"gpus": 0}],
+                                                            "command": ELEMENT.format(d=d)})
+        assert r.status_code == 201, r.text
+        arr = r.json()["id"]
+        a = wait_counts(srv, arr, "1 running, 2 queued, 2 pending",
+                        lambda c: c["running"] == 1 and c["queued"] == 2 and c["pending"] == 2, user="ann")
+        assert "queued" in a["reason"], a  # why the rest is not released
+        (d / "go").touch()
+        wait_counts(srv, arr, "all succeeded", lambda c: c["succeeded"] == 5, user="ann", timeout=120)
+        assert max(int(x) for x in (d / "seen").read_text().split()) == 1
+        assert all(len((d / f"ran-{i}").read_text().split()) == 1 for i in range(5))
+    finally:
+        srv.close()

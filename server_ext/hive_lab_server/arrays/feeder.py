@@ -252,8 +252,9 @@ class ArrayFeeder:
         row = live.row
         for position, index in picks:
             try:
+                # (len(new): the elements prepared before this one in the batch count against max_queued_jobs)
                 job, job_row = self.prepare(live.spec, row["user"], row["vc"], now, tuple(row["owner_groups"] or ()),
-                                            0, group=row["user_group"])
+                                            len(new), group=row["user_group"])
             except ServiceError as exc:  # e.g. max_queued_jobs: the rest waits for a slot (the tick retries)
                 blocked = exc.message
                 break
