@@ -1,11 +1,11 @@
 """A table of an array's elements for comparing runs: parameters, state, progress steps and metrics
-(``hive_lab.arrays.array_results``), with a Refresh button."""
+(``hive_lab.array_results``), with a Refresh button."""
 
 from __future__ import annotations
 
 import html
 
-from ..arrays import METRICS_FILE, array_results, result_columns
+from ..array_results import METRICS_FILE, array_results, result_columns
 
 
 def results_html(rows: list[dict]) -> str:
