@@ -207,3 +207,18 @@ def test_elements_are_jobs_of_their_owner_under_the_owners_limits(tmp_path):
         assert all(len((d / f"ran-{i}").read_text().split()) == 1 for i in range(5))
     finally:
         srv.close()
+
+
+def test_without_a_throttle_the_core_gets_at_most_the_window(srv, tmp_path):
+    """100 elements, 1 GPU each, on 4 GPUs: the ones that run, then at most 32 waiting in the core; the
+    rest stay pending in the service."""
+    r = srv.request("POST", "arrays", user="ann", json={"vc": "a", "array": "0-99", "command": "sleep 600"})
+    arr = r.json()["id"]
+    try:
+        a = wait_counts(srv, arr, "32 queued", lambda c: c["queued"] == 32, user="ann")
+        c = a["counts"]
+        assert c["pending"] == 100 - 32 - c["running"] - c["scheduled"] - c["submitted"], c
+        assert c["pending"] >= 60
+    finally:
+        srv.request("DELETE", f"arrays/{arr}", user="ann")
+    wait_counts(srv, arr, "all cancelled", lambda c: c["cancelled"] == 100, user="ann")
