@@ -138,14 +138,14 @@ class Client:
         return with_environment(body) if inherit_env else body
 
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
-             limit: int | None = None) -> list[dict]:
+             limit: int | None = None, elements: bool = True) -> list[dict]:
         """Jobs, newest first as the server orders them. ``user=None`` means everybody's;
         ``limit=None`` follows the pages to the end."""
         out: list[dict] = []
         offset = 0
         while True:
             page_size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(out))
-            page = self.jobs_page(user=user, vc=vc, state=state, limit=page_size, offset=offset)
+            page = self.jobs_page(user=user, vc=vc, state=state, limit=page_size, offset=offset, elements=elements)
             items = page.get("jobs", [])
             out.extend(items)
             offset += len(items)
@@ -153,8 +153,12 @@ class Client:
                 return out
 
     def jobs_page(self, user: str | None = "me", vc: str | None = None,
-                  state: str | list[str] | None = None, limit: int = 50, offset: int = 0) -> dict:
+                  state: str | list[str] | None = None, limit: int = 50, offset: int = 0,
+                  elements: bool = True) -> dict:
+        """``elements=False``: without the elements of job arrays (``arrays()`` counts them)."""
         params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if not elements:
+            params["elements"] = "false"
         if user:
             params["user"] = user
         if vc:
@@ -171,6 +175,57 @@ class Client:
         GPU kernel's notebook shows it."""
         params = {"reason": reason} if reason else None
         return self._request("DELETE", f"jobs/{quote(job_id, safe='')}", params=params)
+
+    # -- job arrays and sweeps (docs/arrays.md) -------------------------------------------------------
+
+    def submit_array(self, spec: dict | None = None, *, array: str | None = None, sweep: dict | None = None,
+                     inherit_env: bool = True, **fields: Any) -> dict:
+        """Submit a job array (``array="0-49%8"``) or sweep (``sweep={"lr": [0.1, 0.01]}``, with
+        ``array="%8"`` for a throttle): ``POST arrays``. Answers the array (``id`` a-..., counts by state)."""
+        body = self._body(spec, fields, inherit_env)
+        if array is not None:
+            body["array"] = array
+        if sweep is not None:
+            body["sweep"] = sweep
+        return self._request("POST", "arrays", json=body)
+
+    def arrays(self, user: str | None = "me", limit: int = 50, offset: int = 0) -> dict:
+        """A page of arrays, newest first, with their counts by state (``user="*"``: everyone's, admins)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if user:
+            params["user"] = user
+        return self._request("GET", "arrays", params=params)
+
+    def array(self, array_id: str, limit: int = 100, offset: int = 0) -> dict:
+        """One array with a page of its elements (by index)."""
+        return self._request("GET", f"arrays/{quote(array_id, safe='')}", params={"limit": limit, "offset": offset})
+
+    def array_elements(self, array_id: str) -> list[dict]:
+        """Every element of the array, by index (pending ones have no ``job_id`` yet)."""
+        out: list[dict] = []
+        while True:
+            page = self.array(array_id, limit=1000, offset=len(out))
+            out.extend(page.get("elements") or [])
+            if not page.get("elements") or len(out) >= page.get("count", 0):
+                return out
+
+    def cancel_array(self, array_id: str, indices: str | None = None, reason: str = "") -> dict:
+        """Cancel the array's elements not ended, or only ``indices`` ("3,5-7")."""
+        body: dict[str, Any] = {"reason": reason} if reason else {}
+        if indices:
+            body["indices"] = indices
+        return self._request("POST", f"arrays/{quote(array_id, safe='')}/cancel", json=body)
+
+    def pause_array(self, array_id: str) -> dict:
+        """Release no more elements and pause those not ended."""
+        return self._request("POST", f"arrays/{quote(array_id, safe='')}/pause", json={})
+
+    def resume_array(self, array_id: str) -> dict:
+        return self._request("POST", f"arrays/{quote(array_id, safe='')}/resume", json={})
+
+    def set_throttle(self, array_id: str, throttle: int | None) -> dict:
+        """At most ``throttle`` elements not ended at once (None: no throttle)."""
+        return self._request("PATCH", f"arrays/{quote(array_id, safe='')}", json={"throttle": throttle})
 
     # -- pause / resume / migrate / resize (docs/checkpoint.md) -----------------------------------
 

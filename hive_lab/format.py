@@ -270,3 +270,21 @@ def environment_text(job: dict) -> str:
     n = len(env.get("vars") or {})
     who = f"runs with {env['python']}" if env.get("python") else "runs"
     return f"{who} (the submitter's environment, {n} variable{'s' if n != 1 else ''})"
+
+
+ARRAY_COUNT_ORDER = ("running", "scheduled", "queued", "submitted", "pending", "paused", "succeeded", "failed",
+                     "cancelled")
+
+
+def array_counts_text(counts: dict) -> str:
+    """``{"running": 3, "pending": 7}`` -> "3 running, 7 pending" (only the states with elements)."""
+    return ", ".join(f"{counts[s]} {s}" for s in ARRAY_COUNT_ORDER if counts.get(s))
+
+
+def array_line(array: dict) -> str:
+    """One line per array: id, name, state, size, throttle and counts by state."""
+    throttle = f", at most {array['throttle']} at once" if array.get("throttle") else ""
+    held = " (paused)" if array.get("held") else ""
+    reason = f"; {array['reason']}" if array.get("reason") else ""
+    return (f"{array['id']} {array['name']} [{array['count']} elements{throttle}]: {array['state']}{held}: "
+            f"{array_counts_text(array.get('counts') or {})}{reason}")

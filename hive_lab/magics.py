@@ -10,10 +10,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .arrays import JobArray
 from .errors import BadRequest, HiveLabError
-from .format import FINISHED, status_line
+from .format import FINISHED, array_line, status_line
 from .job import Job
 from .submission import cell_spec, collect_files, notebook_job_spec, parse_parameters
+from .sweeps import array_fields
 from .watch import watch_job
 
 
@@ -76,6 +78,10 @@ class HiveLabMagics(Magics):
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
               help="run time limit, e.g. 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    @argument("--array", default=None, metavar="INDICES[%N]",
+              help="a job array: one element per index, e.g. 0-49%%8 (HIVE_ARRAY_INDEX; docs/arrays.md)")
+    @argument("--sweep", action="append", default=None, metavar="NAME=V1,V2",
+              help="a parameter sweep, repeatable: --sweep lr=0.1,0.01 --sweep bs=32,64 (HIVE_PARAM_<NAME>)")
     @argument("--dry-run", action="store_true",
               help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     @argument("--compare", type=int, nargs="+", default=None, metavar="GPUS",
@@ -116,6 +122,16 @@ class HiveLabMagics(Magics):
                 vcs = self.client.me().get("vcs") or []
                 if vcs:
                     spec["vc"] = vcs[0]
+            fields = array_fields(args.array, args.sweep)
+            if fields:  # one request makes the array; its handle is returned (hive_lab.arrays.JobArray)
+                if args.dry_run or args.wait or args.follow:
+                    from .errors import BadRequest
+
+                    raise BadRequest("--dry-run/--wait/--follow are for one job; with --array or --sweep use "
+                                     "the returned array's .wait() and .results()")
+                array = JobArray(self.client, self.client.submit_array(spec, **fields))
+                print(array_line(array.info))
+                return array
             if args.dry_run:  # printed, so the answer stays in the saved notebook; nothing is submitted
                 return self._what_if(spec, args.compare or [])
             job = Job(self.client, self.client.submit(spec))
@@ -248,24 +264,35 @@ class HiveLabMagics(Magics):
             display(view)
             return None
         try:
-            jobs = self.client.jobs(user=None if args.all else "me", vc=args.vc, state=states, limit=args.limit)
+            jobs = self.client.jobs(user=None if args.all else "me", vc=args.vc, state=states, limit=args.limit,
+                                    elements=False)
+            arrays = [] if states or args.vc else self.client.arrays(limit=args.limit).get("arrays", [])
         except HiveLabError as exc:
             return self._fail(exc)
         else:
             from .tables import jobs_table, print_table
 
+            for a in arrays:  # an array is one line; its elements are left out of the table
+                print(array_line(a))
             print_table(jobs_table(jobs, title=f"{'all' if args.all else 'my'} jobs"))
         return None
 
     @line_magic
     def hive_cancel(self, line):
-        """Cancel jobs by id: ``%hive_cancel j-000017 [j-000018 ...]``."""
+        """Cancel jobs by id: ``%hive_cancel j-000017 [j-000018 ...]``; an array id (a-...) cancels its
+        elements not ended, ``a-000001[3,5-7]`` some of them."""
+        from .cli.cancel import ARRAY
+
         ids = line.split()
         if not ids:
             print("usage: %hive_cancel JOB_ID [JOB_ID ...]", file=sys.stderr)
             return None
         for job_id in ids:
             try:
+                array = ARRAY.match(job_id)
+                if array:
+                    print(array_line(self.client.cancel_array(array.group(1), indices=array.group(2))))
+                    continue
                 print(status_line(self.client.cancel(job_id)))
             except HiveLabError as exc:
                 print(f"hive-lab: {exc}", file=sys.stderr)

@@ -89,3 +89,34 @@ def _read_logs(client, job_id: str, offset: int, on_log: Callable[[str], None]) 
         if page.get("eof"):
             return offset, True
     return offset, False
+
+
+def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_events: bool = True) -> dict:
+    """Wait until every element of the array ended (its state is ``ended``); returns the array. Wakes on
+    its elements' events (their ``array_id``), with a slow timed re-check as a fallback."""
+    import time
+
+    wake = threading.Event()
+    unsubscribe = None
+    if use_events:
+        def on_event(message: dict) -> None:
+            job = message.get("job") or {}
+            if message.get("type") == "hello" or job.get("array_id") == array_id:
+                wake.set()
+        try:
+            unsubscribe = LiveFeed.for_client(client).subscribe(on_event)
+        except Exception:  # noqa: BLE001 - timed re-checks still work
+            unsubscribe = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            wake.clear()
+            array = client.array(array_id, limit=1)
+            if array.get("state") == "ended":
+                return array
+            if deadline is not None and time.monotonic() >= deadline:
+                return array
+            wake.wait(2.0 if unsubscribe else 0.5)
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()

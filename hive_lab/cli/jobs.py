@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from ._common import add_server_args, client_from, print_json, reports_errors
@@ -9,7 +10,7 @@ from ._common import add_server_args, client_from, print_json, reports_errors
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("jobs", help="list jobs (mine; --all for everyone's)")
-    p.add_argument("job", nargs="?", help="show one job in full (with its history)")
+    p.add_argument("job", nargs="?", help="show one job in full (with its history), or an array's elements (a-...)")
     p.add_argument("--all", action="store_true", help="everyone's jobs")
     p.add_argument("--user", default=None, metavar="NAME",
                    help="one user's jobs (admins: anyone's; others: their own)")
@@ -23,6 +24,8 @@ def register(subparsers) -> None:
 @reports_errors
 def run(args) -> int:
     client = client_from(args)
+    if args.job and ARRAY_ID.match(args.job):
+        return _show_array(client, args)
     if args.job:
         job = client.job(args.job)
         if args.json:
@@ -57,13 +60,45 @@ def run(args) -> int:
             print(f"hive-lab: only admins may list another user's jobs; you are {me.get('user')} "
                   "(leave out --user for your own jobs, or --all for the whole queue)", file=sys.stderr)
             return 1
-    jobs = client.jobs(user=user, vc=args.vc, state=args.state, limit=args.limit or None)
+    # an array is one line with its counts by state; its elements are left out of the jobs
+    arrays = [] if args.state or args.vc else client.arrays(
+        user="me" if user in (None, "me") else user, limit=args.limit or 1000).get("arrays", [])
+    jobs = client.jobs(user=user, vc=args.vc, state=args.state, limit=args.limit or None, elements=False)
     if args.json:
-        print_json({"jobs": jobs, "count": len(jobs)})
+        print_json({"jobs": jobs, "count": len(jobs), "arrays": arrays})
         return 0
     from ..tables import jobs_table, print_table
 
+    if arrays:
+        from ..format import array_line
+
+        print("arrays (hive-lab jobs ARRAY lists its elements):")
+        for a in arrays:
+            print("  " + array_line(a))
     me = client.me().get("user")
     print_table(jobs_table(jobs, title="everyone's jobs" if user is None else f"jobs of {user if user != 'me' else me}",
                            me=me))
+    return 0
+
+
+ARRAY_ID = re.compile(r"^a-[0-9]+$")
+
+
+def _show_array(client, args) -> int:
+    """``hive-lab jobs a-000001``: the array's line, then one line per element (index, job, state, params)."""
+    from ..format import array_line
+
+    array = client.array(args.job, limit=1)
+    elements = client.array_elements(args.job)
+    if args.state:
+        wanted = set(args.state.split(","))
+        elements = [e for e in elements if e["state"] in wanted]
+    if args.json:
+        print_json({**array, "elements": elements})
+        return 0
+    print(array_line(array))
+    for e in elements:
+        params = " ".join(f"{k}={v}" for k, v in (e.get("params") or {}).items())
+        code = "" if e.get("exit_code") is None else f"exit {e['exit_code']}"
+        print(f"  [{e['index']}] {e.get('job_id') or '-':<10} {e['state']:<10} {code:<8} {params}".rstrip())
     return 0

@@ -57,6 +57,12 @@ def register(subparsers) -> None:
                         "(VALUE is read as JSON when it is JSON, else as a string); repeatable")
     p.add_argument("--time-limit", metavar="DURATION",
                    help="run time limit: 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    p.add_argument("--array", metavar="INDICES[%N]",
+                   help="a job array: one element per index, e.g. 0-49%%8 (at most 8 at once) or 1,3,5-9%%2; "
+                        "each gets HIVE_ARRAY_INDEX (docs/arrays.md); with --sweep only a throttle, e.g. %%8")
+    p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                   help="a parameter sweep: one element per combination of the values; repeatable "
+                        "(--sweep lr=0.1,0.01 --sweep bs=32,64); each gets HIVE_PARAM_<NAME> and HIVE_PARAMS_FILE")
     p.add_argument("--dry-run", action="store_true",
                    help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     p.add_argument("--wait", action="store_true", help="wait until the job ends (exit status: the job's)")
@@ -212,6 +218,11 @@ def run(args) -> int:
         vcs = client.me().get("vcs") or []
         if vcs:
             spec["vc"] = vcs[0]
+    from ..sweeps import array_fields
+
+    fields = array_fields(args.array, args.sweep)
+    if fields:
+        return _run_array(args, client, spec, fields)
     if args.dry_run:
         from ..format import what_if_text
 
@@ -235,6 +246,28 @@ def run(args) -> int:
         return 0
     code = job.get("exit_code")
     return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0
+
+
+def _run_array(args, client, spec: dict, fields: dict) -> int:
+    """``--array`` / ``--sweep``: one request makes the array; ``--wait`` waits until every element ended."""
+    from ..format import array_line
+
+    if args.dry_run:
+        raise BadRequest("--dry-run answers for one job; drop --array/--sweep to ask about one element",
+                         field="dry_run")
+    if args.follow:
+        raise BadRequest("--follow streams one job's log; with --array use --wait, then hive-lab logs ELEMENT",
+                         field="follow")
+    array = client.submit_array(spec, **fields)
+    if args.wait:
+        from ..watch import wait_for_array
+
+        array = wait_for_array(client, array["id"])
+    print_json(array) if args.json else print(array_line(array))
+    if args.wait:
+        bad = sum(array["counts"].get(s, 0) for s in ("failed", "cancelled"))
+        return 1 if bad else 0
+    return 0
 
 
 def _run_document(args, client, text: str, ctype: str) -> int:

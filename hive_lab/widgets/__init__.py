@@ -3,9 +3,9 @@
 Imported lazily, so the CLI can use the pure ``shaping``/``layout`` modules without ipywidgets/bokeh.
 """
 
-__all__ = ["Dashboard", "GpuUsageView", "HeatmapView", "JobMonitor", "QueueView", "VCUsageView"]
+__all__ = ["ArrayResults", "Dashboard", "GpuUsageView", "HeatmapView", "JobMonitor", "QueueView", "VCUsageView"]
 
-_where = {"Dashboard": "dashboard", "GpuUsageView": "gpu_usage", "HeatmapView": "heatmap", "JobMonitor": "job_monitor",
+_where = {"ArrayResults": "array_results", "Dashboard": "dashboard", "GpuUsageView": "gpu_usage", "HeatmapView": "heatmap", "JobMonitor": "job_monitor",
           "QueueView": "queue", "VCUsageView": "vcs"}
 
 

@@ -45,6 +45,9 @@ export interface IJob {
   time_left_s?: number | null;
   /** what the job reported with hive_lab.progress (docs/checkpoint.md) */
   progress?: IProgress | null;
+  /** an element of this job array (absent otherwise) */
+  array_id?: string | null;
+  array_index?: number | null;
 }
 
 export interface IProgress {
@@ -53,6 +56,52 @@ export interface IProgress {
   gpu_type?: string | null;
   rates?: { [gpuType: string]: { steps_per_s: number | null; seconds?: number } };
   estimated_finish?: number | null;
+}
+
+/** One element of a job array: `pending` until released as a job. */
+export interface IArrayElement {
+  index: number;
+  job_id: string | null;
+  state: string;
+  reason: string;
+  exit_code: number | null;
+  params: Record<string, unknown> | null;
+}
+
+/** A job array or sweep (`GET arrays`, `GET arrays/{id}` with a page of `elements`). */
+export interface IArray {
+  id: string;
+  name: string;
+  user: string;
+  vc: string;
+  state: 'waiting' | 'running' | 'held' | 'ended';
+  reason: string;
+  count: number;
+  throttle: number | null;
+  held: boolean;
+  counts: Record<string, number>;
+  submitted_at: string;
+  elements?: IArrayElement[];
+}
+
+/** The states an array's counts are shown in, in this order. */
+export const ARRAY_COUNT_ORDER = [
+  'running',
+  'scheduled',
+  'queued',
+  'submitted',
+  'pending',
+  'paused',
+  'succeeded',
+  'failed',
+  'cancelled'
+];
+
+/** "3 running, 7 pending" (only the states with elements). */
+export function arrayCountsText(counts: Record<string, number>): string {
+  return ARRAY_COUNT_ORDER.filter(s => counts[s])
+    .map(s => `${counts[s]} ${s}`)
+    .join(', ');
 }
 
 export interface IJobList {
@@ -292,6 +341,26 @@ export class HiveApi {
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify(spec)
     });
+  }
+
+  /** My arrays (newest first); [] from a server without arrays (404). */
+  async arrays(limit = 50): Promise<IArray[]> {
+    try {
+      return (await this.request<{ arrays: IArray[] }>(`arrays?user=me&limit=${limit}`)).arrays;
+    } catch (error) {
+      if (error instanceof HiveApiError && error.status === 404) {
+        return [];
+      }
+      throw error;
+    }
+  }
+
+  array(id: string, limit = 200): Promise<IArray> {
+    return this.request<IArray>(`arrays/${encodeURIComponent(id)}?limit=${limit}`);
+  }
+
+  cancelArray(id: string): Promise<IArray> {
+    return this.request<IArray>(`arrays/${encodeURIComponent(id)}`, { method: 'DELETE' });
   }
 
   cancel(id: string): Promise<IJob> {

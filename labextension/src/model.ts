@@ -8,6 +8,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import {
   ACTIVE_STATES,
   HiveApi,
+  IArray,
   ICluster,
   IGpu,
   IJob,
@@ -58,6 +59,8 @@ export class ClusterModel {
 
   me: IMe | null = null;
   myJobs: IJob[] = [];
+  /** My job arrays: one row each in "My jobs" (their elements are left out of myJobs). */
+  myArrays: IArray[] = [];
   allJobs: IJob[] = [];
   allJobsTotal = 0;
   vcs: IVc[] = [];
@@ -189,13 +192,15 @@ export class ClusterModel {
         filter.vc = this.jobFilter.vc;
       }
       // `me` again each time: an admin may change the caller's limits at run time
-      const [me, mine, all, vcs, cluster] = await Promise.all([
+      const [me, mine, all, vcs, cluster, arrays] = await Promise.all([
         this.api.me(),
-        this.api.jobs({ user: 'me', limit: 200 }),
+        this.api.jobs({ user: 'me', limit: 200, elements: 'false' }),
         this.api.jobs(filter),
         this.api.vcs(),
-        fetchCluster ? this.api.cluster() : Promise.resolve(null)
+        fetchCluster ? this.api.cluster() : Promise.resolve(null),
+        this.api.arrays()
       ]);
+      this.myArrays = arrays;
       this.myJobs = sortJobs(mine.jobs);
       this.allJobs = sortJobs(all.jobs);
       this.allJobsTotal = all.total;
@@ -374,7 +379,8 @@ export class ClusterModel {
       this.allJobs,
       (!f.user || f.user === job.user) && (!f.vc || f.vc === job.vc)
     );
-    this.myJobs = patch(this.myJobs, !!this.me && job.user === this.me.user);
+    // an array's element is not a row of its own: the refetch brings its array's new counts
+    this.myJobs = patch(this.myJobs, !!this.me && job.user === this.me.user && !job.array_id);
     this._changed.emit();
   }
 

@@ -7,7 +7,7 @@ import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ACTIVE_STATES, describeLimits, IJob, IVc } from './api';
+import { ACTIVE_STATES, arrayCountsText, describeLimits, IArray, IArrayElement, IJob, IVc } from './api';
 import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { LogViewer } from './logs';
@@ -172,6 +172,13 @@ export class ClusterPanel extends Widget {
     const list = el('ul', 'jp-HivePanel-jobList');
     list.dataset.tab = this._tab;
     const now = Date.now();
+    const arrays =
+      this._tab === 'mine'
+        ? m.myArrays.filter(a => state === 'all' || (state === 'active') === (a.state !== 'ended'))
+        : [];
+    for (const array of arrays) {
+      list.appendChild(this._arrayItem(array));
+    }
     for (const job of shown) {
       list.appendChild(this._jobItem(job, now));
     }
@@ -183,7 +190,7 @@ export class ClusterPanel extends Widget {
       }
     }
     this._renderBulk();
-    if (shown.length === 0) {
+    if (shown.length === 0 && arrays.length === 0) {
       const f = m.jobFilter;
       const filtered = state !== 'all' || (this._tab === 'all' && (f.user || f.vc));
       if (filtered || !m.loaded || this._tab !== 'mine') {
@@ -230,6 +237,114 @@ export class ClusterPanel extends Widget {
     if (failed.length > 0) {
       void showErrorMessage('Some jobs were not cancelled', failed.join('\n'));
     }
+  }
+
+  /**
+   * A job array is one row (name, id, counts by state); clicking it opens its elements (the first
+   * 200, by index, fetched then and on each change while open).
+   */
+  private _arrayItem(array: IArray): HTMLLIElement {
+    const item = el('li', 'jp-HivePanel-array');
+    item.dataset.arrayId = array.id;
+    item.dataset.state = array.state;
+    const open = this._openArrays.has(array.id);
+    const top = el('div', 'jp-HivePanel-jobTop');
+    const toggle = el('button', 'jp-HivePanel-arrayToggle', open ? '▾' : '▸');
+    toggle.title = open ? 'Hide the elements' : 'Show the elements';
+    toggle.setAttribute('aria-expanded', String(open));
+    const name = el('span', 'jp-HivePanel-jobName', `${array.name} [${array.count}]`);
+    name.title = `${array.id}: ${array.count} elements` + (array.throttle ? `, at most ${array.throttle} at once` : '');
+    const badge = el('span', `jp-HivePanel-state jp-HivePanel-state-${array.state}`, array.state);
+    top.append(toggle, name, el('span', 'jp-HivePanel-jobId', array.id), badge);
+    top.onclick = () => {
+      if (this._openArrays.has(array.id)) {
+        this._openArrays.delete(array.id);
+      } else {
+        this._openArrays.add(array.id);
+        void this._loadElements(array.id);
+      }
+      this._renderJobs();
+    };
+    const meta = el('div', 'jp-HivePanel-jobMeta');
+    meta.appendChild(el('span', 'jp-HivePanel-arrayCounts', arrayCountsText(array.counts)));
+    if (array.state !== 'ended') {
+      const cancel = el('button', 'jp-HivePanel-cancel', 'cancel');
+      cancel.title = `Cancel every element of ${array.id} not ended`;
+      cancel.onclick = async event => {
+        event.stopPropagation();
+        const answer = await showDialog({
+          title: 'Cancel array',
+          body: `Cancel the elements of ${array.name} (${array.id}) that have not ended?`,
+          buttons: [Dialog.cancelButton({ label: 'Keep' }), Dialog.warnButton({ label: 'Cancel array' })]
+        });
+        if (!answer.button.accept) {
+          return;
+        }
+        try {
+          await this.model.api.cancelArray(array.id);
+          await this.model.refresh();
+        } catch (error) {
+          void showErrorMessage('Could not cancel the array', (error as Error).message);
+        }
+      };
+      const actions = el('span', 'jp-HivePanel-rowActions');
+      actions.appendChild(cancel);
+      meta.appendChild(actions);
+    }
+    item.append(top, meta);
+    if (array.reason) {
+      item.appendChild(el('div', 'jp-HivePanel-reason', array.reason));
+    }
+    if (open) {
+      const elements = el('ul', 'jp-HivePanel-arrayElements');
+      for (const e of this._elements.get(array.id) ?? []) {
+        elements.appendChild(this._elementItem(e));
+      }
+      if (array.count > 200) {
+        elements.appendChild(el('li', 'jp-HivePanel-empty', `the first 200 of ${array.count}; hive-lab jobs ${array.id} lists all`));
+      }
+      item.appendChild(elements);
+      if (!this._loading.has(array.id)) {
+        void this._loadElements(array.id, array.counts);
+      }
+    }
+    return item;
+  }
+
+  private _elementItem(e: IArrayElement): HTMLLIElement {
+    const item = el('li', 'jp-HivePanel-arrayElement');
+    item.dataset.index = String(e.index);
+    item.dataset.state = e.state;
+    const params = e.params ? Object.entries(e.params).map(([k, v]) => `${k}=${v}`).join(' ') : '';
+    item.append(
+      el('span', 'jp-HivePanel-arrayIndex', `[${e.index}]`),
+      el('span', `jp-HivePanel-state jp-HivePanel-state-${e.state}`, e.state),
+      el('span', 'jp-HivePanel-jobId', e.job_id ?? ''),
+      el('span', 'jp-HivePanel-arrayParams', params)
+    );
+    if (e.exit_code !== null && e.exit_code !== undefined) {
+      item.title = `exit code ${e.exit_code}`;
+    }
+    return item;
+  }
+
+  /** Fetches an open array's elements unless its counts are those they were fetched with. */
+  private async _loadElements(id: string, counts?: Record<string, number>): Promise<void> {
+    const key = counts ? JSON.stringify(counts) : '';
+    if (counts && this._elementsKey.get(id) === key) {
+      return;
+    }
+    this._loading.add(id);
+    try {
+      const array = await this.model.api.array(id, 200);
+      this._elements.set(id, array.elements ?? []);
+      this._elementsKey.set(id, JSON.stringify(array.counts));
+    } catch (error) {
+      this._elements.set(id, []);
+    } finally {
+      this._loading.delete(id);
+    }
+    this._renderJobs();
   }
 
   private _jobItem(job: IJob, now: number): HTMLLIElement {
@@ -390,6 +505,10 @@ export class ClusterPanel extends Widget {
   private _instructor: InstructorView;
   private _counts: HTMLDivElement;
   private _jobs: HTMLDivElement;
+  private _openArrays = new Set<string>();
+  private _elements = new Map<string, IArrayElement[]>();
+  private _elementsKey = new Map<string, string>();
+  private _loading = new Set<string>();
   private _vcs: HTMLDivElement;
   private _error: HTMLDivElement;
   private _logs: LogViewer;

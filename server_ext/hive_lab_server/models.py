@@ -102,6 +102,8 @@ class Job(_Out):
     time_left_s: float | None = Field(None, description="running with a limit: seconds until the deadline")
 
     progress: Progress | None = Field(None, description="reported progress and rates (when it reports any)")
+    array_id: str | None = Field(None, description="an element of this job array (absent otherwise)")
+    array_index: int | None = Field(None, description="its index in the array (HIVE_ARRAY_INDEX)")
 
 
 class WhatIf(_Out):
@@ -128,6 +130,53 @@ class WhatIf(_Out):
 
 class JobList(_Out):
     jobs: list[Job]
+    total: int
+    limit: int
+    offset: int
+
+
+ArrayState = Literal["waiting", "running", "held", "ended"]
+
+
+class ArrayElement(_Out):
+    """One element of an array: ``pending`` until released as a job (then ``job_id`` and the job's state)."""
+
+    index: int
+    job_id: str | None = Field(None, description="its job, once released (null while pending)")
+    state: Literal["pending", "submitted", "queued", "scheduled", "running", "paused", "succeeded", "failed",
+                   "cancelled"]
+    reason: str
+    exit_code: int | None = None
+    retries: int
+    started_at: IsoTime | None = None
+    finished_at: IsoTime | None = None
+    params: dict[str, Any] | None = Field(None, description="a sweep's parameters of this element")
+
+
+class Array(_Out):
+    """A job array or sweep: its elements counted by state; a page of them in ``GET arrays/{id}``."""
+
+    id: str
+    name: str
+    user: str
+    vc: str
+    state: ArrayState = Field(description="waiting, running (an element runs), held (paused) or ended (every "
+                                          "element ended)")
+    reason: str = Field(description="why no element is released now (e.g. the owner's max_queued_jobs), or ''")
+    count: int = Field(description="elements in all")
+    throttle: int | None = Field(description="at most this many elements not ended at once (null: no throttle)")
+    held: bool
+    indices: str = Field(description="the indices, compact (e.g. 0-49 or 1,3,5-9)")
+    sweep: dict[str, list[Any]] | None = Field(None, description="a sweep's parameter lists")
+    counts: dict[str, int] = Field(description="elements by state: pending (not released yet) and the job states")
+    submitted_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    elements: list[ArrayElement] | None = Field(None, description="only in GET arrays/{id}: a page, by index")
+    limit: int | None = None
+    offset: int | None = None
+
+
+class ArrayList(_Out):
+    arrays: list[Array]
     total: int
     limit: int
     offset: int
@@ -324,5 +373,5 @@ class HistoryReport(_Out):
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits, UsageReport,
-    HistoryReport,
+    HistoryReport, Array, ArrayElement, ArrayList,
 )

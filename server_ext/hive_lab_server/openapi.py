@@ -87,7 +87,7 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def _paths() -> dict[str, Any]:
-    from .handlers import job_actions  # (lazy: the handlers import the service)
+    from .handlers import arrays, job_actions  # (lazy: the handlers import the service)
 
     m = models
     states = ", ".join(STATE_NAMES)
@@ -104,11 +104,15 @@ def _paths() -> dict[str, Any]:
                            _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-                           _query("offset", {**offset, "maximum": 10**9}))),
+                           _query("offset", {**offset, "maximum": 10**9}),
+                           _query("elements", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"],
+                                               "default": "true"}, "false: leave out the elements of job arrays "
+                                                                   "(see GET arrays)"))),
             "post": _with_dry_run(_op(
                 "submitJob", "Submit a job: hive-lab's JobSpec (JSON/YAML), an OpenPAI job (protocol v1 JSON, v2 "
                 "YAML), a Kubernetes batch/v1 Job or v1 Pod, or a Volcano Job (YAML/JSON), or an sbatch script "
-                "(text/plain), each taken as it is (docs/formats.md); with dry_run=true only say what would happen",
+                "(text/plain), each taken as it is (docs/formats.md); with dry_run=true only say what would happen; "
+                "a JobSpec with array or sweep makes a job array (201 with the Array, as POST arrays)",
                 (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
                 (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
                         "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),),
@@ -123,6 +127,7 @@ def _paths() -> dict[str, Any]:
                           (_query("reason", {"type": "string"}, "why (kept in the job's reason, 300 characters)"),)),
         },
         **job_actions.openapi_paths(_op, JOB_ID, _json),
+        **arrays.openapi_paths(_op, _query, _json, offset),
         "/jobs/{job_id}/logs": {
             "parameters": [JOB_ID],
             "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",

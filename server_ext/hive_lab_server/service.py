@@ -32,6 +32,7 @@ from .events import EventBus
 from .hardware.sharing import GpuSharing
 from .launchers.base import Launcher, TaskExit
 from .limits import Limits
+from .arrays.feeder import ArrayFeeder
 from .lifecycle.admission import Admission
 from .lifecycle.hardware_events import HardwareEvents
 from .lifecycle.share_grants import ShareGrants
@@ -134,6 +135,11 @@ class HiveService(Admission, UnitOfWork):
                                  jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self)
         self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self,
                            view=lambda job_id: self.job_object(job_id, detail=False, private=True))
+        # job arrays and sweeps: pending elements wait there, released ones are jobs (arrays/feeder.py)
+        self.arrays = ArrayFeeder(store=store, core=scheduler, work=self, prepare=self._prepare, admit=self._admit,
+                                  cancel=self.cancel, pause=self.pause, resume=self.resume,
+                                  time_limits=self.time_limits, jobs_root=self._jobs_root_str)
+        self.on_state_change(self.arrays.on_state_change)
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -166,6 +172,7 @@ class HiveService(Admission, UnitOfWork):
             self._ready.set()
             raise
         self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
+        self.arrays.start()  # after recovery: recovered elements count against their array's throttle
         if self.rounds is not None:
             self._rounds_task = asyncio.create_task(self._round_loop(), name="hive-lab-rounds")
         self._ready.set()
@@ -190,6 +197,7 @@ class HiveService(Admission, UnitOfWork):
     async def stop(self) -> None:
         """Stop the service; running jobs keep running (the next start adopts them)."""
         self._stopping = True
+        self.arrays.stop()
         if self._rounds_task:
             self._rounds_task.cancel()
         if self._loop_task:
@@ -386,8 +394,10 @@ class HiveService(Admission, UnitOfWork):
             placement = self.store.placements([job_id])[job_id]
         return presentation.job_object(self, row, placement, detail=detail, private=private, live_reason=live_reason)
 
-    def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool]) -> dict[str, Any]:
-        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset)
+    def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool],
+                  elements: bool = True) -> dict[str, Any]:
+        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
+                                           elements=elements)
         placements = self.store.placements([r["id"] for r in rows])
         jobs = [presentation.job_object(self, r, placements[r["id"]], detail=False, private=private_for(r))
                 for r in rows]

@@ -5,6 +5,7 @@ from .cluster import ClusterHandler, DrainHandler, MeHandler, VcLimitsHandler, V
 from .job_actions import JobActionHandler
 from .jobs import JobHandler, JobLogsHandler, JobOutputFileHandler, JobOutputsHandler, JobsHandler
 from .live import EventsHandler, MetricsHandler, SpecHandler
+from .arrays import ARRAY_ID, ArrayActionHandler, ArrayHandler, ArraysHandler
 from .base import NotFoundHandler
 from .usage import UsageHandler
 from .history import HistoryHandler
@@ -21,6 +22,9 @@ ROUTES = [
     (rf"{PREFIX}/jobs/{JOB_ID}/logs/?", JobLogsHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/outputs/?", JobOutputsHandler),
     (rf"{PREFIX}/jobs/{JOB_ID}/outputs/(?P<path>.+)", JobOutputFileHandler),
+    (rf"{PREFIX}/arrays/?", ArraysHandler),
+    (rf"{PREFIX}/arrays/{ARRAY_ID}/?", ArrayHandler),
+    (rf"{PREFIX}/arrays/{ARRAY_ID}/(?P<action>cancel|pause|resume)/?", ArrayActionHandler),
     (rf"{PREFIX}/cluster/?", ClusterHandler),
     (rf"{PREFIX}/vcs/?", VcsHandler),
     (rf"{PREFIX}/vcs/{VC}/limits/?", VcLimitsHandler),

@@ -19,6 +19,7 @@ from ..service import ServiceError, task_names
 from .. import formats
 from ..formats.secrets import seal
 from ..spec import SpecError
+from .array_submit import submit_array
 from .base import MAX_JSON_DEPTH, HiveError, HiveHandler, json_depth
 
 
@@ -36,6 +37,9 @@ def _flag(value: str | None, name: str) -> bool:
 
 
 class JobsHandler(HiveHandler):
+    require_array = False  # POST arrays: the body must have array or sweep
+    array_fields: dict = {}
+
     @web.authenticated
     @authorized
     def get(self) -> None:
@@ -48,8 +52,11 @@ class JobsHandler(HiveHandler):
             raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATE_NAMES)}", "state")
         limit = self.int_arg("limit", 50, 1, 1000)
         offset = self.int_arg("offset", 0, 0, 10**9)
+        arg = self.get_argument("elements", None)
+        elements = True if arg is None else _flag(arg, "elements")  # false: no elements of job arrays
         self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
-                                                                offset=offset, private_for=caller.sees_private))
+                                                                offset=offset, private_for=caller.sees_private,
+                                                                elements=elements))
 
     def job_spec(self):
         """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or
@@ -58,6 +65,8 @@ class JobsHandler(HiveHandler):
             doc = formats.read_body(self.request.body or b"", self.request.headers.get("Content-Type"))
             if json_depth(doc) > MAX_JSON_DEPTH:
                 raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels")
+            # a job array / sweep: the fields that make many elements of one spec (arrays/spec.py)
+            self.array_fields = {k: doc.pop(k) for k in ("array", "sweep") if k in doc} if isinstance(doc, dict) else {}
             return formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root))
         except RecursionError:
             raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels") from None
@@ -92,6 +101,9 @@ class JobsHandler(HiveHandler):
             self.service.launcher.validate(spec)
         except UnsupportedSpec as exc:
             raise HiveError(400, exc.message, exc.field) from None
+        if self.array_fields or self.require_array:  # many elements of this spec (handlers/arrays.py)
+            await submit_array(self, spec, caller, vc)
+            return
         if _flag(self.get_argument("dry_run", None), "dry_run"):  # what would happen now; nothing is stored, launched or preempted
             try:
                 answer = self.service.what_if(spec, caller.user, vc, caller.groups)

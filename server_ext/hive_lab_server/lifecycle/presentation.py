@@ -65,6 +65,9 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
         "placement": [placement_object(svc, p) for p in placement],
     }
     obj.update(time_limit_fields(svc, row, job))
+    if row.get("array_id") is not None:  # an element of a job array (arrays/)
+        obj["array_id"] = row["array_id"]
+        obj["array_index"] = row["array_index"]
     if private:
         obj["spec"] = row["spec"]
         obj["working_dir"] = row["working_dir"]

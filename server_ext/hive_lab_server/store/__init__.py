@@ -17,10 +17,10 @@ from alembic.config import Config
 from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .models import Base, Drain, Job, JobEvent, JobUsage, Placement, VcLimits
+from .models import Base, Drain, Job, JobArray, JobEvent, JobUsage, Placement, VcLimits
 
-__all__ = ["Store", "Batch", "Base", "Job", "JobEvent", "Placement", "Drain", "VcLimits", "JobUsage", "migrate",
-           "migrations_head"]
+__all__ = ["Store", "Batch", "Base", "Job", "JobArray", "JobEvent", "Placement", "Drain", "VcLimits", "JobUsage",
+           "migrate", "migrations_head"]
 
 MIGRATIONS = pathlib.Path(__file__).parent / "migrations"
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -32,6 +32,8 @@ _placements = Placement.__table__
 _drains = Drain.__table__
 _vc_limits = VcLimits.__table__
 _usage = JobUsage.__table__
+_arrays = JobArray.__table__
+JOB_COLUMNS = tuple(c.name for c in _jobs.columns)
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -63,14 +65,23 @@ class Batch:
         self.drains: list[tuple[str, int | None, dict[str, Any] | None]] = []
         self.limits: dict[str, dict[str, Any]] = {}
         self.usage: list[tuple[str, dict[str, Any]]] = []  # ("open", row) | ("close", fields), in order
+        self.new_arrays: list[dict[str, Any]] = []
+        self.array_updates: dict[str, dict[str, Any]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.new_jobs or self.updates or self.events or self.placements or self.drains or self.limits
-                    or self.usage)
+                    or self.usage or self.new_arrays or self.array_updates)
 
     def flush(self, conn: Connection) -> None:
-        if self.new_jobs:
-            conn.execute(insert(_jobs), list(self.new_jobs.values()))
+        if self.new_arrays:
+            conn.execute(insert(_arrays), self.new_arrays)
+        if self.new_jobs:  # one executemany: every row with the same columns (an array's columns or NULL)
+            rows = list(self.new_jobs.values())
+            if any("array_id" in r for r in rows):
+                rows = [{"array_id": None, "array_index": None, **r} for r in rows]
+            conn.execute(insert(_jobs), rows)
+        for array_id, fields in self.array_updates.items():
+            conn.execute(update(_arrays).where(_arrays.c.id == array_id).values(**fields))
         by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for job_id, fields in self.updates.items():
             by_columns.setdefault(tuple(sorted(fields)), []).append({"_id": job_id, **fields})
@@ -196,7 +207,71 @@ class Store:
         batch.usage.append(("close", {"job_id": job_id, "ended_at": at, "cpu_seconds": cpu_seconds,
                                       "peak_memory_mb": peak_memory_mb}))
 
+    def insert_array(self, batch: "Batch", row: dict[str, Any]) -> None:
+        batch.new_arrays.append(row)
+
+    def update_array(self, batch: "Batch", array_id: str, **fields: Any) -> None:
+        batch.array_updates.setdefault(array_id, {}).update(fields)
+
     # --- reads ---------------------------------------------------------------------------------
+
+    def max_array_seq(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(_arrays.c.seq))).scalar() or 0)
+
+    def get_array(self, array_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(_arrays).where(_arrays.c.id == array_id)).mappings().first()
+            return dict(row) if row else None
+
+    def list_arrays(self, *, users: list[str] | None = None, limit: int = 50,
+                    offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Arrays, newest first (``users``: only theirs)."""
+        conds = [_arrays.c.user.in_(users)] if users else []
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(_arrays).where(*conds)).scalar() or 0
+            rows = conn.execute(select(_arrays).where(*conds).order_by(_arrays.c.seq.desc())
+                                .limit(limit).offset(offset)).mappings()
+            return [dict(r) for r in rows], int(total)
+
+    def array_states(self, array_ids: list[str]) -> dict[str, dict[str, int]]:
+        """Array -> state -> how many of its released elements are in it (one GROUP BY)."""
+        out: dict[str, dict[str, int]] = {a: {} for a in array_ids}
+        if not array_ids:
+            return out
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_jobs.c.array_id, _jobs.c.state, func.count())
+                                .where(_jobs.c.array_id.in_(array_ids))
+                                .group_by(_jobs.c.array_id, _jobs.c.state))
+            for array_id, state, n in rows:
+                out[array_id][state] = int(n)
+        return out
+
+    def array_elements(self, array_id: str, indices: list[int] | None = None) -> list[dict[str, Any]]:
+        """The released elements' rows (``indices``: only these), by index."""
+        conds = [_jobs.c.array_id == array_id]
+        if indices is not None:
+            conds.append(_jobs.c.array_index.in_(indices))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(_jobs).where(*conds).order_by(_jobs.c.array_index)).mappings()
+            return [dict(r) for r in rows]
+
+    def unfinished_arrays(self) -> list[dict[str, Any]]:
+        """Arrays with an index neither released nor cancelled, or an element not ended (the feeder's
+        work after a restart), oldest first. Released elements come with their id, index and state."""
+        with self.engine.connect() as conn:
+            arrays = [dict(r) for r in conn.execute(select(_arrays).order_by(_arrays.c.seq)).mappings()]
+            out = []
+            for a in arrays:
+                rows = conn.execute(select(_jobs.c.id, _jobs.c.array_index, _jobs.c.state)
+                                    .where(_jobs.c.array_id == a["id"])).all()
+                released = {int(i): (job_id, state) for job_id, i, state in rows}
+                if len(released) + len(set(a["cancelled"]) - set(released)) >= len(a["indices"]) and \
+                        all(state in TERMINAL_STATES for _, state in released.values()):
+                    continue
+                a["released"] = released
+                out.append(a)
+            return out
 
     def max_seq(self) -> int:
         with self.engine.connect() as conn:
@@ -240,8 +315,10 @@ class Store:
         states: list[str] | None = None,
         limit: int = 50,
         offset: int = 0,
+        elements: bool = True,
     ) -> tuple[list[dict[str, Any]], int]:
-        conds = []
+        """A page of jobs, newest first; ``elements=False`` leaves out the elements of job arrays."""
+        conds = [] if elements else [_jobs.c.array_id.is_(None)]
         if users:
             conds.append(_jobs.c.user.in_(users))
         if vcs:

@@ -6,7 +6,7 @@ The schema is created and upgraded by the alembic migrations in ``migrations/`` 
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -51,6 +51,36 @@ class Job(Base):
     stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)  # the owner's groups at submit (limits)
     user_group: Mapped[str] = mapped_column(String(128), default="", server_default="")  # fair share's group
+    # an element of a job array: its array and index (each index at most once: released exactly once)
+    array_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    __table_args__ = (UniqueConstraint("array_id", "array_index", name="uq_jobs_array_element"),)
+
+
+class JobArray(Base):
+    """A job array or sweep (``arrays.spec.ArrayPlan``). Its elements become ``jobs`` rows (``array_id``,
+    ``array_index``) only when released (``arrays.feeder``); the rest are pending, or cancelled before
+    release (``cancelled``: their indices)."""
+
+    __tablename__ = "job_arrays"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(128))
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    vc: Mapped[str] = mapped_column(String(128))
+    spec: Mapped[dict] = mapped_column(JSON)  # the elements' common spec (validated JobSpec)
+    indices: Mapped[list] = mapped_column(JSON)  # ascending
+    sweep: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # name -> values (arrays.spec)
+    throttle: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    held: Mapped[bool] = mapped_column(Boolean, default=False)  # paused: no element is released
+    cancelled: Mapped[list] = mapped_column(JSON)  # indices cancelled before release
+    owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    user_group: Mapped[str] = mapped_column(String(128), default="")
+    submitted_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text, default="")  # why nothing is released now (e.g. a refusal)
 
 
 class JobEvent(Base):
