@@ -125,8 +125,6 @@ class HiveLabMagics(Magics):
             fields = array_fields(args.array, args.sweep)
             if fields:  # one request makes the array; its handle is returned (hive_lab.arrays.JobArray)
                 if args.dry_run or args.wait or args.follow:
-                    from .errors import BadRequest
-
                     raise BadRequest("--dry-run/--wait/--follow are for one job; with --array or --sweep use "
                                      "the returned array's .wait() and .results()")
                 array = JobArray(self.client, self.client.submit_array(spec, **fields))

@@ -56,6 +56,9 @@ def test_the_cli_submits_a_notebook_with_parameters(hive_server, tmp_path):
     result = cli(hive_server, "outputs", job["id"], "--json").stdout
     assert "sweep-me.executed.ipynb" in result
 
+    out = cli(hive_server, "submit", "--notebook", str(notebook), "--sweep", "lr=0.5,0.25", "--json")
+    assert json.loads(out.stdout)["count"] == 2  # a sweep over the notebook: one job per value
+
     out = cli(hive_server, "submit", "-p", "lr=1", "--", "true", check=False)
     assert out.returncode == 1 and "add --notebook" in out.stderr and "Traceback" not in out.stderr
     out = cli(hive_server, "submit", "--notebook", str(tmp_path / "missing.ipynb"), check=False)
@@ -107,3 +110,23 @@ def test_the_line_magic_runs_a_notebook_with_parameters(ann_env, tmp_path, monke
 
     with pytest.raises(UsageError, match="leave the cell empty"):
         ip.run_cell_magic("submit", "--notebook nb.ipynb", "print('x')")
+
+
+def test_a_sweep_over_a_notebook_leaves_one_executed_notebook_per_parameter_set(ann, tmp_path):
+    """Issue 27: each element's own parameters (HIVE_PARAMS_FILE) go on top of the notebook's."""
+    from hive_lab.arrays import JobArray
+    from hive_lab.submission import notebook_job_spec
+
+    notebook = write_notebook(tmp_path / "train.ipynb")
+    spec = notebook_job_spec(notebook, {"model": "base"})
+    array = JobArray(ann, ann.submit_array(spec, sweep={"lr": [0.5, 0.25]}))
+    array.wait(timeout=240)
+    elements = ann.array(array.id)["elements"]
+    assert sorted(e["state"] for e in elements) == ["succeeded", "succeeded"], elements
+    seen = {}
+    for e in elements:
+        outputs = {o["path"] for o in ann.outputs(e["job_id"])}
+        assert "train.executed.ipynb" in outputs
+        result = json.loads(ann.output(e["job_id"], "result.json"))
+        seen[result["lr"]] = result["model"]
+    assert seen == {0.5: "base", 0.25: "base"}
