@@ -81,6 +81,12 @@ def test_the_notebook_cells_run_in_the_kernels_environment(user_dir, ann):
     for line in re.findall(r"`(%submit [^`]+)`", section("Your first job")):  # line magics in the text
         name, _, rest = line[1:].partition(" ")
         results.append(ip.run_line_magic(name, rest))
+    from hive_lab.arrays import JobArray
+
+    for array in [r for r in results if isinstance(r, JobArray)]:  # a sweep cell: every run ends well
+        rows = array.wait(timeout=240).results()
+        assert rows and all(r["state"] == "succeeded" for r in rows), rows
+        assert all("loss" in str(r) for r in rows), rows
     jobs = [r for r in results if isinstance(r, Job)]
     assert len(jobs) == 2
     job, from_file = jobs
