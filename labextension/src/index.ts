@@ -23,6 +23,7 @@ import { KernelNotices } from './kernelnotices';
 import { ClusterModel, IHiveSettings } from './model';
 import { ClusterPanel } from './panel';
 import { ClusterStatus } from './statusbar';
+import { announceJobEnds } from './jobnotices';
 import { notebookOpener } from './outputs';
 import { submitCurrentNotebook } from './submit';
 import gpuSvg from '../style/icons/gpu.svg';
@@ -61,6 +62,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const panel = new ClusterPanel(model, openHeatmap, notebookOpener(app, model));
     panel.title.icon = gpuIcon;
     shell.add(panel, 'left', { rank: 600 });
+    announceJobEnds(model, job => {
+      shell.activateById(panel.id);
+      panel.showLogs(job);
+    });
     restorer?.add(panel, 'hive-lab-panel');
 
     commands.addCommand(CommandIDs.openPanel, {

@@ -122,6 +122,12 @@ export class ClusterPanel extends Widget {
     super.dispose();
   }
 
+  /** Shows (and follows) a job's log in the panel's log viewer. */
+  showLogs(job: IJob): void {
+    this._logs.show(job);
+    this._renderJobs();
+  }
+
   protected onAfterShow(msg: Message): void {
     this._instructor.setShown(true);
   }

@@ -9,6 +9,7 @@ import { Widget } from '@lumino/widgets';
 
 import { IJob } from './api';
 import { FINAL_STATES } from './jobStates';
+import { announcedElsewhere } from './jobnotices';
 import { ClusterModel } from './model';
 
 interface IDocumentLike {
@@ -156,6 +157,7 @@ export async function submitCurrentNotebook(
 
 /** A toast once the notebook job has ended: where its executed notebook is, or why it failed. */
 export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
+  announcedElsewhere.add(submitted.id); // this toast says it; no second one from jobnotices.ts
   const waiting = Notification.emit(`${submitted.name}: submitted as ${submitted.id}`, 'in-progress', {
     autoClose: false
   });

@@ -114,3 +114,17 @@ def test_a_running_job_shows_its_progress_in_the_panel(lone_page):
     expect(line).to_contain_text("steps/s")
     srv.request("DELETE", f"jobs/{job['id']}")
     srv.wait_for_job(job["id"], "cancelled", timeout=30)
+
+
+def test_a_notification_says_when_my_job_ends_and_opens_its_log(lone_page):
+    srv, page = lone_page.server, lone_page.page
+    lone_page.open_panel()
+    job = srv.request("POST", "jobs", json={"name": "short-one", "command": "sleep 3; echo all done; exit 3",
+                                            "tasks": [{"gpus": 1}]}).json()
+    item = page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{job['id']}']")
+    expect(item).to_be_visible(timeout=15_000)  # the page saw it waiting or running
+    toast = page.locator(".Toastify__toast", has_text=f"short-one ({job['id']}) failed")
+    expect(toast).to_be_visible(timeout=30_000)
+    expect(toast).to_contain_text("exited with code 3")
+    toast.locator("button", has_text="Show log").click()
+    expect(page.locator("#hive-lab-panel .jp-HiveLogs-text")).to_contain_text("all done", timeout=15_000)
