@@ -69,7 +69,8 @@ def test_a_submitted_job_keeps_its_original_and_format_with_secrets_masked(api):
 
 
 @pytest.mark.parametrize("ctype, body, field, words", [
-    ("text/plain", "#!/bin/bash\n#SBATCH --array=0-9\npython x.py\n", "#SBATCH --array", "arrays do not exist"),
+    ("text/plain", "#!/bin/bash\n#SBATCH --array=9-0\npython x.py\n", "#SBATCH --array", ""),
+    ("text/plain", "#!/bin/bash\n#SBATCH --dependency=afterok:12\nx\n", "#SBATCH --dependency", "--after"),
     ("text/plain", "#!/bin/bash\n#SBATCH --gres=fpga:1\nx\n", "#SBATCH --gres", "GPUs only"),
     ("text/plain", "#!/bin/bash\n#SBATCH --frobnicate\nx\n", "#SBATCH --frobnicate", "unknown sbatch option"),
     ("application/yaml", "protocolVersion: 2\nname: a\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: u}]\n"
@@ -92,3 +93,28 @@ def test_refusals_are_400s_that_name_the_field(api, ctype, body, field, words):
     assert code == 400, answer
     assert answer["field"] == field and words in answer["error"], answer
     assert api("GET", "jobs")[1]["total"] == 0
+
+
+def test_an_sbatch_array_runs_one_element_per_index_with_slurms_array_variables(api, run):
+    """#SBATCH --array=0-3%2 is a hive-lab array (issue 29): one job per index, at most 2 at once, and
+    each sees SLURM_ARRAY_TASK_ID (its index), SLURM_ARRAY_TASK_COUNT/MIN/MAX and SLURM_ARRAY_JOB_ID."""
+    import asyncio
+    import time
+
+    script = ("#!/bin/bash\n#SBATCH --job-name=arr\n#SBATCH --array=0-3%2\n"
+              "echo task=$SLURM_ARRAY_TASK_ID of=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN "
+              "max=$SLURM_ARRAY_TASK_MAX array=$SLURM_ARRAY_JOB_ID hive=$HIVE_ARRAY_INDEX\n")
+    code, array = api("POST", "jobs", script, headers={"Content-Type": "text/plain"})
+    assert code == 201, array
+    assert array["id"].startswith("a-") and array["count"] == 4 and array["throttle"] == 2
+    deadline = time.monotonic() + 60
+    while True:
+        code, got = api("GET", f"arrays/{array['id']}")
+        if got["state"] == "ended" or time.monotonic() > deadline:
+            break
+        run(asyncio.sleep(0.1))  # the in-process server works while its loop runs
+    assert [e["state"] for e in got["elements"]] == ["succeeded"] * 4, got
+    for e in got["elements"]:
+        code, log = api("GET", f"jobs/{e['job_id']}/logs")
+        i = e["index"]
+        assert log["data"].strip() == f"task={i} of=4 min=0 max=3 array={array['id']} hive={i}", log

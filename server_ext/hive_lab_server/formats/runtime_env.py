@@ -65,7 +65,22 @@ def _slurm(spec: dict, placement: list, address: Callable[[str], str]) -> dict[s
     for p in ordered:
         out[p.task] = {"SLURM_NODEID": str(p.index), "SLURM_PROCID": str(p.index * per_node), "SLURM_LOCALID": "0",
                        "SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist, "SLURMD_NODENAME": p.node,
-                       "SLURM_TOPOLOGY_ADDR": p.node, "SLURM_CLUSTER_NAME": "hive-lab"}
+                       "SLURM_TOPOLOGY_ADDR": p.node, "SLURM_CLUSTER_NAME": "hive-lab", **_slurm_array(spec)}
+    return out
+
+
+def _slurm_array(spec: dict) -> dict[str, str]:
+    """An element of an ``#SBATCH --array`` job: Slurm's array variables, from hive-lab's own."""
+    env = spec.get("env") or {}
+    array = ((spec.get("source") or {}).get("runtime") or {}).get("array")
+    if "HIVE_ARRAY_INDEX" not in env or not array:
+        return {}
+    from ..arrays.spec import parse_array
+
+    indices, _ = parse_array(array)
+    out = {"SLURM_ARRAY_TASK_ID": env["HIVE_ARRAY_INDEX"], "SLURM_ARRAY_JOB_ID": env.get("HIVE_ARRAY_ID", ""),
+           "SLURM_ARRAY_TASK_COUNT": str(len(indices)), "SLURM_ARRAY_TASK_MIN": str(min(indices)),
+           "SLURM_ARRAY_TASK_MAX": str(max(indices))}
     return out
 
 

@@ -14,6 +14,7 @@ import re
 import shlex
 from typing import Any
 
+from ..spec import SpecError
 from .common import Translation, fail, job_name, vc_from
 
 SCRIPT = "slurm_script.sh"
@@ -197,10 +198,20 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
         return o in opts
     def val(o: str) -> str | None:
         return opts[o][1] if o in opts else None
-    for opt in ("array", "dependency"):
-        if has(opt):
-            raise fail(f"#SBATCH --{opt}", f"job {'arrays' if opt == 'array' else 'dependencies'} do not exist in "
-                                           "hive-lab yet; submit each job on its own")
+    array = None
+    if has("array"):  # Slurm's syntax is hive-lab's (arrays/spec.py): one element per index
+        from ..arrays.spec import parse_array
+
+        array = (val("array") or "").strip()
+        try:
+            indices, _ = parse_array(array)
+        except SpecError as exc:
+            raise fail("#SBATCH --array", exc.message.split(": ", 1)[-1]) from None
+        if not indices:
+            raise fail("#SBATCH --array", "give the indices, e.g. --array=0-9%2")
+    if has("dependency"):
+        raise fail("#SBATCH --dependency", "Slurm's job ids mean nothing here; submit with hive-lab's --after "
+                                           "JOB[:ok|failed|ended] (or depends_on in the spec) instead")
     nodes_v = val("nodes")
     if nodes_v is not None and "-" in nodes_v:
         low = nodes_v.split("-", 1)[0]
@@ -278,4 +289,4 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
         notes.append("script: runs on each of the nodes (SLURM_NODEID tells which); srun starts each node's share of "
                      "a step, so lines outside srun run once per node")
     return Translation(format="sbatch", request=request, original=text, not_applied=notes,
-                       runtime={"platform": "slurm"})
+                       runtime={"platform": "slurm", **({"array": array} if array else {})})

@@ -67,7 +67,11 @@ class JobsHandler(HiveHandler):
                 raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels")
             # a job array / sweep: the fields that make many elements of one spec (arrays/spec.py)
             self.array_fields = {k: doc.pop(k) for k in ("array", "sweep") if k in doc} if isinstance(doc, dict) else {}
-            return formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root))
+            spec = formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root))
+            platform_array = spec.source.runtime.get("array") if spec.source is not None else None
+            if platform_array and not self.array_fields:  # e.g. #SBATCH --array=0-9%2
+                self.array_fields = {"array": platform_array}
+            return spec
         except RecursionError:
             raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels") from None
         except SpecError as exc:
