@@ -46,6 +46,7 @@ from .lifecycle.states import PLACED_STATES, JobState
 from .lifecycle.time_limit import parse_vc_time_limits
 from .metrics import Metrics
 from .progress import ProgressTracker
+from .pipelines.dependencies import Dependencies, JobOutcomes
 from .spec import JobSpec
 from .store import Store
 
@@ -134,6 +135,9 @@ class HiveService(Admission, UnitOfWork):
                                  jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self)
         self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self,
                            view=lambda job_id: self.job_object(job_id, detail=False, private=True))
+        # depends_on (issue 27): held jobs stay out of the core until the jobs they name ended as asked
+        self.dependencies = Dependencies(JobOutcomes(store=store, active=self.active), self.active, work=self)
+        self.on_state_change(self.dependencies.on_state)
 
     # ------------------------------------------------------------------------------------------
     # time and ids

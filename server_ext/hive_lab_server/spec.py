@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .pipelines.depends_spec import DependsOn, fold_after
+
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_PREFIXES = ("HIVE_",)
@@ -146,6 +148,16 @@ class JobSpec(_Model):
     # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)
     min_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
     max_gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+    # start only once other jobs ended as asked (issue 27; pipelines/dependencies.py); "after": short form
+    depends_on: DependsOn = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _after(cls, body: Any) -> Any:
+        try:
+            return fold_after(body)
+        except ValueError as exc:
+            raise SpecError(f"after: {exc}", "after") from None
     # set by formats.read_job for a job sent as an OpenPAI job, an sbatch script or a Kubernetes manifest
     source: JobSource | None = None
 
