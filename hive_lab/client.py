@@ -104,7 +104,8 @@ class Client:
     # -- jobs ----------------------------------------------------------------------------------
 
     def submit(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
-        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it.
+        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it
+        (``after=[job, ...]``: start once those jobs succeeded; ``depends_on`` for failed/ended).
         A job without an image runs in this process's environment (``hive_lab.environment``) unless
         ``inherit_env`` is False or the spec names an ``environment``."""
         return self._request("POST", "jobs", json=self._body(spec, fields, inherit_env))
@@ -126,6 +127,11 @@ class Client:
 
         body = dict(spec or {})
         body.update({k: v for k, v in fields.items() if v is not None})
+        if "after" in body:  # after=[job, "j-000012", ...]: Job handles and job dicts become their ids
+            from .dependencies import job_id_of
+
+            after = body["after"] if isinstance(body["after"], (list, tuple)) else [body["after"]]
+            body["after"] = [job_id_of(a) or a for a in after]
         return with_environment(body) if inherit_env else body
 
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,

@@ -71,6 +71,9 @@ class HiveLabMagics(Magics):
     @argument("--env", nargs="+", default=None, help="KEY=VALUE environment variables")
     @argument("--time-limit", default=None,
               help="run time limit, e.g. 2h, 90m, 1h30m or seconds (default: the VC's); the job fails at it")
+    @argument("--after", action="append", default=None, metavar="JOB[:WHEN]",
+              help="start only after JOB ended as WHEN (ok: the default, failed, or ended); JOB is a job id, a "
+                   "variable holding a Job, or the name of your newest job so named; repeatable or comma-separated")
     @argument("--dry-run", action="store_true",
               help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     @argument("--compare", type=int, nargs="+", default=None, metavar="GPUS",
@@ -100,6 +103,10 @@ class HiveLabMagics(Magics):
                 vcs = self.client.me().get("vcs") or []
                 if vcs:
                     spec["vc"] = vcs[0]
+            if args.after:  # hive_lab/dependencies.py
+                from .dependencies import depends_on, resolver
+
+                spec["depends_on"] = depends_on(args.after, resolver(self.client, self.shell.user_ns if self.shell else None))
             if args.dry_run:  # printed, so the answer stays in the saved notebook; nothing is submitted
                 return self._what_if(spec, args.compare or [])
             job = Job(self.client, self.client.submit(spec))
