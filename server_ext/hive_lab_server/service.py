@@ -100,6 +100,7 @@ class HiveService(Admission, UnitOfWork):
         self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
         self._rounds_task: asyncio.Task | None = None
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
+        self.schedules: Any = None  # pipelines.schedules.Schedules, set by the app (recurring jobs; ticked by _loop)
         self.store_error: str | None = None  # the last failed commit, until one succeeds
         self._clock = clock
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
@@ -215,6 +216,8 @@ class HiveService(Admission, UnitOfWork):
                     if exits or self._pending:
                         self.handle_exits(exits)
                 self.check_deadlines()
+                if self.schedules is not None:  # recurring jobs due by the service's clock
+                    self.schedules.tick()
                 if time.monotonic() - last_progress >= self.progress_interval_s:
                     last_progress = time.monotonic()
                     self.read_progress_of_running()

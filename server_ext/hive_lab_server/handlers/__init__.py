@@ -8,6 +8,7 @@ from .live import EventsHandler, MetricsHandler, SpecHandler
 from .base import NotFoundHandler
 from .usage import UsageHandler
 from .history import HistoryHandler
+from .schedules import ROUTES as SCHEDULE_ROUTES
 
 PREFIX = r"/hive_lab/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
@@ -31,5 +32,6 @@ ROUTES = [
     (rf"{PREFIX}/events/?", EventsHandler),
     (rf"{PREFIX}/metrics/?", MetricsHandler),
     (rf"{PREFIX}/spec.yaml", SpecHandler),
+    *[(PREFIX + path, handler) for path, handler in SCHEDULE_ROUTES],
     (rf"{PREFIX}/(?P<path>.*)", NotFoundHandler),
 ]
