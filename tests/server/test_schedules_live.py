@@ -165,5 +165,18 @@ def test_bad_input_is_a_400_naming_the_field_and_nothing_is_stored(srv):
         r = srv.request("POST", "schedules", user="ann", json=body)
         assert r.status_code == 400 and r.json()["field"] == field, (body, r.text)
     r = srv.request("POST", "schedules", user="bob", json={"cron": "@daily", "job": {**JOB, "vc": "other"}})
-    assert r.status_code == 403 and r.json()["field"] == "vc", r.text  # what POST jobs would refuse bob
+    assert r.status_code == 403 and r.json()["field"] == "job.vc", r.text  # what POST jobs would refuse bob
+    r = srv.request("POST", "schedules", user="ann", json={"cron": "@daily", "job": {**JOB, "tasks": [{"gpus": 2}]}})
+    assert r.status_code == 400 and r.json()["field"] == "job.tasks[0].gpus", r.text  # can never be placed
     assert srv.request("GET", "schedules", user="carol").json()["schedules"] == []
+
+
+def test_a_run_passes_the_owners_limits_of_now_and_a_refusal_is_recorded(srv, clock):
+    sid = create(srv, "ann", {"cron": "0 * * * *", "job": {"command": "true", "tasks": [{"gpus": 1}]}})["id"]
+    r = srv.request("PUT", "vcs/default/limits", user="carol", json={"users": {"ann": {"max_gpus": 0}}})
+    assert r.status_code == 200, r.text
+    clock.set(T0 + 3600)
+    run = runs_when(srv, sid, "ann", lambda runs: len(runs) == 1, "the refused run")["runs"][0]
+    assert run["outcome"] == "refused" and run["job_id"] is None
+    refused = srv.request("POST", "jobs", user="ann", json={"command": "true", "tasks": [{"gpus": 1}]})
+    assert refused.status_code == 403 and run["reason"] == refused.json()["error"], refused.text  # as POST jobs

@@ -62,7 +62,13 @@ class Schedules:
         if spec.depends_on:
             raise ServiceError(400, "job.depends_on: a recurring job's runs cannot depend on fixed jobs; leave it "
                                     "out (policy queue_one makes a run wait for the previous one)", "job.depends_on")
-        checked_submission(service=self.service, access=self.access, caller=caller, spec=spec)
+        try:  # what a POST jobs by the caller would refuse now (all but a full queue, which passes)
+            spec, vc = checked_submission(service=self.service, access=self.access, caller=caller, spec=spec)
+            self.service.what_if(spec, caller.user, vc, caller.groups)
+        except ServiceError as exc:
+            if exc.status != 429:
+                raise ServiceError(exc.status, _in_job(exc.message, exc.field),
+                                   f"job.{exc.field}" if exc.field else "job") from None
         now = self.service.now()
         self._seq += 1
         row = {"seq": self._seq, "id": f"s-{self._seq:06d}", "name": req.name, "user": caller.user,
@@ -212,7 +218,12 @@ class Schedules:
             return parse_job_spec(job)
         except SpecError as exc:
             field = f"job.{exc.field}" if exc.field else "job"
-            raise ServiceError(400, f"job.{exc.message}" if exc.field else f"job: {exc.message}", field) from None
+            raise ServiceError(400, _in_job(exc.message, exc.field), field) from None
+
+
+def _in_job(message: str, field: str | None) -> str:
+    """A message about the job spec, said of the schedule's ``job`` ("job.tasks[0].gpus: ...")."""
+    return f"job.{message}" if field and message.startswith(f"{field}:") else f"job: {message}"
 
 
 def _validation_field(exc: Exception) -> str | None:
