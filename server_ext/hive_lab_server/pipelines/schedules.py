@@ -33,6 +33,7 @@ log = logging.getLogger("hive_lab_server")
 
 MAX_CATCH_UP = 100  # run_all: due times handled per schedule and tick (the rest next tick)
 RUNS_SHOWN = 20
+RETRY_S = 30  # a schedule whose due time could not be handled (store down) is tried again this much later
 NOT_STARTED = ("submitted", "queued")
 
 
@@ -138,8 +139,9 @@ class Schedules:
             if row["next_run_at"] <= now:
                 try:
                     row["next_run_at"] = self._fire(row, now)
-                except Exception:
-                    log.exception("hive-lab: schedule %s could not run; trying again next tick", row["id"])
+                except Exception:  # e.g. the store refuses writes: nothing was recorded, try again soon
+                    log.exception("hive-lab: schedule %s could not run; trying again in %d s", row["id"], RETRY_S)
+                    due = min(due, now + RETRY_S)
                     continue
             due = min(due, row["next_run_at"])
         self._next_due = due
