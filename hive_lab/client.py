@@ -104,7 +104,8 @@ class Client:
     # -- jobs ----------------------------------------------------------------------------------
 
     def submit(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
-        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it.
+        """Submit a job (``POST jobs``). ``spec`` is the native or OpenPAI form; ``fields`` override it
+        (``after=[job, ...]``: start once those jobs succeeded; ``depends_on`` for failed/ended).
         A job without an image runs in this process's environment (``hive_lab.environment``) unless
         ``inherit_env`` is False or the spec names an ``environment``."""
         return self._request("POST", "jobs", json=self._body(spec, fields, inherit_env))
@@ -135,7 +136,38 @@ class Client:
 
         body = dict(spec or {})
         body.update({k: v for k, v in fields.items() if v is not None})
+        if "after" in body:  # after=[job, "j-000012", ...]: Job handles and job dicts become their ids
+            from .dependencies import job_id_of
+
+            after = body["after"] if isinstance(body["after"], (list, tuple)) else [body["after"]]
+            body["after"] = [job_id_of(a) or a for a in after]
         return with_environment(body) if inherit_env else body
+
+    # -- recurring jobs (schedules; docs/schedules.md) ------------------------------------------
+
+    def schedules(self, user: str | None = None) -> list[dict]:
+        """Your schedules, with their next run and last runs (admins: everyone's, or ``user``'s)."""
+        return self._request("GET", "schedules", params={"user": user} if user else None)["schedules"]
+
+    def schedule(self, schedule_id: str) -> dict:
+        return self._request("GET", f"schedules/{schedule_id}")
+
+    def add_schedule(self, cron: str, job: dict, *, name: str = "schedule", timezone: str = "UTC",
+                     policy: str = "skip", paused: bool = False, inherit_env: bool = True) -> dict:
+        """Submit ``job`` (a JobSpec) as you at each time ``cron`` names in ``timezone``; ``policy``: skip,
+        queue_one or run_all (for a run still going, or runs missed while the server was down)."""
+        body = {"name": name, "cron": cron, "timezone": timezone, "policy": policy, "paused": paused,
+                "job": self._body(job, {}, inherit_env)}
+        return self._request("POST", "schedules", json=body)
+
+    def pause_schedule(self, schedule_id: str) -> dict:
+        return self._request("POST", f"schedules/{schedule_id}/pause")
+
+    def resume_schedule(self, schedule_id: str) -> dict:
+        return self._request("POST", f"schedules/{schedule_id}/resume")
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._request("DELETE", f"schedules/{schedule_id}")
 
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
              limit: int | None = None, elements: bool = True) -> list[dict]:

@@ -82,6 +82,9 @@ class HiveLabMagics(Magics):
               help="a job array: one element per index, e.g. 0-49%%8 (HIVE_ARRAY_INDEX; docs/arrays.md)")
     @argument("--sweep", action="append", default=None, metavar="NAME=V1,V2",
               help="a parameter sweep, repeatable: --sweep lr=0.1,0.01 --sweep bs=32,64 (HIVE_PARAM_<NAME>)")
+    @argument("--after", action="append", default=None, metavar="JOB[:WHEN]",
+              help="start only after JOB ended as WHEN (ok: the default, failed, or ended); JOB is a job id, a "
+                   "variable holding a Job, or the name of your newest job so named; repeatable or comma-separated")
     @argument("--dry-run", action="store_true",
               help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     @argument("--compare", type=int, nargs="+", default=None, metavar="GPUS",
@@ -122,6 +125,10 @@ class HiveLabMagics(Magics):
                 vcs = self.client.me().get("vcs") or []
                 if vcs:
                     spec["vc"] = vcs[0]
+            if args.after:  # hive_lab/dependencies.py
+                from .dependencies import depends_on, resolver
+
+                spec["depends_on"] = depends_on(args.after, resolver(self.client, self.shell.user_ns if self.shell else None))
             fields = array_fields(args.array, args.sweep)
             if fields:  # one request makes the array; its handle is returned (hive_lab.arrays.JobArray)
                 if args.dry_run or args.wait or args.follow:

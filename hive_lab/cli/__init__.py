@@ -19,6 +19,7 @@ SUBCOMMANDS = [
     "outputs",
     "cancel",
     "job_actions",
+    "schedules",
     "vcs",
     "top",
     "demo",

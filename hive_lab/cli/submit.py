@@ -63,6 +63,9 @@ def register(subparsers) -> None:
     p.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
                    help="a parameter sweep: one element per combination of the values; repeatable "
                         "(--sweep lr=0.1,0.01 --sweep bs=32,64); each gets HIVE_PARAM_<NAME> and HIVE_PARAMS_FILE")
+    p.add_argument("--after", action="append", default=[], metavar="JOB[:WHEN]",
+                   help="start only after JOB (an id, or the name of your newest job so named) ended as WHEN: "
+                        "ok (default), failed or ended; repeatable, or comma-separated")
     p.add_argument("--dry-run", action="store_true",
                    help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     p.add_argument("--wait", action="store_true", help="wait until the job ends (exit status: the job's)")
@@ -198,8 +201,9 @@ def _foreign_file(args):
     flags = [name for name, value in vars(args).items()
              if name in ("name", "vc", "gpus", "gpu_memory_mb", "gpu_type", "tasks", "cpus", "memory_mb", "priority",
                          "image", "max_retries", "working_dir", "command", "time_limit", "notebook") and value is not None]
-    if extra or flags or args.env or args.file or args.param:
-        what = "--" + flags[0].replace("_", "-") if flags else "--env" if args.env else "--file" if args.file else "a command"
+    if extra or flags or args.env or args.file or args.param or args.after:
+        what = "--" + flags[0].replace("_", "-") if flags else "--env" if args.env else "--file" if args.file else \
+            "--after" if args.after else "a command"
         raise BadRequest(f"{path} is another platform's job file, sent as it is; {what} does not apply to it "
                          "(edit the file instead)")
     return text, ctype
@@ -214,6 +218,10 @@ def run(args) -> int:
         return _run_document(args, client_from(args), *document)
     spec = build_spec(args)
     client = client_from(args)
+    if args.after:  # hive_lab/dependencies.py: ids or names of your jobs, each with what it must do
+        from ..dependencies import depends_on, resolver
+
+        spec["depends_on"] = list(spec.get("depends_on") or []) + depends_on(args.after, resolver(client))
     if not spec.get("vc") and "taskRoles" not in spec:
         vcs = client.me().get("vcs") or []
         if vcs:

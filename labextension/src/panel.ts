@@ -12,6 +12,7 @@ import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { LogViewer } from './logs';
 import { age, ClusterModel } from './model';
+import { ScheduleList } from './schedules';
 
 type Tab = 'mine' | 'all';
 
@@ -50,7 +51,10 @@ export class ClusterPanel extends Widget {
     heatmapButton.title = 'Open the GPU topology heatmap';
     heatmapButton.onclick = () => this._openHeatmap();
     const refreshButton = el('button', 'jp-HivePanel-button jp-mod-styled', 'Refresh');
-    refreshButton.onclick = () => void this.model.refresh();
+    refreshButton.onclick = () => {
+      void this.model.refresh();
+      void this._schedules.fetch();
+    };
     const actions = el('div', 'jp-HivePanel-actions');
     actions.append(heatmapButton, refreshButton);
     header.append(this._counts, actions);
@@ -96,6 +100,7 @@ export class ClusterPanel extends Widget {
     this._vcs = el('div', 'jp-HivePanel-vcs');
     this._error = el('div', 'jp-HivePanel-error');
     this._logs = new LogViewer(model, openNotebook);
+    this._schedules = new ScheduleList(model);
 
     this.node.append(
       header,
@@ -107,7 +112,9 @@ export class ClusterPanel extends Widget {
       this._logs.node,
       this._instructor.node,
       el('h3', 'jp-HivePanel-section', 'Virtual clusters'),
-      this._vcs
+      this._vcs,
+      el('h3', 'jp-HivePanel-section', 'Schedules'),
+      this._schedules.node
     );
     model.changed.connect(this.render, this);
     this._ageTimer = window.setInterval(() => this._renderJobs(), 15000);
@@ -118,6 +125,7 @@ export class ClusterPanel extends Widget {
     window.clearInterval(this._ageTimer);
     this.model.changed.disconnect(this.render, this);
     this._logs.dispose();
+    this._schedules.dispose();
     this._instructor.dispose();
     super.dispose();
   }
@@ -518,6 +526,7 @@ export class ClusterPanel extends Widget {
   private _vcs: HTMLDivElement;
   private _error: HTMLDivElement;
   private _logs: LogViewer;
+  private _schedules: ScheduleList;
   private _ageTimer: number;
 }
 

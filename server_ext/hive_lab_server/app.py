@@ -324,6 +324,11 @@ class HiveLabApp(ExtensionApp):
             self.owner if self.owner_is_admin else None,
             sorted(self.cluster.config.virtual_clusters),
         )
+        from .pipelines.schedules import Schedules
+        from .store.schedules import ScheduleStore
+
+        self.schedules = Schedules(store=ScheduleStore(self.store), service=self.service, access=self.access)
+        self.service.schedules = self.schedules  # ticked by the service's loop, on its clock
         self.settings["hive_lab"] = self
         from .isolation import Isolation
         from .isolation.authorizer import install as install_authorizer

@@ -29,7 +29,7 @@ ERRORS = {
     400: "bad input; the message names the field and what to change",
     401: "no valid token or login: authenticate first",
     403: "the caller may not touch this VC, job or node",
-    404: "no such job, node or file",
+    404: "no such job, node, file or schedule (another user's schedule answers 404 too)",
     409: "the job's state does not allow it (e.g. cancelling a finished job)",
     413: "the request body is larger than HiveLabApp.max_body_bytes",
     429: "the caller has as many jobs queued in the VC as their limits allow (max_queued_jobs); submit again later",
@@ -87,7 +87,7 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 
 def _paths() -> dict[str, Any]:
-    from .handlers import arrays, job_actions  # (lazy: the handlers import the service)
+    from .handlers import arrays, job_actions, schedules  # (lazy: the handlers import the service)
 
     m = models
     states = ", ".join(STATE_NAMES)
@@ -128,6 +128,7 @@ def _paths() -> dict[str, Any]:
         },
         **job_actions.openapi_paths(_op, JOB_ID, _json),
         **arrays.openapi_paths(_op, _query, _json, offset),
+        **schedules.openapi_paths(_op, _json),
         "/jobs/{job_id}/logs": {
             "parameters": [JOB_ID],
             "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",
@@ -201,7 +202,9 @@ def _paths() -> dict[str, Any]:
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The whole document as a dict (built once per process)."""
-    schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS]
+    from .pipelines.schedule_models import SCHEMA_MODELS
+
+    schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS, *SCHEMA_MODELS]
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
     return {
         "openapi": "3.1.0",

@@ -113,6 +113,8 @@ class RoundDriver:
         for job in self.svc.active.values():
             if job.vc != vc or job.spec.get("kind", "batch") != "batch" or job.lc.intent is not None:
                 continue
+            if job.id in self.svc.dependencies.held:  # waits for other jobs (depends_on), not for GPUs
+                continue
             if job.lc.state not in (S.QUEUED, S.PAUSED, S.RUNNING, S.SCHEDULED):
                 continue
             if sum(t["gpus"] * t["count"] for t in job.spec["tasks"]) <= 0:

@@ -47,6 +47,7 @@ from .lifecycle.states import PLACED_STATES, JobState
 from .lifecycle.time_limit import parse_vc_time_limits
 from .metrics import Metrics
 from .progress import ProgressTracker
+from .pipelines.dependencies import Dependencies, JobOutcomes
 from .spec import JobSpec
 from .store import Store
 
@@ -100,6 +101,7 @@ class HiveService(Admission, UnitOfWork):
         self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
         self._rounds_task: asyncio.Task | None = None
         self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
+        self.schedules: Any = None  # pipelines.schedules.Schedules, set by the app (recurring jobs; ticked by _loop)
         self.store_error: str | None = None  # the last failed commit, until one succeeds
         self._clock = clock
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
@@ -140,6 +142,9 @@ class HiveService(Admission, UnitOfWork):
                                   cancel=self.cancel, pause=self.pause, resume=self.resume,
                                   time_limits=self.time_limits, jobs_root=self._jobs_root_str)
         self.on_state_change(self.arrays.on_state_change)
+        # depends_on (issue 27): held jobs stay out of the core until the jobs they name ended as asked
+        self.dependencies = Dependencies(JobOutcomes(store=store, active=self.active), self.active, work=self)
+        self.on_state_change(self.dependencies.on_state)
 
     # ------------------------------------------------------------------------------------------
     # time and ids
@@ -219,6 +224,8 @@ class HiveService(Admission, UnitOfWork):
                     if exits or self._pending:
                         self.handle_exits(exits)
                 self.check_deadlines()
+                if self.schedules is not None:  # recurring jobs due by the service's clock
+                    self.schedules.tick()
                 if time.monotonic() - last_progress >= self.progress_interval_s:
                     last_progress = time.monotonic()
                     self.read_progress_of_running()

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .notebook_run import notebook_command
+from .pipelines.depends_spec import DependsOn, fold_after
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -172,6 +173,16 @@ class JobSpec(_Model):
     # a notebook job: the staged notebook run with parameters, its executed copy an output (its command
     # is derived: notebook_run.notebook_command)
     notebook: NotebookRun | None = None
+    # start only once other jobs ended as asked (issue 27; pipelines/dependencies.py); "after": short form
+    depends_on: DependsOn = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _after(cls, body: Any) -> Any:
+        try:
+            return fold_after(body)
+        except ValueError as exc:
+            raise SpecError(f"after: {exc}", "after") from None
     # set by formats.read_job for a job sent as an OpenPAI job, an sbatch script or a Kubernetes manifest
     source: JobSource | None = None
 

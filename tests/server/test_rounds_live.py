@@ -141,3 +141,23 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
             await svc.stop()
 
     asyncio.run(main())
+
+
+@pytest.mark.timeout(240)
+def test_a_job_held_by_its_dependencies_takes_no_part_in_rounds(tmp_path):
+    async def main():
+        svc = make_service(tmp_path)
+        await svc.start()
+        try:
+            first = submit(svc, RESNET, "K80")
+            spec = parse_job_spec({"vc": "lab", "command": WAIT, "job_type": RESNET, "tasks": [{"gpus": 1}],
+                                   "after": [first]})
+            held = svc.submit(spec, "ann", "lab")
+            assert held["state"] == "queued" and held["reason"] == f"waiting for {first} to succeed"
+            assert [j.id for j in svc.rounds.candidates("lab")] == [first]
+            plan = await svc.rounds.run_round()
+            assert held["id"] not in plan and svc.active[held["id"]].state == "queued"
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

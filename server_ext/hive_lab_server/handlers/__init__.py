@@ -9,6 +9,7 @@ from .arrays import ARRAY_ID, ArrayActionHandler, ArrayHandler, ArraysHandler
 from .base import NotFoundHandler
 from .usage import UsageHandler
 from .history import HistoryHandler
+from .schedules import ROUTES as SCHEDULE_ROUTES
 
 PREFIX = r"/hive_lab/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_.-]{1,64})"
@@ -35,5 +36,6 @@ ROUTES = [
     (rf"{PREFIX}/events/?", EventsHandler),
     (rf"{PREFIX}/metrics/?", MetricsHandler),
     (rf"{PREFIX}/spec.yaml", SpecHandler),
+    *[(PREFIX + path, handler) for path, handler in SCHEDULE_ROUTES],
     (rf"{PREFIX}/(?P<path>.*)", NotFoundHandler),
 ]

@@ -20,6 +20,7 @@ from .. import formats
 from ..formats.secrets import seal
 from ..spec import SpecError
 from .array_submit import submit_array
+from ..submit_checks import checked_submission
 from .base import MAX_JSON_DEPTH, HiveError, HiveHandler, json_depth
 
 
@@ -82,29 +83,10 @@ class JobsHandler(HiveHandler):
     async def post(self) -> None:
         caller = self.caller()
         spec = self.job_spec()
-        vcs = self.hive.access.all_vcs
-        vc = spec.vc
-        if vc == "@default":  # a platform's "default" VC/queue/partition: the one this caller gets by default
-            vc = "default" if "default" in vcs else None
-            spec = spec.model_copy(update={"vc": vc})
-        if vc is None:
-            if not caller.vcs:
-                raise HiveError(403, f"user {caller.user} may not submit to any VC; ask an admin to map them in HiveLabApp.vc_access", "vc")
-            vc = caller.vcs[0]
-            if spec.source is not None:  # the job's platform variables name its VC
-                spec = spec.model_copy(update={"vc": vc})
-        elif vc not in vcs:
-            raise HiveError(400, f"vc: VC {vc!r} does not exist; use one of: {', '.join(vcs)}", "vc")
-        if not caller.may_submit(vc):
-            mine = ", ".join(caller.vcs) or "none"
-            raise HiveError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
-        refusal = run_as_refusal(self.service, caller.user)  # no Unix account, or root: refused before queueing
-        if refusal:
-            raise HiveError(403, refusal, "user")
-        try:  # what the configured launcher can never run (e.g. an image under the local launcher)
-            self.service.launcher.validate(spec)
-        except UnsupportedSpec as exc:
-            raise HiveError(400, exc.message, exc.field) from None
+        try:  # the same checks a recurring job's runs pass (submit_checks.py)
+            spec, vc = checked_submission(service=self.service, access=self.hive.access, caller=caller, spec=spec)
+        except ServiceError as exc:
+            raise HiveError(exc.status, exc.message, exc.field) from None
         if self.array_fields or self.require_array:  # many elements of this spec (handlers/arrays.py)
             await submit_array(self, spec, caller, vc)
             return

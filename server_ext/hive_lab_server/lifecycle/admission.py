@@ -178,6 +178,13 @@ class Admission:
         now = self.now()
         facts: list[tuple[str, m.Event]] = []
         waiting: list[str] = []
+        everyone, new = new, []
+        for job, row in everyone:  # depends_on not met: stored held (or ended), never given to the core
+            held = self.dependencies.gate(job)
+            if held is None:
+                new.append((job, row))
+            else:
+                facts += held
         for job, _ in new:
             decision = None
             try:
@@ -188,16 +195,16 @@ class Admission:
                 break
             waiting.append(job.id)
             facts.append((job.id, m.Queued(decision.reason or "waiting")))
-        for job, _ in new:
+        for job, _ in everyone:
             self.active[job.id] = job
 
         def insert(batch, at: float) -> None:
-            for job, row in new:
+            for job, row in everyone:
                 self.store.insert_job(batch, row)
                 self.store.add_event(batch, job.id, "submitted", at, f"submitted by {job.user} to VC {job.vc}")
 
         def committed() -> None:  # before the unit's own effects: listeners hear "submitted" first
-            for job, _ in new:
+            for job, _ in everyone:
                 self.metrics.transitions.labels("submitted").inc()
                 for listener in self._state_listeners:
                     asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
@@ -206,8 +213,9 @@ class Admission:
         try:
             self.unit(facts, request=True, write=insert, committed=committed)
         except StoreUnavailable:  # nothing was stored: nothing may stay in memory or in the core
-            for job, _ in new:
+            for job, _ in everyone:
                 self.active.pop(job.id, None)
+                self.dependencies.held.discard(job.id)
             self.scheduler.withdraw_waiting(waiting)
             raise
         rest = new[len(waiting):]

@@ -131,6 +131,13 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class DependencyNeverMet:
+    """A job it depends on ended the wrong way (or does not exist): it can never start (issue 27)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Pause:
     """Stop the job with a checkpoint and keep it out of the queue until ``Resume``."""
 
@@ -162,7 +169,7 @@ class Recovered:
 
 
 Event = Union[Queued, Placed, LaunchBegin, LaunchStarted, LaunchFailed, Exit, Cancel, Preempt, Lost, Stopped,
-              TimeUp, Demoted, Rejected, Pause, Resume, Move, Recovered]
+              TimeUp, Demoted, Rejected, Pause, Resume, Move, Recovered, DependencyNeverMet]
 
 
 # --- effects --------------------------------------------------------------------------------------
@@ -433,6 +440,11 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
 
     if isinstance(event, Rejected):
         return _end(job, S.FAILED, event.error, None, None)
+
+    if isinstance(event, DependencyNeverMet):
+        if st in (S.SUBMITTED, S.QUEUED, S.PAUSED) and job.intent is None:
+            return _end(job, S.CANCELLED, event.reason, None, Core("finish"))
+        return job, []
 
     if isinstance(event, Recovered):
         return _recover(job, event.live | event.ended, event.at)

@@ -202,6 +202,9 @@ class UnitOfWork:
                     decisions = self.scheduler.finish(job_id, now)
                 decisions += self._core_submit(job, now) if job is not None else []
             elif e.call == "submit":
+                held = self.dependencies.gate(job) if job is not None else None
+                if held is not None:  # depends_on not met: held out of the core's queue, or ended
+                    return held
                 decisions = self._core_submit(job, now) if job is not None else []
             elif e.call == "adopt":
                 try:
@@ -219,6 +222,10 @@ class UnitOfWork:
             job.queued_at = now
             job.placement = []
         return self.facts_of(decisions, job_id if e.call in ("submit", "requeue") else None)
+
+    def submit_to_core(self, job_id: str) -> list[tuple[str, m.Event]]:
+        """Hand an unfinished job to the core (through the dependency gate); its decisions as facts."""
+        return self._core_call(job_id, m.Core("submit"), self.now())
 
     def _core_submit(self, job: ActiveJob, now: float) -> list:
         decisions = self.scheduler.submit(job.request, now)

@@ -48,6 +48,7 @@ paused                     migrate | resize                       paused (new re
 + MIGRATE / RESIZE         stopped                                queued (no retry used)      write; core.finish+submit
 + PAUSE/MIGRATE/RESIZE     launch_failed                          paused / queued, as stopped write; core.finish(+submit)
 any                        rejected (the core will not queue it)  failed                      write
+submitted/queued/paused    dependency_never_met (depends_on)      cancelled                   write; core.finish
 stored submitted/queued    recovered                              queued                      core.submit
 stored paused              recovered                              paused                      -
 stored + PAUSE, no tasks   recovered                              paused                      write; -

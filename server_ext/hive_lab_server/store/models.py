@@ -161,3 +161,39 @@ class JobUsage(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     cpu_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     peak_memory_mb: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class Schedule(Base):
+    """A recurring job (issue 27): a job spec submitted under its owner's identity at each time a cron
+    expression names in a time zone. ``next_run_at``: the next such time (UNIX seconds) it has not
+    handled yet; ``policy``: skip | queue_one | run_all (pipelines/schedules.py)."""
+
+    __tablename__ = "schedules"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    name: Mapped[str] = mapped_column(String(128))
+    user: Mapped[str] = mapped_column(String(128), index=True)
+    owner_groups: Mapped[list] = mapped_column(JSON)
+    cron: Mapped[str] = mapped_column(String(256))
+    timezone: Mapped[str] = mapped_column(String(64))
+    policy: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict] = mapped_column(JSON)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    next_run_at: Mapped[float] = mapped_column(Float)
+
+
+class ScheduleRun(Base):
+    """One time a schedule was due: the job it submitted, or why none (skipped, refused)."""
+
+    __tablename__ = "schedule_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    schedule_id: Mapped[str] = mapped_column(String(32), ForeignKey("schedules.id", ondelete="CASCADE"), index=True)
+    due_at: Mapped[float] = mapped_column(Float)
+    fired_at: Mapped[float] = mapped_column(Float)
+    job_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(16))  # submitted | skipped | refused
+    reason: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,111 @@
+/**
+ * "Schedules" in the GPU cluster panel: my recurring jobs (an admin: everyone's) with their cron
+ * expression, time zone, next run and last run (docs/pipelines.md). Fetched from `GET schedules`
+ * when the panel's model changes (at most every few seconds) and on Refresh.
+ */
+import { HiveApiError } from './api';
+import { ClusterModel } from './model';
+
+export interface IScheduleRun {
+  due_at: string;
+  fired_at: string;
+  job_id: string | null;
+  outcome: 'submitted' | 'skipped' | 'refused' | 'lost';
+  reason: string;
+}
+
+export interface ISchedule {
+  id: string;
+  name: string;
+  user: string;
+  cron: string;
+  timezone: string;
+  policy: string;
+  paused: boolean;
+  next_run_at: string | null;
+  runs: IScheduleRun[];
+}
+
+const MIN_FETCH_MS = 3000;
+
+/** "2026-09-21 16:00 UTC" from an ISO time (the panel shows times in UTC, as the API gives them). */
+export function shortTime(iso: string | null): string {
+  if (!iso) {
+    return '';
+  }
+  return iso.replace('T', ' ').replace(/:\d\d(\.\d+)?Z$/, ' UTC');
+}
+
+export function lastRunText(s: ISchedule): string {
+  const last = s.runs[0];
+  if (!last) {
+    return 'no run yet';
+  }
+  return `last ${shortTime(last.due_at)}: ${last.job_id ?? last.outcome}`;
+}
+
+export class ScheduleList {
+  readonly node: HTMLElement;
+
+  constructor(private readonly _model: ClusterModel) {
+    this.node = document.createElement('div');
+    this.node.className = 'jp-HivePanel-schedules';
+    _model.changed.connect(this._maybeFetch, this);
+    void this.fetch();
+  }
+
+  dispose(): void {
+    this._model.changed.disconnect(this._maybeFetch, this);
+  }
+
+  private _maybeFetch(): void {
+    if (Date.now() - this._fetchedAt >= MIN_FETCH_MS) {
+      void this.fetch();
+    }
+  }
+
+  async fetch(): Promise<void> {
+    this._fetchedAt = Date.now();
+    try {
+      const answer = await this._model.api.request<{ schedules: ISchedule[] }>('schedules');
+      this.render(answer.schedules ?? []);
+    } catch (error) {
+      if (error instanceof HiveApiError && error.status === 404) {
+        this.render([]); // a server without schedules
+        return;
+      }
+      this.node.textContent = `schedules: ${(error as Error).message}`;
+    }
+  }
+
+  render(schedules: ISchedule[]): void {
+    this.node.replaceChildren();
+    if (schedules.length === 0) {
+      const none = document.createElement('div');
+      none.className = 'jp-HivePanel-empty';
+      none.textContent = 'No schedules (hive-lab schedules add --cron ...)';
+      this.node.append(none);
+      return;
+    }
+    const me = this._model.me?.user;
+    for (const s of schedules) {
+      const row = document.createElement('div');
+      row.className = 'jp-HivePanel-schedule';
+      row.dataset.scheduleId = s.id;
+      const title = document.createElement('div');
+      title.className = 'jp-HivePanel-scheduleTitle';
+      title.textContent = `${s.name} · ${s.cron} (${s.timezone})` + (s.user !== me ? ` · ${s.user}` : '');
+      const next = document.createElement('div');
+      next.className = 'jp-HivePanel-scheduleNext';
+      next.textContent = s.paused ? 'paused' : `next ${shortTime(s.next_run_at)}`;
+      const last = document.createElement('div');
+      last.className = 'jp-HivePanel-scheduleLast';
+      last.textContent = lastRunText(s);
+      row.title = `${s.id}, policy ${s.policy}`;
+      row.append(title, next, last);
+      this.node.append(row);
+    }
+  }
+
+  private _fetchedAt = 0;
+}

@@ -1,0 +1,73 @@
+"""A two-step pipeline from a notebook (issue 27): ``%%submit --after`` in a real IPython shell and
+``hive-lab submit --after`` as a subprocess, against a REAL Jupyter server with hive-lab."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from IPython.core.getipython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+from hive_lab import Client
+
+HIVE_LAB = str(pathlib.Path(sys.executable).parent / "hive-lab")
+
+
+@pytest.fixture
+def shell(ann_env, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ip = start_ipython() or get_ipython()
+    ip.run_line_magic("load_ext", "hive_lab")
+    ip.magics_manager.registry["HiveLabMagics"].client = None
+    yield ip
+    client = Client(ann_env.url, ann_env.tokens["ann"])
+    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
+        try:
+            client.cancel(job["id"])
+        except Exception:  # noqa: BLE001 - it may have just finished
+            pass
+
+
+def test_train_then_evaluate_only_if_training_succeeded(shell, tmp_path, ann_env):
+    gate = tmp_path / "go"
+    train = shell.run_cell_magic("submit", "--name train-27", f"import pathlib, time\n"
+                                 f"while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.02)\n"
+                                 f"raise SystemExit(int(pathlib.Path({str(gate)!r}).read_text()))\n")
+    evaluate = shell.run_cell_magic("submit", "--name evaluate-27 --after train-27", "print('evaluating')\n")
+    assert evaluate.info["state"] == "queued"
+    assert evaluate.info["reason"] == f"waiting for {train.id} to succeed"
+    shell.user_ns["trained"] = train  # a variable holding the Job works too, with what it must do
+    report = shell.run_cell_magic("submit", "--name report-27 --after trained:failed", "print('report')\n")
+    assert report.info["reason"] == f"waiting for {train.id} to fail"
+    gate.write_text("0")
+    assert evaluate.wait(60).state == "succeeded" and "evaluating" in evaluate.logs()
+    assert report.wait(60).state == "cancelled"
+    assert report.info["reason"] == f"dependency never met: {train.id} succeeded, so it will never fail"
+
+
+def test_cli_submit_after(ann_env):
+    def cli(*args, check=True):
+        out = subprocess.run([HIVE_LAB, "submit", "--url", ann_env.url, "--token", ann_env.tokens["ann"], *args],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 or not check, out.stderr
+        return out
+
+    first = json.loads(cli("--json", "--name", "first-27", "-c", "exit 1").stdout)
+    second = json.loads(cli("--json", "--wait", "--after", "first-27:ended", "-c", "echo second").stdout)
+    assert second["spec"]["depends_on"] == [{"job": first["id"], "when": "ended"}]
+    assert second["state"] == "succeeded"
+    out = cli("--after", f"{first['id']}:soon", "-c", "true", check=False)
+    assert out.returncode != 0 and "after the colon use ok, failed or ended" in out.stderr
+    out = cli("--after", "no-such-job-27", "-c", "true", check=False)
+    assert out.returncode != 0 and "no job of yours has that id or name" in out.stderr
+
+
+def test_python_client_after_takes_job_handles(ann):
+    from hive_lab.job import Job
+
+    first = Job(ann, ann.submit({"command": "true", "name": "py-27"}))
+    second = ann.submit({"command": "true"}, after=[first])
+    assert ann.job(second["id"])["spec"]["depends_on"] == [{"job": first.id, "when": "succeeded"}]
+    assert Job(ann, second).wait(60).state == "succeeded"
