@@ -1,7 +1,8 @@
 """``--after`` for the CLI and ``%%submit``: which jobs a new job waits for, as ``depends_on`` entries.
 
 ``--after REF[:WHEN]`` (repeatable; several REFs may be given comma-separated). REF is a job id
-(``j-000012``), a ``Job`` handle or a variable holding one (``%%submit`` only), or the name of one of
+(``j-000012``) or a job array's (``a-000003``: it has ended when all its elements did; it succeeded when
+they all did), a ``Job`` or ``JobArray`` handle or a variable holding one (``%%submit`` only), or the name of one of
 your jobs (the newest job of yours with that name). WHEN is what that job must do for this one to
 start: ``ok`` / ``succeeded`` (the default), ``failed`` / ``notok``, or ``ended`` / ``any``.
 """
@@ -15,7 +16,7 @@ from .errors import BadRequest
 
 WHEN = {"": "succeeded", "ok": "succeeded", "succeeded": "succeeded", "success": "succeeded",
         "failed": "failed", "notok": "failed", "fail": "failed", "ended": "ended", "any": "ended", "end": "ended"}
-JOB_ID = re.compile(r"^j-\d+$")
+JOB_ID = re.compile(r"^[ja]-\d+$")  # a job, or a job array (it ends when all its elements did)
 
 
 def split_after(values: Iterable[str]) -> list[tuple[str, str]]:
@@ -61,7 +62,7 @@ def resolver(client: Any, namespace: dict | None = None) -> Callable[[str], str]
                 return found
         named = [j for j in client.jobs(user="me") if j.get("name") == ref]
         if not named:
-            raise BadRequest(f"--after {ref}: no job of yours has that id or name; give a job id (j-000012) "
-                             "or the name of one of your jobs", field="depends_on")
+            raise BadRequest(f"--after {ref}: no job of yours has that id or name; give a job id (j-000012), "
+                             "an array id (a-000003) or the name of one of your jobs", field="depends_on")
         return max(named, key=lambda j: (j.get("submitted_at") or "", j["id"]))["id"]
     return resolve

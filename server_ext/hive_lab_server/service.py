@@ -143,8 +143,14 @@ class HiveService(Admission, UnitOfWork):
                                   time_limits=self.time_limits, jobs_root=self._jobs_root_str)
         self.on_state_change(self.arrays.on_state_change)
         # depends_on (issue 27): held jobs stay out of the core until the jobs they name ended as asked
-        self.dependencies = Dependencies(JobOutcomes(store=store, active=self.active), self.active, work=self)
+        outcomes = JobOutcomes(store=store, active=self.active)
+        outcomes.add_resolver(self.arrays.outcome)  # an array counts as ended when all its elements did
+        self.dependencies = Dependencies(outcomes, self.active, work=self, containers=self._array_of)
         self.on_state_change(self.dependencies.on_state)
+
+    def _array_of(self, job_id: str) -> list[str]:
+        row = self.store.get_job(job_id)
+        return [row["array_id"]] if row is not None and row.get("array_id") else []
 
     # ------------------------------------------------------------------------------------------
     # time and ids

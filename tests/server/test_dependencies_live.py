@@ -87,3 +87,27 @@ def test_a_held_job_survives_a_restart_and_starts_when_its_dependency_is_met(srv
     srv.wait_for_job(first, "failed", user="ann")
     assert srv.wait_for_job(second, "cancelled", user="ann")["reason"] == \
         f"dependency never met: {first} failed, so it will never succeed"
+
+
+def test_a_job_can_wait_for_a_whole_array(srv, tmp_path):
+    """An array counts as ended when all its elements did, succeeded when they all did (issue 27)."""
+    cmd, gate = gated(tmp_path, "elements")
+    r = srv.request("POST", "arrays", user="ann", json={"command": cmd, "tasks": [{"gpus": 1}], "array": "0-2"})
+    assert r.status_code == 201, r.text
+    array = r.json()["id"]
+    summary = submit(srv, "ann", {"name": "summary", "command": "true", "after": [array]})
+    assert summary["state"] == "queued" and summary["reason"] == f"waiting for {array} to succeed"
+    on_failure = submit(srv, "ann", {"command": "true", "depends_on": [{"job": array, "when": "failed"}]})["id"]
+    r = srv.request("POST", "jobs", user="bob", json={"command": "true", "after": [array]})
+    assert r.status_code == 403 and "belongs to another user" in r.json()["error"]
+    gate.write_text("0")
+    srv.wait_for_job(summary["id"], "succeeded", user="ann", timeout=60)
+    never = srv.wait_for_job(on_failure, "cancelled", user="ann")
+    assert never["reason"] == f"dependency never met: {array} succeeded, so it will never fail"
+
+    failing = srv.request("POST", "arrays", user="ann",
+                          json={"command": 'exit $(( HIVE_ARRAY_INDEX == 1 ))', "tasks": [{"gpus": 1}],
+                                "array": "0-2"}).json()["id"]
+    after_failing = submit(srv, "ann", {"command": "true", "after": [failing]})["id"]
+    assert srv.wait_for_job(after_failing, "cancelled", user="ann", timeout=60)["reason"] == \
+        f"dependency never met: {failing} failed, so it will never succeed"

@@ -70,7 +70,8 @@ def test_a_submitted_job_keeps_its_original_and_format_with_secrets_masked(api):
 
 @pytest.mark.parametrize("ctype, body, field, words", [
     ("text/plain", "#!/bin/bash\n#SBATCH --array=9-0\npython x.py\n", "#SBATCH --array", ""),
-    ("text/plain", "#!/bin/bash\n#SBATCH --dependency=afterok:12\nx\n", "#SBATCH --dependency", "--after"),
+    ("text/plain", "#!/bin/bash\n#SBATCH --dependency=afterok:12\nx\n", "#SBATCH --dependency", "not a hive-lab job id"),
+    ("text/plain", "#!/bin/bash\n#SBATCH --dependency=singleton\nx\n", "#SBATCH --dependency", "not supported"),
     ("text/plain", "#!/bin/bash\n#SBATCH --gres=fpga:1\nx\n", "#SBATCH --gres", "GPUs only"),
     ("text/plain", "#!/bin/bash\n#SBATCH --frobnicate\nx\n", "#SBATCH --frobnicate", "unknown sbatch option"),
     ("application/yaml", "protocolVersion: 2\nname: a\ntype: job\nprerequisites: [{name: i, type: dockerimage, uri: u}]\n"
@@ -118,3 +119,21 @@ def test_an_sbatch_array_runs_one_element_per_index_with_slurms_array_variables(
         code, log = api("GET", f"jobs/{e['job_id']}/logs")
         i = e["index"]
         assert log["data"].strip() == f"task={i} of=4 min=0 max=3 array={array['id']} hive={i}", log
+
+
+def test_an_sbatch_dependency_waits_for_hive_lab_jobs(api, run):
+    import asyncio
+
+    code, first = api("POST", "jobs", {"command": "sleep 0.5", "tasks": [{"gpus": 1}]})
+    assert code == 201, first
+    script = f"#!/bin/bash\n#SBATCH --dependency=afterok:{first['id']}\necho second\n"
+    code, second = api("POST", "jobs", script, headers={"Content-Type": "text/plain"})
+    assert code == 201, second
+    assert second["spec"]["depends_on"] == [{"job": first["id"], "when": "succeeded"}]
+    assert second["state"] == "queued" and second["reason"] == f"waiting for {first['id']} to succeed"
+    for _ in range(300):
+        code, got = api("GET", f"jobs/{second['id']}")
+        if got["state"] in ("succeeded", "failed", "cancelled"):
+            break
+        run(asyncio.sleep(0.1))
+    assert got["state"] == "succeeded", got

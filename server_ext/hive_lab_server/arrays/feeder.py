@@ -140,6 +140,28 @@ class ArrayFeeder:
                                                 or indices[live.next_pos] in cancelled):
             live.next_pos += 1
 
+    def outcome(self, ref: str) -> tuple[str, str] | None:
+        """What became of array ``ref``, for a job that depends on it (pipelines.JobOutcomes' resolver):
+        ``pending`` until every element ended (released or cancelled before it was), then
+        ``succeeded`` when every element succeeded, ``failed`` when one failed, else ``cancelled``.
+        None for a reference that is not an array."""
+        if not ref.startswith("a-"):
+            return None
+        row = self.store.get_array(ref)
+        if row is None:
+            return None
+        live = self.live.get(ref)
+        if live is not None:
+            self._advance(live)
+            if live.open or live.next_pos < len(live.row["indices"]):
+                return "pending", row["user"]
+        states = self.store.array_states([ref])[ref]
+        if states.get("failed"):
+            return "failed", row["user"]
+        if set(states) == {"succeeded"} and not row["cancelled"]:
+            return "succeeded", row["user"]
+        return "cancelled", row["user"]
+
     # ------------------------------------------------------------------------------------------
     # submit
 
@@ -154,7 +176,7 @@ class ArrayFeeder:
             raise ServiceError(400, exc.message, exc.field) from None
         spec_dict = spec.model_dump(mode="json")
         request = request_from("array-check", vc, user, spec_dict["tasks"], spec.core_priority, spec.within,
-                               self.work.now(), groups=groups, kind=spec.kind)
+                               self.work.now(), groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
         try:
             validate_request(self.core, request)
             self.core.check_can_ever_fit(request)

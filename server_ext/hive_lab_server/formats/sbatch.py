@@ -209,9 +209,7 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
             raise fail("#SBATCH --array", exc.message.split(": ", 1)[-1]) from None
         if not indices:
             raise fail("#SBATCH --array", "give the indices, e.g. --array=0-9%2")
-    if has("dependency"):
-        raise fail("#SBATCH --dependency", "Slurm's job ids mean nothing here; submit with hive-lab's --after "
-                                           "JOB[:ok|failed|ended] (or depends_on in the spec) instead")
+    depends_on = _dependencies(val("dependency")) if has("dependency") else []
     nodes_v = val("nodes")
     if nodes_v is not None and "-" in nodes_v:
         low = nodes_v.split("-", 1)[0]
@@ -288,5 +286,32 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
                      "fit in one (ask for a node's GPUs, --gres=gpu:N, to have a node each)")
         notes.append("script: runs on each of the nodes (SLURM_NODEID tells which); srun starts each node's share of "
                      "a step, so lines outside srun run once per node")
+    if depends_on:
+        request["depends_on"] = depends_on
     return Translation(format="sbatch", request=request, original=text, not_applied=notes,
                        runtime={"platform": "slurm", **({"array": array} if array else {})})
+
+
+SLURM_WHEN = {"afterok": "succeeded", "afternotok": "failed", "afterany": "ended"}
+_DEP_ID = re.compile(r"^[ja]-\d+$")
+
+
+def _dependencies(value: str | None) -> list[dict[str, str]]:
+    """``--dependency=afterok:j-000012:a-000003,afterany:j-000014`` -> hive-lab's ``depends_on``. The ids
+    are hive-lab's (a job's ``j-...``, an array's ``a-...``): Slurm's numbers mean nothing here."""
+    where = "#SBATCH --dependency"
+    if not value or "?" in value:
+        raise fail(where, "give afterok:JOB, afternotok:JOB or afterany:JOB (','-separated; '?' is not supported)")
+    out = []
+    for part in value.split(","):
+        kind, _, ids = part.strip().partition(":")
+        if kind not in SLURM_WHEN:
+            raise fail(where, f"{kind or part!r}: hive-lab waits for jobs with afterok, afternotok or afterany "
+                              "(after, aftercorr, singleton and expand are not supported)")
+        for ref in ids.split(":"):
+            ref = ref.strip().split("+", 1)[0]
+            if not _DEP_ID.match(ref):
+                raise fail(where, f"{ref!r} is not a hive-lab job id; name jobs as hive-lab does (j-000012, or an "
+                                  "array a-000003): Slurm's job numbers mean nothing here")
+            out.append({"job": ref, "when": SLURM_WHEN[kind]})
+    return out

@@ -86,9 +86,11 @@ def judge(depends_on: Iterable[Mapping[str, str]], outcome_of: Callable[[str], O
 class Dependencies:
     """The service's part for ``depends_on``: submit checks, the gate before the core, and who waits on whom."""
 
-    def __init__(self, outcomes: JobOutcomes, active: Mapping[str, Any], work: Any):
+    def __init__(self, outcomes: JobOutcomes, active: Mapping[str, Any], work: Any,
+                 containers: Callable[[str], list[str]] = lambda job_id: []):
         self.outcomes = outcomes
         self.active = active
+        self.containers = containers  # job id -> what else its end may complete (its array)
         self.work = work  # lifecycle.work.Work plus ``submit_to_core(job_id)`` (shell.UnitOfWork)
         self.held: set[str] = set()  # queued jobs kept out of the core until their dependencies are met
 
@@ -111,7 +113,10 @@ class Dependencies:
             return
         self.held.discard(job_id)
         facts: list[tuple[str, m.Event]] = []
-        for dependent in self.dependents_of(job_id):
+        waiting = self.dependents_of(job_id)
+        for ref in self.containers(job_id):  # an element's end may end its array
+            waiting += [d for d in self.dependents_of(ref) if d not in waiting]
+        for dependent in waiting:
             if dependent in self.held:
                 facts += self.work.submit_to_core(dependent)
         if facts:
