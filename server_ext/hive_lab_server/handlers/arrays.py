@@ -175,14 +175,14 @@ def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
     return {
         "/arrays": {
             "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "
-                      "or user=*)", (200, "a page of arrays", json(models.ArrayList)), (403,),
+                      "or user=*)", (200, "a page of arrays", json(models.ArrayList)), (400, 403),
                       (query("user", {"type": "string"}, "me (default), a user name or * (admins)"), *page)),
             "post": submit,
         },
         "/arrays/{array_id}": {
             "parameters": [param],
             "get": op("getArray", "An array with its counts by state and a page of its elements by index (owner or "
-                      "admin)", one, (403, 404), (
+                      "admin)", one, (400, 403, 404), (
                           query("limit", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}),
                           query("offset", {**offset, "maximum": 10**9}))),
             "delete": op("cancelArray", "Cancel every element not ended (owner or admin)", one, (403, 404)),
