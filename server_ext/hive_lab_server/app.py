@@ -149,6 +149,18 @@ class HiveLabApp(ExtensionApp):
     )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
+    events_replay_max = Int(
+        10000, config=True,
+        help="""GET events?since=N replays the stored state changes after N when there are at most this many;
+        with more (or an N the store does not know) it sends {"type": "snapshot"} instead: refetch, then
+        go on from its seq (docs/rest-api.md).""",
+    )
+    events_buffer_bytes = Int(
+        8 * 1024 * 1024, config=True,
+        help="""Most bytes of events that may wait for one events websocket subscriber (a replay included).
+        A subscriber that falls further behind is closed with code 4008 and a reason saying so; it
+        may reconnect with since=<the last seq it read>.""",
+    )
     gc_freeze = Bool(
         True, config=True,
         help="""Once the service has started (recovery done), move every object alive then (jupyter_server,

@@ -183,14 +183,32 @@ def _paths() -> dict[str, Any]:
         "/nodes/{node}/gpus/{index}/healthy": {
             "parameters": [NODE, GPU], "post": _op("markGpuHealthy", "A bad GPU was reset or repaired; give it out again "
                                                    "unless drained (admins)", healthy, (400, 403, 404))},
-        "/events": {"get": _op("events", "Websocket of live updates: hello, job, cluster, vcs messages",
-                               (101, "switching to the websocket protocol", {}), (403,))},
+        "/events": {"get": _events_op()},
         "/metrics": {"get": _op("getMetrics", "Prometheus text format (per-user series hive_lab_user_* "
                                                "for admins only; others get the rest)",
                                 (200, "metrics", {"text/plain": {"schema": {"type": "string"}}}), (403,))},
         "/spec.yaml": {"get": _op("getSpec", "This document",
                                   (200, "the OpenAPI document", {"application/yaml": {"schema": {"type": "object"}}}), (403,))},
     }
+
+
+EVENTS_DESCRIPTION = """A websocket of JSON messages (`x-messages`), each with `seq`. `state` messages are the
+stored state changes, numbered by a sequence that only grows, also across server restarts. A client remembers
+the last `seq` it read and reconnects with `since=<seq>`: after `hello` the server replays the state changes
+after it (at most HiveLabApp.events_replay_max), then goes on live; when it cannot (more than that, or a `seq`
+its store does not know) it sends `snapshot`: refetch, then go on from the snapshot's `seq`. `job`, `cluster`
+and `vcs` messages are live only. A subscriber more than HiveLabApp.events_buffer_bytes behind is closed with
+code 4008 (reason: slow consumer) and may resume with `since`."""
+
+
+def _events_op() -> dict[str, Any]:
+    op = _op("events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
+             (101, "switching to the websocket protocol", {}), (400, 403), (
+                 _query("since", {"type": "integer", "minimum": 0},
+                        "replay the stored state changes after this seq (the last one you read), then go live"),))
+    op["description"] = EVENTS_DESCRIPTION
+    op["x-messages"] = {"oneOf": [{"$ref": REF.format(model=mdl.__name__)} for mdl in models.EVENT_MODELS]}
+    return op
 
 
 @functools.cache

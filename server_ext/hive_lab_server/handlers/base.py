@@ -98,6 +98,31 @@ async def wait_for_recovery(handler: Any) -> None:
         raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s or 1) from None
 
 
+def json_error(handler: Any, status_code: int, **kwargs: Any) -> None:
+    """Answer an error as ``{"error": message, "field": field}`` (every hive_lab endpoint, the events
+    websocket's refusals included)."""
+    handler.set_header("Content-Type", "application/json")
+    if status_code == 405:
+        allowed = getattr(handler, "allowed_methods", None)
+        handler.set_header("Allow", ", ".join(allowed()) if allowed else "GET")
+    exc = kwargs.get("exc_info", (None, None, None))[1]
+    field = None
+    if isinstance(exc, HiveError):
+        message, field = exc.message, exc.field
+        if exc.retry_after_s is not None:
+            handler.set_header("Retry-After", str(exc.retry_after_s))
+        if status_code == 401:
+            handler.set_header("WWW-Authenticate", 'token realm="hive_lab"')
+    elif isinstance(exc, web.HTTPError):
+        message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
+        if status_code == 403 and not message:
+            message = "you may not do this (authorization for the hive_lab resource was refused)"
+        message = message or handler._reason
+    else:
+        message = "internal error; the server log has the details"
+    handler.finish(json.dumps({"error": message, "field": field}))
+
+
 class HiveHandler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
 
@@ -144,25 +169,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         super()._log()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self.set_header("Content-Type", "application/json")
-        if status_code == 405:
-            self.set_header("Allow", ", ".join(self.allowed_methods()))
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        field = None
-        if isinstance(exc, HiveError):
-            message, field = exc.message, exc.field
-            if exc.retry_after_s is not None:
-                self.set_header("Retry-After", str(exc.retry_after_s))
-            if status_code == 401:
-                self.set_header("WWW-Authenticate", 'token realm="hive_lab"')
-        elif isinstance(exc, web.HTTPError):
-            message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
-            if status_code == 403 and not message:
-                message = "you may not do this (authorization for the hive_lab resource was refused)"
-            message = message or self._reason
-        else:
-            message = "internal error; the server log has the details"
-        self.finish(json.dumps({"error": message, "field": field}))
+        json_error(self, status_code, **kwargs)
 
     # --- helpers --------------------------------------------------------------------------------
 
