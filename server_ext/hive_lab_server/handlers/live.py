@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from jupyter_core.utils import ensure_async
@@ -66,9 +65,9 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         hive = self.settings["hive_lab"]
         user, _ = identify(self, hive.owner)
         bus = hive.service.events
-        self._outbox = Outbox(hive.events_buffer_bytes, self._overflow)
+        self._outbox = Outbox(hive.events_buffer_bytes, self.write_message, self._overflow)
         self._last_sent = bus.seq
-        # hello, the replay and the live messages are queued in this order with no await in between:
+        # hello, the replay and the live messages are sent in this order with no await in between:
         # nothing published meanwhile can slip before the replay or be lost
         self._outbox.put(json.dumps({"type": "hello", "user": user, "seq": bus.seq}))
         since = getattr(self, "_since", None)
@@ -76,7 +75,6 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
             for message in self._replay(hive, since, bus.seq):
                 self._outbox.put(json.dumps(message))
         self._unsubscribe = bus.subscribe(self._outbox.put)
-        self._pump = asyncio.ensure_future(self._outbox.pump(self._write))
 
     @staticmethod
     def _replay(hive, since: int, head: int) -> list[dict]:
@@ -90,12 +88,6 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
             why = f"more than {hive.events_replay_max} events happened after seq {since}"
             return [{"type": "snapshot", "seq": head, "reason": why}]
         return [state_message(r) for r in rows]
-
-    async def _write(self, text: str) -> None:
-        try:
-            await self.write_message(text)
-        except websocket.WebSocketClosedError:
-            self._outbox.close()
 
     def _overflow(self, waiting: int) -> None:
         hive = self.settings["hive_lab"]
