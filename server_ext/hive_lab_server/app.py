@@ -34,6 +34,7 @@ from .version import __version__
 from .access import AccessPolicy, server_owner
 from .cluster import resolve_cluster
 from .events import EventBus
+from .load_shedding import InFlight
 from .handlers import ROUTES
 from .launchers import make_launcher
 from .launchers.docker import DockerLauncher
@@ -149,6 +150,11 @@ class HiveLabApp(ExtensionApp):
     )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
+    max_requests_in_flight = Int(
+        200, config=True,
+        help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
+        (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
+    )
     events_replay_max = Int(
         10000, config=True,
         help="""GET events?since=N replays the stored state changes after N when there are at most this many;
@@ -270,6 +276,7 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
+        self.in_flight = InFlight(self.max_requests_in_flight)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:

@@ -147,7 +147,16 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             raise unauthenticated()
         return super().get_login_url()
 
+    #: answered even when max_requests_in_flight are being served (liveness: GET me, GET metrics)
+    never_shed: tuple[str, ...] = ()
+
     async def prepare(self) -> None:
+        if self.request.method not in self.never_shed:
+            if not self.hive.in_flight.enter():
+                self.service.metrics.requests_shed.inc()
+                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
+                                     "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
+            self._in_flight = True
         await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
@@ -155,6 +164,19 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         size = len(self.request.body or b"")
         if (length and length.isdigit() and int(length) > limit) or size > limit:
             raise HiveError(413, f"the request body is larger than {limit} bytes; send less (e.g. fewer or smaller files)")
+
+    def on_finish(self) -> None:
+        self._leave()
+        super().on_finish()
+
+    def on_connection_close(self) -> None:
+        self._leave()
+        super().on_connection_close()
+
+    def _leave(self) -> None:
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            self.hive.in_flight.leave()
 
     def _log(self) -> None:
         # jupyter_server logs every success at debug level, and traitlets keeps the app's logger at DEBUG

@@ -114,6 +114,8 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
 
 
 class MetricsHandler(HiveHandler):
+    never_shed = ("GET",)  # says the server is alive, also under load
+
     @web.authenticated
     @authorized
     def get(self) -> None:
