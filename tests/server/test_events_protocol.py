@@ -125,3 +125,25 @@ def test_a_subscriber_that_never_reads_is_closed_with_4008(srv):
         silent.close()
         reader.close()
         thread.join(10)
+
+
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+           "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+@pytest.mark.parametrize("method, token, upgrade, status", [
+    ("TRACE", True, False, 405), ("TRACE", False, False, 405), ("GET", False, True, 401), ("GET", False, False, 401),
+    ("POST", True, False, 405), ("GET", True, False, 400),
+])
+def test_events_refusals_are_json_and_logged_without_a_traceback(srv, method, token, upgrade, status):
+    """TRACE, a missing token, a plain GET without the websocket upgrade: a JSON error, never an HTML page,
+    and no uncaught exception in the server's error page code."""
+    before = srv.log().count("Traceback")
+    headers = {**(srv.headers() if token else {}), **(UPGRADE if upgrade else {})}
+    r = requests.request(method, srv.api_url + "events", headers=headers, timeout=30)
+    assert r.status_code == status, r.text
+    assert r.headers["Content-Type"].startswith("application/json"), r.text
+    assert r.json()["error"] and "<html" not in r.text.lower()
+    r = requests.request(method, srv.api_url + "jobs", headers=headers, timeout=30)  # the REST handlers too
+    assert r.status_code in (200, 400, 401, 405) and r.headers["Content-Type"].startswith("application/json"), r.text
+    assert srv.log().count("Traceback") == before, srv.log()[-3000:]

@@ -57,6 +57,11 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
     @ws_authenticated
     async def get(self, *args, **kwargs):
         await self.pre_get()
+        connection = self.request.headers.get("Connection", "").lower()
+        if self.request.headers.get("Upgrade", "").lower() != "websocket" or "upgrade" not in connection:
+            # tornado would answer a text/html 400 itself
+            raise HiveError(400, "GET events is a websocket: send Connection: Upgrade and Upgrade: websocket "
+                                 "(a websocket client does)")
         res = super().get(*args, **kwargs)
         if res is not None:
             await res
