@@ -67,6 +67,9 @@ def jp_server_config(jp_server_config):
     ({"command": "true", "tasks": [{"gpus": 0, "cpus": 0}]}, "tasks[0].cpus", "ask for cpus > 0"),
     ({"jobName": "p", "taskRoles": [{"gpuNumber": 0, "cpuNumber": 0, "command": "true"}]}, "taskRoles[0].cpuNumber",
      "ask for cpus > 0"),
+    ({"command": "true", "working_dir": "../../etc"}, "working_dir", "leaves the job's own directory"),
+    ({"command": "true", "working_dir": "/etc"}, "working_dir", "leaves the job's own directory"),
+    ({"command": "true", "output_dir": "out/../../x"}, "output_dir", "leaves the job's own directory"),
 ])
 def test_submits_that_could_never_run_are_refused(api, hive, body, field, words):
     assert hive.service.launcher.name == "local"
