@@ -126,6 +126,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=100,
                     help="closed-loop clients (group commit takes more submits per commit the more wait at once)")
     ap.add_argument("--factor", type=float, default=2.0, help="offered rate = factor x sustainable rate")
+    ap.add_argument("--rate", type=float, default=None,
+                    help="offer this many submits/s instead (to compare two builds at the same load)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         srv = LiveServer(tmp, config={"HiveLabApp": {"poll_interval_s": 0.1}})
@@ -133,8 +135,9 @@ def main() -> None:
             srv.start()
             rate = asyncio.run(sustainable_rate(srv, args.clients, args.measure))
             print(f"sustainable rate: {rate:.1f} submits/s ({args.clients} closed-loop clients, {args.measure:.0f} s)")
-            r = asyncio.run(overload(srv, rate * args.factor, args.duration))
-            print(f"offered {args.factor:g}x = {rate * args.factor:.1f} submits/s for {args.duration:.0f} s: "
+            offered = args.rate or rate * args.factor
+            r = asyncio.run(overload(srv, offered, args.duration))
+            print(f"offered {offered / rate:.2g}x = {offered:.1f} submits/s for {args.duration:.0f} s: "
                   f"{r['offered']} submits, {r['taken']} taken (201), {r['shed']} shed (503 + Retry-After), "
                   f"{r['errors']} other")
             print(f"latency of answered submits: 201 max {r['taken_max']:.2f} s, p99 {r['taken_p99']:.2f} s; "

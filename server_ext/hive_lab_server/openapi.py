@@ -33,7 +33,8 @@ ERRORS = {
     409: "the job's state does not allow it (e.g. cancelling a finished job)",
     413: "the request body is larger than HiveLabApp.max_body_bytes",
     429: "the caller has as many jobs queued in the VC as their limits allow (max_queued_jobs); submit again later",
-    503: "hive-lab is recovering its jobs after a restart (or its store is unavailable); retry after Retry-After",
+    503: "hive-lab is recovering its jobs after a restart, its store is unavailable, or it serves "
+         "max_requests_in_flight requests already (GET me and GET metrics are never shed); retry after Retry-After",
 }
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}
@@ -130,7 +131,7 @@ def _paths() -> dict[str, Any]:
                        (400, 403, 404), (
                            _query("task", {"type": "string"}, "task name, e.g. main-0 (default: the first task)"),
                            _query("offset", offset),
-                           _query("follow", {"type": "string", "enum": ["0", "1"]}))),
+                           _query("follow", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}))),
         },
         "/jobs/{job_id}/outputs": {
             "parameters": [JOB_ID],

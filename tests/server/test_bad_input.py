@@ -36,6 +36,20 @@ def test_huge_or_negative_log_offsets_are_a_400(api, query, field):
     assert code == 400 and err["field"] == field and f"query parameter {field}" in err["error"], err
 
 
+@pytest.mark.parametrize("params, field", [
+    ([("offset", "1"), ("offset", "2")], "offset"), ([("follow", "AAA")], "follow"),
+])
+def test_repeated_offsets_and_unknown_follow_values_are_a_400(api, jp_fetch, run, params, field):
+    """What the OpenAPI document forbids is refused, not quietly read as something else (schemathesis found both)."""
+    import json
+
+    code, job = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 0}]})
+    assert code == 201, job
+    r = run(jp_fetch("hive_lab", "api", "jobs", job["id"], "logs", params=params, raise_error=False))
+    err = json.loads(r.body)
+    assert r.code == 400 and err["field"] == field, err
+
+
 @pytest.mark.parametrize("query, field", [
     ("limit=-5", "limit"), ("limit=" + str(10**30), "limit"), ("limit=1001", "limit"),
     ("offset=" + str(10**30), "offset"), ("offset=-3", "offset"),

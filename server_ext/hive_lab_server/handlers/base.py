@@ -227,6 +227,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(model.model_validate(obj).model_dump_json(exclude_unset=True))
 
     def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
+        if len(self.get_arguments(name)) > 1:  # offset=1&offset=2: which one was meant?
+            raise HiveError(400, f"give query parameter {name} once", name)
         raw = self.get_argument(name, None)
         if raw is None or raw == "":
             return default
