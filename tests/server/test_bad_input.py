@@ -100,3 +100,18 @@ def test_what_stays_allowed(api, wait_state):
     assert code == 201, job
     assert wait_state(job["id"], "succeeded", "failed")["state"] == "succeeded"
     assert api("GET", f"jobs/{job['id']}/logs")[1]["data"] == "in-output\n3\n"
+
+
+@pytest.mark.parametrize("gpus, ok", [(314.0, True), (4, True), (314.5, False), ("314", False), (True, False)])
+def test_an_action_body_takes_what_the_document_calls_an_integer(gpus, ok):
+    """JSON Schema's integer includes 314.0 (schemathesis sent it to pause and got a 400); strings,
+    fractions and booleans stay refused."""
+    from pydantic import ValidationError
+
+    from hive_lab_server.handlers.job_actions import JobAction
+
+    if ok:
+        assert JobAction.model_validate({"gpus": gpus}).gpus == int(gpus)
+    else:
+        with pytest.raises(ValidationError):
+            JobAction.model_validate({"gpus": gpus})
