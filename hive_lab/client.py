@@ -424,11 +424,12 @@ class Client:
     def events_url(self) -> str:
         return "ws" + self.api_url[len("http"):] + "events"
 
-    def subscribe(self, callback, *, on_error=None):
-        """Call ``callback(message_dict)`` for each event (in a background thread) until ``.close()``."""
+    def subscribe(self, callback, *, on_error=None, since: int | None = None):
+        """Call ``callback(message_dict)`` for each event (in a background thread) until ``.close()``;
+        ``since``: replay the state changes after that seq first (docs/rest-api.md, "Events")."""
         from .events import EventStream
 
-        return EventStream(self, callback, on_error=on_error).start()
+        return EventStream(self, callback, on_error=on_error, since=since).start()
 
 
 def _fix_hint(source: str) -> str:

@@ -25,8 +25,10 @@ def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None =
     unsubscribe = None
     if use_events:
         def on_event(message: dict) -> None:
-            job = message.get("job") or {}
-            if message.get("type") == "hello" or job.get("id") == job_id:
+            kind, job = message.get("type"), message.get("job")
+            # hello/snapshot: events may have been missed; state: one of its state changes (live or replayed)
+            if kind in ("hello", "snapshot") or (kind == "state" and job == job_id) or (
+                    isinstance(job, dict) and job.get("id") == job_id):
                 wake.set()
         try:
             unsubscribe = LiveFeed.for_client(client).subscribe(on_event)

@@ -15,7 +15,7 @@ class LiveView:
     """Subclasses set ``self.widget`` and implement ``fetch()`` (network) and ``render(data)``."""
 
     #: event types that make this view refetch
-    refetch_on: tuple[str, ...] = ("hello", "job", "cluster", "vcs")
+    refetch_on: tuple[str, ...] = ("hello", "snapshot", "job", "cluster", "vcs")
 
     def __init__(self, client=None, *, live: bool = True, debounce: float = 0.3, min_interval: float = 1.0,
                  poll_interval_s: float | None = None):

@@ -16,7 +16,7 @@ class Dashboard(LiveView):
     """All views share the client's one event stream; each refetches on its own debounce."""
 
     needs_bokehjs = True
-    refetch_on = ("hello", "cluster")
+    refetch_on = ("hello", "snapshot", "cluster")
 
     def __init__(self, client=None, *, live: bool = True, all_users: bool = True, attach_interval: float = 10.0,
                  **kwargs):

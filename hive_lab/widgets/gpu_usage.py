@@ -88,7 +88,7 @@ class GpuUsageView(LiveView):
     """
 
     needs_bokehjs = True
-    refetch_on = ("hello", "job", "cluster")
+    refetch_on = ("hello", "snapshot", "job", "cluster")
 
     def __init__(self, client=None, *, me: str | None = None, interval_s: float = 5.0, history: int = 120,
                  live: bool = True, clock: Callable[[], float] = time.time, **kwargs):

@@ -45,7 +45,7 @@ def outline_columns(cluster: dict, layout: Layout | None = None) -> dict[str, li
 
 class HeatmapView(LiveView):
     needs_bokehjs = True
-    refetch_on = ("hello", "job", "cluster", "vcs")
+    refetch_on = ("hello", "snapshot", "job", "cluster", "vcs")
 
     def __init__(self, client=None, *, color_by: str = "state", live: bool = True, cluster: dict | None = None,
                  usage: bool = True, me: str | None = None, interval_s: float = 5.0, **kwargs):

@@ -20,7 +20,7 @@ ACTIVE = ("submitted", "queued", "scheduled", "running")
 
 
 class QueueView(LiveView):
-    refetch_on = ("hello",)  # job events are applied directly, without a refetch
+    refetch_on = ("hello", "snapshot")  # job events are applied directly, without a refetch
 
     def __init__(self, client=None, *, all_users: bool = False, states: list[str] | None = None,
                  live: bool = True, jobs: list[dict] | None = None, me: dict | None = None,

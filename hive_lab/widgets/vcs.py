@@ -30,7 +30,7 @@ def bar_html(row: dict) -> str:
 
 
 class VCUsageView(LiveView):
-    refetch_on = ("hello", "job", "cluster", "vcs")
+    refetch_on = ("hello", "snapshot", "job", "cluster", "vcs")
 
     def __init__(self, client=None, *, live: bool = True, vcs: list[dict] | None = None, **kwargs):
         super().__init__(client, live=live, **kwargs)

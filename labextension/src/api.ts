@@ -379,11 +379,21 @@ export class HiveApi {
     );
   }
 
-  /** Opens the `events` websocket, authenticated like the kernel websockets. */
-  openEvents(): WebSocket {
+  /**
+   * Opens the `events` websocket, authenticated like the kernel websockets. `since`: the `seq` of
+   * the last message read; the server replays the state changes after it (or sends `snapshot`).
+   */
+  openEvents(since: number | null = null): WebSocket {
     let url = URLExt.join(this.settings.wsUrl, 'hive_lab', 'api', 'events');
+    const query: string[] = [];
     if (this.settings.token) {
-      url += `?token=${encodeURIComponent(this.settings.token)}`;
+      query.push(`token=${encodeURIComponent(this.settings.token)}`);
+    }
+    if (since !== null) {
+      query.push(`since=${since}`);
+    }
+    if (query.length) {
+      url += `?${query.join('&')}`;
     }
     return new this.settings.WebSocket(url);
   }

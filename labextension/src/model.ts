@@ -303,7 +303,7 @@ export class ClusterModel {
     }
     let socket: WebSocket;
     try {
-      socket = this.api.openEvents();
+      socket = this.api.openEvents(this._lastSeq);
     } catch (error) {
       this._reconnectLater();
       return;
@@ -340,7 +340,27 @@ export class ClusterModel {
   }
 
   private _onMessage(message: any): void {
+    // every message carries seq; a reconnect resumes after the last one (a snapshot restarts the count)
+    if (typeof message?.seq === 'number') {
+      if (
+        message.type === 'snapshot' ||
+        this._lastSeq === null ||
+        message.seq > this._lastSeq
+      ) {
+        this._lastSeq = message.seq;
+      }
+    }
     switch (message?.type) {
+      case 'hello':
+      case 'snapshot':
+        // events may have been missed (first connect, or the server could not replay): refetch
+        this._refreshSoon();
+        this._refreshClusterSoon();
+        break;
+      case 'state':
+        // a stored state change (live, or replayed after a reconnect): the lists catch up
+        this._refreshSoon();
+        break;
       case 'job':
         if (message.job) {
           this._applyJob(message.job as IJob);
@@ -411,6 +431,7 @@ export class ClusterModel {
   private _debounce = 0;
   private _clusterDebounce = 0;
   private _socket: WebSocket | null = null;
+  private _lastSeq: number | null = null;
   private _backoff = 1000;
   private _clusterWatchers = 0;
   private _sampleWatchers = 0;

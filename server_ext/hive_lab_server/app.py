@@ -34,6 +34,7 @@ from .version import __version__
 from .access import AccessPolicy, server_owner
 from .cluster import resolve_cluster
 from .events import EventBus
+from .load_shedding import InFlight
 from .handlers import ROUTES
 from .launchers import make_launcher
 from .launchers.docker import DockerLauncher
@@ -149,6 +150,23 @@ class HiveLabApp(ExtensionApp):
     )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
+    max_requests_in_flight = Int(
+        200, config=True,
+        help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
+        (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
+    )
+    events_replay_max = Int(
+        10000, config=True,
+        help="""GET events?since=N replays the stored state changes after N when there are at most this many;
+        with more (or an N the store does not know) it sends {"type": "snapshot"} instead: refetch, then
+        go on from its seq (docs/rest-api.md).""",
+    )
+    events_buffer_bytes = Int(
+        8 * 1024 * 1024, config=True,
+        help="""Most bytes of events that may wait for one events websocket subscriber (a replay included).
+        A subscriber that falls further behind is closed with code 4008 and a reason saying so; it
+        may reconnect with since=<the last seq it read>.""",
+    )
     gc_freeze = Bool(
         True, config=True,
         help="""Once the service has started (recovery done), move every object alive then (jupyter_server,
@@ -258,6 +276,7 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
+        self.in_flight = InFlight(self.max_requests_in_flight)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:

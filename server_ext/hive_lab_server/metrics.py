@@ -120,6 +120,14 @@ class Metrics:
         self.transitions = Counter(
             "hive_lab_job_transitions", "Job state transitions", ["state"], registry=self.registry
         )
+        self.events_dropped = Counter(
+            "hive_lab_event_subscribers_dropped", "Events websocket subscribers closed for falling behind "
+            "(more than events_buffer_bytes waiting)", registry=self.registry,
+        )
+        self.requests_shed = Counter(
+            "hive_lab_requests_shed", "Requests answered 503 because max_requests_in_flight were being served",
+            registry=self.registry,
+        )
         self.launch_seconds = Histogram(
             "hive_lab_launch_seconds", "Time the launcher takes to start a job",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=self.registry,

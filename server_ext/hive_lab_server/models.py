@@ -43,6 +43,7 @@ class Placement(_Out):
 
 
 class HistoryEntry(_Out):
+    seq: int = Field(description="this state change's sequence number on the events websocket (GET events?since=)")
     state: JobState
     at: IsoTime = Field(json_schema_extra={"format": "date-time"})
     reason: str
@@ -371,7 +372,67 @@ class HistoryReport(_Out):
     pseudonymised: bool = Field(description="owners are user-001, ... (real_names=true: their names)")
 
 
+# --- the events websocket's messages (GET events); every one carries seq ---------------------------
+
+SEQ_DOC = ("the newest stored state change this message follows (its own, for a state message); resume with "
+           "GET events?since=<the last seq you read>")
+
+
+class EventHello(_Out):
+    """First message on every connect: who you are and the newest seq now."""
+
+    type: Literal["hello"]
+    user: str
+    seq: int = Field(description=SEQ_DOC)
+
+
+class EventState(_Out):
+    """One stored state change of a job (a row of its history), sent live and replayed after ``since``."""
+
+    type: Literal["state"]
+    seq: int = Field(description="this state change's sequence number: grows, also across restarts, never reused")
+    job: str = Field(description="the job's id")
+    state: JobState
+    at: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    reason: str
+
+
+class EventSnapshot(_Out):
+    """The server cannot replay what you missed (too many events, or a seq it does not know): refetch what you
+    show (GET jobs, cluster, vcs), then go on from this message's seq."""
+
+    type: Literal["snapshot"]
+    seq: int = Field(description=SEQ_DOC)
+    reason: str
+
+
+class EventJob(_Out):
+    """A job changed (live only, not replayed): its list view (no spec, no history)."""
+
+    type: Literal["job"]
+    seq: int = Field(description=SEQ_DOC)
+    job: Job
+
+
+class EventCluster(_Out):
+    """Free and total GPUs changed (live only)."""
+
+    type: Literal["cluster"]
+    seq: int = Field(description=SEQ_DOC)
+    gpus_free: int
+    gpus_total: int
+
+
+class EventVcs(_Out):
+    """VC usage may have changed: refetch GET vcs (live only)."""
+
+    type: Literal["vcs"]
+    seq: int = Field(description=SEQ_DOC)
+
+
+EVENT_MODELS: tuple[type[BaseModel], ...] = (EventHello, EventState, EventSnapshot, EventJob, EventCluster, EventVcs)
+
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits, UsageReport,
-    HistoryReport, Array, ArrayElement, ArrayList,
+    HistoryReport, Array, ArrayElement, ArrayList, *EVENT_MODELS,
 )

@@ -33,7 +33,8 @@ ERRORS = {
     409: "the job's state does not allow it (e.g. cancelling a finished job)",
     413: "the request body is larger than HiveLabApp.max_body_bytes",
     429: "the caller has as many jobs queued in the VC as their limits allow (max_queued_jobs); submit again later",
-    503: "hive-lab is recovering its jobs after a restart (or its store is unavailable); retry after Retry-After",
+    503: "hive-lab is recovering its jobs after a restart, its store is unavailable, or it serves "
+         "max_requests_in_flight requests already (GET me and GET metrics are never shed); retry after Retry-After",
 }
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}
@@ -136,7 +137,7 @@ def _paths() -> dict[str, Any]:
                        (400, 403, 404), (
                            _query("task", {"type": "string"}, "task name, e.g. main-0 (default: the first task)"),
                            _query("offset", offset),
-                           _query("follow", {"type": "string", "enum": ["0", "1"]}))),
+                           _query("follow", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}))),
         },
         "/jobs/{job_id}/outputs": {
             "parameters": [JOB_ID],
@@ -189,14 +190,32 @@ def _paths() -> dict[str, Any]:
         "/nodes/{node}/gpus/{index}/healthy": {
             "parameters": [NODE, GPU], "post": _op("markGpuHealthy", "A bad GPU was reset or repaired; give it out again "
                                                    "unless drained (admins)", healthy, (400, 403, 404))},
-        "/events": {"get": _op("events", "Websocket of live updates: hello, job, cluster, vcs messages",
-                               (101, "switching to the websocket protocol", {}), (403,))},
+        "/events": {"get": _events_op()},
         "/metrics": {"get": _op("getMetrics", "Prometheus text format (per-user series hive_lab_user_* "
                                                "for admins only; others get the rest)",
                                 (200, "metrics", {"text/plain": {"schema": {"type": "string"}}}), (403,))},
         "/spec.yaml": {"get": _op("getSpec", "This document",
                                   (200, "the OpenAPI document", {"application/yaml": {"schema": {"type": "object"}}}), (403,))},
     }
+
+
+EVENTS_DESCRIPTION = """A websocket of JSON messages (`x-messages`), each with `seq`. `state` messages are the
+stored state changes, numbered by a sequence that only grows, also across server restarts. A client remembers
+the last `seq` it read and reconnects with `since=<seq>`: after `hello` the server replays the state changes
+after it (at most HiveLabApp.events_replay_max), then goes on live; when it cannot (more than that, or a `seq`
+its store does not know) it sends `snapshot`: refetch, then go on from the snapshot's `seq`. `job`, `cluster`
+and `vcs` messages are live only. A subscriber more than HiveLabApp.events_buffer_bytes behind is closed with
+code 4008 (reason: slow consumer) and may resume with `since`."""
+
+
+def _events_op() -> dict[str, Any]:
+    op = _op("events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
+             (101, "switching to the websocket protocol", {}), (400, 403), (
+                 _query("since", {"type": "integer", "minimum": 0},
+                        "replay the stored state changes after this seq (the last one you read), then go live"),))
+    op["description"] = EVENTS_DESCRIPTION
+    op["x-messages"] = {"oneOf": [{"$ref": REF.format(model=mdl.__name__)} for mdl in models.EVENT_MODELS]}
+    return op
 
 
 @functools.cache

@@ -93,6 +93,8 @@ class HiveService(Admission, UnitOfWork):
         self.checkpoint_grace_s = checkpoint_grace_s  # SIGUSR1 -> exit, before the stop (docs/checkpoint.md)
         self.poll_interval_s = poll_interval_s
         self.events = events or EventBus()
+        self.events.seq = max(self.events.seq, store.last_event_seq())  # seq goes on across restarts
+        store.on_events = self.events.publish_states  # stored state changes go out once committed
         self.metrics = metrics or Metrics()
         self.metrics.attach(self)
         self.active: dict[str, ActiveJob] = {}

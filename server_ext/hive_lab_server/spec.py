@@ -156,6 +156,19 @@ class JobSpec(_Model):
     # run time limit of each attempt (seconds); None: the VC's default for batch jobs, none for kernels
     time_limit_s: Annotated[float, Field(gt=0, le=366 * 86400)] | None = None
 
+    @field_validator("working_dir", "output_dir")
+    @classmethod
+    def _inside_the_jobs_dir(cls, v: str | None, info: Any) -> str | None:
+        """Every job runs in its own directory (HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR): a path that
+        leaves it is refused, not quietly ignored (issue 24)."""
+        if v is None:
+            return v
+        if ".." in v.replace("\\", "/").split("/") or (info.field_name == "working_dir" and v.startswith("/")):
+            raise ValueError(f"{info.field_name} {v!r:.80} leaves the job's own directory; every job runs in its own "
+                             "(HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR): give a relative path without '..' "
+                             "or leave it out")
+        return v
+
     @field_validator("time_limit_s", mode="before")
     @classmethod
     def _time_limit_seconds(cls, v: Any) -> Any:

@@ -89,7 +89,7 @@ def test_event_stream_says_hello_and_reports_jobs(ann):
     stream = ann.subscribe(got.put)
     try:
         first = got.get(timeout=10)
-        assert first == {"type": "hello", "user": "ann"}
+        assert first == {"type": "hello", "user": "ann", "seq": first["seq"]} and isinstance(first["seq"], int)
         job = ann.submit({"vc": "default", "command": "true", "tasks": [{"name": "main", "count": 1, "gpus": 0}]})
         states = set()
         while "succeeded" not in states:

@@ -36,6 +36,20 @@ def test_huge_or_negative_log_offsets_are_a_400(api, query, field):
     assert code == 400 and err["field"] == field and f"query parameter {field}" in err["error"], err
 
 
+@pytest.mark.parametrize("params, field", [
+    ([("offset", "1"), ("offset", "2")], "offset"), ([("follow", "AAA")], "follow"),
+])
+def test_repeated_offsets_and_unknown_follow_values_are_a_400(api, jp_fetch, run, params, field):
+    """What the OpenAPI document forbids is refused, not quietly read as something else (schemathesis found both)."""
+    import json
+
+    code, job = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 0}]})
+    assert code == 201, job
+    r = run(jp_fetch("hive_lab", "api", "jobs", job["id"], "logs", params=params, raise_error=False))
+    err = json.loads(r.body)
+    assert r.code == 400 and err["field"] == field, err
+
+
 @pytest.mark.parametrize("query, field", [
     ("limit=-5", "limit"), ("limit=" + str(10**30), "limit"), ("limit=1001", "limit"),
     ("offset=" + str(10**30), "offset"), ("offset=-3", "offset"),
@@ -67,6 +81,9 @@ def jp_server_config(jp_server_config):
     ({"command": "true", "tasks": [{"gpus": 0, "cpus": 0}]}, "tasks[0].cpus", "ask for cpus > 0"),
     ({"jobName": "p", "taskRoles": [{"gpuNumber": 0, "cpuNumber": 0, "command": "true"}]}, "taskRoles[0].cpuNumber",
      "ask for cpus > 0"),
+    ({"command": "true", "working_dir": "../../etc"}, "working_dir", "leaves the job's own directory"),
+    ({"command": "true", "working_dir": "/etc"}, "working_dir", "leaves the job's own directory"),
+    ({"command": "true", "output_dir": "out/../../x"}, "output_dir", "leaves the job's own directory"),
 ])
 def test_submits_that_could_never_run_are_refused(api, hive, body, field, words):
     assert hive.service.launcher.name == "local"
@@ -83,3 +100,18 @@ def test_what_stays_allowed(api, wait_state):
     assert code == 201, job
     assert wait_state(job["id"], "succeeded", "failed")["state"] == "succeeded"
     assert api("GET", f"jobs/{job['id']}/logs")[1]["data"] == "in-output\n3\n"
+
+
+@pytest.mark.parametrize("gpus, ok", [(314.0, True), (4, True), (314.5, False), ("314", False), (True, False)])
+def test_an_action_body_takes_what_the_document_calls_an_integer(gpus, ok):
+    """JSON Schema's integer includes 314.0 (schemathesis sent it to pause and got a 400); strings,
+    fractions and booleans stay refused."""
+    from pydantic import ValidationError
+
+    from hive_lab_server.handlers.job_actions import JobAction
+
+    if ok:
+        assert JobAction.model_validate({"gpus": gpus}).gpus == int(gpus)
+    else:
+        with pytest.raises(ValidationError):
+            JobAction.model_validate({"gpus": gpus})

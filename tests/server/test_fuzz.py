@@ -20,6 +20,8 @@ def srv(tmp_path_factory):
         tmp_path_factory.mktemp("fuzz"),
         cluster_config={"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "vcs": {"default": 4}},
         env={"PATH": "/nonexistent"},
+        users={"ann": {}},  # a non-admin (the server's own token is an admin's)
+        vc_access={"ann": ["default"]},
         config={"HiveLabApp": {"max_body_bytes": 200_000}},
     ).start()
     yield server
@@ -32,13 +34,14 @@ def snapshot(srv):
     return total, tuple((g["node"], g["index"], g["drained"]) for g in gpus)
 
 
+@pytest.mark.parametrize("user", [None, "ann"], ids=["admin", "user"])
 @schema.parametrize()
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-def test_api_never_fails_and_rejections_change_nothing(case, srv):
+def test_api_never_fails_and_rejections_change_nothing(case, srv, user):
     if case.operation.path == "/events":
         pytest.skip("websocket: tested in test_api.py and test_permissions.py")
     before = snapshot(srv)
-    response = case.call(base_url=srv.api_url.rstrip("/"), headers=srv.headers(), timeout=30)
+    response = case.call(base_url=srv.api_url.rstrip("/"), headers=srv.headers(user), timeout=30)
     assert response.status_code < 500, (response.status_code, response.text[:500], srv.log()[-3000:])
     if response.status_code >= 400:
         body = response.json()

@@ -9,6 +9,7 @@ from hive_lab_server.service import HiveService, StoreUnavailable
 from hive_lab_server.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
+from waiting import wait_until_async
 
 
 @pytest.fixture
@@ -78,7 +79,8 @@ def test_group_commit_stores_submits_arriving_together_in_one_transaction(servic
         await service.start()
         busy = service.submit(spec, "ann", "default")
         assert busy["state"] == "scheduled"
-        await asyncio.sleep(0)
+        # its launch (spawned off the loop) is recorded first, so only the grouped submits' commits count
+        await wait_until_async(lambda: service.store.get_job(busy["id"])["state"] == "running", "the busy job running")
         commits.clear()
         jobs = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(5)))
         assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1
@@ -123,7 +125,9 @@ def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_p
         await svc.start()
         busy = [svc.submit(spec, "ann", vc) for vc in ("a", "b")]  # no idle GPUs anywhere
         assert [b["state"] for b in busy] == ["scheduled", "scheduled"]
-        await asyncio.sleep(0)
+        # its launch (spawned off the loop) is recorded first, so only the grouped submits' commits count
+        await wait_until_async(lambda: all(svc.store.get_job(b["id"])["state"] == "running" for b in busy),
+                               "the busy jobs running")
         commits.clear()
         jobs = await asyncio.gather(*(svc.submit_grouped(spec, "ann", "a") for _ in range(5)))
         assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1

@@ -41,7 +41,7 @@ def test_queries(tmp_path):
     jobs, total = store.list_jobs(states=["running", "queued"], offset=1)
     assert total == 2 and [j["id"] for j in jobs] == ["j-000002"]
     assert store.placements(["j-000002"])["j-000002"][0]["gpus"] == [1]
-    assert store.history("j-000001") == [{"state": "succeeded", "at": 1.0, "reason": "because"}]
+    assert store.history("j-000001") == [{"seq": 1, "state": "succeeded", "at": 1.0, "reason": "because"}]
     assert store.state_counts() == {"succeeded": 1, "running": 1, "queued": 1}
     store.close()
 
@@ -56,4 +56,30 @@ def test_vc_limits_are_stored_whole_and_replaced(tmp_path):
         store.set_vc_limits(batch, "other", {"default": {"max_kernels": 1}, "groups": {}, "users": {}}, 2.0, "carol")
     assert store.vc_limits() == {"cv-101": {"default": {}, "groups": {}, "users": {"ann": {"max_gpus": 1}}},
                                  "other": {"default": {"max_kernels": 1}, "groups": {}, "users": {}}}
+    store.close()
+
+
+def test_event_seqs_grow_across_reopens_and_are_never_reused(tmp_path):
+    """A state change's id is its ``seq`` on the events websocket: committed rows learn it (in order, told to
+    ``on_events``), a reopened store goes on after it, and deleting the newest rows does not hand their
+    numbers out again (SQLite AUTOINCREMENT, migration 0008)."""
+    url = f"sqlite:///{tmp_path / 'e.sqlite'}"
+    store = Store(url)
+    told = []
+    store.on_events = lambda rows: told.extend((r["seq"], r["job_id"], r["state"]) for r in rows)
+    with store.begin() as b:
+        store.insert_job(b, _job(1, "queued", "ann"))
+        for state in ("submitted", "queued", "scheduled"):
+            store.add_event(b, "j-000001", state, 1.0, "")
+    assert told == [(1, "j-000001", "submitted"), (2, "j-000001", "queued"), (3, "j-000001", "scheduled")]
+    assert store.last_event_seq() == 3
+    assert [r["seq"] for r in store.events_after(1, limit=5)] == [2, 3]
+    assert [r["state"] for r in store.events_after(0, limit=1)] == ["submitted"]
+    with store.engine.begin() as conn:  # the newest row is gone (a restored backup, a prune)
+        conn.execute(text("delete from job_events where id = 3"))
+    store.close()
+    store = Store(url)
+    with store.begin() as b:
+        store.add_event(b, "j-000001", "running", 2.0, "")
+    assert [r["seq"] for r in store.events_after(0, limit=10)] == [1, 2, 4]
     store.close()

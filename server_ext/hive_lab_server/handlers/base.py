@@ -98,6 +98,31 @@ async def wait_for_recovery(handler: Any) -> None:
         raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s or 1) from None
 
 
+def json_error(handler: Any, status_code: int, **kwargs: Any) -> None:
+    """Answer an error as ``{"error": message, "field": field}`` (every hive_lab endpoint, the events
+    websocket's refusals included)."""
+    handler.set_header("Content-Type", "application/json")
+    if status_code == 405:
+        allowed = getattr(handler, "allowed_methods", None)
+        handler.set_header("Allow", ", ".join(allowed()) if allowed else "GET")
+    exc = kwargs.get("exc_info", (None, None, None))[1]
+    field = None
+    if isinstance(exc, HiveError):
+        message, field = exc.message, exc.field
+        if exc.retry_after_s is not None:
+            handler.set_header("Retry-After", str(exc.retry_after_s))
+        if status_code == 401:
+            handler.set_header("WWW-Authenticate", 'token realm="hive_lab"')
+    elif isinstance(exc, web.HTTPError):
+        message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
+        if status_code == 403 and not message:
+            message = "you may not do this (authorization for the hive_lab resource was refused)"
+        message = message or handler._reason
+    else:
+        message = "internal error; the server log has the details"
+    handler.finish(json.dumps({"error": message, "field": field}))
+
+
 class HiveHandler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
 
@@ -122,7 +147,16 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             raise unauthenticated()
         return super().get_login_url()
 
+    #: answered even when max_requests_in_flight are being served (liveness: GET me, GET metrics)
+    never_shed: tuple[str, ...] = ()
+
     async def prepare(self) -> None:
+        if self.request.method not in self.never_shed:
+            if not self.hive.in_flight.enter():
+                self.service.metrics.requests_shed.inc()
+                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
+                                     "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
+            self._in_flight = True
         await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
@@ -130,6 +164,19 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         size = len(self.request.body or b"")
         if (length and length.isdigit() and int(length) > limit) or size > limit:
             raise HiveError(413, f"the request body is larger than {limit} bytes; send less (e.g. fewer or smaller files)")
+
+    def on_finish(self) -> None:
+        self._leave()
+        super().on_finish()
+
+    def on_connection_close(self) -> None:
+        self._leave()
+        super().on_connection_close()
+
+    def _leave(self) -> None:
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            self.hive.in_flight.leave()
 
     def _log(self) -> None:
         # jupyter_server logs every success at debug level, and traitlets keeps the app's logger at DEBUG
@@ -144,25 +191,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         super()._log()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        self.set_header("Content-Type", "application/json")
-        if status_code == 405:
-            self.set_header("Allow", ", ".join(self.allowed_methods()))
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        field = None
-        if isinstance(exc, HiveError):
-            message, field = exc.message, exc.field
-            if exc.retry_after_s is not None:
-                self.set_header("Retry-After", str(exc.retry_after_s))
-            if status_code == 401:
-                self.set_header("WWW-Authenticate", 'token realm="hive_lab"')
-        elif isinstance(exc, web.HTTPError):
-            message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
-            if status_code == 403 and not message:
-                message = "you may not do this (authorization for the hive_lab resource was refused)"
-            message = message or self._reason
-        else:
-            message = "internal error; the server log has the details"
-        self.finish(json.dumps({"error": message, "field": field}))
+        json_error(self, status_code, **kwargs)
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -198,6 +227,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         self.finish(model.model_validate(obj).model_dump_json(exclude_unset=True))
 
     def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
+        if len(self.get_arguments(name)) > 1:  # offset=1&offset=2: which one was meant?
+            raise HiveError(400, f"give query parameter {name} once", name)
         raw = self.get_argument(name, None)
         if raw is None or raw == "":
             return default

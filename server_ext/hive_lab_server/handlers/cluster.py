@@ -26,6 +26,8 @@ class VcsHandler(HiveHandler):
 
 
 class MeHandler(HiveHandler):
+    never_shed = ("GET",)  # says the server is alive, also under load
+
     @web.authenticated
     @authorized
     def get(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from jupyter_server.auth.decorator import authorized
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from tornado import web
 
 from .. import models
@@ -28,6 +28,12 @@ class JobAction(BaseModel):
     reason: Annotated[str, Field(max_length=300)] = ""
     gpu_type: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _whole_number(cls, v: Any) -> Any:
+        """JSON Schema's integer includes 314.0 (the OpenAPI document allows it); "314" and 314.5 stay refused."""
+        return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 class JobActionHandler(HiveHandler):

@@ -153,7 +153,7 @@ class JobLogsHandler(_OwnedJob):
         if task not in tasks:
             raise HiveError(400, f"query parameter task: job {job_id} has no task {task!r}; its tasks are {', '.join(tasks)}", "task")
         offset = self.int_arg("offset", 0, 0)
-        follow = self.get_argument("follow", "0").lower() in ("1", "true", "yes")
+        follow = _flag(self.get_argument("follow", None), "follow")  # follow=AAA: a 400, not "no"
         path = self.service.log_path(job_id, task)
         user = row["user"]
         if not follow:

@@ -78,7 +78,7 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
     if progress is not None:  # hive_lab.progress lines and known figures (docs/checkpoint.md)
         obj["progress"] = progress
     if detail:
-        obj["history"] = [{"state": h["state"], "at": iso(h["at"]), "reason": h["reason"]}
+        obj["history"] = [{"seq": h["seq"], "state": h["state"], "at": iso(h["at"]), "reason": h["reason"]}
                           for h in svc.store.history(job_id)]
     return obj
 

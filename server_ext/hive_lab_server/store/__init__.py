@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from alembic import command
 from alembic.config import Config
@@ -93,8 +93,10 @@ class Batch:
             rows = [r for rs in self.placements.values() for r in rs]
             if rows:
                 conn.execute(insert(_placements), rows)
-        if self.events:
-            conn.execute(insert(_events), self.events)
+        if self.events:  # each row learns its id: the event's sequence number (events websocket)
+            ids = conn.execute(insert(_events).returning(_events.c.id, sort_by_parameter_order=True), self.events)
+            for row, (seq,) in zip(self.events, ids):
+                row["seq"] = seq
         for node, gpu, row in self.drains:
             cond = _drains.c.gpu.is_(None) if gpu is None else _drains.c.gpu == gpu
             conn.execute(delete(_drains).where(_drains.c.node == node, cond))
@@ -150,6 +152,8 @@ class Store:
         else:  # a database server may restart under us: test pooled connections before use
             kwargs["pool_pre_ping"] = True
         self.engine = create_engine(url, **kwargs)
+        # told the committed state changes (rows with their ``seq``), in order, right after each commit
+        self.on_events: Callable[[list[dict[str, Any]]], None] | None = None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         migrate(self.engine)
@@ -166,6 +170,8 @@ class Store:
         if batch:
             with self.engine.begin() as conn:
                 batch.flush(conn)
+            if batch.events and self.on_events is not None:
+                self.on_events(batch.events)
 
     # --- writes (all go through a Batch from begin()) --------------------------------------------
 
@@ -282,10 +288,24 @@ class Store:
             row = conn.execute(select(_jobs).where(_jobs.c.id == job_id)).mappings().first()
             return dict(row) if row else None
 
+    def last_event_seq(self) -> int:
+        """The sequence number of the newest stored state change (0: none yet)."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.max(_events.c.id))).scalar() or 0)
+
+    def events_after(self, seq: int, limit: int) -> list[dict[str, Any]]:
+        """At most ``limit`` stored state changes after sequence number ``seq``, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(_events.c.id.label("seq"), _events.c.job_id, _events.c.state, _events.c.at, _events.c.reason)
+                .where(_events.c.id > seq).order_by(_events.c.id).limit(limit)
+            ).mappings()
+            return [dict(r) for r in rows]
+
     def history(self, job_id: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(_events.c.state, _events.c.at, _events.c.reason)
+                select(_events.c.id.label("seq"), _events.c.state, _events.c.at, _events.c.reason)
                 .where(_events.c.job_id == job_id)
                 .order_by(_events.c.id)
             ).mappings()

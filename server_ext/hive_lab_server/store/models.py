@@ -84,7 +84,12 @@ class JobArray(Base):
 
 
 class JobEvent(Base):
+    """One state change of a job. ``id`` is the event's sequence number on the ``events`` websocket
+    (``since=N`` replays the rows after N): it only grows, also across restarts, and is never reused
+    (SQLite AUTOINCREMENT; a PostgreSQL sequence)."""
+
     __tablename__ = "job_events"
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id"), index=True)
