@@ -17,7 +17,7 @@ from .admission import AdmissionGate
 from .install import Installer
 from . import recovery as _recovery
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job,
+    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job, shape_key,
 )
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
@@ -790,15 +790,12 @@ class Scheduler:
                 elif self._attempt_opp(j, now, out, memo):
                     self._gate.started(j, held)
 
-    @staticmethod
-    def _shape(req: JobRequest):
-        return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
-                req.priority, req.within, req.pinned_cell)
+    _shape = staticmethod(shape_key)
 
     def _attempt(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         """Try to start (or start preempting for) guaranteed job ``j``."""
         req = j.req
-        key = self._shape(req)
+        key = j.shape
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
@@ -856,7 +853,7 @@ class Scheduler:
 
     def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         req = j.req
-        key = self._shape(req)
+        key = j.shape
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
