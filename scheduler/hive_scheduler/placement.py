@@ -235,8 +235,9 @@ class GuaranteedPlacement:
     def _surely_unplaceable(self, req, vcs, mode: int) -> bool:
         """Quick reject for gangs of whole cells (e.g. 4 x 8 GPUs) that cannot fit: saves a
         hold-and-roll-back of the first tasks."""
-        if req.within is not None or req.pinned_cell is not None:
-            return False
+        tasks = req.tasks
+        if req.within is not None or req.pinned_cell is not None or (len(tasks) == 1 and tasks[0].count <= 1):
+            return False  # (one task is never a gang of several cells)
         chains = self.state.job_chains(req, vcs)
         if len(chains) != 1:
             return False

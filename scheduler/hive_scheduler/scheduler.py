@@ -102,7 +102,10 @@ class Scheduler:
         self._fit_memo: dict[Any, bool] = {}
 
     # ================================================================== calls
-    def submit(self, job: JobRequest, now: float) -> list[Decision]:
+    def submit(self, job: JobRequest, now: float, *, explain: bool = True) -> list[Decision]:
+        """Queue ``job`` and schedule. ``explain=False``: its ``queued`` decision carries no reason (for a
+        caller that discards it, as the overflow wrapper does for a job's shadow; the reason costs a walk
+        of the VC's state)."""
         if not self._trusted:
             if not isinstance(job, JobRequest):
                 raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
@@ -130,7 +133,8 @@ class Scheduler:
                 self._mark_bypassed(vc, now)
         self._schedule(now, out)
         if j.state == WAITING:
-            out.append(Decision("queued", job.id, now, reason=None if self._trusted else _views.wait_reason(self, j)))
+            out.append(Decision("queued", job.id, now,
+                                reason=None if self._trusted or not explain else _views.wait_reason(self, j)))
         return out
 
     def check_can_ever_fit(self, job: JobRequest) -> None:
@@ -781,14 +785,19 @@ class Scheduler:
     def _pass_opp(self, now: float, out: list) -> None:
         memo: dict = {}
         held: dict = {}
+        gate = self._gate
+        limited = bool(gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
+        jobs = self._jobs
         for _, jid in list(self._opp_queue):
-            j = self._jobs.get(jid)
+            j = jobs.get(jid)
             if j is not None and j.state == WAITING:
-                over = self._gate.blocked(j, held)
+                over = gate.blocked(j, held) if limited else None
                 if over is not None:
                     j.fail = over
+                elif j.shape in memo:  # a job of this shape did not fit in this pass (as _attempt_opp's memo)
+                    j.fail = memo[j.shape]
                 elif self._attempt_opp(j, now, out, memo):
-                    self._gate.started(j, held)
+                    gate.started(j, held)
 
     _shape = staticmethod(shape_key)
 
@@ -816,7 +825,7 @@ class Scheduler:
         txn: list = []
         res = None
         forced: list[str] = []
-        if req.total_gpus <= free:
+        if j.gpus <= free:  # (== req.total_gpus, computed once)
             res = self.placement.place(j, FREE, txn)
             if res is None and state.opp_leaves > 0:
                 rollback(txn)

@@ -135,11 +135,17 @@ class ClusterState:
 
     def job_chains(self, req, vcs) -> list[str]:
         """The chains ``req``'s GPU tasks may use (in ``vcs``'s guarantee; None: the whole cluster)."""
-        types = frozenset(t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type)
-        key = (types, vcs.name if vcs is not None else None)
+        tasks = req.tasks
+        if len(tasks) == 1:  # (the common case, keyed without building a set)
+            t = tasks[0]
+            key = (t.gpu_type if t.gpus > 0 and t.gpu_type else None, vcs.name if vcs is not None else None)
+        else:
+            key = (frozenset(t.gpu_type for t in tasks if t.gpus > 0 and t.gpu_type),
+                   vcs.name if vcs is not None else None)
         got = self._chains_cache.get(key)
         if got is not None:
             return got
+        types = {t.gpu_type for t in tasks if t.gpus > 0 and t.gpu_type}
         if vcs is None:
             chains = self.chains
         else:

@@ -67,7 +67,9 @@ class OverflowScheduler:
 
     def _submit(self, req: JobRequest, now: float, out: list) -> None:
         self._gone.discard(req.id)
-        self._translate(self.inner.submit(req, now), now, out)
+        shadow = req.id.endswith(SHADOW_SUFFIX)  # its "queued" is not shown: no reason to compute
+        self._translate(self.inner.submit(req, now, explain=not shadow) if shadow else self.inner.submit(req, now),
+                        now, out)
 
     def _translate(self, decisions: list, now: float, out: list) -> None:
         """Decisions of the core -> decisions under the jobs' own ids, acting on shadows as they come;
