@@ -40,7 +40,7 @@ class Installer:
         ``share_slot`` of its one GPU: joining the GPU's other shares, or opening it."""
         req = j.req
         jid = req.id
-        size = job_share(req)
+        size = j.share if type(j) is Job else job_share(req)
         if size and placement:
             share_slot = placement[0].share_slot
         firsts, acc = [], 0

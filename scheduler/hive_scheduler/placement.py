@@ -264,7 +264,7 @@ class GuaranteedPlacement:
         vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
             return None
-        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
+        order = (0,) if len(req.tasks) == 1 else sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
         if req.pinned_cell is not None:
             return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)
         if req.within is None:

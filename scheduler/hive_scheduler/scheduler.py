@@ -704,8 +704,12 @@ class Scheduler:
                 state.opp_dirty = False
                 if self._opp_queue:
                     self._pass_opp(now, out)
-            if not state.opp_dirty and not any(vc.dirty for vc in vcs.values()):
-                return
+            if not state.opp_dirty:
+                for vc in vcs.values():  # (a plain loop: this runs after every call)
+                    if vc.dirty:
+                        break
+                else:
+                    return
 
     def _ordered_waiting(self, vc) -> list[Job]:
         return [self._jobs[jid] for _, jid in vc.queue]
@@ -808,7 +812,7 @@ class Scheduler:
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
-        size = job_share(req)
+        size = j.share
         if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would
             if self._share_pack(j, size, now, out):
                 return True
@@ -866,7 +870,7 @@ class Scheduler:
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
-        size = job_share(req)
+        size = j.share
         if size and self._share_pack(j, size, now, out):
             return True
         txn: list = []
