@@ -724,13 +724,14 @@ class Scheduler:
         hold = None
         reserve = self.backfill or self._strict
         blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
+        limited = bool(self._gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
         for j in jobs:
             if j.state != WAITING:
                 continue
             if hold is not None:
                 j.fail = HeldBack(hold.req.id)
                 continue
-            over = self._gate.blocked(j, held)
+            over = self._gate.blocked(j, held) if limited else None
             if over is not None:  # its owner is at a limit: skip it, not the jobs behind it
                 j.fail = over
                 j.bypass_since = None  # not overtaken: it waits for its owner's own jobs
@@ -749,7 +750,12 @@ class Scheduler:
                 else:
                     blocked.append(j)
                 continue
-            if self._attempt(j, now, out, memo):
+            if j.shape in memo:  # a job of this shape did not fit in this pass (as _attempt's memo)
+                j.fail = memo[j.shape]
+                started = False
+            else:
+                started = self._attempt(j, now, out, memo)
+            if started:
                 self._gate.started(j, held)
                 for s in skipped:
                     if s.bypass_since is None:
