@@ -59,10 +59,18 @@ class Scheduler:
     a job behind it starts now only if its ``time_limit_s`` ends by then (it never delays the
     reservation); jobs without a limit wait behind it. ``strict_order``: the same reservations but no
     backfill (nobody passes them). See docs/core-api.md "Backfill".
+
+    ``private_placement`` (default False): a guaranteed job is placed where its VC's private cluster
+    would place it: opportunistic work in the VC's cells (e.g. other VCs' overflowed jobs) does not steer
+    the choice; it is preempted. False: GPUs free of opportunistic work first, so nothing is preempted while
+    the VC has room elsewhere; but the VC's cells then fill (and fragment) unlike on its private cluster,
+    and later jobs of the VC may wait longer than there (the sharing anomaly; issue 25). The simulator's
+    overflow lever turns it on.
     """
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
-                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False):
+                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False,
+                 private_placement: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -86,6 +94,7 @@ class Scheduler:
         self._twin: Scheduler | None = None
         self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
         self._trusted = False  # the estimates' twin: replays validated jobs and needs no reasons
+        self.private_placement = bool(private_placement)
         self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
 
     def _new_state(self, cfg: ClusterConfig) -> None:
@@ -468,7 +477,8 @@ class Scheduler:
         twin = self._twin
         if twin is None or twin.config is not self.config:
             twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
-                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict)
+                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict,
+                                          private_placement=self.private_placement)
             twin._trusted = True  # it replays jobs this core validated: no checks, no reason sentences
         twin._gate.tables = dict(self._gate.tables)  # the same per-user limits (the twin's own jobs count)
         return twin
@@ -836,10 +846,13 @@ class Scheduler:
         res = None
         forced: list[str] = []
         if j.gpus <= free:  # (== req.total_gpus, computed once)
-            res = self.placement.place(j, FREE, txn)
-            if res is None and state.opp_leaves > 0:
-                rollback(txn)
+            if self.private_placement and state.opp_leaves > 0:  # where its private cluster would place it
                 res = self.placement.place(j, OPPORTUNISTIC, txn)
+            else:
+                res = self.placement.place(j, FREE, txn)
+                if res is None and state.opp_leaves > 0:
+                    rollback(txn)
+                    res = self.placement.place(j, OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
             rollback(txn)

@@ -60,15 +60,16 @@ PHILLY_RUNS = {
     "grace 30 s, x0.03": ({"time_scale": 0.03}, {"grace": 30.0}),
 }
 
-PHILLY_DIGESTS = {  # recorded from 0d2553f (before the replay was made faster)
-    "backfill, limits x2, x0.03": "6c3c7c0512cd421ce688b664e559dd3798dbf17e70809d501ac2875017dce3c2",
+PHILLY_DIGESTS = {  # recorded from 0d2553f (before the replay was made faster); the runs with overflow re-recorded
+    # when overflow began to place as the private cluster does (Scheduler(private_placement=True), issue 25)
+    "backfill, limits x2, x0.03": "265e81652f37db196627028c1b177908b4c7be705f5b5a37eb858808f0abb261",
     "drf bare, 20 users, x0.03": "3334c641728bf495af2cbdb95f509609ec35226bcf50ff5434faa24fc03b3031",
-    "fair_share+overflow, 20 users, x0.03": "816ace46a17ff1a9d126c6fa053b2a6fa66d2ac038bfe5f16c63df5e29fc3b56",
-    "grace 30 s, x0.03": "cb74370710699f6b007f81211df2e661890bd9849f73d229450ccb790dd09128",
+    "fair_share+overflow, 20 users, x0.03": "56fc2b956d6819f4872a464f3b5665842ddc4a8b0c6ac7feb385ceb72b11f38d",
+    "grace 30 s, x0.03": "f02fb4dbfebff6b80f399f5f3cecbc1b1a2af3d6efae3c093975cd96a40e32c2",
     "hived bare, x0.03": "dbe4b798b530098f9ef42e148e891c7efacfef81497190ee5fa78e361345ef40",
-    "hived+overflow, x0.03": "d8d94faad2d0c5109011890936874598853b93e1ae486c8a0d50a6e3dfd0ee6b",
+    "hived+overflow, x0.03": "ca77b135ad0687b670c084de3900d1b939cb9f7251bc53e353855df2c5e3a722",
     "hived+overflow, x1": "3f7e4e46cc9cfc89b80e1a57df4b434ce96f4543604b3105554d1237ad3d36ee",
-    "strict, limits x2, x0.03": "db2ae8e1610f7aab4f29a0535f09009722bddbde74cd1de65552e02f21478234",
+    "strict, limits x2, x0.03": "1dd2b0c139d348479c66017b092c3ce1794cd911215768f9930d6a0571f8eb88",
 }
 
 COURSE_DIGESTS = {  # recorded from 0d2553f

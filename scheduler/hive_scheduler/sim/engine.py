@@ -158,7 +158,9 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
     if policy == "hived":
         from ..scheduler import Scheduler
 
-        core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict")
+        # with overflow, other VCs' work sits in a VC's cells: place as the private cluster would (issue 25)
+        core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict",
+                         private_placement=overflow)
         if overflow:
             from .overflow import OverflowScheduler
 
