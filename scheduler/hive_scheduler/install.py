@@ -21,13 +21,16 @@ class Installer:
     (the scheduler's job table, by id), ``shares`` (the state's shared GPUs) and ``holders`` (per VC, the
     jobs holding its virtual GPUs; with the VC's ``prio_count`` the preemption search's bounds)."""
 
-    __slots__ = ("state", "jobs", "shares", "holders")
+    __slots__ = ("state", "jobs", "shares", "holders", "_placements")
 
     def __init__(self, state, jobs: dict, shares: SharedGPUs):
         self.state = state
         self.jobs = jobs
         self.shares = shares
         self.holders: dict[str, dict[str, None]] = {vc: {} for vc in state.vcs}
+        # TaskPlacements made so far, by every field and the types of the numbers (they are immutable and
+        # compared by value, so an equal one is reused: building a frozen dataclass is a start's main cost)
+        self._placements: dict[tuple, TaskPlacement] = {}
 
     def install(self, j: Job, res: list, vleaves: list, opportunistic: bool, victims: list[str], now: float,
                 out: list, announce: bool, placement: tuple | None = None, detached: tuple = (),
@@ -40,7 +43,7 @@ class Installer:
         ``share_slot`` of its one GPU: joining the GPU's other shares, or opening it."""
         req = j.req
         jid = req.id
-        size = job_share(req)
+        size = j.share if type(j) is Job else job_share(req)
         if size and placement:
             share_slot = placement[0].share_slot
         firsts, acc = [], 0
@@ -56,14 +59,23 @@ class Installer:
             if node is None:
                 continue
             if placement is None:
-                placements.append(TaskPlacement(
-                    task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
-                    gpus=tuple(sorted(leaf.gpu for leaf in leaves)), cpus=tg.cpus, memory_mb=tg.memory_mb,
-                    share=tg.gpus if size else 0.0, share_slot=share_slot if size else -1))
+                gpus = tuple(sorted(leaf.gpu for leaf in leaves))
+                key = (tg.name, ti, firsts[gi] + ti, node.name, gpus, tg.cpus, type(tg.cpus), tg.memory_mb,
+                       type(tg.memory_mb), tg.gpus if size else 0.0, share_slot if size else -1)
+                p = self._placements.get(key)
+                if p is None:
+                    if len(self._placements) >= 65536:
+                        self._placements.clear()
+                    p = self._placements[key] = TaskPlacement(
+                        task=f"{tg.name}-{ti}", group=tg.name, index=ti, rank=firsts[gi] + ti, node=node.name,
+                        gpus=gpus, cpus=tg.cpus, memory_mb=tg.memory_mb,
+                        share=tg.gpus if size else 0.0, share_slot=share_slot if size else -1)
+                placements.append(p)
             if tg.cpus or tg.memory_mb:
                 j.res.append((node, tg.cpus, tg.memory_mb))
         if placement is None:
-            placements.sort(key=lambda p: p.rank)
+            if len(placements) > 1:
+                placements.sort(key=lambda p: p.rank)
             placement = tuple(placements)
         j.placement = placement
         j.detached = detached

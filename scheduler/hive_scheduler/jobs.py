@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
+from .shares import job_share
 from .types import JobRequest, TaskPlacement
 
 
@@ -80,7 +81,7 @@ class Job:
 
     __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
                  "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at",
-                 "detached", "gpus")
+                 "detached", "gpus", "shape", "share")
 
     def __init__(self, req: JobRequest, seq: int):
         self.req = req
@@ -104,6 +105,8 @@ class Job:
         # the job ends, hold their VC's virtual GPUs (when guaranteed) but no physical cell
         self.detached: tuple = ()
         self.gpus = req.total_gpus  # GPUs it runs on (fair-share usage counts them each call)
+        self.shape = shape_key(req)  # what placement depends on (a pass tries each shape once), computed once
+        self.share = job_share(req)  # eighths of one GPU it asks for (0: whole GPUs), computed once
 
     def reset_placement(self) -> None:
         """Forget everything it holds (the caller has released it or is building a new state)."""
@@ -112,6 +115,12 @@ class Job:
         self.placement = ()
         self.fail = None
         self.detached = ()
+
+
+def shape_key(req: JobRequest) -> tuple:
+    """What placing ``req`` depends on besides the cluster: jobs of one shape fit or not alike."""
+    return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
+            req.priority, req.within, req.pinned_cell)
 
 
 _Job = Job  # compatible alias (tests and older code import the private name)

@@ -150,7 +150,7 @@ def place_opportunistic(state: ClusterState, job, txn: list):
     """Reserve free physical GPUs for every task of opportunistic ``job`` (all or nothing, recorded in
     ``txn``). Returns the list of (group index, task index, node, leaves), or None."""
     req = job.req
-    order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
+    order = (0,) if len(req.tasks) == 1 else sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
     chains = state.job_chains(req, None)
     if req.within is None:
         return place_groups_p(state, job, order, None, txn)

@@ -235,8 +235,9 @@ class GuaranteedPlacement:
     def _surely_unplaceable(self, req, vcs, mode: int) -> bool:
         """Quick reject for gangs of whole cells (e.g. 4 x 8 GPUs) that cannot fit: saves a
         hold-and-roll-back of the first tasks."""
-        if req.within is not None or req.pinned_cell is not None:
-            return False
+        tasks = req.tasks
+        if req.within is not None or req.pinned_cell is not None or (len(tasks) == 1 and tasks[0].count <= 1):
+            return False  # (one task is never a gang of several cells)
         chains = self.state.job_chains(req, vcs)
         if len(chains) != 1:
             return False
@@ -263,7 +264,7 @@ class GuaranteedPlacement:
         vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
             return None
-        order = sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
+        order = (0,) if len(req.tasks) == 1 else sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
         if req.pinned_cell is not None:
             return self._place_groups_v(job, vcs, order, vcs.pins[req.pinned_cell], mode, txn)
         if req.within is None:

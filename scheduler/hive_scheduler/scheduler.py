@@ -17,7 +17,7 @@ from .admission import AdmissionGate
 from .install import Installer
 from . import recovery as _recovery
 from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job,
+    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job, shape_key,
 )
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
@@ -59,10 +59,18 @@ class Scheduler:
     a job behind it starts now only if its ``time_limit_s`` ends by then (it never delays the
     reservation); jobs without a limit wait behind it. ``strict_order``: the same reservations but no
     backfill (nobody passes them). See docs/core-api.md "Backfill".
+
+    ``private_placement`` (default False): a guaranteed job is placed where its VC's private cluster
+    would place it: opportunistic work in the VC's cells (e.g. other VCs' overflowed jobs) does not steer
+    the choice; it is preempted. False: GPUs free of opportunistic work first, so nothing is preempted while
+    the VC has room elsewhere; but the VC's cells then fill (and fragment) unlike on its private cluster,
+    and later jobs of the VC may wait longer than there (the sharing anomaly; issue 25). The simulator's
+    overflow lever turns it on.
     """
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
-                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False):
+                 fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False,
+                 private_placement: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -86,6 +94,7 @@ class Scheduler:
         self._twin: Scheduler | None = None
         self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
         self._trusted = False  # the estimates' twin: replays validated jobs and needs no reasons
+        self.private_placement = bool(private_placement)
         self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
 
     def _new_state(self, cfg: ClusterConfig) -> None:
@@ -102,7 +111,10 @@ class Scheduler:
         self._fit_memo: dict[Any, bool] = {}
 
     # ================================================================== calls
-    def submit(self, job: JobRequest, now: float) -> list[Decision]:
+    def submit(self, job: JobRequest, now: float, *, explain: bool = True) -> list[Decision]:
+        """Queue ``job`` and schedule. ``explain=False``: its ``queued`` decision carries no reason (for a
+        caller that discards it, as the overflow wrapper does for a job's shadow; the reason costs a walk
+        of the VC's state)."""
         if not self._trusted:
             if not isinstance(job, JobRequest):
                 raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
@@ -130,7 +142,8 @@ class Scheduler:
                 self._mark_bypassed(vc, now)
         self._schedule(now, out)
         if j.state == WAITING:
-            out.append(Decision("queued", job.id, now, reason=None if self._trusted else _views.wait_reason(self, j)))
+            out.append(Decision("queued", job.id, now,
+                                reason=None if self._trusted or not explain else _views.wait_reason(self, j)))
         return out
 
     def check_can_ever_fit(self, job: JobRequest) -> None:
@@ -464,7 +477,8 @@ class Scheduler:
         twin = self._twin
         if twin is None or twin.config is not self.config:
             twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
-                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict)
+                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict,
+                                          private_placement=self.private_placement)
             twin._trusted = True  # it replays jobs this core validated: no checks, no reason sentences
         twin._gate.tables = dict(self._gate.tables)  # the same per-user limits (the twin's own jobs count)
         return twin
@@ -700,8 +714,12 @@ class Scheduler:
                 state.opp_dirty = False
                 if self._opp_queue:
                     self._pass_opp(now, out)
-            if not state.opp_dirty and not any(vc.dirty for vc in vcs.values()):
-                return
+            if not state.opp_dirty:
+                for vc in vcs.values():  # (a plain loop: this runs after every call)
+                    if vc.dirty:
+                        break
+                else:
+                    return
 
     def _ordered_waiting(self, vc) -> list[Job]:
         return [self._jobs[jid] for _, jid in vc.queue]
@@ -716,13 +734,14 @@ class Scheduler:
         hold = None
         reserve = self.backfill or self._strict
         blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
+        limited = bool(self._gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
         for j in jobs:
             if j.state != WAITING:
                 continue
             if hold is not None:
                 j.fail = HeldBack(hold.req.id)
                 continue
-            over = self._gate.blocked(j, held)
+            over = self._gate.blocked(j, held) if limited else None
             if over is not None:  # its owner is at a limit: skip it, not the jobs behind it
                 j.fail = over
                 j.bypass_since = None  # not overtaken: it waits for its owner's own jobs
@@ -741,7 +760,12 @@ class Scheduler:
                 else:
                     blocked.append(j)
                 continue
-            if self._attempt(j, now, out, memo):
+            if j.shape in memo:  # a job of this shape did not fit in this pass (as _attempt's memo)
+                j.fail = memo[j.shape]
+                started = False
+            else:
+                started = self._attempt(j, now, out, memo)
+            if started:
                 self._gate.started(j, held)
                 for s in skipped:
                     if s.bypass_since is None:
@@ -781,28 +805,30 @@ class Scheduler:
     def _pass_opp(self, now: float, out: list) -> None:
         memo: dict = {}
         held: dict = {}
+        gate = self._gate
+        limited = bool(gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
+        jobs = self._jobs
         for _, jid in list(self._opp_queue):
-            j = self._jobs.get(jid)
+            j = jobs.get(jid)
             if j is not None and j.state == WAITING:
-                over = self._gate.blocked(j, held)
+                over = gate.blocked(j, held) if limited else None
                 if over is not None:
                     j.fail = over
+                elif j.shape in memo:  # a job of this shape did not fit in this pass (as _attempt_opp's memo)
+                    j.fail = memo[j.shape]
                 elif self._attempt_opp(j, now, out, memo):
-                    self._gate.started(j, held)
+                    gate.started(j, held)
 
-    @staticmethod
-    def _shape(req: JobRequest):
-        return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
-                req.priority, req.within, req.pinned_cell)
+    _shape = staticmethod(shape_key)
 
     def _attempt(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         """Try to start (or start preempting for) guaranteed job ``j``."""
         req = j.req
-        key = self._shape(req)
+        key = j.shape
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
-        size = job_share(req)
+        size = j.share
         if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would
             if self._share_pack(j, size, now, out):
                 return True
@@ -819,11 +845,14 @@ class Scheduler:
         txn: list = []
         res = None
         forced: list[str] = []
-        if req.total_gpus <= free:
-            res = self.placement.place(j, FREE, txn)
-            if res is None and state.opp_leaves > 0:
-                rollback(txn)
+        if j.gpus <= free:  # (== req.total_gpus, computed once)
+            if self.private_placement and state.opp_leaves > 0:  # where its private cluster would place it
                 res = self.placement.place(j, OPPORTUNISTIC, txn)
+            else:
+                res = self.placement.place(j, FREE, txn)
+                if res is None and state.opp_leaves > 0:
+                    rollback(txn)
+                    res = self.placement.place(j, OPPORTUNISTIC, txn)
         changed = False
         if res is None and lowp:
             rollback(txn)
@@ -856,11 +885,11 @@ class Scheduler:
 
     def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         req = j.req
-        key = self._shape(req)
+        key = j.shape
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
-        size = job_share(req)
+        size = j.share
         if size and self._share_pack(j, size, now, out):
             return True
         txn: list = []

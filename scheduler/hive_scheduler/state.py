@@ -74,6 +74,10 @@ class ClusterState:
             for c in n.cells:
                 self.chain_nodes[c.chain].append(c)
         self._level_cache: dict[tuple[str, int], int | None] = {}
+        # (GPU types a job asks for, VC or None) -> job_chains (the chains and VC totals are fixed per state)
+        self._chains_cache: dict[tuple, list[str]] = {}
+        # request shapes validation accepted on this config (validation.py; it checks each shape once)
+        self.valid_shapes: dict[tuple, None] = {}
         self.pin_cells = {}
         for c in self.cells:
             if c.pinned_id:
@@ -131,13 +135,24 @@ class ClusterState:
 
     def job_chains(self, req, vcs) -> list[str]:
         """The chains ``req``'s GPU tasks may use (in ``vcs``'s guarantee; None: the whole cluster)."""
-        types = {t.gpu_type for t in req.tasks if t.gpus > 0 and t.gpu_type}
+        tasks = req.tasks
+        if len(tasks) == 1:  # (the common case, keyed without building a set)
+            t = tasks[0]
+            key = (t.gpu_type if t.gpus > 0 and t.gpu_type else None, vcs.name if vcs is not None else None)
+        else:
+            key = (frozenset(t.gpu_type for t in tasks if t.gpus > 0 and t.gpu_type),
+                   vcs.name if vcs is not None else None)
+        got = self._chains_cache.get(key)
+        if got is not None:
+            return got
+        types = {t.gpu_type for t in tasks if t.gpus > 0 and t.gpu_type}
         if vcs is None:
             chains = self.chains
         else:
             chains = [c for c in self.chains if vcs.total.get(c)]
-        return [c for c in chains if not types or types <= {self.chain_gpu[c]}] or \
+        got = self._chains_cache[key] = [c for c in chains if not types or types <= {self.chain_gpu[c]}] or \
             [c for c in chains if self.chain_gpu[c] in types]
+        return got
 
     def dirty_snapshot(self):
         return [vc.dirty for vc in self.vcs.values()], self.opp_dirty

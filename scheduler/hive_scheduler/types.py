@@ -60,11 +60,12 @@ class JobRequest:
 
     def __post_init__(self):
         tasks = self.tasks
-        if isinstance(tasks, TaskGroup):
-            tasks = (tasks,)
-        elif isinstance(tasks, (list, tuple)):
-            tasks = tuple(TaskGroup.from_dict(t) if isinstance(t, dict) else t for t in tasks)
-        object.__setattr__(self, "tasks", tasks)
+        if not (type(tasks) is tuple and all(type(t) is TaskGroup for t in tasks)):  # else stored as it is
+            if isinstance(tasks, TaskGroup):
+                tasks = (tasks,)
+            elif isinstance(tasks, (list, tuple)):
+                tasks = tuple(TaskGroup.from_dict(t) if isinstance(t, dict) else t for t in tasks)
+            object.__setattr__(self, "tasks", tasks)
         if not isinstance(self.groups, tuple):
             object.__setattr__(self, "groups", tuple(self.groups or ()))
 

@@ -131,7 +131,7 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
 
 def _place_now(core, j: Job, txn: list):
     """``Scheduler._attempt``'s placement without preemption: free GPUs, else GPUs running opportunistic
-    work (whose jobs become victims)."""
+    work (whose jobs become victims); with ``private_placement``, where the VC's private cluster would place it."""
     req = j.req
     vc = core.state.vcs[req.vc]
     if req.pinned_cell is not None:
@@ -140,6 +140,8 @@ def _place_now(core, j: Job, txn: list):
         free = sum(vc.free[c] for c in core.state.job_chains(req, vc))
     if req.total_gpus > free:
         return None
+    if core.private_placement and core.state.opp_leaves > 0:
+        return core.placement.place(j, OPPORTUNISTIC, txn)
     res = core.placement.place(j, FREE, txn)
     if res is None and core.state.opp_leaves > 0:
         rollback(txn)

@@ -25,9 +25,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from ..decisions import Decision
 from ..errors import RequestError
 from ..policies import ORDERS as _CORE_ORDERS
-from ..types import JobRequest
+from ..types import JobRequest, TaskPlacement
 from .events import (
     Event,
     EventError,
@@ -83,6 +84,8 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
     """A decision (core ``Decision``, baseline decision, dict or JSON text) as the public decision line.
 
     Objects are read by attribute (no intermediate ``to_json()`` dict: this runs once per decision)."""
+    if type(decision) is Decision:  # the core's own: its fields read directly (the replay's hot path)
+        return _core_line(decision, now)
     if isinstance(decision, str):
         decision = json.loads(decision)
     if isinstance(decision, dict):
@@ -113,6 +116,28 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
     return out
 
 
+def _core_line(d: Decision, now: float) -> dict[str, Any]:
+    """``decision_line`` of a core ``Decision`` (the same line, without the generic lookups)."""
+    event = d.event
+    out: dict[str, Any] = {"t": _num(now), "job": d.job, "event": event}
+    if event == "started":
+        out["placement"] = [{"task": p.task, "node": p.node, "gpus": list(p.gpus or ())} if type(p) is TaskPlacement
+                            else {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or ())}
+                            for p in d.placement or ()]
+        out["opportunistic"] = bool(d.opportunistic)
+    elif event == "queued" or event == "demoted":
+        if d.reason is not None:
+            out["reason"] = d.reason
+    elif event == "preempting":
+        out["victims"] = list(d.victims or ())
+    elif event == "preempted":
+        if d.by is not None:
+            out["by"] = d.by
+    elif event == "rejected":
+        out["error"] = d.error or ""
+    return out
+
+
 def _load_config(source: Any) -> Any:
     """A ``ClusterConfig`` (or ``ClusterShape``, enough for the baselines) from any cluster source."""
     if isinstance(source, ClusterShape) or (hasattr(source, "to_dict") and not isinstance(source, dict)):
@@ -133,7 +158,9 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
     if policy == "hived":
         from ..scheduler import Scheduler
 
-        core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict")
+        # with overflow, other VCs' work sits in a VC's cells: place as the private cluster would (issue 25)
+        core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict",
+                         private_placement=overflow)
         if overflow:
             from .overflow import OverflowScheduler
 

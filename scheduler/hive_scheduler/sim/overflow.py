@@ -67,7 +67,9 @@ class OverflowScheduler:
 
     def _submit(self, req: JobRequest, now: float, out: list) -> None:
         self._gone.discard(req.id)
-        self._translate(self.inner.submit(req, now), now, out)
+        shadow = req.id.endswith(SHADOW_SUFFIX)  # its "queued" is not shown: no reason to compute
+        self._translate(self.inner.submit(req, now, explain=not shadow) if shadow else self.inner.submit(req, now),
+                        now, out)
 
     def _translate(self, decisions: list, now: float, out: list) -> None:
         """Decisions of the core -> decisions under the jobs' own ids, acting on shadows as they come;
@@ -91,11 +93,11 @@ class OverflowScheduler:
                         self._g_waiting.discard(owner)
                         self._withdraw(owner, now, out)
                     vc = self._req[owner].vc
-                    out.append(dataclasses.replace(
-                        d, job=owner, opportunistic=True,
+                    out.append(_renamed(
+                        d, owner, opportunistic=True,
                         reason=f"running in idle GPUs outside VC {vc} (overflow); preemptible"))
                 elif event == "preempted":
-                    out.append(dataclasses.replace(d, job=owner))
+                    out.append(_renamed(d, owner))
                     self._overflowed.discard(owner)
                     if self._requeue:
                         self._shadow_waiting.add(owner)  # the core queued the shadow again
@@ -111,14 +113,14 @@ class OverflowScheduler:
                             self._withdraw(owner, now, out)
                         self._forget(owner)
                 elif event == "finished":
-                    out.append(dataclasses.replace(d, job=owner))
+                    out.append(_renamed(d, owner))
                     self._overflowed.discard(owner)
                     self._forget(owner)
                 elif event == "rejected":  # not queued again: the job waits in its VC only
                     self._shadow_waiting.discard(owner)
                 continue  # a shadow's "queued": the job already shows as queued
             if d.victims:
-                d = dataclasses.replace(d, victims=tuple(_owner(v) for v in d.victims))
+                d = _renamed(d, job, victims=tuple(_owner(v) for v in d.victims))
             if event == "rejected" and job in self._overflowed:  # its place in the VC is refused (e.g. a
                 self._g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
                 self._reserving.discard(job)
@@ -447,6 +449,17 @@ def may_overflow(job: JobRequest) -> bool:
     """A guaranteed job that asks for GPUs and may run anywhere: a job pinned to a cell (HiveD's
     reservation) must run in that cell, so it gets no shadow and waits there as in the bare core."""
     return job.priority >= 0 and job.pinned_cell is None and any(t.gpus for t in job.tasks)
+
+
+def _renamed(d: Any, job: str, **changes: Any) -> Any:
+    """``dataclasses.replace(d, job=job, **changes)``, built directly for the core's ``Decision`` (it runs
+    for most decisions of an overflow replay; ``replace`` introspects the fields each time)."""
+    if type(d) is not Decision:
+        return dataclasses.replace(d, job=job, **changes)
+    fields = {"placement": d.placement, "opportunistic": d.opportunistic, "reason": d.reason, "victims": d.victims,
+              "by": d.by, "error": d.error}
+    fields.update(changes)
+    return Decision(d.event, job, d.t, **fields)
 
 
 def _owner(job: str) -> str:

@@ -1,0 +1,102 @@
+"""Speed work must not change a single decision (issue 28): fixed traces replayed under the policies and
+levers the simulator offers, each run's decisions (every event, job, time, placement, reason) and
+metrics reduced to a SHA-256 digest that was recorded from the code before the replay was made faster.
+
+The traces: the shipped philly-dev sample (2,000 Philly jobs) at two time scales, and a synthetic course
+week (the benchmark's generator, ``benchmarks/bench_replay.py``, with fewer students). A digest differs
+when any decision differs; to see which, compare ``decisions`` of the two versions' runs."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import pathlib
+
+import pytest
+
+from hive_scheduler import load_cluster_config
+from hive_scheduler.sim import samples, simulate
+from hive_scheduler.sim.history import parse_history, write_history
+from hive_scheduler.sim.replay import LivePolicy, replay_history
+from hive_scheduler.sim.trace import load_trace
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def digest(result) -> str:
+    """The decisions, in order, and the metrics of one run (and of its private reference, if any)."""
+    h = hashlib.sha256()
+    for run in (result, result.private):
+        if run is None:
+            continue
+        for d in run.decisions:
+            h.update(json.dumps(d, sort_keys=True, separators=(",", ":")).encode())
+            h.update(b"\n")
+        h.update(json.dumps(run.metrics.to_dict(), sort_keys=True, separators=(",", ":")).encode())
+    return h.hexdigest()
+
+
+def course_week_history(students: int = 10, jobs_per_day: int = 70):
+    spec = importlib.util.spec_from_file_location("bench_replay", REPO / "benchmarks" / "bench_replay.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    buf = io.StringIO()
+    write_history(bench.course_week(students, jobs_per_day), buf)
+    config = load_cluster_config(bench.CLUSTER)
+    return parse_history(io.StringIO(buf.getvalue()), config), config
+
+
+PHILLY_RUNS = {
+    # name: (load_trace keywords, simulate keywords)
+    "hived+overflow, x0.03": ({"time_scale": 0.03}, {}),
+    "hived bare, x0.03": ({"time_scale": 0.03}, {"overflow": False}),
+    "hived+overflow, x1": ({}, {}),
+    "fair_share+overflow, 20 users, x0.03": ({"time_scale": 0.03, "synthetic_users": 20}, {"order": "fair_share"}),
+    "drf bare, 20 users, x0.03": ({"time_scale": 0.03, "synthetic_users": 20}, {"order": "drf", "overflow": False}),
+    "backfill, limits x2, x0.03": ({"time_scale": 0.03, "time_limits": 2}, {"queueing": "backfill", "anomaly": False}),
+    "strict, limits x2, x0.03": ({"time_scale": 0.03, "time_limits": 2}, {"queueing": "strict", "anomaly": False}),
+    "grace 30 s, x0.03": ({"time_scale": 0.03}, {"grace": 30.0}),
+}
+
+PHILLY_DIGESTS = {  # recorded from 0d2553f (before the replay was made faster); the runs with overflow re-recorded
+    # when overflow began to place as the private cluster does (Scheduler(private_placement=True), issue 25)
+    "backfill, limits x2, x0.03": "265e81652f37db196627028c1b177908b4c7be705f5b5a37eb858808f0abb261",
+    "drf bare, 20 users, x0.03": "3334c641728bf495af2cbdb95f509609ec35226bcf50ff5434faa24fc03b3031",
+    "fair_share+overflow, 20 users, x0.03": "56fc2b956d6819f4872a464f3b5665842ddc4a8b0c6ac7feb385ceb72b11f38d",
+    "grace 30 s, x0.03": "f02fb4dbfebff6b80f399f5f3cecbc1b1a2af3d6efae3c093975cd96a40e32c2",
+    "hived bare, x0.03": "dbe4b798b530098f9ef42e148e891c7efacfef81497190ee5fa78e361345ef40",
+    "hived+overflow, x0.03": "ca77b135ad0687b670c084de3900d1b939cb9f7251bc53e353855df2c5e3a722",
+    "hived+overflow, x1": "3f7e4e46cc9cfc89b80e1a57df4b434ce96f4543604b3105554d1237ad3d36ee",
+    "strict, limits x2, x0.03": "1dd2b0c139d348479c66017b092c3ce1794cd911215768f9930d6a0571f8eb88",
+}
+
+COURSE_DIGESTS = {  # recorded from 0d2553f
+    "live": "56ca2a6416f8a61c320e276037105e2c15b7dae201b4a47dbd43d46e756b05b8",
+    "with the live cluster, hived (fair_share)": "70c3dd88d0b0551fd91af42f297d96ec8a7384448187238f88c884bbdc6d74cb",
+    "with cv-101 at 24 GPUs (was 16) and 1 more node to hold it":
+        "a5f4a62ffb2aad52818677c1983d74b57eb506924c2eeff6755c802dca98d597",
+    "with cv-101 at 24 GPUs (was 16) and 1 more node to hold it, hived (fair_share)":
+        "ad58e57c3dafb2508cf85152b4d271fdc28e4f7750317a6f373c55b70cc459cf",
+    "with overflow off": "5a63a7a4933dec130b6049ee4a750601b3d678310e3dda8afefda492a14330be",
+    "with overflow off, hived (fair_share)": "cb6c909918845572ae944d0ab5b3b225c9d1a0965fbffd9e2a15560d210388a2",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PHILLY_RUNS))
+def test_philly_dev_decisions_are_unchanged(name):
+    config = load_cluster_config("philly")
+    trace_kw, sim_kw = PHILLY_RUNS[name]
+    events = load_trace(samples.PHILLY_DEV, config, **trace_kw)
+    result = simulate(config, events, "hived", **sim_kw)
+    assert digest(result) == PHILLY_DIGESTS[name]
+
+
+def test_course_week_decisions_are_unchanged():
+    history, config = course_week_history()
+    report = replay_history(history, config, live=LivePolicy(order="fifo", overflow=True),
+                            changes=[{}, {"vcs": {"cv-101": 24}}, {"overflow": False}],
+                            policies=["hived", "fair_share"], anomaly=True)
+    got = {sc.label: digest(sc.result) for sc in report.scenarios}
+    assert got == COURSE_DIGESTS
