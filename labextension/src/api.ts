@@ -343,6 +343,18 @@ export class HiveApi {
     });
   }
 
+  /**
+   * A job file sent as it is (an OpenPAI job, an sbatch script, a Kubernetes/Volcano manifest or
+   * hive-lab's own spec): the server reads its format. Answers the job, or the array (`#SBATCH --array`).
+   */
+  submitFile(text: string, contentType: string): Promise<IJob & Partial<IArray>> {
+    return this.request<IJob & Partial<IArray>>('jobs', {
+      method: 'POST',
+      headers: { 'Content-Type': contentType },
+      body: text
+    });
+  }
+
   /** My arrays (newest first); [] from a server without arrays (404). */
   async arrays(limit = 50): Promise<IArray[]> {
     try {

@@ -10,6 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { ACTIVE_STATES, arrayCountsText, describeLimits, IArray, IArrayElement, IJob, IVc } from './api';
 import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
+import { acceptJobFiles } from './filedrop';
 import { LogViewer } from './logs';
 import { age, ClusterModel } from './model';
 import { ScheduleList } from './schedules';
@@ -116,6 +117,7 @@ export class ClusterPanel extends Widget {
       el('h3', 'jp-HivePanel-section', 'Schedules'),
       this._schedules.node
     );
+    acceptJobFiles(this.node, model); // a job file dropped on the panel is submitted as it is
     model.changed.connect(this.render, this);
     this._ageTimer = window.setInterval(() => this._renderJobs(), 15000);
     this.render();
@@ -596,6 +598,9 @@ function emptyState(): HTMLLIElement {
     row.append(pre, copy);
     item.appendChild(row);
   }
+  item.appendChild(
+    el('p', 'jp-HivePanel-dropHint', 'Or drop a job file you already have on this panel: an OpenPAI job, an sbatch script, a Kubernetes or Volcano manifest.')
+  );
   return item;
 }
 

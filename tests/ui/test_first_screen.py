@@ -128,3 +128,32 @@ def test_a_notification_says_when_my_job_ends_and_opens_its_log(lone_page):
     expect(toast).to_contain_text("exited with code 3")
     toast.locator("button", has_text="Show log").click()
     expect(page.locator("#hive-lab-panel .jp-HiveLogs-text")).to_contain_text("all done", timeout=15_000)
+
+
+DROP = """([text, name]) => {
+  const dt = new DataTransfer();
+  dt.items.add(new File([text], name, {type: 'text/plain'}));
+  const node = document.querySelector('#hive-lab-panel');
+  node.dispatchEvent(new DragEvent('dragover', {dataTransfer: dt, bubbles: true, cancelable: true}));
+  node.dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true, cancelable: true}));
+}"""
+
+
+def test_a_job_file_dropped_on_the_panel_runs_as_it_is(lone_page):
+    """Issue 29: the panel takes a file dropped on it (here an sbatch script), says what became of it,
+    and says why when the server refuses one."""
+    srv, page = lone_page.server, lone_page.page
+    lone_page.open_panel()
+    script = "#!/bin/bash\n#SBATCH --job-name=dropped\n#SBATCH --gres=gpu:1\n#SBATCH --mail-type=END\necho from a dropped file\n"
+    page.evaluate(DROP, [script, "train.sbatch"])
+    toast = page.locator(".Toastify__toast", has_text="train.sbatch: submitted as sbatch")
+    expect(toast).to_be_visible(timeout=30_000)
+    expect(toast).to_contain_text("not applied")  # --mail-type: said, not silently dropped
+    jobs = [j for j in srv.request("GET", "jobs").json()["jobs"] if j["name"] == "dropped"]
+    assert len(jobs) == 1 and jobs[0]["spec"]["source"]["format"] == "sbatch"
+    done = srv.wait_for_job(jobs[0]["id"], "succeeded", "failed", timeout=60)
+    assert done["state"] == "succeeded"
+    page.evaluate(DROP, ["#!/bin/bash\n#SBATCH --frobnicate\nx\n", "bad.sbatch"])
+    refused = page.locator(".Toastify__toast", has_text="bad.sbatch was not submitted")
+    expect(refused).to_be_visible(timeout=30_000)
+    expect(refused).to_contain_text("unknown sbatch option")
