@@ -45,6 +45,12 @@ def duration(seconds: float | None) -> str:
     return f"{days} d {hours} h"
 
 
+def schedule_line(schedule: dict) -> str:
+    """``s-000001 grade: 0 0 * * * (Europe/Berlin), next run 2026-11-26T00:00:00+01:00`` (or ``paused``)."""
+    return (f"{schedule['id']} {schedule['name']}: {schedule['cron']} ({schedule['timezone']}), next run "
+            f"{schedule.get('next_run_at') or 'paused'}")
+
+
 def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:
     """``1 GPU``, ``2 A100 GPUs``, ``0.5 GPU`` (a share of one GPU), ``0 GPUs``: as the panel says it,
     never ``1.0``."""

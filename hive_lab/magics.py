@@ -85,6 +85,12 @@ class HiveLabMagics(Magics):
     @argument("--after", action="append", default=None, metavar="JOB[:WHEN]",
               help="start only after JOB ended as WHEN (ok: the default, failed, or ended); JOB is a job id, a "
                    "variable holding a Job, or the name of your newest job so named; repeatable or comma-separated")
+    @argument("--cron", default=None, metavar="EXPR",
+              help="run this cell as a recurring job instead: at each time the cron expression names, e.g. "
+                   "'0 0 * * *' (returns the schedule; docs/pipelines.md)")
+    @argument("--tz", default="UTC", help="with --cron: the IANA time zone, e.g. Europe/Berlin (default UTC)")
+    @argument("--policy", default="skip", choices=("skip", "queue_one", "run_all"),
+              help="with --cron: what to do when a run is still going or was missed")
     @argument("--dry-run", action="store_true",
               help="only say what would happen now (start on which GPUs, or wait and why); submit nothing")
     @argument("--compare", type=int, nargs="+", default=None, metavar="GPUS",
@@ -129,6 +135,16 @@ class HiveLabMagics(Magics):
                 from .dependencies import depends_on, resolver
 
                 spec["depends_on"] = depends_on(args.after, resolver(self.client, self.shell.user_ns if self.shell else None))
+            if args.cron:  # a recurring job: its runs are this spec, submitted as you (pipelines/schedules.py)
+                if args.array or args.sweep or args.after or args.dry_run or args.wait or args.follow:
+                    raise BadRequest("--cron makes a schedule of this cell; --array, --sweep, --after, --dry-run, "
+                                     "--wait and --follow are for one submit", field="cron")
+                from .format import schedule_line
+
+                schedule = self.client.add_schedule(args.cron, spec, name=spec.get("name") or "schedule",
+                                                    timezone=args.tz, policy=args.policy)
+                print(schedule_line(schedule))
+                return schedule
             fields = array_fields(args.array, args.sweep)
             if fields:  # one request makes the array; its handle is returned (hive_lab.arrays.JobArray)
                 if args.dry_run or args.wait or args.follow:

@@ -110,8 +110,9 @@ def run_add(args) -> int:
     if args.json:
         print_json(created)
     else:
-        print(f"{created['id']} {created['name']}: {created['cron']} ({created['timezone']}), next run "
-              f"{created['next_run_at'] or 'paused'}")
+        from ..format import schedule_line
+
+        print(schedule_line(created))
     return 0
 
 

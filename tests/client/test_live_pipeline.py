@@ -71,3 +71,18 @@ def test_python_client_after_takes_job_handles(ann):
     second = ann.submit({"command": "true"}, after=[first])
     assert ann.job(second["id"])["spec"]["depends_on"] == [{"job": first.id, "when": "succeeded"}]
     assert Job(ann, second).wait(60).state == "succeeded"
+
+
+def test_a_cell_becomes_a_recurring_job(shell, capsys, ann_env):
+    """``%%submit --cron``: the cell's spec is a schedule's job (issue 27: schedules from %%submit too)."""
+    schedule = shell.run_cell_magic("submit", "--name nightly-27 --cron '0 0 * * *' --tz Europe/Berlin",
+                                    "print('grading')\n")
+    try:
+        assert schedule["id"].startswith("s-") and schedule["cron"] == "0 0 * * *"
+        assert schedule["timezone"] == "Europe/Berlin" and schedule["job"]["name"] == "nightly-27"
+        assert schedule["next_run_at"].endswith(("+01:00", "+02:00"))  # midnight in Berlin
+        assert f"{schedule['id']} nightly-27: 0 0 * * * (Europe/Berlin), next run" in capsys.readouterr().out
+        assert shell.run_cell_magic("submit", "--cron '* * * * *' --wait", "print(1)\n") is None
+        assert "--cron makes a schedule" in capsys.readouterr().err
+    finally:
+        Client(ann_env.url, ann_env.tokens["ann"]).delete_schedule(schedule["id"])
