@@ -141,7 +141,10 @@ class HiveLabMagics(Magics):
                                      "--wait and --follow are for one submit", field="cron")
                 from .format import schedule_line
 
-                schedule = self.client.add_schedule(args.cron, spec, name=spec.get("name") or "schedule",
+                cron = args.cron.strip()
+                if len(cron) > 1 and cron[0] == cron[-1] and cron[0] in "'\"":  # IPython keeps the quotes
+                    cron = cron[1:-1]
+                schedule = self.client.add_schedule(cron, spec, name=spec.get("name") or "schedule",
                                                     timezone=args.tz, policy=args.policy)
                 print(schedule_line(schedule))
                 return schedule
