@@ -43,7 +43,7 @@ def test_cli_refuses_flags_on_a_foreign_file(hive_server, tmp_path):
 
 def test_cli_bad_directive_is_the_servers_400(hive_server, tmp_path):
     path = tmp_path / "bad.sbatch"
-    path.write_text("#!/bin/bash\n#SBATCH --array=1-3\necho x\n")
+    path.write_text("#!/bin/bash\n#SBATCH --array=3-1\necho x\n")  # a range backwards
     out = cli(hive_server, "submit", str(path), check=False)
     assert out.returncode == 1 and "#SBATCH --array" in out.stderr and "Traceback" not in out.stderr
 
