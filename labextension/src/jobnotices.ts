@@ -9,7 +9,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { ACTIVE_STATES, IJob } from './api';
 import { FINAL_STATES } from './jobStates';
 import { ClusterModel } from './model';
-import { duration } from './panel';
+import { duration } from './format';
 
 export const announcedElsewhere = new Set<string>();
 

@@ -15,6 +15,7 @@ import {
   IMe,
   IVc
 } from './api';
+import { duration } from './format';
 import { WAITING_STATES } from './jobStates';
 
 export type ColorMode = 'vc' | 'job' | 'state' | 'user';
@@ -455,15 +456,6 @@ export function age(iso: string | null, now: number = Date.now()): string {
   if (!iso) {
     return '';
   }
-  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
-  if (seconds < 60) {
-    return `${seconds}s`;
-  }
-  if (seconds < 3600) {
-    return `${Math.floor(seconds / 60)}m`;
-  }
-  if (seconds < 86400) {
-    return `${Math.floor(seconds / 3600)}h`;
-  }
-  return `${Math.floor(seconds / 86400)}d`;
+  // whole seconds: an age to the tenth of a second is noise (hive_lab.format.duration's words otherwise)
+  return duration(Math.max(0, Math.round((now - Date.parse(iso)) / 1000)));
 }

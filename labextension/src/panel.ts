@@ -12,7 +12,10 @@ import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { acceptJobFiles } from './filedrop';
 import { LogViewer } from './logs';
+import { duration } from './format';
 import { age, ClusterModel } from './model';
+
+export { duration };
 import { ScheduleList } from './schedules';
 
 type Tab = 'mine' | 'all';
@@ -530,23 +533,6 @@ export class ClusterPanel extends Widget {
   private _logs: LogViewer;
   private _schedules: ScheduleList;
   private _ageTimer: number;
-}
-
-/** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h`: hive_lab.format.duration's words. */
-export function duration(seconds: number): string {
-  if (seconds < 60) {
-    return seconds < 10 ? `${seconds.toFixed(1)} s` : `${Math.round(seconds)} s`;
-  }
-  const pad = (n: number) => String(n).padStart(2, '0');
-  const minutes = Math.floor(seconds / 60);
-  if (minutes < 60) {
-    return `${minutes} min ${pad(Math.floor(seconds) % 60)} s`;
-  }
-  const hours = Math.floor(minutes / 60);
-  if (hours < 24) {
-    return `${hours} h ${pad(minutes % 60)} min`;
-  }
-  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
 }
 
 /**

@@ -80,7 +80,9 @@ def test_panel_lists_my_jobs_and_all_jobs_with_their_states(lab_page):
     expect(item.locator(".jp-HivePanel-jobName")).to_have_text("train-big")
     expect(item.locator(".jp-HivePanel-gpus")).to_have_attribute("data-gpus", "4")
     expect(item.locator(".jp-HivePanel-vc")).to_have_text("default")
-    expect(item.locator(".jp-HivePanel-age")).to_have_text(re.compile(r"^\d+[smhd]$"))
+    # an age in the CLI's words (hive_lab.format.duration): one voice
+    expect(item.locator(".jp-HivePanel-age")).to_have_text(
+        re.compile(r"^(\d+(\.\d)? s|\d+ min \d\d s|\d+ h \d\d min|\d+ d \d+ h)$"))
     # VC usage: guaranteed / used / queue as the REST API reports them.
     vc = srv.request("GET", "vcs").json()["vcs"][0]
     row = panel.locator(f".jp-HivePanel-vcRow[data-vc='{vc['name']}']")
