@@ -42,8 +42,10 @@ def wait_state(hub, job_id, *states, timeout=60):
 
 def test_callers_are_hub_users_with_their_groups_and_scopes(hub):
     me = {u: hub.service("GET", "me", u).json() for u in (ANN, BOB, IVY)}
-    assert me[ANN] == {"user": ANN, "admin": False, "vcs": ["cv-101"], "groups": ["cv-101"], "limits": {"cv-101": {}}}
-    assert me[BOB] == {"user": BOB, "admin": False, "vcs": ["nlp-201"], "groups": ["nlp-201"], "limits": {"nlp-201": {}}}
+    assert me[ANN] == {"user": ANN, "admin": False, "vcs": ["cv-101"], "groups": ["cv-101"], "limits": {"cv-101": {}},
+                       "shared": True}  # a Hub service serves many people
+    assert me[BOB] == {"user": BOB, "admin": False, "vcs": ["nlp-201"], "groups": ["nlp-201"], "limits": {"nlp-201": {}},
+                       "shared": True}
     # the instructor is an admin through custom:hive-lab:admin (role granted to the group)
     assert me[IVY]["user"] == IVY and me[IVY]["admin"] is True
     assert sorted(me[IVY]["vcs"]) == sorted(COURSES)
@@ -144,7 +146,8 @@ def test_her_server_relays_the_live_events_and_a_followed_log(hub):
     ws_url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/hive_lab/api/events"
     ws = websocket.create_connection(ws_url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=60)
     try:
-        assert json.loads(ws.recv()) == {"type": "hello", "user": ANN}  # the service's hello, as her
+        hello = json.loads(ws.recv())  # the service's hello, as her (with the newest event's seq to resume from)
+        assert hello["type"] == "hello" and hello["user"] == ANN and isinstance(hello.get("seq"), int), hello
         body = {"name": "echo", "command": "echo hello from the service", "vc": "cv-101", "tasks": [{"gpus": 0}]}
         job = hub.request("POST", f"/user/{ANN}/hive_lab/api/jobs", user=ANN, json=body).json()
         while True:  # the job's own events reach her through her server
