@@ -36,8 +36,9 @@ def anns_job(srv):
 
 def test_identities(srv):
     me = {u: srv.request("GET", "me", user=u).json() for u in USERS}
-    assert me["ann"] == {"user": "ann", "admin": False, "vcs": ["a"], "groups": [], "limits": {"a": {}}}
-    assert me["bob"] == {"user": "bob", "admin": False, "vcs": ["b"], "groups": ["students"], "limits": {"b": {}}}
+    assert me["ann"] == {"user": "ann", "admin": False, "vcs": ["a"], "groups": [], "limits": {"a": {}}, "shared": True}
+    assert me["bob"] == {"user": "bob", "admin": False, "vcs": ["b"], "groups": ["students"], "limits": {"b": {}},
+                         "shared": True}
     assert me["carol"]["admin"] is True and me["carol"]["vcs"] == ["a", "b"]
     assert me["dave"]["vcs"] == [] and me["dave"]["admin"] is False
     owner = srv.request("GET", "me").json()
