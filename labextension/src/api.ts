@@ -5,7 +5,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { JobState } from './jobStates';
+import { JobState, JOB_STATES, PLACED_STATES, WAITING_STATES } from './jobStates';
 
 // the state vocabulary is generated from the service's (jobStates.ts); kept importable from here
 export type { JobState } from './jobStates';
@@ -84,17 +84,15 @@ export interface IArray {
   elements?: IArrayElement[];
 }
 
-/** The states an array's counts are shown in, in this order. */
-export const ARRAY_COUNT_ORDER = [
-  'running',
-  'scheduled',
-  'queued',
-  'submitted',
+/**
+ * The states an array's counts are shown in: those that hold GPUs first, then those waiting (the job
+ * states in reverse, from jobStates.ts), elements not released yet ('pending'), then the rest in order.
+ */
+export const ARRAY_COUNT_ORDER: string[] = [
+  ...JOB_STATES.filter(s => PLACED_STATES.has(s)).reverse(),
+  ...JOB_STATES.filter(s => WAITING_STATES.has(s)).reverse(),
   'pending',
-  'paused',
-  'succeeded',
-  'failed',
-  'cancelled'
+  ...JOB_STATES.filter(s => !PLACED_STATES.has(s) && !WAITING_STATES.has(s))
 ];
 
 /** "3 running, 7 pending" (only the states with elements). */

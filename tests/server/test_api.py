@@ -198,7 +198,7 @@ def _spec_paths():
 
 def test_routes_match_the_openapi_document():
     sample = {"job_id": "j-000001", "path": "model.pt", "node": "node-0", "index": "3", "vc": "default",
-              "array_id": "a-000001"}
+              "array_id": "a-000001", "schedule_id": "s-000001"}
     routes = [(re.compile(pattern + "$"), handler) for pattern, handler in ROUTES]
     matched_handlers = set()
     for path, methods in _spec_paths().items():

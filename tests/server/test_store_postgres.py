@@ -51,8 +51,10 @@ def test_queries_on_postgres(postgres_url):
         "id": None, "job_id": "j-000002", "attempt": 1, "task": "main-0", "group": "main", "index": 0, "rank": 0,
         "node": "node-0", "gpus": [1], "gpu_uuids": ["GPU-x"], "cpus": 1.5, "memory_mb": 0, "opportunistic": False,
         "share": None, "share_slot": None, "mig_device": None}
-    assert store.history("j-000002") == [{"state": "running", "at": t0 + 2, "reason": "because"},
-                                         {"state": "succeeded", "at": t0 + 9, "reason": "exit 0"}]
+    history = store.history("j-000002")
+    assert [{k: v for k, v in h.items() if k != "seq"} for h in history] == [
+        {"state": "running", "at": t0 + 2, "reason": "because"}, {"state": "succeeded", "at": t0 + 9, "reason": "exit 0"}]
+    assert history[0]["seq"] < history[1]["seq"]  # each state change's event sequence number, in order
     assert store.get_job("j-000002")["finished_at"] == t0
     assert store.state_counts() == {"succeeded": 2, "queued": 1}
     assert [(d["node"], d["gpu"], d["by"]) for d in store.drains()] == [("node-0", None, "carol")]
