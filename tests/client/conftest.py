@@ -53,3 +53,25 @@ def ann(ann_env):
             client.cancel(job["id"])
         except Exception:  # noqa: BLE001 - it may have just finished
             pass
+
+
+@pytest.fixture
+def shell(ann_env, tmp_path, monkeypatch):
+    """A real IPython shell (started once per session) with hive_lab loaded, talking to the live server
+    as ann, in a fresh working dir; ann's jobs still active afterwards are cancelled."""
+    from IPython.core.getipython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    from hive_lab import Client
+
+    monkeypatch.chdir(tmp_path)
+    ip = start_ipython() or get_ipython()
+    ip.run_line_magic("load_ext", "hive_lab")
+    ip.magics_manager.registry["HiveLabMagics"].client = None  # a fresh client per test (the env differs)
+    yield ip
+    client = Client(ann_env.url, ann_env.tokens["ann"])
+    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
+        try:
+            client.cancel(job["id"])
+        except Exception:  # noqa: BLE001 - it may have just finished
+            pass

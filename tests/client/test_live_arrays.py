@@ -4,8 +4,6 @@ import json
 import re
 
 import pytest
-from IPython.core.getipython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 
 from hive_lab.arrays import JobArray, result_columns
 from hive_lab.errors import BadRequest
@@ -57,14 +55,6 @@ def test_cli_sweep_waits_and_reports(hive_server):
     out = cli(hive_server, "submit", "--array", "0-3%0", "--", "true", check=False)
     assert out.returncode != 0 and "throttle" in out.stderr
 
-
-@pytest.fixture
-def shell(ann_env, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    ip = start_ipython() or get_ipython()
-    ip.run_line_magic("load_ext", "hive_lab")
-    ip.magics_manager.registry["HiveLabMagics"].client = None
-    return ip
 
 
 CELL = (

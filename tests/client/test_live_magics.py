@@ -5,10 +5,7 @@ import time
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.getipython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 
-from hive_lab import Client
 from hive_lab.job import Job
 
 CELL = (
@@ -18,21 +15,6 @@ CELL = (
     "print('done')\n"
 )
 
-
-@pytest.fixture
-def shell(ann_env, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    ip = start_ipython() or get_ipython()  # a real InteractiveShell, started once per session
-    ip.run_line_magic("load_ext", "hive_lab")
-    # a fresh client per test (the environment differs between tests)
-    ip.magics_manager.registry["HiveLabMagics"].client = None
-    yield ip
-    client = Client(ann_env.url, ann_env.tokens["ann"])
-    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
-        try:
-            client.cancel(job["id"])
-        except Exception:  # noqa: BLE001 - it may have just finished
-            pass
 
 
 def test_submit_cell_runs_and_files_come_back(shell, tmp_path, capsys):

@@ -7,27 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from IPython.core.getipython import get_ipython
-from IPython.testing.globalipapp import start_ipython
 
 from hive_lab import Client
 
 HIVE_LAB = str(pathlib.Path(sys.executable).parent / "hive-lab")
 
-
-@pytest.fixture
-def shell(ann_env, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    ip = start_ipython() or get_ipython()
-    ip.run_line_magic("load_ext", "hive_lab")
-    ip.magics_manager.registry["HiveLabMagics"].client = None
-    yield ip
-    client = Client(ann_env.url, ann_env.tokens["ann"])
-    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
-        try:
-            client.cancel(job["id"])
-        except Exception:  # noqa: BLE001 - it may have just finished
-            pass
 
 
 def test_train_then_evaluate_only_if_training_succeeded(shell, tmp_path, ann_env):
