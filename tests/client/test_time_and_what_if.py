@@ -13,7 +13,6 @@ from hive_lab.format import time_limit_text, what_if_text
 from hive_lab.submission import cell_spec
 
 from test_live_cli import cli
-from test_live_magics import shell  # noqa: F401  (fixture)
 
 
 @pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90m", 5400), ("1h30m", 5400), ("45s", 45),
