@@ -5,7 +5,9 @@ pinned to the nodes (``--nodelist``) and GPUs the core chose (``slurm_script``).
 the CLI (``sbatch --parsable``) or, when ``rest_url`` is set, through ``slurmrestd`` with a JWT for the
 submitting user (``slurm.rest``). Slurm jobs are named ``hive-lab:<job id>`` and carry the comment
 ``hive-lab:<job id> instance=<server> tasks=<names>``, so ``running()`` finds them again after a
-restart. Exits come from the tasks' exit files (Slurm keeps no step exit codes without accounting) and
+restart; each launch is also written down before ``sbatch`` and kept until the service stored its
+exits (``launch_records``), so a job that ended while the server was down is reported, never run twice.
+Exits come from the tasks' exit files (Slurm keeps no step exit codes without accounting) and
 from Slurm's job state (preempted, node failure, time limit, cancelled). Node states are watched:
 a node Slurm drains or marks down is drained in hive-lab (``service.set_drain``, by "slurm"), and
 undrained when Slurm resumes it. Configure it in ``jupyter_server_config.py``::
@@ -38,6 +40,7 @@ from ..slurm.cli import SlurmCLI, SlurmError
 from ..slurm.inventory import SlurmNode, inventory_from, parse_node
 from ..staging import private_dir
 from .base import CHECKPOINT_SIGNAL, LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
+from .launch_records import LaunchRecords
 from .slurm_script import MISMATCH_EXIT, NAME_PREFIX, exit_file, parse_comment, plan_job
 
 log = logging.getLogger(__name__)
@@ -135,6 +138,10 @@ class SlurmLauncher(Launcher):
                                   lifespan_s=int(self.jwt_lifespan_s), service_user=self.rest_user or _os_user())
         self._jobs: dict[str, _Job] = {}
         self._pending: list[TaskExit] = []
+        records_dir = (pathlib.Path(state_dir) / "launches" if state_dir else
+                       pathlib.Path(jobs_root) / ".slurm-launches" if jobs_root else None)
+        self._records = LaunchRecords(records_dir) if records_dir is not None else None
+        self._orphans_checked = self._records is None
         self._last_slurm = 0.0
         self._last_nodes = 0.0
         self._slurm_drained: set[str] = set()
@@ -246,6 +253,8 @@ class SlurmLauncher(Launcher):
         plan = plan_job(request, self._nodes, instance=self.instance, gres_mode=self.gres_mode,
                         partition=self.partition, account=self.account, qos=self.qos, time_limit=self.time_limit,
                         extra_args=self.extra_args, base_env=base_env)
+        if self._records is not None:  # before Slurm may run it: a restart knows of it whatever happens next
+            self._records.write(request.job_id, {t.task: t.log_path for t in request.tasks})
         try:
             if self.rest is not None:
                 slurm_id = await self.rest.submit(plan, user=request.user or None, all_nodes=sorted(self._nodes))
@@ -255,6 +264,8 @@ class SlurmLauncher(Launcher):
                     args = (f"--uid={owner[0]}", f"--gid={owner[1]}")
                 slurm_id = await self.cli.submit(plan.sbatch_script(), args)
         except SlurmError as exc:
+            if self._records is not None:
+                self._records.forget(request.job_id)
             raise LaunchError(f"Slurm refused job {request.job_id}: {exc}") from None
         self._jobs[request.job_id] = _Job(request.job_id, slurm_id, {t.task: t for t in request.tasks},
                                           {t.task: t.log_path for t in request.tasks})
@@ -315,8 +326,40 @@ class SlurmLauncher(Launcher):
         else:
             await self.cli.cancel(job.slurm_id, signal=signal)
 
+    def ack(self, exits: list[TaskExit]) -> None:
+        if self._records is None:
+            return
+        by_job: dict[str, set[str]] = {}
+        for e in exits:
+            by_job.setdefault(e.job_id, set()).add(e.task)
+        for job_id, tasks in sorted(by_job.items()):
+            self._records.forget(job_id, tasks)
+
+    async def _unadopted_exits(self) -> list[TaskExit]:
+        """Launches an earlier server process recorded that Slurm no longer runs: each task's exit file,
+        else lost. (Their Slurm jobs ended while nobody watched, or ``sbatch`` never got to accept them.)"""
+        records = self._records.all() if self._records is not None else {}
+        if not records:
+            return []
+        live = await self.running()
+        out = []
+        for job_id, tasks in sorted(records.items()):
+            if job_id in self._jobs or job_id in live:
+                continue  # running: adopt() takes it back
+            job = _Job(job_id, None, dict.fromkeys(tasks), dict(tasks))
+            for task in sorted(tasks):
+                out.append(self._exit_from_file(job, task) or TaskExit(
+                    job_id, task, None, "lost (the server was down when its Slurm job ended; no exit recorded)"))
+        return out
+
     async def poll(self) -> list[TaskExit]:
         out, self._pending = self._pending, []
+        if not self._orphans_checked:
+            try:
+                out += await self._unadopted_exits()
+                self._orphans_checked = True
+            except SlurmError as exc:
+                log.warning("hive-lab: reading Slurm jobs failed: %s", exc)
         now = time.monotonic()
         if self.sync_node_health and now - self._last_nodes >= self.node_poll_s:
             try:
