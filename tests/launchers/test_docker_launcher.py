@@ -10,6 +10,7 @@ import pytest
 
 from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 from hive_lab_server.launchers.docker import DockerLauncher
+from waiting import wait_until_async
 
 # the first docker test may build the test image (debootstrap, minutes on a fresh machine)
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -102,7 +103,9 @@ async def test_container_sees_its_gpus_and_limits(tmp_path, launcher_factory):
     assert f"mem={200 * 1024 * 1024}" in out
     assert f"pwd={req.tasks[0].working_dir}" in out
     assert "to-stderr" in out
-    assert await launcher.running() == {}  # removed once its logs were kept
+    assert await launcher.running() == {req.job_id: {"main-0"}}  # kept until the service stored its exit
+    launcher.ack([exit_])
+    await wait_until_async(lambda: nothing_left(launcher), "its container to go once its exit was stored")
     await launcher.close()
 
 
@@ -117,7 +120,8 @@ async def test_cancel_stops_the_container(tmp_path, launcher_factory):
     (exit_,) = await wait_exits(launcher)
     assert exit_.reason == "stopped" and exit_.exit_code not in (0, None)
     assert "started" in open(req.tasks[0].log_path).read()
-    assert await launcher.running() == {}
+    launcher.ack([exit_])
+    await wait_until_async(lambda: nothing_left(launcher), "its containers to go")
     await launcher.close()
 
 
@@ -190,7 +194,8 @@ async def test_new_launcher_adopts_running_and_exited_containers(tmp_path, launc
     lines = open(counting.tasks[0].log_path).read().split()
     assert lines == [f"line-{i}" for i in range(1, 9)]  # each line once, in order
     assert open(quick.tasks[0].log_path).read() == "quick\n"
-    assert await second.running() == {}
+    second.ack(list(exits.values()))
+    await wait_until_async(lambda: nothing_left(second), "its containers to go")
     await second.close()
 
 
@@ -206,3 +211,8 @@ async def test_reconnects_after_docker_daemon_restart(tmp_path, docker_engine, l
     assert exit_.exit_code == 5
     assert open(req.tasks[0].log_path).read().split() == ["before", "after"]
     await launcher.close()
+
+
+async def nothing_left(launcher) -> bool:
+    """No container of the launcher's is left (removal follows ``ack`` off the event loop)."""
+    return await launcher.running() == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from waiting import wait_until
 
 # the first docker test may build the test image (debootstrap, minutes on a fresh machine)
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
@@ -35,6 +36,11 @@ def containers(docker_engine, job_id, all_=True):
     return docker_engine.client().containers.list(all=all_, filters={"label": f"hive-lab.job={job_id}"})
 
 
+def container_ids(docker_engine, job_id) -> list[str]:
+    """One API call (``containers.list`` looks each one up, and one removed meanwhile raises NotFound)."""
+    return [c["Id"] for c in docker_engine.client().api.containers(all=True, filters={"label": f"hive-lab.job={job_id}"})]
+
+
 def test_job_runs_in_a_container_with_its_gpus_and_limits(docker_server, docker_engine, docker_test_image):
     srv = docker_server()
     job_id = submit(
@@ -48,7 +54,7 @@ def test_job_runs_in_a_container_with_its_gpus_and_limits(docker_server, docker_
     gpus = ",".join(map(str, job["placement"][0]["gpus"]))
     out = logs(srv, job_id)
     assert f"gpus={gpus}" in out and str(300 * 1024 * 1024) in out and "/usr\n" in out
-    assert containers(docker_engine, job_id) == []  # removed once its exit and logs were kept
+    wait_until(lambda: container_ids(docker_engine, job_id) == [], "its container to go")  # once its exit is stored
 
 
 def test_cancel_oom_and_missing_image(docker_server, docker_engine, docker_test_image):
@@ -60,7 +66,7 @@ def test_cancel_oom_and_missing_image(docker_server, docker_engine, docker_test_
     assert r.status_code == 200
     srv.wait_for_job(sleeper, "cancelled", timeout=30)
     deadline = time.monotonic() + 20
-    while containers(docker_engine, sleeper):
+    while container_ids(docker_engine, sleeper):
         assert time.monotonic() < deadline
         time.sleep(0.2)
 
@@ -86,7 +92,7 @@ def test_server_restart_adopts_running_containers(docker_server, docker_engine, 
     job = srv.wait_for_job(job_id, "succeeded", "failed", timeout=60)
     assert job["state"] == "succeeded", job
     assert logs(srv, job_id).split() == [f"tick-{i}" for i in range(1, 11)]  # each line once
-    assert containers(docker_engine, job_id) == []
+    wait_until(lambda: container_ids(docker_engine, job_id) == [], "its container to go")
 
 
 def test_imageless_jobs_still_run_as_local_processes(docker_server):

@@ -226,7 +226,7 @@ async def test_kernel_runs_in_a_container_inside_its_grant(
     await wait_job(srv, job_id, "cancelled", "succeeded")
     deadline = time.monotonic() + 20
     while client.containers.list(all=True, filters={"label": f"hive-lab.job={job_id}"}):
-        assert time.monotonic() < deadline, "the kernel's container was not removed"
+        assert time.monotonic() < deadline, f"the kernel's container was not removed:\n{srv.log()[-4000:]}"
         await asyncio.sleep(0.2)
 
 

@@ -104,7 +104,10 @@ class DockerLauncher(Launcher):
         self._client_lock = threading.Lock()
         self._watchers: dict[str, dict[str, ContainerWatcher]] = {}  # job -> task -> watcher
         self._stopping: set[str] = set()
-        self._exits: list[tuple[TaskExit, str]] = []  # (exit, container id to remove once taken)
+        self._exits: list[tuple[TaskExit, str]] = []  # (exit, its container's id)
+        # an ended container stays until the service stored its exit (ack): a restart in between finds
+        # it (running() lists it, adopt() reports its exit again) instead of calling the task lost
+        self._unacked: dict[tuple[str, str], str] = {}
         self._exits_lock = threading.Lock()
         # imageless jobs run as local processes when no default image is set
         self._local = None
@@ -270,6 +273,13 @@ class DockerLauncher(Launcher):
         filters = {"label": [f"{LABEL_INSTANCE}={self.instance}"]}
         if job_id is not None:
             filters["label"].append(f"{LABEL_JOB}={job_id}")
+        import docker.errors
+
+        for _ in range(4):  # list() looks each container up: one removed meanwhile raises NotFound
+            try:
+                return self.client().containers.list(all=all_, filters=filters)
+            except docker.errors.NotFound:
+                continue
         return self.client().containers.list(all=all_, filters=filters)
 
     def _stop_sync(self, job_id: str, grace_s: float) -> None:
@@ -346,10 +356,9 @@ class DockerLauncher(Launcher):
         for e, _ in taken:
             if e.job_id not in self._watchers:
                 self._stopping.discard(e.job_id)
-        # the exits are the service's now: only then do the containers (and Docker's copy of the logs) go
-        done = [cid for _, cid in taken if cid]
-        if done and self.remove_containers:
-            await self._call(self._remove, done)
+        for e, cid in taken:
+            if cid:
+                self._unacked[(e.job_id, e.task)] = cid
         out = [e for e, _ in taken]
         if self._local is not None:
             local_exits = await self._local.poll()
@@ -358,6 +367,14 @@ class DockerLauncher(Launcher):
                 if not (await self._local.running()).get(e.job_id):
                     self._local_jobs.discard(e.job_id)
         return out
+
+    def ack(self, exits: list[TaskExit]) -> None:
+        """The service stored these exits: only now do their containers (and Docker's copy of the logs) go."""
+        done = [cid for cid in (self._unacked.pop((e.job_id, e.task), None) for e in exits) if cid]
+        if done and self.remove_containers:
+            self._pool.submit(self._remove, done)  # off the event loop; Docker answers in its own time
+        if self._local is not None:
+            self._local.ack(exits)
 
     async def running(self) -> dict[str, set[str]]:
         """Every container of this instance that is not removed yet, running or ended while unwatched."""

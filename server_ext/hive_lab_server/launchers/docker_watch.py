@@ -6,7 +6,9 @@ same every time (Docker keeps the container's whole log until the container is r
 server restart (``adopt``) or a lost daemon connection the thread simply streams again from the start,
 rewriting identical bytes and then appending, with no duplicated or missing lines. Once the container
 has stopped, its exit code and ``State.OOMKilled`` become the ``TaskExit``; the launcher removes the
-container only after the service has taken that exit (``poll``), so a crash in between loses nothing.
+container only after the service has stored that exit (``ack``), so a crash in between loses nothing. A
+container created but never started (the server died between the two calls) is reported as such: nobody
+will start it, and recovery must not wait for it.
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ class ContainerWatcher(threading.Thread):
                 container.reload()
                 if container.status in FINAL_STATES:
                     self._finish(container)
+                    return
+                if container.status == "created":  # only a crashed launch leaves one (start follows create)
+                    self.report(TaskExit(self.job_id, self.task, None, "never started: the server stopped "
+                                         "between creating and starting its container"), container.id)
                     return
                 # the stream ended while the container runs: the daemon went away and came back
             except docker.errors.NotFound:
