@@ -37,5 +37,6 @@ def notebook_command(file: str, parameters: dict[str, Any], python: str | None =
     encoded = base64.b64encode(json.dumps(parameters, sort_keys=True, allow_nan=False).encode()).decode()
     interpreter = shlex.quote(python) if python else "python3"
     output = '"$HIVE_OUTPUT_DIR"/' + shlex.quote(executed_name(file))
-    return (f"{interpreter} -m papermill --no-progress-bar -k python3 {shlex.quote(file)} {output} "
+    notebook = '"$HIVE_WORKING_DIR"/' + shlex.quote(file)  # staged in the job's dir; it may start in a subdir
+    return (f"{interpreter} -m papermill --no-progress-bar -k python3 {notebook} {output} "
             f"-b {encoded}" + ' ${HIVE_PARAMS_FILE:+-f "$HIVE_PARAMS_FILE"}')

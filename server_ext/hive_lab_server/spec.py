@@ -159,14 +159,14 @@ class JobSpec(_Model):
     @field_validator("working_dir", "output_dir")
     @classmethod
     def _inside_the_jobs_dir(cls, v: str | None, info: Any) -> str | None:
-        """Every job runs in its own directory (HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR): a path that
-        leaves it is refused, not quietly ignored (issue 24)."""
+        """Every job runs in its own directory (HIVE_WORKING_DIR): ``working_dir`` is where its tasks start
+        and ``output_dir`` its HIVE_OUTPUT_DIR, both inside it; a path that leaves it is refused (issue 24)."""
         if v is None:
             return v
-        if ".." in v.replace("\\", "/").split("/") or (info.field_name == "working_dir" and v.startswith("/")):
+        if ".." in v.replace("\\", "/").split("/") or v.startswith(("/", "\\", "~")):
             raise ValueError(f"{info.field_name} {v!r:.80} leaves the job's own directory; every job runs in its own "
-                             "(HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR): give a relative path without '..' "
-                             "or leave it out")
+                             "(HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR): give a path inside it, relative and "
+                             "without '..', or leave it out")
         return v
 
     @field_validator("time_limit_s", mode="before")
@@ -258,6 +258,27 @@ class JobSpec(_Model):
             if task.gpus == 0 and task.cpus == 0:
                 raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
                                 "or for GPUs", f"tasks[{i}].cpus")
+        return self
+
+    @model_validator(mode="after")
+    def _named_dirs_are_dirs(self) -> "JobSpec":
+        """``working_dir`` and ``output_dir`` are made in the job's dir before it starts: a staged file in their
+        way, or the logs dir, would only fail the launch; say it now."""
+        files = {posixpath.normpath(path) for path in self.files}
+        for name in ("working_dir", "output_dir"):
+            value = getattr(self, name)
+            norm = posixpath.normpath(value.replace("\\", "/")) if value else "."
+            if norm == ".":
+                continue
+            if norm.split("/", 1)[0] in RESERVED_DIRS:
+                raise SpecError(f"{name}: {value!r} is inside the job's logs dir, which holds the tasks' logs; "
+                                "choose another directory", name)
+            part = norm
+            while part:
+                if part in files:
+                    raise SpecError(f"{name}: {value!r} must be a directory, but files stages a file at {part!r}; "
+                                    "rename one of them", name)
+                part = posixpath.dirname(part)
         return self
 
     @model_validator(mode="before")

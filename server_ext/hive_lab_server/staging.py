@@ -102,10 +102,34 @@ def write_beneath(base: pathlib.Path, rel: str, text: str, owner: Owner | None =
     parts = _parts(rel)
     if not parts:
         raise UnsafePath("empty path")
+    fd = _open_dirs_beneath(base, parts[:-1], rel, owner)
+    try:
+        _replace_in(fd, parts[-1], text, owner)
+    finally:
+        os.close(fd)
+
+
+def dir_beneath(base: pathlib.Path, rel: str, owner: Owner | None = None) -> pathlib.Path:
+    """Create the directory ``base/rel`` and those on the way (0700, the owner's), following no link below
+    ``base`` (as ``write_beneath``); its path. ``UnsafePath`` when a link (or ``..``) is on the way."""
+    from .isolation.safe_files import UnsafePath, _parts
+
+    parts = _parts(rel)
+    if not parts:
+        raise UnsafePath("empty path")
+    os.close(_open_dirs_beneath(base, parts, rel, owner))
+    return pathlib.Path(base, *parts)
+
+
+def _open_dirs_beneath(base: pathlib.Path, names: list[str], rel: str, owner: Owner | None) -> int:
+    """A descriptor of ``base/names...``, each made if missing, each opened with ``O_NOFOLLOW`` from its
+    parent's descriptor."""
+    from .isolation.safe_files import UnsafePath
+
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(base, flags)
     try:
-        for name in parts[:-1]:
+        for name in names:
             try:
                 os.mkdir(name, 0o700, dir_fd=fd)
                 if owner is not None and os.geteuid() == 0:
@@ -118,6 +142,7 @@ def write_beneath(base: pathlib.Path, rel: str, text: str, owner: Owner | None =
                 raise UnsafePath(f"{name!r} in {rel!r} is not a directory of the job (a link?)") from exc
             os.close(fd)
             fd = nxt
-        _replace_in(fd, parts[-1], text, owner)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd

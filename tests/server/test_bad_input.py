@@ -1,6 +1,8 @@
 """Bad input is a 4xx whose message says what to fix, never a 500 (issue 11, defects 4 and 5), against
 the in-process Jupyter server of ``conftest.py``; nothing is stored for a refused submit."""
 
+import pathlib
+
 import pytest
 
 
@@ -84,6 +86,11 @@ def jp_server_config(jp_server_config):
     ({"command": "true", "working_dir": "../../etc"}, "working_dir", "leaves the job's own directory"),
     ({"command": "true", "working_dir": "/etc"}, "working_dir", "leaves the job's own directory"),
     ({"command": "true", "output_dir": "out/../../x"}, "output_dir", "leaves the job's own directory"),
+    ({"command": "true", "output_dir": "/srv/results"}, "output_dir", "leaves the job's own directory"),
+    ({"command": "true", "working_dir": "~/src"}, "working_dir", "leaves the job's own directory"),
+    ({"command": "true", "working_dir": "logs/x"}, "working_dir", "logs dir"),
+    ({"command": "true", "working_dir": "src/run", "files": {"src": "x"}}, "working_dir", "must be a directory"),
+    ({"command": "true", "output_dir": "results", "files": {"results": "x"}}, "output_dir", "must be a directory"),
 ])
 def test_submits_that_could_never_run_are_refused(api, hive, body, field, words):
     assert hive.service.launcher.name == "local"
@@ -100,6 +107,44 @@ def test_what_stays_allowed(api, wait_state):
     assert code == 201, job
     assert wait_state(job["id"], "succeeded", "failed")["state"] == "succeeded"
     assert api("GET", f"jobs/{job['id']}/logs")[1]["data"] == "in-output\n3\n"
+
+
+def test_a_relative_working_dir_and_output_dir_are_where_the_job_starts_and_writes(api, wait_state):
+    """Inside the job's own dir: its tasks start in ``working_dir``, HIVE_OUTPUT_DIR is ``output_dir``
+    (issue 24: a relative working_dir was accepted and ignored)."""
+    code, job = api("POST", "jobs", {
+        "command": 'pwd; sh train.sh; echo saved > "$HIVE_OUTPUT_DIR/r.txt"; echo "$HIVE_OUTPUT_DIR"',
+        "working_dir": "src/run", "output_dir": "results/today",
+        "files": {"src/run/train.sh": "echo training in $(basename $(pwd))\n"}, "tasks": [{"gpus": 0, "cpus": 1}]})
+    assert code == 201, job
+    assert wait_state(job["id"], "succeeded", "failed")["state"] == "succeeded"
+    root = pathlib.Path(job["working_dir"])
+    assert api("GET", f"jobs/{job['id']}/logs")[1]["data"].splitlines() == [
+        str(root / "src" / "run"), "training in run", str(root / "results" / "today")]
+    assert (root / "results" / "today" / "r.txt").read_text() == "saved\n"
+    assert api("GET", f"jobs/{job['id']}")[1]["output_dir"] == str(root / "results" / "today")
+
+
+def test_a_link_the_job_planted_as_its_working_dir_is_never_followed(api, wait_state, tmp_path):
+    """Its first attempt swaps its working dir's parent for a link out of its dir; after a pause, the next
+    attempt's staging (as root) stops there instead of making (and handing over) directories where the
+    link points. Switched off (os.makedirs of the joined path), ``victim/run`` appears."""
+    from waiting import wait_until
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    plant = f'rm -rf "$HIVE_WORKING_DIR/src"; ln -s {victim} "$HIVE_WORKING_DIR/src"; touch "$HIVE_WORKING_DIR/planted"; ' \
+            'exec sleep 300'
+    code, job = api("POST", "jobs", {"command": plant, "working_dir": "src/run", "tasks": [{"gpus": 0, "cpus": 1}]})
+    assert code == 201, job
+    root = pathlib.Path(wait_state(job["id"], "running")["working_dir"])
+    wait_until(lambda: (root / "planted").exists(), "the link to be planted")
+    assert api("POST", f"jobs/{job['id']}/pause", {})[0] == 200
+    wait_state(job["id"], "paused")
+    assert api("POST", f"jobs/{job['id']}/resume", {})[0] == 200
+    ended = wait_state(job["id"], "failed", "succeeded", "cancelled")
+    assert ended["state"] == "failed" and "working_dir" in ended["reason"] and "link" in ended["reason"], ended
+    assert list(victim.iterdir()) == []  # no run/ made through the link
 
 
 @pytest.mark.parametrize("gpus, ok", [(314.0, True), (4, True), (314.5, False), ("314", False), (True, False)])

@@ -26,7 +26,10 @@ def test_openpai_form_is_accepted():
                        "command": "python w.py"}],
     })
     assert (spec.name, spec.vc, spec.image, spec.data_dir, spec.output_dir, spec.max_retries) == (
-        "pai", "vc1", "img", "/data", "/out", 2)
+        "pai", "vc1", "img", "/data", None, 2)
+    # the job writes into its own dir (HIVE_OUTPUT_DIR); OpenPAI's outputDir is passed on, and said so
+    assert spec.env["PAI_OUTPUT_DIR"] == "/out"
+    assert any(n.startswith("outputDir: '/out' is given to the tasks as PAI_OUTPUT_DIR") for n in spec.source.not_applied)
     t = spec.tasks[0]
     assert (t.name, t.count, t.cpus, t.memory_mb, t.gpus, t.command) == ("worker", 2, 4, 8192, 2, "python w.py")
     assert spec.total_gpus == 4 and spec.task_count == 2

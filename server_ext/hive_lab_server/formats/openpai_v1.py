@@ -41,9 +41,13 @@ def translate(doc: dict) -> Translation:
     for key, var, native in (("dataDir", "PAI_DATA_DIR", "data_dir"), ("outputDir", "PAI_OUTPUT_DIR", "output_dir"),
                              ("codeDir", "PAI_CODE_DIR", "working_dir")):
         value = _opt_str(doc, key)
-        if value is not None and value.startswith("/"):  # a path on this cluster: hive-lab's own dir field
+        if value is not None and value.startswith("/") and native == "data_dir":  # a path on this cluster
             dirs[native] = value
             env[var] = value
+        elif value is not None and value.startswith("/"):
+            env[var] = value
+            notes.append(f"{key}: {value!r} is given to the tasks as {var}; every hive-lab job runs in its own "
+                         f"directory (HIVE_WORKING_DIR, output in HIVE_OUTPUT_DIR), so its tasks start there")
         elif value is not None:
             env[var] = value.replace("$PAI_DEFAULT_FS_URI", "").replace("${PAI_DEFAULT_FS_URI}", "")
             notes.append(f"{key}: {value!r} is given to the tasks as {var}; hive-lab has no HDFS, so nothing is "

@@ -40,6 +40,7 @@ class Admission:
         t0 = time.perf_counter()
         new = self._prepare(spec, user, vc, self.now(), groups, group=group)
         self._admit([new])
+        self._kernel_dirs([new[0]])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
         return self._object_of(new[0].id, new[1])
 
@@ -72,10 +73,23 @@ class Admission:
                 if not fut.done():
                     fut.set_exception(exc)
             return
+        self._kernel_dirs([job for (job, _), _, _ in admitted])
         for (job, row), fut, t0 in admitted:
             if not fut.done():
                 fut.set_result(self._object_of(job.id, row))
             self.metrics.submit_seconds.observe(time.perf_counter() - t0)
+
+    def _kernel_dirs(self, jobs: list[ActiveJob]) -> None:
+        """A kernel job's dir exists (its owner's, 0700) from submission on, not only once placed: the
+        provisioner keeps its heartbeat there while it waits, so a kernel whose Jupyter server died is
+        ended even before it starts (``kernel_leases``); under a Hub the owner cannot make it in the
+        jobs root."""
+        for job in jobs:
+            if job.spec.get("kind") == "kernel":
+                try:
+                    launch_plan.make_job_dir(job, self.launcher)
+                except OSError as exc:
+                    log.warning("hive-lab: cannot make the dir of kernel job %s yet: %s", job.id, exc)
 
     def _prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
                  also_waiting: int = 0, group: str = "") -> tuple[ActiveJob, dict[str, Any]]:
@@ -110,7 +124,7 @@ class Admission:
                 raise ServiceError(429 if exc.queue_full else 403, exc.message, exc.field) from None
             raise ServiceError(400, str(exc), getattr(exc, "field", None)) from None
         working_dir = os.path.join(self._jobs_root_str, job_id)
-        output_dir = os.path.join(working_dir, "output")
+        output_dir = os.path.join(working_dir, os.path.normpath(spec.output_dir or "output"))  # relative (JobSpec)
         row = {
             "seq": seq, "id": job_id, "name": spec.name, "user": user, "vc": vc, "kind": spec.kind,
             "state": "submitted", "reason": "", "priority": spec.core_priority,

@@ -4,7 +4,9 @@ the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
+import shlex
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +16,7 @@ from ..formats.runtime_env import platform_env
 from ..formats.secrets import unseal
 from ..launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from ..isolation.safe_files import UnsafePath
-from ..staging import private_dir, write_beneath
+from ..staging import dir_beneath, private_dir, write_beneath
 
 if TYPE_CHECKING:
     from .active import ActiveJob
@@ -61,14 +63,44 @@ def world_size(job: "ActiveJob") -> int:
     return sum(len(p.gpus) for p in job.placement)
 
 
+def task_dir(job: "ActiveJob") -> str | None:
+    """The spec's ``working_dir``: where the tasks start, relative to the job's own dir (None: that dir)."""
+    rel = job.spec.get("working_dir")
+    parts = [p for p in (rel or "").replace("\\", "/").split("/") if p not in ("", ".")]
+    return "/".join(parts) or None
+
+
+def in_task_dir(job: "ActiveJob", command: str) -> str:
+    """The task's command, started in ``task_dir`` (entered by the task itself, as its owner)."""
+    rel = task_dir(job)
+    if rel is None:
+        return command
+    return f'cd -- {shlex.quote(rel)} || {{ echo "hive-lab: cannot enter working_dir {rel}" >&2; exit 126; }}\n' + command
+
+
+def make_job_dir(job: "ActiveJob", launcher: Launcher) -> None:
+    """The job's own dir (0700), its owner's."""
+    root = pathlib.Path(job.working_dir)
+    private_dir(root, launcher.task_owner(job.user), stop_at=root.parent)
+
+
 def stage(job: "ActiveJob", launcher: Launcher) -> None:
-    """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as."""
+    """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as. The dirs
+    the spec names (``working_dir``, ``output_dir``, relative) are made without following a link the
+    job planted in its dir on an earlier attempt."""
     owner = launcher.task_owner(job.user)
     root = pathlib.Path(job.working_dir)
     private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
     private_dir(root / "logs", owner, stop_at=root)
-    private_dir(pathlib.Path(job.output_dir), owner, stop_at=root)
     private_dir(checkpoint_dir(job), owner, stop_at=root)  # kept across attempts (docs/checkpoint.md)
+    named = [("output_dir", os.path.relpath(job.output_dir, root)), ("working_dir", task_dir(job))]
+    for field, rel in named:
+        if rel is None or rel == ".":
+            continue
+        try:
+            dir_beneath(root, rel, owner)
+        except UnsafePath as exc:
+            raise LaunchError(f"{field}: {rel!r}: {exc}") from None
     for rel, text in (job.spec.get("files") or {}).items():
         try:
             write_beneath(root, rel, text, owner)  # no link the job planted is followed
@@ -148,7 +180,7 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
         tasks.append(TaskLaunch(
             job_id=job.id, task=p.task, group=p.group, index=p.index, rank=p.rank, node=p.node,
             gpu_indices=tuple(p.gpus), gpu_uuids=uuids if uuids and all(uuids) else None,
-            command=group.get("command") or job.spec.get("command") or "",
+            command=in_task_dir(job, group.get("command") or job.spec.get("command") or ""),
             env=env,
             working_dir=job.working_dir, log_path=str(log_path(jobs_root, job.id, p.task)),
             cpus=float(group.get("cpus") or 0), memory_mb=int(group.get("memory_mb") or 0),
