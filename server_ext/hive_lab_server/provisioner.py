@@ -370,6 +370,8 @@ class HiveProvisioner(LocalProvisioner):
             private_dir(pathlib.Path(kdir))  # the job's dir too: created 0700, like the service does
             if create:
                 os.chmod(kdir, 0o700)  # it holds the kernel's connection key and the user's token
+                # the service ends the job, queued or running, once the heartbeat is older than this
+                pathlib.Path(kdir, "lease").write_text(str(int(self.heartbeat_lease_s)))
             pathlib.Path(kdir, "alive").write_text(str(int(time.time())))
         except OSError as exc:
             log.warning("hive kernel %s: heartbeat: %s", self.kernel_id, exc)

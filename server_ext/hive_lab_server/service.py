@@ -36,7 +36,7 @@ from .arrays.feeder import ArrayFeeder
 from .lifecycle.admission import Admission
 from .lifecycle.hardware_events import HardwareEvents
 from .lifecycle.share_grants import ShareGrants
-from .lifecycle import launch_plan, machine as m, presentation
+from .lifecycle import kernel_leases, launch_plan, machine as m, presentation
 from .lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
 from .lifecycle.moves import Moves
 from .lifecycle.recovery import Recovery
@@ -55,6 +55,7 @@ log = logging.getLogger("hive_lab_server")
 
 STATES = tuple(s.value for s in JobState)
 S = JobState
+KERNEL_LEASE_CHECK_S = 2.0  # how often the kernel jobs' heartbeats are read (lifecycle.kernel_leases)
 
 
 class HiveService(Admission, UnitOfWork):
@@ -224,7 +225,7 @@ class HiveService(Admission, UnitOfWork):
         self.store.close()
 
     async def _loop(self) -> None:
-        last_error, last_logged, last_progress = "", 0.0, 0.0
+        last_error, last_logged, last_progress, last_leases = "", 0.0, 0.0, 0.0
         while True:
             try:
                 async with self._poll_lock:  # (see UnitOfWork._stop)
@@ -237,6 +238,9 @@ class HiveService(Admission, UnitOfWork):
                 if time.monotonic() - last_progress >= self.progress_interval_s:
                     last_progress = time.monotonic()
                     self.read_progress_of_running()
+                if time.monotonic() - last_leases >= KERNEL_LEASE_CHECK_S:
+                    last_leases = time.monotonic()
+                    self.end_unreachable_kernels()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -381,6 +385,12 @@ class HiveService(Admission, UnitOfWork):
 
             self.progress.read(job_id, spec.get("job_type"), chunk, self.now(), source)
         return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
+
+    def end_unreachable_kernels(self) -> None:
+        """Cancel the kernel jobs whose Jupyter server's heartbeat lease ran out (``lifecycle.kernel_leases``)."""
+        for job_id, by in kernel_leases.unreachable_kernels(list(self.active.values()), self.now()):
+            log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
+            self.unit([(job_id, m.Cancel(by))])
 
     def read_progress_of_running(self) -> None:
         for job in list(self.active.values()):

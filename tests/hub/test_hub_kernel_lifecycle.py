@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import time
 
 import pytest
@@ -39,10 +40,10 @@ def kernel_jobs(hub) -> dict[str, dict]:
     return {j["id"]: j for j in jobs if j["user"] == ANN and j["kind"] == "kernel"}
 
 
-def start_kernel(hub) -> tuple[str, dict]:
+def start_kernel(hub, kernelspec: str = "hive-gpu-1") -> tuple[str, dict]:
     """A GPU kernel in ann's server (JupyterLab's POST); returns its id and its new job."""
     before = set(kernel_jobs(hub))
-    r = hub.request("POST", f"/user/{ANN}/api/kernels", user=ANN, json={"name": "hive-gpu-1"})
+    r = hub.request("POST", f"/user/{ANN}/api/kernels", user=ANN, json={"name": kernelspec})
     assert r.status_code == 201, r.text
     (job,) = [j for i, j in kernel_jobs(hub).items() if i not in before]
     return r.json()["id"], job
@@ -101,6 +102,42 @@ def test_when_her_server_stops_her_gpu_kernels_jobs_end_with_a_reason(hub, full_
         hub.start_servers(ANN)
 
 
+def test_a_queued_gpu_kernel_of_a_server_that_died_never_starts(hub, full_cluster):
+    """Her server is SIGKILLed (out of memory, its node lost) while her GPU kernel waits: nobody stops
+    it, and nobody can reach the kernel any more. Once its heartbeat is older than the lease, the
+    service ends the job, in words, before it ever gets a GPU (it used to start later for nobody)."""
+    import json
+    import os
+    import pwd
+    import signal
+
+    import psutil
+
+    account = pwd.getpwnam(ANN)
+    kernels = pathlib.Path(account.pw_dir, ".local/share/jupyter/kernels")
+    spec = json.loads((kernels / "hive-gpu-1" / "kernel.json").read_text())
+    spec["metadata"]["kernel_provisioner"]["config"]["heartbeat_lease_s"] = 4  # the test's short lease
+    (kernels / "hive-gpu-lease").mkdir(exist_ok=True)
+    (kernels / "hive-gpu-lease" / "kernel.json").write_text(json.dumps(spec))
+    for path in (kernels / "hive-gpu-lease", kernels / "hive-gpu-lease" / "kernel.json"):
+        os.chown(path, account.pw_uid, account.pw_gid)
+
+    _, queued = start_kernel(hub, "hive-gpu-lease")
+    assert wait_state(hub, queued["id"], "queued", "running")["state"] == "queued"
+    (server,) = [p for p in psutil.process_iter(["username", "cmdline"])
+                 if p.info["username"] == ANN and "jupyterhub.singleuser" in " ".join(p.info["cmdline"] or [])]
+    server.send_signal(signal.SIGKILL)
+    try:
+        ended = wait_state(hub, queued["id"], *FINAL, timeout=60)
+        assert ended["state"] == "cancelled", ended
+        assert "no heartbeat" in ended["reason"] and "nobody can reach the kernel" in ended["reason"], ended["reason"]
+        history = hub.service("GET", f"jobs/{queued['id']}", IVY).json()["history"]
+        assert "running" not in [h["state"] for h in history]  # it never held a GPU
+    finally:
+        hub.api("DELETE", f"users/{ANN}/server", timeout=60)
+        hub.start_servers(ANN)
+
+
 def execute(hub, kernel_id: str, code: str, timeout: float = 120) -> str:
     """Run ``code`` over the kernel's websocket through the proxy (as JupyterLab does); all it printed."""
     import json
@@ -110,20 +147,41 @@ def execute(hub, kernel_id: str, code: str, timeout: float = 120) -> str:
 
     url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/api/kernels/{kernel_id}/channels"
     ws = websocket.create_connection(url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=timeout)
-    try:
+    session = uuid.uuid4().hex
+
+    def send(msg_type: str, content: dict) -> str:
         msg_id = uuid.uuid4().hex
-        ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "username": ANN, "session": uuid.uuid4().hex,
-                       "msg_type": "execute_request", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
+        ws.send(json.dumps({"header": {"msg_id": msg_id, "username": ANN, "session": session, "msg_type": msg_type,
+                                       "version": "5.3"},
+                            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [], "content": content}))
+        return msg_id
+
+    try:
+        # as a frontend does after a kernel (re)start: ask for kernel info until its answer shows on IOPub,
+        # so this connection hears what the kernel now running publishes (a kernel that just took over
+        # the ports publishes before a reconnecting subscriber has joined: ZeroMQ's slow joiner)
+        ws.settimeout(1)
+        deadline = time.monotonic() + timeout
+        ready = False
+        while not ready:
+            assert time.monotonic() < deadline, "the kernel never answered on IOPub"
+            asked = send("kernel_info_request", {})
+            try:
+                while not ready:  # until a second passes without a message
+                    m = json.loads(ws.recv())
+                    ready = m.get("channel") == "iopub" and m.get("parent_header", {}).get("msg_id") == asked
+            except websocket.WebSocketTimeoutException:
+                pass
+        ws.settimeout(timeout)
+        msg_id = send("execute_request", {"code": code, "silent": False, "store_history": False,
+                                          "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
         out, deadline = [], time.monotonic() + timeout
         while time.monotonic() < deadline:
             msg = json.loads(ws.recv())
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind = msg["header"]["msg_type"]
+            print("received:", msg.get("channel"), kind, json.dumps(msg.get("content"))[:300])  # shown on failure
             if kind == "stream":
                 out.append(msg["content"]["text"])
             elif kind == "error":

@@ -36,3 +36,14 @@ def test_kernel_binds_its_node_address(tmp_path, node_address, bound):
     assert json.loads(conn.read_text())["ip"] == bound
     assert f'"ip": "{bound}"' in r.stdout
     assert conn.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_watchdog_stops_a_kernel_whose_heartbeat_is_older_than_the_lease(tmp_path):
+    """The fallback for a kernel the service cannot end (the service itself is down): the supervisor's
+    watchdog stops it once the heartbeat is older than the lease plus its slack, and says why."""
+    (tmp_path / KERNEL_DIR).mkdir(mode=0o700)
+    (tmp_path / KERNEL_DIR / "alive").write_text("1000")  # the Jupyter server's last word, long ago
+    r = subprocess.run(["sh", "-c", supervisor_command(["sleep", "120"], None, lease_s=1, slack_s=0)], cwd=tmp_path,
+                       env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 143, (r.returncode, r.stderr)
+    assert "no heartbeat from the Jupyter server holding this kernel" in r.stderr

@@ -15,8 +15,9 @@ keeps the job, hence its GPUs:
   restarting kernel go down while the job stays;
 - the provisioner writes the time into ``.hive-kernel/alive`` every few seconds from submission on
   (queued or running); when that heartbeat is older than the lease (the Jupyter server holding the
-  kernel died or restarted: nobody can reach this kernel any more), a watchdog stops the kernel and
-  the job ends, releasing its GPUs. Where the provisioner cannot see the job's working dir (no shared
+  kernel died or restarted: nobody can reach this kernel any more), the service cancels the job, saying
+  why (``lifecycle.kernel_leases``); a watchdog here stops the kernel ``WATCHDOG_SLACK_S`` later, should
+  the service not be there to do it. Where the provisioner cannot see the job's working dir (no shared
   filesystem) there is no heartbeat file and the watchdog stays off.
 
 The scheduler's client settings reach the kernel through this command (``HIVE_*`` variables are
@@ -34,6 +35,7 @@ KERNEL_DIR = ".hive-kernel"
 CONNECTION_FILE = f"{KERNEL_DIR}/connection.json"
 NOTICE_SCRIPT = f"{KERNEL_DIR}/notice.py"
 RESTART_WAIT_S = 60
+WATCHDOG_SLACK_S = 15  # the service ends an unreachable kernel's job at the lease; this is the fallback
 
 # Runs at kernel start-up (IPKernelApp.exec_files): on the first cell executed, print what hive-lab
 # has to say about this kernel (it waited for GPUs and why, which GPUs it holds, its idle limit, a
@@ -76,7 +78,7 @@ def kernel_argv(argv: list[str], connection_file: str, python: str | None) -> li
     return out
 
 
-def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> str:
+def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60, slack_s: int = WATCHDOG_SLACK_S) -> str:
     k = KERNEL_DIR
     exports = []
     if url:
@@ -92,7 +94,7 @@ def supervisor_command(argv: list[str], url: str | None, lease_s: int = 60) -> s
     watchdog = (
         f"( while sleep {check}; do now=$(date +%s); beat=$(cat {k}/alive 2>/dev/null) || continue; "
         f"[ \"$beat\" -gt 0 ] 2>/dev/null || continue; "
-        f"if [ $((now - beat)) -gt {int(lease_s)} ]; then "
+        f"if [ $((now - beat)) -gt {int(lease_s) + int(slack_s)} ]; then "
         f"echo 'hive-lab: no heartbeat from the Jupyter server holding this kernel for {int(lease_s)} s; stopping it' >&2; "
         f"rm -f {k}/keep; kill $kpid; exit; fi; done ) &"
     )
