@@ -3,7 +3,7 @@
 Run: PYTHONPATH=scheduler python benchmarks/bench_overflow_wrapper.py"""
 import statistics, time, random
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
-from hive_scheduler.sim.overflow import OverflowScheduler
+from hive_scheduler.overflow import OverflowScheduler
 CFG = {"nodes": 16, "gpus_per_node": 8, "gpu_type": "A100", "vcs": {"a": 32, "b": 32, "c": 32, "d": 32}}
 def run(wrap, seed=0):
     rnd = random.Random(seed)

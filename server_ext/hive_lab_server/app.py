@@ -280,7 +280,7 @@ class HiveLabApp(ExtensionApp):
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:
-            from hive_scheduler.sim.overflow import OverflowScheduler
+            from hive_scheduler.overflow import OverflowScheduler
 
             scheduler = OverflowScheduler(scheduler)
         scheduler.backfill = self.backfill  # (read by the passes and by the estimates' twin when it is built)

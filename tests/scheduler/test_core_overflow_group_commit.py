@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from core_helpers import SMALL, job
 from group_commit_replay import replay
 from hive_scheduler import RequestError, Scheduler
-from hive_scheduler.sim.overflow import SHADOW_SUFFIX, OverflowScheduler
+from hive_scheduler.overflow import SHADOW_SUFFIX, OverflowScheduler
 
 TWO = {"nodes": 2, "gpus_per_node": 4, "gpu_type": "T4", "vcs": {"a": 4, "b": 4}}
 CLUSTERS = {"two": (TWO, ["a", "b"]), "small": (SMALL, ["a", "b", "c"])}

@@ -21,7 +21,7 @@ import yaml
 
 from core_helpers import HIVED_EXAMPLE, MIXED, SMALL, check_invariants
 from hive_scheduler import JobRequest, RequestError, Scheduler, TaskGroup
-from hive_scheduler.sim.overflow import SHADOW_SUFFIX, OverflowScheduler
+from hive_scheduler.overflow import SHADOW_SUFFIX, OverflowScheduler
 
 DESIGN = yaml.safe_load((Path(__file__).parent / "hived_configs" / "design.yaml").read_text())
 DESIGN_B = {**DESIGN, "virtualClusters": {  # VC2 gives its CT1 node and a socket back; VC1 keeps its own

@@ -9,7 +9,7 @@ import pytest
 
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
 from hive_scheduler.errors import RequestError
-from hive_scheduler.sim.overflow import OverflowScheduler
+from hive_scheduler.overflow import OverflowScheduler
 
 TWO = {"nodes": 2, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"a": 2, "b": 2}}
 

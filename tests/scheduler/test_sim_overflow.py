@@ -1,4 +1,4 @@
-"""The opportunistic overflow lever of ``hived`` in the simulator (``hive_scheduler.sim.overflow``)."""
+"""The opportunistic overflow lever of ``hived`` in the simulator (``hive_scheduler.overflow``)."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_p
     refuses that commit, the core forgets them and their shadows exactly."""
     from sqlalchemy import event
 
-    from hive_scheduler.sim.overflow import OverflowScheduler
+    from hive_scheduler.overflow import OverflowScheduler
 
     cfg = load_cluster_config({"nodes": 2, "gpus_per_node": 2, "gpu_type": "T4", "vcs": {"a": 2, "b": 2}})
     svc = HiveService(scheduler=OverflowScheduler(Scheduler(cfg)), config=cfg,

@@ -162,7 +162,7 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
         core = Scheduler(config, policy=order, backfill=queueing == "backfill", strict_order=queueing == "strict",
                          private_placement=overflow)
         if overflow:
-            from .overflow import OverflowScheduler
+            from ..overflow import OverflowScheduler
 
             return OverflowScheduler(core, keep_place=True)
         return core
@@ -338,7 +338,7 @@ def simulate(
     when given (a result of ``simulate(..., "private")``), else one replayed here. Without it, or for a
     ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.
     ``overflow`` (``hived`` only, default on): a queued guaranteed job may run as opportunistic in idle
-    GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.sim.overflow`); False: the bare core.
+    GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.overflow`); False: the bare core.
     ``queueing`` (``hived`` only): ``skip`` (the core's default: a job that does not fit is passed by
     those behind it), ``strict`` (it holds a reservation nobody passes) or ``backfill`` (only jobs whose
     ``time_limit_s`` ends before the reservations ahead pass them). ``private`` always uses ``skip``.

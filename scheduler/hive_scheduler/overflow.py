@@ -28,8 +28,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..decisions import Decision
-from ..types import JobRequest
+from .decisions import Decision
+from .types import JobRequest
 
 __all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow"]
 
