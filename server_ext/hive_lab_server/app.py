@@ -128,8 +128,10 @@ class HiveLabApp(ExtensionApp):
         help="""Opportunistic overflow (issue 12): a guaranteed job its VC cannot place now may run in idle
         GPUs (other VCs' idle cells first) as an opportunistic, preemptible job; when a VC needs those GPUs
         back it is preempted and queued again in its own VC without using a retry, and its own VC's GPUs
-        still take it when they free up. On by default; False: a guaranteed job waits for its VC's cells
-        (HiveD's way).""",
+        still take it when they free up. With it, a VC's own jobs are placed where its private cluster would
+        place them (overflowed work in its cells is preempted rather than steering the choice), as in the
+        simulator, so overflow does not fragment a VC's cells into longer waits (issue 25). On by default;
+        False: a guaranteed job waits for its VC's cells (HiveD's way).""",
     )
     clock = AnyTrait(
         None, allow_none=True, config=True,
@@ -263,7 +265,9 @@ class HiveLabApp(ExtensionApp):
         try:
             scheduler = Scheduler(self.cluster.config,
                                   policy="fifo" if self.queue_policy in LIVE_POLICIES else self.queue_policy,
-                                  fair_share=FairShareSettings(half_life_s=self.fair_share_half_life_s))
+                                  fair_share=FairShareSettings(half_life_s=self.fair_share_half_life_s),
+                                  # with overflow, a VC's jobs are placed as on its private cluster (issue 25)
+                                  private_placement=self.overflow)
         except (ConfigError, ValueError) as exc:
             self.log.critical("hive-lab: the queue policy is not valid, so the server stops: %s", exc)
             raise SystemExit(f"hive-lab: the queue policy is not valid: {exc}") from None
