@@ -405,6 +405,9 @@ class HiveLabApp(ExtensionApp):
         # for the end of this recovery (``HiveService.wait_ready``)
         if self.mode == "client":
             return
+        from .stop_signals import stop_cleanly_on_sigint
+
+        stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
         await self.service.start()
         await self.hardware.start()
         if self.gc_freeze:

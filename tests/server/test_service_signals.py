@@ -1,6 +1,7 @@
 """The Hub-managed hive-lab service stops on SIGINT (issue 26: it asked "Shutdown this server?" on the stdin it
 inherited from the Hub, where nobody answers, and stopped only at SIGTERM,
-so stopping a Hub took ~31 s and a quick restart found the ports busy)."""
+so stopping a Hub took ~31 s and a quick restart found the ports busy), whether the Hub was started from a
+terminal or from a script in the background (whose children inherit SIGINT ignored)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import requests
 
 from fixtures.live_server import free_port
 from waiting import wait_until
 
 
-def test_the_service_stops_on_sigint(tmp_path):
+@pytest.mark.parametrize("started_from", ["a terminal", "a background script"])
+def test_the_service_stops_on_sigint(tmp_path, started_from):
     port = free_port()
     env = {**os.environ, "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}/services/hive-lab/",
            "JUPYTERHUB_SERVICE_PREFIX": "/services/hive-lab/", "JUPYTERHUB_API_TOKEN": "not-used-here",
@@ -25,9 +28,14 @@ def test_the_service_stops_on_sigint(tmp_path):
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}
     log = open(tmp_path / "service.log", "w")
     master, terminal = pty.openpty()  # a Hub started from a terminal: its services inherit the terminal
+    if started_from == "a terminal":
+        stdin, preexec = terminal, None
+    else:  # `jupyterhub &` in a script: no terminal, and SIGINT ignored from the start (inherited)
+        stdin, preexec = subprocess.DEVNULL, lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
     proc = subprocess.Popen([sys.executable, "-m", "hive_lab_server.hub.service_app",
                              f"--HiveLabApp.jobs_root={tmp_path / 'jobs'}"],
-                            env=env, stdin=terminal, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+                            env=env, stdin=stdin, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+                            preexec_fn=preexec)
     os.close(terminal)
     try:
         def answers():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ..stop_signals import stop_cleanly_on_sigint
 from .forward import EVENTS_ROUTE, ForwardEventsHandler, ForwardHandler
 
 CLIENT_ROUTES = [
@@ -48,25 +49,6 @@ def initialize_client(app) -> None:
     # a GPU kernel started here may wait in the service's queue: its websocket opens at once all the same
     # (without this, jupyter_server held it for kernel_info_timeout, 60 s, and the proxy answered 503)
     install(app.settings)
-    _stop_cleanly_on_sigint(getattr(app, "serverapp", None), app.log)
+    stop_cleanly_on_sigint(getattr(app, "serverapp", None), app.log)
     app.log.info("hive-lab: client mode (no scheduler here); hive_lab/api/ forwards to the service at %s as %s",
                  app.upstream.base_url, app.owner)
-
-
-def _stop_cleanly_on_sigint(serverapp, log) -> None:
-    """SIGINT (what JupyterHub's spawner sends to stop a user's server) stops the server as SIGTERM does:
-    its kernels are shut down, so the jobs of its GPU kernels are withdrawn with a reason.
-
-    jupyter_server only handles SIGINT when its stdin is a terminal; a spawned server's is not, so
-    SIGINT was a bare KeyboardInterrupt: the process ended without shutting its kernels down, and a
-    GPU kernel still queued started later for nobody."""
-    import signal
-    import threading
-
-    stop = getattr(serverapp, "_signal_stop", None)
-    if stop is None or threading.current_thread() is not threading.main_thread():
-        return
-    try:
-        signal.signal(signal.SIGINT, stop)
-    except (ValueError, OSError) as exc:  # not the main interpreter's thread
-        log.warning("hive-lab: cannot handle SIGINT (%s): a stopped server may leave GPU kernel jobs behind", exc)
