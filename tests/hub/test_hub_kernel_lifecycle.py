@@ -145,9 +145,11 @@ def execute(hub, kernel_id: str, code: str, timeout: float = 120) -> str:
 
     import websocket
 
-    url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/api/kernels/{kernel_id}/channels"
-    ws = websocket.create_connection(url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=timeout)
+    # a session of its own, as JupyterLab's: without one, every connection shares the session "" and
+    # jupyter_server hands it the channels (and messages) buffered from the previous, closed connection
     session = uuid.uuid4().hex
+    url = hub.url.replace("http", "ws", 1) + f"/user/{ANN}/api/kernels/{kernel_id}/channels?session_id={session}"
+    ws = websocket.create_connection(url, header=[f"Authorization: token {hub.token(ANN)}"], timeout=timeout)
 
     def send(msg_type: str, content: dict) -> str:
         msg_id = uuid.uuid4().hex
