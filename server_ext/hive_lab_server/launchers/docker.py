@@ -275,12 +275,13 @@ class DockerLauncher(Launcher):
             filters["label"].append(f"{LABEL_JOB}={job_id}")
         import docker.errors
 
-        for _ in range(4):  # list() looks each container up: one removed meanwhile raises NotFound
+        for attempt in range(5):  # list() looks each container up: one removed meanwhile raises NotFound
             try:
                 return self.client().containers.list(all=all_, filters=filters)
             except docker.errors.NotFound:
-                continue
-        return self.client().containers.list(all=all_, filters=filters)
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     def _stop_sync(self, job_id: str, grace_s: float) -> None:
         containers = self._containers(job_id)
