@@ -76,6 +76,11 @@ class TaskSpec(_Model):
     cpus: Annotated[float, Field(ge=0, le=100000)] = 1
     memory_mb: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
     command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
+    # the group's completion policy (OpenPAI's completion; FrameworkController's): this many failed tasks
+    # fail the job (None: this group's failures alone never do), this many tasks exiting 0 end it as
+    # succeeded, the other tasks being stopped (None: the job succeeds once all its tasks have ended)
+    min_failed: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] | None = 1
+    min_succeeded: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] | None = None
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -255,6 +260,12 @@ class JobSpec(_Model):
             if task.gpu_memory_mb is not None and not is_share(task.gpus):
                 raise SpecError(f"tasks[{i}].gpu_memory_mb: a memory budget goes with a share of a GPU (gpus 0.5, "
                                 "0.25 or 0.125); a whole GPU's memory is all its own", f"tasks[{i}].gpu_memory_mb")
+            for key in ("min_failed", "min_succeeded"):
+                value = getattr(task, key)
+                if value is not None and value > task.count:
+                    raise SpecError(f"tasks[{i}].{key}: {value} is more than the group's {task.count} task"
+                                    f"{'s' if task.count != 1 else ''}, so it could never be reached; give at most "
+                                    f"{task.count} (or null: never)", f"tasks[{i}].{key}")
             if task.gpus == 0 and task.cpus == 0:
                 raise SpecError(f"tasks[{i}].cpus: a task with no GPUs (gpus: 0) does CPU work; ask for cpus > 0 "
                                 "or for GPUs", f"tasks[{i}].cpus")

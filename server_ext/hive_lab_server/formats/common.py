@@ -99,3 +99,21 @@ def vc_from(value: Any, field: str, not_applied: list[str]) -> str | None:
         not_applied.append(f"{field}: 'default' means your default VC here")
         return "@default"
     return value
+
+
+ABSENT = object()  # a field the document does not have (unlike one given as null)
+
+
+def completion_count(v: Any, field: str, count: int, default: int | None) -> int | None:
+    """A completion policy's task count (OpenPAI's minFailed/minSucceeded) as hive-lab's ``min_failed`` /
+    ``min_succeeded``: absent -> ``default``; null or -1 -> None (never); 0 acts as 1 (the first such
+    exit reaches it); more than the role's tasks can never be reached -> None. Each keeps its meaning."""
+    if v is ABSENT:
+        return default
+    if v is None:
+        return None
+    n = want_int(v, field, -1)
+    if n == -1 or n > count:
+        return None
+    return max(n, 1)
+

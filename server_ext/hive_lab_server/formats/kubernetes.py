@@ -171,9 +171,17 @@ def translate(doc: dict) -> Translation:
                 env[k] = v
             for key in sorted(set(t) - {"name", "replicas", "template", "policies"}):
                 notes.append(f"{field}.{key}: not applied")
-            if t.get("policies"):
-                notes.append(f"{field}.policies: not applied; a failed task fails the job")
-            tasks.append({"name": tname, "count": want_int(t.get("replicas", 1), f"{field}.replicas", 1), **one["task"]})
+            count = want_int(t.get("replicas", 1), f"{field}.replicas", 1)
+            policy, others = {}, []
+            for j, rule in enumerate(want_list(t.get("policies") or [], f"{field}.policies")):
+                rule = want_dict(rule, f"{field}.policies[{j}]")
+                if (rule.get("event"), rule.get("action")) == ("TaskCompleted", "CompleteJob"):
+                    policy["min_succeeded"] = count  # this task's replicas all succeeded: the job is complete
+                else:
+                    others.append(f"{rule.get('event') or rule.get('exitCode')} -> {rule.get('action')}")
+            if others:
+                notes.append(f"{field}.policies: {', '.join(others)} not applied; a failed task fails the job")
+            tasks.append({"name": tname, "count": count, **one["task"], **policy})
         if not tasks:
             raise fail("spec.tasks", "give at least one task")
         if len(set(images.values())) > 1:

@@ -4,7 +4,7 @@ Every field OpenPAI's v1 documented is read with its meaning there: empty option
 ``retryCount`` -1/-2 (retry without limit) is hive-lab's largest, 100; ``portList`` reserves ports
 (``PAI_*`` port variables at launch); ``dataDir``/``outputDir``/``codeDir`` (HDFS URIs) become
 ``PAI_DATA_DIR``/``PAI_OUTPUT_DIR``/``PAI_CODE_DIR``; ``gpuType`` is the GPU type; ``jobEnvs`` the
-environment. What hive-lab does not do (completion policies, ``shmMB``, ``authFile``, HDFS) is
+environment. What hive-lab does not do (``killAllOnCompletedTaskNumber``, ``shmMB``, ``authFile``, HDFS) is
 reported, each with what happens instead.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import Translation, env_value, fail, is_int, job_name, task_name, vc_from, want_dict, want_int, want_list, want_str
+from .common import (ABSENT, Translation, completion_count, env_value, fail, is_int, job_name, task_name, vc_from,
+                     want_dict, want_int, want_list, want_str)
 
 TOP_FIELDS = {"jobName", "image", "authFile", "dataDir", "outputDir", "codeDir", "virtualCluster", "taskRoles",
               "gpuType", "retryCount", "jobEnvs", "extras", "killAllOnCompletedTaskNumber", "jobPriority"}
@@ -105,17 +106,13 @@ def translate(doc: dict) -> Translation:
                 notes.append(f"{field}.portList[{j}].beginAt: {p['beginAt']} not applied; free ports are chosen "
                              f"(PAI_CONTAINER_HOST_{label}_PORT_LIST says which)")
         ports[rname] = role_ports
-        for key in ("minFailedTaskCount", "minSucceededTaskCount"):
-            value = role.get(key)
-            if value is not None:
-                want_int(value, f"{field}.{key}", -1)
-        mf, ms = role.get("minFailedTaskCount"), role.get("minSucceededTaskCount")
-        if mf not in (None, 1) or ms not in (None, -1, count):
-            notes.append(f"{field}: minFailedTaskCount {mf}, minSucceededTaskCount {ms} not applied; the job ends "
-                         "when all its tasks have ended and fails when one fails")
+        policy = {"min_failed": completion_count(role.get("minFailedTaskCount", ABSENT),
+                                                 f"{field}.minFailedTaskCount", count, 1),
+                  "min_succeeded": completion_count(role.get("minSucceededTaskCount", ABSENT),
+                                                    f"{field}.minSucceededTaskCount", count, None)}
         gpu_type = _opt_str(role, "gpuType") or job_gpu_type
         tasks.append({"name": rname, "count": count, "gpus": gpus, "cpus": cpus, "memory_mb": memory,
-                      "command": command, **({"gpu_type": gpu_type} if gpu_type else {})})
+                      "command": command, **policy, **({"gpu_type": gpu_type} if gpu_type else {})})
     if doc.get("killAllOnCompletedTaskNumber") not in (None, 0):
         want_int(doc["killAllOnCompletedTaskNumber"], "killAllOnCompletedTaskNumber", 0)
         notes.append("killAllOnCompletedTaskNumber: not applied; the job ends when all its tasks have ended")

@@ -16,8 +16,8 @@ import copy
 import re
 from typing import Any
 
-from .common import (SECRET_MASK, Translation, env_value, fail, is_int, job_name, task_name, vc_from, want_dict,
-                     want_int, want_list, want_str)
+from .common import (ABSENT, SECRET_MASK, Translation, completion_count, env_value, fail, is_int, job_name, task_name,
+                     vc_from, want_dict, want_int, want_list, want_str)
 
 TOP_FIELDS = {"protocolVersion", "name", "type", "version", "contributor", "description", "prerequisites",
               "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras"}
@@ -307,11 +307,11 @@ def translate(doc: dict) -> Translation:
         command = "\n".join(substitute(line, scope, secrets, f"{field}.commands") for line in lines)
         if not command.strip():
             raise fail(f"{field}.commands", "give at least one command")
-        completion = role.get("completion") or {}
-        mf, ms = completion.get("minFailedInstances", 1), completion.get("minSucceededInstances")
-        if mf not in (1, None) or ms not in (None, -1, count):
-            notes.append(f"{field}.completion: minFailedInstances {mf}, minSucceededInstances {ms} not applied; the "
-                         "job ends when all its tasks have ended and fails when one fails")
+        completion = want_dict(role.get("completion") or {}, f"{field}.completion")
+        policy = {"min_failed": completion_count(completion.get("minFailedInstances", ABSENT),
+                                                 f"{field}.completion.minFailedInstances", count, 1),
+                  "min_succeeded": completion_count(completion.get("minSucceededInstances", ABSENT),
+                                                    f"{field}.completion.minSucceededInstances", count, None)}
         retries[str(rname)] = want_int(role.get("taskRetryCount", 0) or 0, f"{field}.taskRetryCount", 0)
         opts = want_dict(role.get("extraContainerOptions") or {}, f"{field}.extraContainerOptions")
         for k in sorted(opts):
@@ -321,7 +321,8 @@ def translate(doc: dict) -> Translation:
             notes.append(f"extras.hivedScheduler.taskRoles.{rname}.skuNum: {hive['sku_num']} not applied; "
                          f"resourcePerInstance.gpu ({gpus}) GPUs per instance are used (a SKU here is one GPU)")
         tasks.append({"name": str(rname), "count": count, "gpus": gpus, "cpus": cpus, "memory_mb": memory,
-                      "command": command, **({"gpu_type": hive["gpu_type"]} if hive.get("gpu_type") else {})})
+                      "command": command, **policy,
+                      **({"gpu_type": hive["gpu_type"]} if hive.get("gpu_type") else {})})
     if len(set(images.values())) > 1:
         first = next(iter(images))
         other = next(r for r in images if images[r] != images[first])

@@ -141,7 +141,8 @@ class Admission:
         job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
                         opportunistic=spec.opportunistic,
-                        lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit))
+                        lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit,
+                                 policy=m.completion_policy(spec_dict["tasks"])))
         return job, row
 
     def what_if(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:

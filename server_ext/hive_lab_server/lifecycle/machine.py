@@ -16,6 +16,36 @@ S = JobState
 
 
 @dataclass(frozen=True)
+class GroupPolicy:
+    """When a task group's ended tasks end the whole job (OpenPAI's completion policy, FrameworkController's
+    ``FrameworkAttemptCompletionPolicy``): ``min_failed`` failed tasks fail it, ``min_succeeded`` tasks
+    exiting 0 make it succeed; None: never by this group's count. With neither reached, the job ends
+    once all its tasks have ended, and succeeds."""
+
+    group: str
+    min_failed: int | None = 1
+    min_succeeded: int | None = None
+
+
+DEFAULT_POLICY = GroupPolicy("")
+
+
+def completion_policy(tasks: list[dict]) -> tuple[GroupPolicy, ...]:
+    """The policies of a spec's task groups (``min_failed``/``min_succeeded``), those not the default."""
+    out = []
+    for t in tasks:
+        policy = GroupPolicy(t["name"], t.get("min_failed", 1), t.get("min_succeeded"))
+        if (policy.min_failed, policy.min_succeeded) != (1, None):
+            out.append(policy)
+    return tuple(out)
+
+
+def group_of(task: str) -> str:
+    """A task's group: the core names tasks ``<group>-<index>``."""
+    return task.rsplit("-", 1)[0]
+
+
+@dataclass(frozen=True)
 class Job:
     """What the lifecycle knows about one job (the store's row holds the same, plus the spec)."""
 
@@ -27,6 +57,10 @@ class Job:
     launched: bool = False  # Launcher.start was called for this attempt: tasks may run, exits may come
     tasks: tuple[str, ...] = ()  # the current attempt's tasks
     left: frozenset[str] = frozenset()  # tasks of the current attempt not known to be over
+    # the current attempt's tasks that ended with an exit code, in order (stored as jobs.task_exits: a
+    # restart knows which tasks are over and what the completion policy has counted)
+    ended: tuple[tuple[str, int], ...] = ()
+    policy: tuple[GroupPolicy, ...] = ()  # groups without one: fail at the first failure, succeed when all end
     intent: Intent | None = None
     intent_reason: str = ""
     stop_code: int | None = None  # first exit code seen while stopping
@@ -46,6 +80,12 @@ class Job:
     @property
     def final(self) -> bool:
         return self.state in FINAL_STATES
+
+    def policy_of(self, group: str) -> GroupPolicy:
+        return next((p for p in self.policy if p.group == group), DEFAULT_POLICY)
+
+    def count_ended(self, group: str, succeeded: bool) -> int:
+        return sum(1 for t, code in self.ended if group_of(t) == group and (code == 0) == succeeded)
 
     @property
     def holds_gpus(self) -> bool:
@@ -242,7 +282,7 @@ def _requeue(job: Job, reason: str, *, count: bool, core: Core) -> tuple[Job, li
     retries = job.retries + 1 if count else job.retries
     suffix = (f"; retry {retries}/{job.max_retries}" if count else
               "" if "no retry used" in reason else "; not counted as a retry (it never started)")
-    job = replace(job, state=S.QUEUED, retries=retries, launched=False, left=frozenset(), tasks=(), intent=None,
+    job = replace(job, state=S.QUEUED, retries=retries, launched=False, left=frozenset(), tasks=(), ended=(), intent=None,
                   intent_reason="", stop_code=None, reason=reason + suffix)
     return job, [Record(S.QUEUED, job.reason, fields={"retries": retries, "stop_intent": None, "stop_reason": ""}),
                  SetPlacement(clear=True), core]
@@ -259,7 +299,7 @@ def _retry_or_fail(job: Job, reason: str, code: int | None, *, preempt: bool) ->
 def _pause(job: Job, reason: str) -> tuple[Job, list[Effect]]:
     """Paused without running tasks: the core forgets it until it is resumed (no retry used)."""
     text = f"paused: {reason}"
-    job = replace(job, state=S.PAUSED, launched=False, left=frozenset(), tasks=(), intent=None, intent_reason="",
+    job = replace(job, state=S.PAUSED, launched=False, left=frozenset(), tasks=(), ended=(), intent=None, intent_reason="",
                   stop_code=None, reason=text)
     return job, [Record(S.PAUSED, text, fields={"stop_intent": None, "stop_reason": ""}), SetPlacement(clear=True),
                  Core("finish")]
@@ -268,10 +308,51 @@ def _pause(job: Job, reason: str) -> tuple[Job, list[Effect]]:
 def _moved(job: Job, kind: str, reason: str) -> tuple[Job, list[Effect]]:
     """Back to the queue with the new request (no retry used)."""
     text = f"{'migrated' if kind == 'migrate' else 'resized'} {reason}"
-    job = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=(), intent=None, intent_reason="",
+    job = replace(job, state=S.QUEUED, launched=False, left=frozenset(), tasks=(), ended=(), intent=None, intent_reason="",
                   stop_code=None, reason=text)
     return job, [Record(S.QUEUED, text, fields={"stop_intent": None, "stop_reason": ""}), SetPlacement(clear=True),
                  Core("requeue")]
+
+
+def _task_ended(job: Job, event: Exit) -> tuple[Job, list[Effect]]:
+    """A task of a running attempt ended: the completion policy of its group decides what follows."""
+    left = job.left - {event.task}
+    if event.code is None:  # lost: never counted as an outcome; the attempt runs again (a retry) or fails
+        detail = event.detail if event.detail and event.detail != "lost" else "gone without an exit code"
+        job, reason = replace(job, left=left), f"task {event.task} was lost ({detail})"
+        if left:
+            return _stop(job, Intent.LOST, reason, None)
+        return _retry_or_fail(job, reason, None, preempt=False)
+    job = replace(job, left=left, ended=job.ended + ((event.task, event.code),))
+    group = group_of(event.task)
+    policy = job.policy_of(group)
+    if event.code != 0 and policy.min_failed is not None:
+        failed = job.count_ended(group, succeeded=False)
+        if failed >= policy.min_failed:
+            detail = f", {event.detail}" if event.detail else ""
+            reason = f"task {event.task} exited with code {event.code}{detail}"
+            if policy.min_failed > 1:
+                reason += f" ({failed} of group {group} failed: min_failed {policy.min_failed})"
+            if left:  # the other tasks stop too
+                return _stop(job, Intent.FAIL, reason, event.code)
+            return _end(job, S.FAILED, reason, event.code, Core("finish"))
+    if event.code == 0 and policy.min_succeeded is not None:
+        succeeded = job.count_ended(group, succeeded=True)
+        if succeeded >= policy.min_succeeded:
+            reason = (f"{succeeded} task{'s' if succeeded != 1 else ''} of group {group} exited with code 0 "
+                      f"(min_succeeded {policy.min_succeeded})")
+            if left:
+                return _stop(job, Intent.SUCCEED, f"{reason}; its {len(left)} other "
+                                                  f"task{'s were' if len(left) != 1 else ' was'} stopped", 0)
+            return _end(job, S.SUCCEEDED, reason, 0, Core("finish"))
+    if left:
+        return job, [Record(job.state, job.reason, history=False, fields={"task_exits": dict(job.ended)})]
+    failures = [(t, code) for t, code in job.ended if code != 0]
+    if not failures:
+        return _end(job, S.SUCCEEDED, f"{_plural(len(job.tasks))} exited with code 0", 0, Core("finish"))
+    shown = ", ".join(f"{t} with code {code}" for t, code in failures[:3]) + (", ..." if len(failures) > 3 else "")
+    return _end(job, S.SUCCEEDED, f"all {len(job.tasks)} tasks ended, {len(failures)} failed ({shown}), fewer "
+                                  "than their group's min_failed", 0, Core("finish"))
 
 
 def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
@@ -292,8 +373,9 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         attempt = job.attempt + 1
         reason = f"placed: {event.where}" if event.where else "placed"
         new = replace(job, state=S.SCHEDULED, attempt=attempt, launched=False, tasks=tuple(event.tasks),
-                      left=frozenset(event.tasks), stale=frozenset(), reason=reason, stop_code=None)
-        return new, [SetPlacement(), Record(S.SCHEDULED, reason, fields={"attempt": attempt}), Start(attempt)]
+                      left=frozenset(event.tasks), ended=(), stale=frozenset(), reason=reason, stop_code=None)
+        return new, [SetPlacement(), Record(S.SCHEDULED, reason, fields={"attempt": attempt, "task_exits": None}),
+                     Start(attempt)]
 
     if isinstance(event, LaunchBegin):
         if st is S.SCHEDULED and event.attempt == job.attempt and not job.launched and job.intent is None:
@@ -327,7 +409,7 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         reason = f"cancelled by {event.by}"
         if st in (S.SUBMITTED, S.QUEUED, S.PAUSED) or (st is S.SCHEDULED and not job.launched):
             return _end(job, S.CANCELLED, reason, None, Core("finish"))
-        if job.intent is Intent.CANCEL:
+        if job.intent in (Intent.CANCEL, Intent.SUCCEED):  # SUCCEED: it did; its other tasks are stopping
             return job, []
         if job.intent is not None:  # already stopping: the stop in progress ends as a cancel
             new = replace(job, intent=Intent.CANCEL, intent_reason=reason)
@@ -365,24 +447,7 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
             return job, []
         if event.task not in job.left:
             return job, []
-        left = job.left - {event.task}
-        if event.code == 0:
-            if left:
-                return replace(job, left=left), []
-            return _end(replace(job, left=left), S.SUCCEEDED, f"{_plural(len(job.tasks))} exited with code 0", 0,
-                        Core("finish"))
-        if event.code is None:
-            detail = event.detail if event.detail and event.detail != "lost" else "gone without an exit code"
-            intent, reason = Intent.LOST, f"task {event.task} was lost ({detail})"
-        else:
-            detail = f", {event.detail}" if event.detail else ""
-            intent, reason = Intent.FAIL, f"task {event.task} exited with code {event.code}{detail}"
-        job = replace(job, left=left)
-        if left:  # gang: the other tasks stop too
-            return _stop(job, intent, reason, event.code)
-        if intent is Intent.LOST:
-            return _retry_or_fail(job, reason, None, preempt=False)
-        return _end(job, S.FAILED, reason, event.code, Core("finish"))
+        return _task_ended(job, event)
 
     if isinstance(event, Stopped):
         if job.intent is None or event.attempt != job.attempt:
@@ -392,6 +457,8 @@ def step(job: Job, event: Event) -> tuple[Job, list[Effect]]:
         job = replace(job, stale=stale, left=frozenset())
         if intent is Intent.CANCEL:
             return _end(job, S.CANCELLED, reason, code, Core("finish"))
+        if intent is Intent.SUCCEED:
+            return _end(job, S.SUCCEEDED, reason, 0, Core("finish"))
         if intent is Intent.PREEMPT:
             return _retry_or_fail(job, reason, code, preempt=True)
         if intent is Intent.YIELD:  # not a failure: back to its VC's queue (and may overflow again)
@@ -465,6 +532,10 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
     if not live and (st is S.SCHEDULED or not job.tasks):
         if job.intent is Intent.CANCEL:
             return _end(job, S.CANCELLED, job.intent_reason, job.stop_code, None)
+        if job.intent is Intent.SUCCEED:  # its policy was met and its other tasks are gone
+            return _end(job, S.SUCCEEDED, job.intent_reason, 0, None)
+        if job.intent is Intent.FAIL:  # a task failed (so it did start) and the others are gone
+            return _end(job, S.FAILED, job.intent_reason, job.stop_code, None)
         if job.intent is Intent.PAUSE:
             new, effects = _pause(job, job.intent_reason)
             return new, [e for e in effects if not isinstance(e, Core)]  # the core never adopted it
@@ -473,8 +544,10 @@ def _recover(job: Job, live: frozenset[str], at: float | None = None) -> tuple[J
             return new, [e if not isinstance(e, Core) else Core("submit") for e in effects]
         return _requeue(job, "the server restarted before the job started", count=False, core=Core("submit"))
     # it ran: the core takes its GPUs back; its tasks' exits (or their absence) decide what follows
-    partial = st is S.SCHEDULED and bool(job.tasks) and not set(job.tasks) <= live and job.intent is None
-    new = replace(job, state=S.RUNNING, launched=True, left=frozenset(job.tasks) if st is S.RUNNING else frozenset(live))
+    over = {t for t, _ in job.ended}  # ended before the restart (stored): neither live nor lost
+    partial = st is S.SCHEDULED and bool(job.tasks) and not set(job.tasks) - over <= live and job.intent is None
+    new = replace(job, state=S.RUNNING, launched=True,
+                  left=frozenset(job.tasks) - over if st is S.RUNNING else frozenset(live) - over)
     if new.tasks == () and live:
         new = replace(new, tasks=tuple(sorted(live)), left=frozenset(live))
     fields: dict = {}

@@ -51,6 +51,9 @@ class Recovery:
                    attempt=row["attempt"], tasks=tasks if state in PLACED_STATES else (),
                    left=frozenset(tasks) if state in PLACED_STATES else frozenset(), intent=intent,
                    intent_reason=row.get("stop_reason") or "", reason=row["reason"],
+                   ended=tuple((t, int(c)) for t, c in (row.get("task_exits") or {}).items() if t in tasks)
+                   if state in PLACED_STATES else (),
+                   policy=m.completion_policy(spec["tasks"]),
                    time_limit_s=spec.get("time_limit_s"),
                    started_at=row["started_at"] if state is S.RUNNING else None)
         placed = state in PLACED_STATES

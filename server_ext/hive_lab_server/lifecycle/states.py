@@ -23,9 +23,11 @@ scheduled, not launched    preempt                                queued (no ret
 scheduled/running          preempt                                same + PREEMPT              write intent; stop
 scheduled/running          preempt (overflowed job, see below)    same + YIELD                write intent; stop
 running                    exit 0 (last task)                     succeeded                   write; core.finish
-running                    exit 0 (others left)                   running                     -
+running                    exit 0 (others left)                   running                     write task_exits
 running                    exit != 0, others left                 running + FAIL              write intent; stop
 running                    exit != 0, last task                   failed                      write; core.finish
+running                    exit reaches a group's min_succeeded   running + SUCCEED           write intent; stop
+running                    exit != 0 under the group's min_failed running / succeeded if last write task_exits
 running                    exit lost, last task, retries left     queued (retry +1)           write; core.finish+submit
 running                    lost (GPU failed)                      running + LOST              write intent; stop
 running, past deadline     time_up (the shell's clock)            running + FAIL              write intent; stop (reason: time limit 2h reached)
@@ -35,6 +37,8 @@ any + intent               exit                                   same (code rem
 + PREEMPT                  stopped, no retries left               failed                      write; core.preemption_done
 + YIELD                    stopped                                queued (no retry used)      write; core.preemption_done
 + FAIL                     stopped                                failed                      write; core.finish
++ SUCCEED                  stopped                                succeeded (exit code 0)     write; core.finish
++ SUCCEED                  cancel                                 unchanged (it succeeded)    -
 + LOST                     stopped, retries left / none           queued (retry +1) / failed  write; core.finish(+submit)
 any                        demoted                                same                        write history note
 submitted/queued           pause (the owner, an admin)            paused                      write; core.finish
@@ -55,12 +59,19 @@ stored + PAUSE, no tasks   recovered                              paused        
 stored scheduled, no tasks recovered                              queued (no retry used)      write; core.submit
 stored running/scheduled   recovered with live tasks              running (+ stored intent)   core.adopt; adopt; (stop); deadline from stored started_at
 stored + CANCEL, no tasks  recovered                              cancelled                   write
+stored + FAIL/SUCCEED, n.t recovered                              failed / succeeded          write
 succeeded/failed/cancelled anything                               unchanged                   -
 =========================  =====================================  ==========================  ===========================
 
 "checkpoint+stop": the tasks get the checkpoint signal (SIGUSR1) and ``checkpoint_grace_s`` to save
 and exit, then the usual stop (SIGTERM, the grace, SIGKILL); preemption does the same. Cancels, failed
 gangs and lost tasks stop without it. See docs/checkpoint.md.
+
+"exit" above is the default completion policy (each group: ``min_failed`` 1, ``min_succeeded`` none).
+A task group may set others (OpenPAI's ``completion``): a failure under ``min_failed`` lets the other
+tasks run on, and ``min_succeeded`` tasks exiting 0 end the job as succeeded, the rest being stopped.
+The tasks that ended are stored (``jobs.task_exits``), so a restart neither counts them again nor
+calls them lost.
 
 ``store_failure`` is not a state change: a unit of work whose commit fails leaves every job as it was;
 facts (exits, launch results, core decisions) stay queued and are applied again on the next unit, and
@@ -103,6 +114,7 @@ class Intent(str, enum.Enum):
     CANCEL = "cancel"  # -> cancelled
     PREEMPT = "preempt"  # -> queued again (a retry) or failed
     FAIL = "failed"  # a task of the gang failed -> failed
+    SUCCEED = "succeed"  # its completion policy was met (min_succeeded) -> succeeded once the rest stop
     LOST = "lost"  # its GPU failed or a task vanished -> queued again (a retry) or failed
     PAUSE = "pause"  # paused (time-slicing, an admin or its owner) -> paused, no retry used
     MIGRATE = "migrate"  # moved to another GPU type -> queued again with the new request, no retry used

@@ -51,6 +51,8 @@ class Job(Base):
     stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)  # the owner's groups at submit (limits)
     user_group: Mapped[str] = mapped_column(String(128), default="", server_default="")  # fair share's group
+    # the current attempt's tasks that ended, task -> exit code (lifecycle.machine.Job.ended)
+    task_exits: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # an element of a job array: its array and index (each index at most once: released exactly once)
     array_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
