@@ -10,6 +10,8 @@ from ..live import Debouncer, LiveFeed
 
 log = logging.getLogger(__name__)
 
+VIEW_MIME = "application/vnd.hive-lab.view+json"  # drawn by the labextension (notebookviews.ts)
+
 
 class LiveView:
     """Subclasses set ``self.widget`` and implement ``fetch()`` (network) and ``render(data)``."""
@@ -86,15 +88,34 @@ class LiveView:
     # display ---------------------------------------------------------------------------------------
     needs_bokehjs = False
 
+    def lab_view(self) -> dict | None:
+        """What hive-lab's JupyterLab extension needs to draw this view itself (``VIEW_MIME``): which
+        view and its filter. None: the view is a widget only."""
+        return None
+
+    def snapshot_html(self) -> str:
+        """The view as static HTML, stamped with the time: what a frontend with neither the extension
+        nor a live kernel shows (a saved notebook on GitHub, nbviewer)."""
+        return ""
+
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        view = self.lab_view()
+        if view is not None:
+            # the extension ranks VIEW_MIME before the widget: JupyterLab and Notebook 7 draw the view
+            # from the server, live across kernel restarts; other frontends keep the widget or the HTML
+            bundle[VIEW_MIME] = view
+            snapshot = self.snapshot_html()
+            if snapshot:
+                bundle["text/html"] = snapshot
+        return bundle
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         if self.needs_bokehjs:
             load_bokehjs()
-        display(self.widget)
+        display(self._repr_mimebundle_(), raw=True)
 
 
 _bokehjs_loaded = False

@@ -59,6 +59,12 @@ class Dashboard(LiveView):
             f"VCs: {html.escape(vcs)} — <b>{cluster.get('gpus_free', '?')}</b> of "
             f"{cluster.get('gpus_total', '?')} GPUs free</div>")
 
+    def lab_view(self) -> dict:
+        return {"view": "status", "all": self.queue.all_users, "limit": self.queue.max_rows}
+
+    def snapshot_html(self) -> str:
+        return self.header.value + self.queue.snapshot_html()
+
     def show_error(self, message: str) -> None:
         self.header.value = error_html(message)
 

@@ -132,6 +132,12 @@ class QueueView(LiveView):
         who = "everyone's" if self.all_users else "my"
         self.title.value = f"<b>{len(self.rows)} of {who} jobs</b> ({active} active)"
 
+    def lab_view(self) -> dict:
+        return {"view": "jobs", "all": self.all_users, "states": self.states, "vc": self.vc, "limit": self.max_rows}
+
+    def snapshot_html(self) -> str:
+        return snapshot_table(self.rows, "everyone's" if self.all_users else "my", self.clock())
+
     def cancel(self, job_id: str) -> None:
         try:
             job = self.client.cancel(job_id)
@@ -163,6 +169,16 @@ class QueueView(LiveView):
         self.all_users = change["new"]
         if self.client is not None:
             self.refresh()
+
+
+def snapshot_table(rows: list[dict], whose: str, now) -> str:
+    """The rows as a static table, stamped "as of" ``now``: read in a saved notebook, it says when."""
+    head = "".join(f"<th style='text-align:left'>{html.escape(HEADERS[c])}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(row[c]))}</td>" for c in COLUMNS)
+                   + "</tr>" for row in rows)
+    stamp = now.strftime("%Y-%m-%d %H:%M UTC")
+    return (f"<div><b>{len(rows)} of {whose} jobs</b> as of {stamp} (a snapshot: open the notebook in "
+            f"JupyterLab with hive-lab for the live view)<table>{head and '<tr>' + head + '</tr>'}{body}</table></div>")
 
 
 def details_html(job: dict, log_tail: str = "") -> str:

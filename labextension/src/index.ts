@@ -13,17 +13,19 @@ import {
   MainAreaWidget,
   WidgetTracker
 } from '@jupyterlab/apputils';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
-import { HiveApi } from './api';
+import { HiveApi, IJob } from './api';
 import { HeatmapWidget } from './heatmap';
 import { KernelNotices } from './kernelnotices';
 import { ClusterModel, IHiveSettings } from './model';
 import { ClusterPanel } from './panel';
 import { ClusterStatus } from './statusbar';
 import { announceJobEnds } from './jobnotices';
+import { viewRendererFactory } from './notebookviews';
 import { notebookOpener } from './outputs';
 import { submitCurrentNotebook } from './submit';
 import gpuSvg from '../style/icons/gpu.svg';
@@ -42,14 +44,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'GPU cluster panel, topology heatmap and status bar for hive-lab.',
   autoStart: true,
-  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILayoutRestorer, IThemeManager],
+  optional: [ICommandPalette, ISettingRegistry, IStatusBar, ILayoutRestorer, IThemeManager, IRenderMimeRegistry],
   activate: (
     app: JupyterFrontEnd,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     statusBar: IStatusBar | null,
     restorer: ILayoutRestorer | null,
-    themes: IThemeManager | null
+    themes: IThemeManager | null,
+    rendermime: IRenderMimeRegistry | null
   ) => {
     const model = new ClusterModel(new HiveApi(app.serviceManager.serverSettings));
     const { commands, shell } = app;
@@ -62,10 +65,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const panel = new ClusterPanel(model, openHeatmap, notebookOpener(app, model));
     panel.title.icon = gpuIcon;
     shell.add(panel, 'left', { rank: 600 });
-    announceJobEnds(model, job => {
+    const showLogs = (job: IJob) => {
       shell.activateById(panel.id);
       panel.showLogs(job);
-    });
+    };
+    announceJobEnds(model, showLogs);
+    // %hive_jobs / %hive_status outputs: drawn here, live, whatever became of the kernel that made them
+    rendermime?.addFactory(viewRendererFactory(model, showLogs));
     restorer?.add(panel, 'hive-lab-panel');
 
     commands.addCommand(CommandIDs.openPanel, {

@@ -12,7 +12,7 @@ import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { acceptJobFiles } from './filedrop';
 import { LogViewer } from './logs';
-import { duration } from './format';
+import { duration, gpusText } from './format';
 import { age, ClusterModel } from './model';
 
 export { duration };
@@ -399,7 +399,7 @@ export class ClusterPanel extends Widget {
     top.append(name, el('span', 'jp-HivePanel-jobId', job.id), badge);
 
     const meta = el('div', 'jp-HivePanel-jobMeta');
-    const gpus = el('span', 'jp-HivePanel-gpus', `${job.gpus} GPU${job.gpus === 1 || (job.gpus > 0 && job.gpus < 1) ? '' : 's'}`);
+    const gpus = el('span', 'jp-HivePanel-gpus', gpusText(job.gpus));
     gpus.dataset.gpus = String(job.gpus);
     const vc = el('span', 'jp-HivePanel-vc', job.vc);
     vc.title = 'virtual cluster';

@@ -1,0 +1,275 @@
+/**
+ * `%hive_jobs` and `%hive_status` outputs, rendered by the extension instead of the kernel.
+ *
+ * The magics display a bundle holding an ipywidget (for frontends without this extension) and
+ * `application/vnd.hive-lab.view+json`: which view and its filter, nothing else. Here that mime type
+ * ranks before the widget's, so JupyterLab and Notebook 7 draw the view from the server's REST API and
+ * event stream (the panel's one ClusterModel): it stays live across kernel restarts, shutdowns and
+ * reopened notebooks, where a widget says "Error displaying widget: model not found".
+ */
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import { ACTIVE_STATES, IJob, IVc } from './api';
+import { HeatmapWidget } from './heatmap';
+import { age, ClusterModel, sortJobs } from './model';
+import { gpusText, placementText } from './format';
+import { estimateText } from './panel';
+
+export const VIEW_MIME = 'application/vnd.hive-lab.view+json';
+
+/** Before ipywidgets' widget view (-10): the extension's view is the one drawn where both exist. */
+export const VIEW_RANK = -20;
+
+/** What the kernel put in the bundle (hive_lab.widgets.base.LiveView.lab_view). */
+export interface IViewRequest {
+  view: 'jobs' | 'status';
+  all?: boolean;
+  states?: string[] | null;
+  vc?: string | null;
+  limit?: number;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** Where a job runs, or why it waits: the panel's words. */
+function whereOrWhy(job: IJob): string {
+  if (job.state === 'running' && job.placement && job.placement.length > 0) {
+    return `on ${placementText(job.placement)}`;
+  }
+  const estimate = job.state === 'queued' ? estimateText(job) : '';
+  return estimate || job.reason || '';
+}
+
+export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
+  constructor(
+    readonly model: ClusterModel,
+    readonly openLogs: (job: IJob) => void
+  ) {
+    super();
+    this.addClass('jp-HiveView');
+    this._title = el('div', 'jp-HiveView-title');
+    this._error = el('div', 'jp-HiveView-error');
+    this._error.hidden = true;
+    this._vcs = el('div', 'jp-HiveView-vcs');
+    this._heatmapHost = el('div', 'jp-HiveView-heatmapHost');
+    this._jobsBox = el('div', 'jp-HiveView-jobsBox');
+    this.node.append(this._title, this._error, this._vcs, this._heatmapHost, this._jobsBox);
+    model.changed.connect(this._onChanged, this);
+  }
+
+  async renderModel(mimeModel: IRenderMime.IMimeModel): Promise<void> {
+    this._request = (mimeModel.data[VIEW_MIME] ?? { view: 'jobs' }) as unknown as IViewRequest;
+    this.node.dataset.view = this._request.view;
+    if (this._request.view === 'status' && !this._heatmap) {
+      this._heatmap = new HeatmapWidget(this.model);
+      this._heatmap.id = '';
+      this._heatmap.title.closable = false;
+      this._heatmap.addClass('jp-HiveView-heatmap');
+    }
+    this.model.start();
+    await this.refresh();
+  }
+
+  /** Fetches this view's jobs (the panel's model holds the counts, VCs and GPUs). */
+  async refresh(): Promise<void> {
+    const r = this._request;
+    if (!r) {
+      return;
+    }
+    const query: Record<string, string | number> = { limit: r.limit ?? 50, elements: 'false' };
+    if (!r.all) {
+      query.user = 'me';
+    }
+    if (r.states && r.states.length > 0) {
+      query.state = r.states.join(',');
+    }
+    if (r.vc) {
+      query.vc = r.vc;
+    }
+    try {
+      this._jobs = sortJobs((await this.model.api.jobs(query)).jobs);
+      this._failure = null;
+    } catch (error) {
+      this._failure = (error as Error).message;
+    }
+    this.render();
+  }
+
+  render(): void {
+    const r = this._request;
+    if (!r || this.isDisposed) {
+      return;
+    }
+    const m = this.model;
+    this._error.textContent = this._failure ?? m.error ?? '';
+    this._error.hidden = !this._error.textContent;
+    if (r.view === 'status') {
+      const who = m.me ? ` — you are ${m.me.user}${m.me.admin ? ' (admin)' : ''}, VCs: ${m.me.vcs.join(', ') || 'none'}` : '';
+      this._title.textContent =
+        m.gpusTotal === null ? 'hive-lab — connecting…' : `hive-lab${who} — ${m.gpusFree} of ${m.gpusTotal} GPUs free`;
+      this._vcs.replaceChildren(this._vcTable(m.vcs));
+    } else {
+      const active = this._jobs.filter(j => ACTIVE_STATES.has(j.state)).length;
+      const whose = r.all ? "everyone's" : 'my';
+      this._title.textContent = `${this._jobs.length} of ${whose} jobs (${active} active)`;
+    }
+    const heading = r.view === 'status' ? [el('div', 'jp-HiveView-subtitle', r.all ? 'Jobs' : 'My jobs')] : [];
+    this._jobsBox.replaceChildren(...heading, this._jobTable());
+    if (this._heatmap && !this._heatmap.isAttached && this.isAttached) {
+      Widget.attach(this._heatmap, this._heatmapHost);  // it paints once attached and visible
+    }
+    this._heatmap?.render();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    window.clearTimeout(this._debounce);
+    this.model.changed.disconnect(this._onChanged, this);
+    if (this._heatmap) {
+      if (this._heatmap.isAttached && this._heatmap.node.isConnected) {
+        Widget.detach(this._heatmap);
+      }
+      this._heatmap.dispose();
+    }
+    super.dispose();
+  }
+
+  protected onAfterAttach(): void {
+    this.render();
+  }
+
+  private _vcTable(vcs: IVc[]): HTMLElement {
+    const box = el('div');
+    box.appendChild(el('div', 'jp-HiveView-subtitle', 'Virtual clusters'));
+    const table = el('table', 'jp-HiveView-table');
+    const head = el('tr');
+    for (const h of ['VC', 'guaranteed', 'used', 'opportunistic', 'queued', 'running jobs']) {
+      head.appendChild(el('th', undefined, h));
+    }
+    table.appendChild(head);
+    for (const vc of vcs) {
+      const row = el('tr');
+      row.dataset.vc = vc.name;
+      for (const v of [vc.name + (vc.mine ? ' (mine)' : ''), gpusText(vc.guaranteed_gpus), gpusText(vc.used_gpus),
+                       gpusText(vc.opportunistic_gpus), String(vc.queue_length), String(vc.running_jobs)]) {
+        row.appendChild(el('td', undefined, v));
+      }
+      table.appendChild(row);
+    }
+    box.appendChild(table);
+    return box;
+  }
+
+  private _jobTable(): HTMLElement {
+    const r = this._request!;
+    const me = this.model.me;
+    const table = el('table', 'jp-HiveView-table jp-HiveView-jobs');
+    const head = el('tr');
+    const columns = ['job', 'name', 'state', 'wait reason / where', 'GPUs', 'VC', ...(r.all || r.view === 'status' ? ['user'] : []), 'age', ''];
+    for (const h of columns) {
+      head.appendChild(el('th', undefined, h));
+    }
+    table.appendChild(head);
+    const now = Date.now();
+    for (const job of this._jobs) {
+      const mine = !!me && job.user === me.user;
+      const row = el('tr', 'jp-HiveView-job');
+      row.dataset.jobId = job.id;
+      row.dataset.state = job.state;
+      const name = el('td', 'jp-HiveView-name', job.name);
+      name.title = job.name;
+      const state = el('td', `jp-HivePanel-state jp-HivePanel-state-${job.state}`, job.state);
+      if (job.exit_code !== null && job.exit_code !== undefined && !ACTIVE_STATES.has(job.state)) {
+        state.title = `exit code ${job.exit_code}`;
+      }
+      const where = el('td', 'jp-HiveView-where', whereOrWhy(job));
+      where.title = job.reason ?? '';
+      row.append(el('td', 'jp-HiveView-id', job.id), name, state, where, el('td', undefined, gpusText(job.gpus, job.gpu_type)),
+                 el('td', undefined, job.vc));
+      if (r.all || r.view === 'status') {
+        row.appendChild(el('td', undefined, job.user));
+      }
+      row.appendChild(el('td', undefined, age(job.submitted_at, now)));
+      const actions = el('td', 'jp-HiveView-actions');
+      if (mine || me?.admin) {
+        const logs = el('button', 'jp-HiveView-logs jp-mod-styled', 'logs');
+        logs.title = `Show ${job.id}'s logs in the GPU cluster panel`;
+        logs.onclick = () => this.openLogs(job);
+        actions.appendChild(logs);
+        if (ACTIVE_STATES.has(job.state)) {
+          const cancel = el('button', 'jp-HiveView-cancel jp-mod-styled', 'cancel');
+          cancel.title = mine ? `Cancel ${job.id}` : `Cancel ${job.user}'s job ${job.id} (as an admin)`;
+          cancel.onclick = () => void this._cancel(job, mine);
+          actions.appendChild(cancel);
+        }
+      }
+      row.appendChild(actions);
+      table.appendChild(row);
+    }
+    if (this._jobs.length === 0) {
+      const row = el('tr');
+      const cell = el('td', 'jp-HiveView-empty', r.states || r.vc ? 'No jobs match.' : 'No jobs yet.');
+      cell.colSpan = columns.length;
+      row.appendChild(cell);
+      table.appendChild(row);
+    }
+    return table;
+  }
+
+  private async _cancel(job: IJob, mine: boolean): Promise<void> {
+    const answer = await showDialog({
+      title: 'Cancel job',
+      body: `Cancel ${job.name || job.id} (${job.id})${mine ? '' : ` of ${job.user}`}? Its GPUs are released.`,
+      buttons: [Dialog.cancelButton({ label: 'Keep' }), Dialog.warnButton({ label: 'Cancel job' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      await this.model.cancel(job.id);
+    } catch (error) {
+      void showErrorMessage(`Could not cancel ${job.id}`, (error as Error).message);
+    }
+    await this.refresh();
+  }
+
+  private _onChanged(): void {
+    // the model changes on every event: refetch this view's own list at most every 300 ms
+    window.clearTimeout(this._debounce);
+    this._debounce = window.setTimeout(() => void this.refresh(), 300);
+  }
+
+  private _request: IViewRequest | null = null;
+  private _jobs: IJob[] = [];
+  private _failure: string | null = null;
+  private _debounce = 0;
+  private _heatmap: HeatmapWidget | null = null;
+  private readonly _title: HTMLDivElement;
+  private readonly _error: HTMLDivElement;
+  private readonly _vcs: HTMLDivElement;
+  private readonly _heatmapHost: HTMLDivElement;
+  private readonly _jobsBox: HTMLDivElement;
+}
+
+/** The renderer factory: one view per output, all on the extension's one model. */
+export function viewRendererFactory(model: ClusterModel, openLogs: (job: IJob) => void): IRenderMime.IRendererFactory {
+  return {
+    safe: true,
+    mimeTypes: [VIEW_MIME],
+    defaultRank: VIEW_RANK,
+    createRenderer: () => new HiveNotebookView(model, openLogs)
+  };
+}
