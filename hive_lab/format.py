@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -33,8 +34,8 @@ def duration(seconds: float | None) -> str:
     """``3.2 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 4 h``; ``-`` when unknown."""
     if seconds is None:
         return "-"
-    if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 60:  # halves round up, as the extension's (format.ts) do: one voice, to the tenth
+        return f"{math.floor(seconds * 10 + 0.5) / 10:.1f} s" if seconds < 10 else f"{math.floor(seconds + 0.5)} s"
     minutes, sec = divmod(int(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {sec:02d} s"
@@ -43,6 +44,18 @@ def duration(seconds: float | None) -> str:
         return f"{hours} h {minutes:02d} min"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h"
+
+
+def age_text(seconds: float | None) -> str:
+    """An age in whole seconds: ``42 s``, ``4 min 05 s`` (a tenth of a second of age is noise)."""
+    if seconds is None:
+        return "-"
+    return f"{math.floor(seconds + 0.5)} s" if seconds < 60 else duration(seconds)
+
+
+def three_digits(x: float) -> str:
+    """``1230``, ``4``, ``0.25``: three significant digits, as the panel prints them."""
+    return f"{float(f'{x:.3g}'):g}"
 
 
 def schedule_line(schedule: dict) -> str:
@@ -230,7 +243,7 @@ def progress_short(job: dict, now: datetime | None = None) -> str | None:
     rate = ((p.get("rates") or {}).get(p.get("gpu_type") or "") or {}).get("steps_per_s") or next(
         (r.get("steps_per_s") for _, r in sorted((p.get("rates") or {}).items()) if r.get("steps_per_s")), None)
     if rate:
-        text += f", {rate:.3g} steps/s"
+        text += f", {three_digits(rate)} steps/s"
     finish = p.get("estimated_finish")
     if finish is not None:
         current = (now or datetime.now(timezone.utc)).timestamp()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import (FINISHED, duration, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
+from ..format import (FINISHED, age_text, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
                       time_limit_text)
 from .layout import Layout, compute_layout
 
@@ -192,7 +192,7 @@ def job_rows(jobs: list[dict], me: str | None = None, admin: bool = False,
             "user": job.get("user", ""),
             "priority": priority_text(job),
             "priority_n": -1 if job.get("opportunistic") else job.get("priority", 0),
-            "age": duration(age_s),
+            "age": age_text(age_s),
             "limit": time_limit_text(job),
             "estimate": short_estimate(job, now),
             "estimate_basis": job.get("estimated_start_basis") or "",

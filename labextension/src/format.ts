@@ -6,7 +6,8 @@
 /** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h`: hive_lab.format.duration's words. */
 export function duration(seconds: number): string {
   if (seconds < 60) {
-    return seconds < 10 ? `${seconds.toFixed(1)} s` : `${Math.round(seconds)} s`;
+    // halves round up (floor(x + 0.5)), as hive_lab.format.duration's do
+    return seconds < 10 ? `${(Math.floor(seconds * 10 + 0.5) / 10).toFixed(1)} s` : `${Math.floor(seconds + 0.5)} s`;
   }
   const pad = (n: number) => String(n).padStart(2, '0');
   const minutes = Math.floor(seconds / 60);
@@ -46,4 +47,184 @@ export function placementText(placement: { node: string; gpus: number[] }[] | nu
     }
   }
   return parts.join('; ');
+}
+
+/**
+ * The job fields these helpers read (a structural subset of api.IJob: this module imports nothing, so
+ * tests run it under plain node against hive_lab.format, tests/client/test_one_voice.py).
+ */
+export interface IJobWords {
+  id: string;
+  name?: string | null;
+  state: string;
+  reason?: string | null;
+  submitted_at?: string | null;
+  started_at?: string | null;
+  finished_at?: string | null;
+  exit_code?: number | null;
+  opportunistic?: boolean;
+  placement?: { node: string; gpus: number[] }[] | null;
+  estimated_start?: string | null;
+  estimated_start_basis?: string | null;
+  time_limit_s?: number | null;
+  deadline?: string | null;
+  time_left_s?: number | null;
+  progress?: {
+    steps: number | null;
+    total_steps?: number | null;
+    gpu_type?: string | null;
+    rates?: { [gpuType: string]: { steps_per_s: number | null } };
+    estimated_finish?: number | null;
+  } | null;
+}
+
+const WAITING = new Set(['submitted', 'queued', 'scheduled']);
+const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);
+
+function secondsBetween(start: string | null | undefined, end: string | null | undefined, now: number): number | null {
+  if (!start) {
+    return null;
+  }
+  const b = end ? Date.parse(end) : now;
+  return Math.max(0, (b - Date.parse(start)) / 1000);
+}
+
+/** An age in whole seconds (`42 s`, `4 min 05 s`): hive_lab.format.age_text's words. */
+export function ageText(seconds: number | null): string {
+  if (seconds === null) {
+    return '-';
+  }
+  return seconds < 60 ? `${Math.floor(seconds + 0.5)} s` : duration(seconds);
+}
+
+/** `7200` -> `2h`, `5400` -> `1h30m`, `90` -> `1m30s`: hive_lab.format.limit_text (the server's names). */
+export function limitShort(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined) {
+    return '-';
+  }
+  if (seconds < 60 && seconds !== Math.trunc(seconds)) {
+    return `${seconds}s`;
+  }
+  let rest = Math.round(seconds);
+  const parts: string[] = [];
+  for (const [unit, size] of [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as [string, number][]) {
+    const n = Math.floor(rest / size);
+    rest -= n * size;
+    if (n) {
+      parts.push(`${n}${unit}`);
+    }
+  }
+  return parts.join('') || '0s';
+}
+
+/** `2h` / `1 h 12 min left of 2h` (running, counted down to its deadline) / `-`: hive_lab.format.time_limit_text. */
+export function timeLimitText(job: IJobWords, now: number): string {
+  if (job.time_limit_s === null || job.time_limit_s === undefined) {
+    return '-';
+  }
+  let left: number | null = null;
+  if (job.deadline) {
+    left = Math.max(0, (Date.parse(job.deadline) - now) / 1000);
+  } else if (job.time_left_s !== null && job.time_left_s !== undefined) {
+    left = job.time_left_s;
+  }
+  if (job.state === 'running' && left !== null) {
+    return `${duration(left)} left of ${limitShort(job.time_limit_s)}`;
+  }
+  return limitShort(job.time_limit_s);
+}
+
+/**
+ * A waiting job's estimated start: `starts in ~2 h 03 min (when j-000004 ends ...)`, `starts any moment`,
+ * `start unknown (...)`; '' without an estimate: hive_lab.format.estimate_text.
+ */
+export function estimateText(job: IJobWords, now: number, basis = true): string {
+  if (!WAITING.has(job.state) || job.estimated_start_basis === undefined || job.estimated_start_basis === null) {
+    return '';
+  }
+  const why = job.estimated_start_basis;
+  let text = 'start unknown';
+  if (job.estimated_start) {
+    const left = (Date.parse(job.estimated_start) - now) / 1000;
+    text = left > 1 ? `starts in ~${duration(left)}` : 'starts any moment';
+  }
+  return text + (basis && why ? ` (${why})` : '');
+}
+
+/** `1230`, `4`, `0.25`: three significant digits, as Python's `float(f"{x:.3g}")` prints. */
+export function threeDigits(x: number): string {
+  return String(Number(x.toPrecision(3)));
+}
+
+/** `step 40 of 100, 4 steps/s, about 15 s left`; null before any report: hive_lab.format.progress_short. */
+export function progressShort(job: IJobWords, now: number): string | null {
+  const p = job.progress;
+  if (!p || p.steps === null || p.steps === undefined) {
+    return null;
+  }
+  let text = `step ${p.steps}` + (p.total_steps !== null && p.total_steps !== undefined ? ` of ${p.total_steps}` : '');
+  const rates = p.rates ?? {};
+  const rate =
+    rates[p.gpu_type ?? '']?.steps_per_s ||
+    Object.keys(rates)
+      .sort()
+      .map(k => rates[k].steps_per_s)
+      .find(r => !!r);
+  if (rate) {
+    text += `, ${threeDigits(rate)} steps/s`;
+  }
+  if (p.estimated_finish !== null && p.estimated_finish !== undefined) {
+    text += `, about ${duration(Math.max(0, p.estimated_finish - now / 1000))} left`;
+  }
+  return text;
+}
+
+/** One line saying where a job stands (`j-000017 train: running on node-0 GPU 2 for 4.1 s`): the cell's line. */
+export function statusLine(job: IJobWords, now: number): string {
+  const state = job.state;
+  const head = `${job.id} ${job.name ?? ''}`.trimEnd() + ': ';
+  let text: string;
+  if (WAITING.has(state)) {
+    const waited = secondsBetween(job.submitted_at, null, now);
+    text = `${state} for ${waited === null ? '-' : duration(waited)}` + (job.reason ? ` — ${job.reason}` : '');
+    const estimate = estimateText(job, now);
+    if (estimate) {
+      text += `; ${estimate}`;
+    }
+  } else if (state === 'running') {
+    const where = placementText(job.placement);
+    const ran = secondsBetween(job.started_at, null, now);
+    text = 'running' + (where ? ` on ${where}` : '') + ` for ${ran === null ? '-' : duration(ran)}`;
+    if (job.opportunistic) {
+      text += ' (opportunistic)';
+    }
+    const limited = job.time_limit_s !== null && job.time_limit_s !== undefined;
+    if (limited && (job.deadline || (job.time_left_s !== null && job.time_left_s !== undefined))) {
+      text += `; ${timeLimitText(job, now)}`;
+    }
+    const moving = progressShort(job, now);
+    if (moving) {
+      text += `; ${moving}`;
+    }
+  } else if (FINISHED.has(state)) {
+    const ran = secondsBetween(job.started_at, job.finished_at, now);
+    text = state;
+    if (job.exit_code !== null && job.exit_code !== undefined) {
+      text += ` (exit code ${job.exit_code})`;
+    }
+    if (ran !== null) {
+      text += ` after ${duration(ran)}`;
+    }
+    if (state !== 'succeeded' && job.reason) {
+      text += ` — ${job.reason}`;
+    }
+  } else {
+    text = state + (job.reason ? ` — ${job.reason}` : '');
+  }
+  return head + text;
+}
+
+/** The first letter in upper case: a line standing alone (`Starts in ~2 min`). */
+export function capitalized(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }

@@ -8,6 +8,7 @@
 import { Notification } from '@jupyterlab/apputils';
 
 import { IJob } from './api';
+import { capitalized, estimateText } from './format';
 import { PLACED_STATES, WAITING_STATES } from './jobStates';
 import { ClusterModel } from './model';
 
@@ -39,9 +40,8 @@ export function kernelNotice(
     };
   }
   if (WAITING_STATES.has(job.state)) {
-    const eta = job.estimated_start
-      ? ` Estimated start: ${new Date(job.estimated_start).toLocaleTimeString()}.`
-      : '';
+    const estimate = estimateText(job, Date.now());  // the panel's and the cell's words
+    const eta = !estimate ? '' : estimate.startsWith('starts') ? ` It ${estimate}.` : ` ${capitalized(estimate)}.`;
     return {
       kind: 'waiting',
       type: 'info',

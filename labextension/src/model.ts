@@ -15,7 +15,7 @@ import {
   IMe,
   IVc
 } from './api';
-import { duration } from './format';
+import { ageText } from './format';
 import { WAITING_STATES } from './jobStates';
 
 export type ColorMode = 'vc' | 'job' | 'state' | 'user';
@@ -451,11 +451,10 @@ export function sortJobs(jobs: IJob[]): IJob[] {
   });
 }
 
-/** "42s", "5m", "3h", "2d" since an ISO time. */
+/** `42 s`, `4 min 05 s` since an ISO time (whole seconds): hive_lab.format.age_text's words. */
 export function age(iso: string | null, now: number = Date.now()): string {
   if (!iso) {
     return '';
   }
-  // whole seconds: an age to the tenth of a second is noise (hive_lab.format.duration's words otherwise)
-  return duration(Math.max(0, Math.round((now - Date.parse(iso)) / 1000)));
+  return ageText(Math.max(0, (now - Date.parse(iso)) / 1000));
 }

@@ -14,8 +14,7 @@ import { Widget } from '@lumino/widgets';
 import { ACTIVE_STATES, IJob, IVc } from './api';
 import { HeatmapWidget } from './heatmap';
 import { age, ClusterModel, sortJobs } from './model';
-import { gpusText, placementText } from './format';
-import { estimateText } from './panel';
+import { capitalized, estimateText, gpusText, placementText, statusLine } from './format';
 
 export const VIEW_MIME = 'application/vnd.hive-lab.view+json';
 
@@ -47,7 +46,7 @@ function whereOrWhy(job: IJob): string {
   if (job.state === 'running' && job.placement && job.placement.length > 0) {
     return `on ${placementText(job.placement)}`;
   }
-  const estimate = job.state === 'queued' ? estimateText(job) : '';
+  const estimate = capitalized(estimateText(job, Date.now()));
   return estimate || job.reason || '';
 }
 
@@ -189,6 +188,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
       const row = el('tr', 'jp-HiveView-job');
       row.dataset.jobId = job.id;
       row.dataset.state = job.state;
+      row.title = statusLine(job, now);
       const name = el('td', 'jp-HiveView-name', job.name);
       name.title = job.name;
       const state = el('td', `jp-HivePanel-state jp-HivePanel-state-${job.state}`, job.state);

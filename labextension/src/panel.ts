@@ -12,7 +12,7 @@ import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { acceptJobFiles } from './filedrop';
 import { LogViewer } from './logs';
-import { duration, gpusText } from './format';
+import { capitalized, duration, estimateText, gpusText, progressShort, statusLine, timeLimitText } from './format';
 import { age, ClusterModel } from './model';
 
 export { duration };
@@ -408,7 +408,8 @@ export class ClusterPanel extends Widget {
     ageText.title = `submitted ${job.submitted_at ?? ''}`;
     meta.append(gpus, vc, user, ageText);
     if (job.time_limit_s !== null && job.time_limit_s !== undefined) {
-      const limit = el('span', 'jp-HivePanel-limit', limitText(job, now));
+      const words = timeLimitText(job, now);  // the CLI's and the cell's words
+      const limit = el('span', 'jp-HivePanel-limit', job.state === 'running' ? words : `limit ${words}`);
       limit.title = job.deadline ? `time limit reached at ${job.deadline}` : 'run time limit';
       meta.appendChild(limit);
     }
@@ -452,12 +453,17 @@ export class ClusterPanel extends Widget {
     }
     meta.appendChild(actions);
     item.append(top, meta);
+    item.title = statusLine(job, now);  // the cell's and the CLI's line, word for word
     if (job.reason && PENDING_STATES.has(job.state)) {
       item.appendChild(el('div', 'jp-HivePanel-reason', job.reason));
     }
-    const estimate = estimateText(job);
+    const estimate = estimateText(job, now);
     if (estimate && PENDING_STATES.has(job.state)) {
-      item.appendChild(el('div', 'jp-HivePanel-estimate', estimate));
+      const line = el('div', 'jp-HivePanel-estimate', capitalized(estimate));
+      if (job.estimated_start) {
+        line.title = `about ${new Date(job.estimated_start).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' })}`;
+      }
+      item.appendChild(line);
     }
     const moving = job.state === 'running' ? progressShort(job, now) : null;
     if (moving) {
@@ -535,31 +541,6 @@ export class ClusterPanel extends Widget {
   private _ageTimer: number;
 }
 
-/**
- * A running job's progress in a few words, as the cell's status line says it (hive_lab.format.progress_short):
- * `step 40 of 100, 4 steps/s, about 15 s left`.
- */
-export function progressShort(job: IJob, now: number): string | null {
-  const p = job.progress;
-  if (!p || p.steps === null || p.steps === undefined) {
-    return null;
-  }
-  let text = `step ${p.steps}` + (p.total_steps !== null && p.total_steps !== undefined ? ` of ${p.total_steps}` : '');
-  const rates = p.rates ?? {};
-  const rate =
-    rates[p.gpu_type ?? '']?.steps_per_s ??
-    Object.keys(rates)
-      .sort()
-      .map(k => rates[k].steps_per_s)
-      .find(r => !!r);
-  if (rate) {
-    text += `, ${Number(rate.toPrecision(3))} steps/s`;
-  }
-  if (p.estimated_finish !== null && p.estimated_finish !== undefined) {
-    text += `, about ${duration(Math.max(0, p.estimated_finish - now / 1000))} left`;
-  }
-  return text;
-}
 
 /** What a new user sees instead of an empty list: two lines to try, each with a copy button. */
 function emptyState(): HTMLLIElement {
@@ -588,41 +569,4 @@ function emptyState(): HTMLLIElement {
     el('p', 'jp-HivePanel-dropHint', 'Or drop a job file you already have on this panel: an OpenPAI job, an sbatch script, a Kubernetes or Volcano manifest.')
   );
   return item;
-}
-
-/** ``2h`` / ``1h30m`` / ``45s``: a limit as the server names it. */
-export function limitShort(seconds: number): string {
-  let rest = Math.round(seconds);
-  const parts: string[] = [];
-  for (const [unit, size] of [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as [string, number][]) {
-    const n = Math.floor(rest / size);
-    rest -= n * size;
-    if (n) {
-      parts.push(`${n}${unit}`);
-    }
-  }
-  return parts.join('') || `${seconds}s`;
-}
-
-/** A job's limit, and while it runs the time left (counted down from its deadline). */
-export function limitText(job: IJob, now: number): string {
-  const limit = limitShort(job.time_limit_s ?? 0);
-  if (job.state === 'running' && job.deadline) {
-    const left = Math.max(0, (Date.parse(job.deadline) - now) / 1000);
-    return `${limitShort(left)} left of ${limit}`;
-  }
-  return `limit ${limit}`;
-}
-
-/** A queued job's estimated start as one line ("Starts about 14:05 (when j-000004 ends ...)"); "" if none. */
-export function estimateText(job: IJob): string {
-  if (job.estimated_start_basis === undefined || job.estimated_start_basis === null) {
-    return '';
-  }
-  const basis = job.estimated_start_basis ? ` (${job.estimated_start_basis})` : '';
-  if (!job.estimated_start) {
-    return `Start unknown${basis}`;
-  }
-  const at = new Date(job.estimated_start);
-  return `Starts about ${at.toLocaleString([], { dateStyle: 'short', timeStyle: 'short' })}${basis}`;
 }

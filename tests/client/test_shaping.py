@@ -140,4 +140,5 @@ def test_status_lines(recorded):
         "j-000003 big: queued for 1 min 00 s — VC research is using 8/8 guaranteed GPUs; 1 job ahead")
     assert status_line(jobs["j-000004"], NOW) == "j-000004 eval: failed (exit code 3) after 1 min 05 s — exit code 3"
     assert placement_text([{"node": "a", "gpus": [0, 1, 2, 3]}, {"node": "b", "gpus": []}]) == "a GPU 0-3; b (no GPU)"
-    assert duration(None) == "-" and duration(3.25) == "3.2 s" and duration(7300) == "2 h 01 min"
+    # halves round up, as the extension does (tests/client/test_one_voice.py)
+    assert duration(None) == "-" and duration(3.25) == "3.3 s" and duration(7300) == "2 h 01 min"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -27,7 +29,9 @@ def test_queued_job_shows_its_estimated_start(lab_page):
         item = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{queued['id']}']")
         expect(item).to_have_attribute("data-state", "queued", timeout=15_000)
         estimate = item.locator(".jp-HivePanel-estimate")
-        expect(estimate).to_contain_text("Starts about ")
+        # the cell's and the CLI's words (hive_lab.format.estimate_text), the clock time on hover
+        expect(estimate).to_have_text(re.compile(r"^Starts in ~1 h 5\d min \("))
+        expect(estimate).to_have_attribute("title", re.compile(r"^about "))
         expect(estimate).to_contain_text(f"(when {running['id']} ends (its time limit of 2 h))")
         # the running job has none
         running_item = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{running['id']}']")

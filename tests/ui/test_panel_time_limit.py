@@ -24,7 +24,8 @@ def test_panel_shows_the_limit_and_the_time_left(lab_page):
         lab_page.open_panel()
         item = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{ids[0]}']")
         expect(item).to_have_attribute("data-state", "running", timeout=15_000)
-        expect(item.locator(".jp-HivePanel-limit")).to_have_text(re.compile(r"^(59m\d*s?|1h) left of 1h$"))
+        # the CLI's and the cell's words (hive_lab.format.time_limit_text), counted down in the panel
+        expect(item.locator(".jp-HivePanel-limit")).to_have_text(re.compile(r"^(59 min \d\d s|1 h 00 min) left of 1h$"))
         queued = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{ids[1]}']")
         expect(queued.locator(".jp-HivePanel-limit")).to_have_text("limit 2h")
     finally:
