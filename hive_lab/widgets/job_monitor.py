@@ -15,6 +15,7 @@ import uuid
 from datetime import datetime, timezone
 
 from ..format import FINISHED, LogTail, status_line
+from .base import VIEW_MIME
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
 
@@ -37,15 +38,20 @@ def job_bundle(job: dict, log_tail: str = "", as_of: datetime | None = None) -> 
     ended is stamped ``as of <time>``: a saved notebook reopened later (its kernel gone, nobody
     updating the display) says when it was true instead of "running" forever."""
     text = status_line(job, as_of)
-    body = f"<div>{status_html(job, as_of)}</div>"
+    body = f'<div class="hive-status">{status_html(job, as_of)}</div>'
     if as_of is not None and job.get("state") not in FINISHED:
         text += f" ({as_of_text(as_of)})"
-        body += f'<div style="color:#7f7f7f;font-size:smaller">{html.escape(as_of_text(as_of))}</div>'
+        body += f'<div class="hive-as-of" style="color:#7f7f7f;font-size:smaller">{html.escape(as_of_text(as_of))}</div>'
     if log_tail:
         text += "\n" + log_tail.rstrip("\n")
-        body += (f'<pre style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
+        body += (f'<pre class="hive-log" style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
                  f'padding:4px">{html.escape(log_tail)}</pre>')
-    return {"text/plain": text, "text/html": body}
+    bundle = {"text/plain": text, "text/html": body}
+    if job.get("id"):
+        # JupyterLab's extension draws this: the saved lines, with the status line refreshed from the
+        # server when the notebook is opened again (a saved "running" is not taken for the truth)
+        bundle[VIEW_MIME] = {"view": "job", "id": job["id"]}
+    return bundle
 
 
 class JobMonitor:

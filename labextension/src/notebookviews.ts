@@ -23,7 +23,9 @@ export const VIEW_RANK = -20;
 
 /** What the kernel put in the bundle (hive_lab.widgets.base.LiveView.lab_view). */
 export interface IViewRequest {
-  view: 'jobs' | 'status';
+  view: 'jobs' | 'status' | 'job';
+  /** view "job" (a %%submit cell's line): the job */
+  id?: string;
   all?: boolean;
   states?: string[] | null;
   vc?: string | null;
@@ -41,6 +43,25 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, t
   return node;
 }
 
+/** The %%submit line's icon colours (job_monitor.STATE_COLORS). */
+const STATE_COLORS: Record<string, string> = {
+  running: '#2ca02c',
+  succeeded: '#2ca02c',
+  failed: '#d62728',
+  cancelled: '#7f7f7f'
+};
+
+/** The %%submit line's icon (job_monitor.status_html's). */
+function stateIcon(state: string): string {
+  if (state === 'succeeded') {
+    return '✔';
+  }
+  if (state === 'failed' || state === 'cancelled') {
+    return '✖';
+  }
+  return state === 'running' ? '▶' : '◷';
+}
+
 /** Where a job runs, or why it waits: the panel's words. */
 function whereOrWhy(job: IJob): string {
   if (job.state === 'running' && job.placement && job.placement.length > 0) {
@@ -53,7 +74,8 @@ function whereOrWhy(job: IJob): string {
 export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   constructor(
     readonly model: ClusterModel,
-    readonly openLogs: (job: IJob) => void
+    readonly openLogs: (job: IJob) => void,
+    readonly sanitizer: IRenderMime.ISanitizer | null = null
   ) {
     super();
     this.addClass('jp-HiveView');
@@ -70,6 +92,9 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   async renderModel(mimeModel: IRenderMime.IMimeModel): Promise<void> {
     this._request = (mimeModel.data[VIEW_MIME] ?? { view: 'jobs' }) as unknown as IViewRequest;
     this.node.dataset.view = this._request.view;
+    if (this._request.view === 'job') {
+      return this._renderJobLine(String(mimeModel.data['text/html'] ?? ''));
+    }
     if (this._request.view === 'status' && !this._heatmap) {
       this._heatmap = new HeatmapWidget(this.model);
       this._heatmap.id = '';
@@ -83,7 +108,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   /** Fetches this view's jobs (the panel's model holds the counts, VCs and GPUs). */
   async refresh(): Promise<void> {
     const r = this._request;
-    if (!r) {
+    if (!r || r.view === 'job') {
       return;
     }
     const query: Record<string, string | number> = { limit: r.limit ?? 50, elements: 'false' };
@@ -107,7 +132,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
 
   render(): void {
     const r = this._request;
-    if (!r || this.isDisposed) {
+    if (!r || this.isDisposed || r.view === 'job') {
       return;
     }
     const m = this.model;
@@ -137,6 +162,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     }
     window.clearTimeout(this._debounce);
     this.model.changed.disconnect(this._onChanged, this);
+    this.model.jobEvent.disconnect(this._onJobEvent, this);
     if (this._heatmap) {
       if (this._heatmap.isAttached && this._heatmap.node.isConnected) {
         Widget.detach(this._heatmap);
@@ -148,6 +174,49 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
 
   protected onAfterAttach(): void {
     this.render();
+  }
+
+  /**
+   * A %%submit cell's lines as the kernel last drew them (status, "as of", log tail), with the status
+   * line then taken from the server: a notebook saved while its job ran, reopened after it ended, says
+   * how it ended, not "running". A job this server does not know keeps its saved lines.
+   */
+  private async _renderJobLine(savedHtml: string): Promise<void> {
+    this._title.hidden = true;
+    this._lines.innerHTML = this.sanitizer ? this.sanitizer.sanitize(savedHtml) : '';
+    if (!this._lines.isConnected) {
+      this.node.replaceChildren(this._error, this._lines);
+    }
+    this._error.hidden = true;
+    this.model.jobEvent.disconnect(this._onJobEvent, this);
+    this.model.jobEvent.connect(this._onJobEvent, this);
+    this.model.start();
+    try {
+      this._showJob(await this.model.api.request<IJob>(`jobs/${encodeURIComponent(this._request!.id ?? '')}`));
+    } catch {
+      // not a job of this server (a notebook from elsewhere), or the server is away: the saved lines stand
+    }
+  }
+
+  private _showJob(job: IJob): void {
+    const status = this._lines.querySelector('.hive-status');
+    if (!status) {
+      return;
+    }
+    const icon = el('span', 'jp-HiveView-icon', stateIcon(job.state));
+    icon.style.color = STATE_COLORS[job.state] ?? '#ff9f1c';
+    icon.style.fontWeight = 'bold';
+    const line = el('span', 'jp-HiveView-line', statusLine(job, Date.now()));
+    line.style.fontFamily = 'monospace';
+    status.replaceChildren(icon, document.createTextNode(' '), line);
+    status.setAttribute('data-state', job.state);
+    this._lines.querySelector('.hive-as-of')?.remove();  // this line is true now: no stamp
+  }
+
+  private _onJobEvent(_: ClusterModel, job: IJob): void {
+    if (this._request?.view === 'job' && job.id === this._request.id) {
+      this._showJob(job);
+    }
   }
 
   private _vcTable(vcs: IVc[]): HTMLElement {
@@ -259,6 +328,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private _heatmap: HeatmapWidget | null = null;
   private readonly _title: HTMLDivElement;
   private readonly _error: HTMLDivElement;
+  private readonly _lines = el('div', 'jp-HiveView-lines');
   private readonly _vcs: HTMLDivElement;
   private readonly _heatmapHost: HTMLDivElement;
   private readonly _jobsBox: HTMLDivElement;
@@ -270,6 +340,6 @@ export function viewRendererFactory(model: ClusterModel, openLogs: (job: IJob) =
     safe: true,
     mimeTypes: [VIEW_MIME],
     defaultRank: VIEW_RANK,
-    createRenderer: () => new HiveNotebookView(model, openLogs)
+    createRenderer: options => new HiveNotebookView(model, openLogs, options.sanitizer)
   };
 }
