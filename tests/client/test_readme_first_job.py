@@ -14,35 +14,9 @@ import sys
 
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+from fixtures.readme import FILES, inline_commands, python_blocks, section
+
 HIVE_LAB = str(pathlib.Path(sys.executable).parent / "hive-lab")
-
-# the files the section's commands name, as a user would have them
-FILES = {
-    "train.py": "import os\nprint('training on', os.environ['CUDA_VISIBLE_DEVICES'])\n",
-    "job.yaml": "name: from-yaml\ncommand: echo from a job file\ntasks: [{gpus: 1}]\n",
-    "train.ipynb": ('{"cells": [{"cell_type": "code", "execution_count": null, "id": "p", "metadata": {"tags": '
-                    '["parameters"]}, "outputs": [], "source": "lr = 1.0"}, {"cell_type": "code", "execution_count": '
-                    'null, "id": "t", "metadata": {}, "outputs": [], "source": "print(\'lr\', lr)"}], "metadata": '
-                    '{"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, '
-                    '"nbformat": 4, "nbformat_minor": 5}'),
-    "train.sbatch": "#!/bin/bash\n#SBATCH --job-name=from-sbatch\n#SBATCH --gres=gpu:1\necho from an sbatch script\n",
-}
-
-
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"## {title}")
-    end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else None]
-
-
-def python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", text, re.S)
-
-
-def inline_commands(text: str) -> list[str]:
-    return [c for c in re.findall(r"`(hive-lab [^`]+)`", text)]
 
 
 def test_the_section_still_has_what_this_test_runs():

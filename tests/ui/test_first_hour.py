@@ -25,23 +25,20 @@ from playwright.sync_api import expect
 
 from fixtures.browser import RESULTS, run_from_palette
 from fixtures.jupyterhub import HUB_VENV, ensure_unix_user
+from fixtures.readme import FILES, inline_commands, python_blocks, section
 from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 USER = "dana"
 
 
-def readme_first_job() -> tuple[list[str], str, str]:
-    """The README's "Your first job" cells, its GPU kernel command and the empty panel's terminal line."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Your first job")
-    section = text[start:text.index("\n## ", start + 1)]
-    cells = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
-    kernelspec = re.search(r"`(hive-lab kernelspec install [^`]+)`", section).group(1)
-    return cells, kernelspec, "hive-lab submit --gpus 1 --wait -- python -c \"print('hello from a GPU job')\""
+def readme_first_job() -> tuple[list[str], list[str], str]:
+    """The README's "Your first job" cells and `hive-lab` commands, and the empty panel's terminal line."""
+    text = section("Your first job")
+    return (python_blocks(text)[:2], inline_commands(text),
+            "hive-lab submit --gpus 1 --wait -- python -c \"print('hello from a GPU job')\"")
 
 
 class HerLab:
@@ -191,7 +188,7 @@ def cell_output(page, i: int):
 
 def test_the_first_hour_as_an_ordinary_user(her_lab, chromium):
     lab = her_lab
-    cells, kernelspec, terminal_line = readme_first_job()
+    cells, commands, terminal_line = readme_first_job()
     errors: list[str] = []
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -213,12 +210,32 @@ def test_the_first_hour_as_an_ordinary_user(her_lab, chromium):
         expect(cell_output(page, 2)).to_contain_text("slow: running", timeout=60_000)
         save(page, lab.work / "first.ipynb", "slow: running")
 
-        # 2. the empty panel's line, from her shell: `hive-lab` is on her PATH and finds her server
+        # 2. the empty panel's line and every command of the README's section, from her shell: `hive-lab` is on
+        #    her PATH and finds her server by itself
         done = lab.as_her(terminal_line)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "hello from a GPU job" in done.stdout + done.stderr
+        for name, content in FILES.items():
+            lab.write(name, content)
+        last_job = None
+        for command in commands:
+            command = re.sub(r"\s*\n\s*", " ", command)  # a command the README wraps over two lines
+            if " JOB" in command:
+                assert last_job, f"{command}: the README submits no job before it"
+                command = command.replace(" JOB", f" {last_job}")
+            ran = lab.as_her(command)
+            assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+            found = re.search(r"\bj-\d+", ran.stdout)
+            if command.startswith("hive-lab submit") and found:
+                last_job = found.group(0)
         listed = lab.as_her("hive-lab jobs")
         assert listed.returncode == 0 and "hello" in listed.stdout, listed.stdout + listed.stderr
+        for job in lab.api("GET", "jobs", params={"limit": 500}).json()["jobs"]:  # every one of them ends well
+            if job["name"] != "slow":
+                wait_until(lambda j=job: lab.api("GET", f"jobs/{j['id']}").json()["state"] in
+                           ("succeeded", "failed", "cancelled"), f"{job['id']} ({job['name']}) to end", timeout=240)
+                ended = lab.api("GET", f"jobs/{job['id']}").json()
+                assert ended["state"] == "succeeded", (ended, lab.api("GET", f"jobs/{job['id']}/logs").text[-2000:])
 
         # 3. "submit current notebook as a job" from the palette
         lab.write("analysis.ipynb", notebook(["import sys; print('analysis by', sys.executable, 6 * 7)"]))
@@ -231,9 +248,8 @@ def test_the_first_hour_as_an_ordinary_user(her_lab, chromium):
         job = lab.wait_for("analysis", "succeeded", "failed", "cancelled", timeout=180)
         assert job["state"] == "succeeded", lab.api("GET", f"jobs/{job['id']}/logs").text[-3000:]
 
-        # 4. the README's GPU kernel: installed by her, for her, then a notebook on it gets a GPU
-        installed = lab.as_her(kernelspec)
-        assert installed.returncode == 0, installed.stdout + installed.stderr
+        # 4. the README's GPU kernel (installed by her, for her, in step 2): a notebook on it gets a GPU
+        kernelspec = next(c for c in commands if c.startswith("hive-lab kernelspec install"))
         name = re.search(r"--name (\S+)", kernelspec).group(1)
         lab.write("gpu.ipynb", notebook(["import os; print('gpu kernel sees', os.environ['CUDA_VISIBLE_DEVICES'])"],
                                         kernel=name, display=name))
