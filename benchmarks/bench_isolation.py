@@ -16,10 +16,10 @@ import sys
 import tempfile
 import time
 
-from hive_lab_server.isolation import Isolation
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.staging import private_dir
+from hive_lab_server.execution.isolation import Isolation
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.jobs.staging import private_dir
 
 
 async def one(launcher: LocalLauncher, root: pathlib.Path, job_id: str, user: str) -> float:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch  # noqa: E402
-from hive_lab_server.launchers.slurm import SlurmLauncher  # noqa: E402
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch  # noqa: E402
+from hive_lab_server.execution.launchers.slurm import SlurmLauncher  # noqa: E402
 
 
 def task(root: pathlib.Path, job: str, node: str, gpu: int, command: str) -> TaskLaunch:

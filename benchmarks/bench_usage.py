@@ -11,7 +11,7 @@ import random
 import tempfile
 import time
 
-from hive_lab_server.accounting import fair_share_snapshot, usage_table
+from hive_lab_server.usage.accounting import fair_share_snapshot, usage_table
 from hive_lab_server.store import Store
 
 DAY = 86400.0

@@ -119,8 +119,8 @@ def test_no_import_cycles_in_the_product_code():
 def test_no_part_of_the_service_imports_the_service():
     """The service builds its parts and hands them what they need; a part never reaches back for it."""
     graph = import_graph(product_modules())
-    parts = sorted(m for m in graph if m.startswith("hive_lab_server.lifecycle")
-                   or m in {"hive_lab_server.errors", "hive_lab_server.limits", "hive_lab_server.metrics",
-                            "hive_lab_server.start_estimates"})
-    assert "hive_lab_server.lifecycle.recovery" in parts
-    assert not [p for p in parts if "hive_lab_server.service" in graph[p]]
+    parts = sorted(m for m in graph if m.startswith("hive_lab_server.jobs.lifecycle")
+                   or m in {"hive_lab_server.errors", "hive_lab_server.jobs.limits", "hive_lab_server.usage.metrics",
+                            "hive_lab_server.jobs.start_estimates"})
+    assert "hive_lab_server.jobs.lifecycle.recovery" in parts
+    assert not [p for p in parts if "hive_lab_server.jobs.service" in graph[p]]

@@ -136,7 +136,7 @@ def _load_checked(path: str | os.PathLike):
 
 def check_service(path: str | os.PathLike) -> list[str]:
     """What is inconsistent in the service's own settings file (empty: nothing)."""
-    from hive_lab_server.access import unknown_vcs
+    from hive_lab_server.auth.access import unknown_vcs
     from hive_lab_server.cluster import resolve_cluster
     from hive_scheduler.errors import ConfigError
 

@@ -1,6 +1,6 @@
 """``hive-lab kernelspec install|remove``: GPU kernels whose provisioner asks the scheduler for GPUs.
 
-The kernelspec uses the ``hive`` kernel provisioner (``hive_lab_server.provisioner``); its
+The kernelspec uses the ``hive`` kernel provisioner (``hive_lab_server.kernels.provisioner``); its
 ``metadata.kernel_provisioner.config`` carries what the kernel asks for (gpus, gpu_type, vc, image).
 """
 

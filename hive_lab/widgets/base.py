@@ -7,10 +7,9 @@ import logging
 import threading
 
 from ..live import Debouncer, LiveFeed
+from .lab_views import VIEW_MIME
 
 log = logging.getLogger(__name__)
-
-VIEW_MIME = "application/vnd.hive-lab.view+json"  # drawn by the labextension (notebookviews.ts)
 
 
 class LiveView:

@@ -15,7 +15,7 @@ import uuid
 from datetime import datetime, timezone
 
 from ..format import FINISHED, LogTail, status_line
-from .base import VIEW_MIME
+from .lab_views import VIEW_MIME
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
 

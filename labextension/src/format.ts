@@ -2,6 +2,7 @@
  * The words numbers are said in, the same as hive_lab.format's (the CLI, the widgets, the cell lines):
  * one voice across every surface.
  */
+import { FINAL_STATES, PENDING_STATES } from './jobStates.js';
 
 /** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h`: hive_lab.format.duration's words. */
 export function duration(seconds: number): string {
@@ -50,8 +51,8 @@ export function placementText(placement: { node: string; gpus: number[] }[] | nu
 }
 
 /**
- * The job fields these helpers read (a structural subset of api.IJob: this module imports nothing, so
- * tests run it under plain node against hive_lab.format, tests/client/test_one_voice.py).
+ * The job fields these helpers read (a structural subset of api.IJob: this module imports only the
+ * generated state sets, so tests run it under plain node against hive_lab.format, tests/client/test_one_voice.py).
  */
 export interface IJobWords {
   id: string;
@@ -78,8 +79,9 @@ export interface IJobWords {
   } | null;
 }
 
-const WAITING = new Set(['submitted', 'queued', 'scheduled']);
-const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);
+// hive_lab.format's WAITING and FINISHED ('.js': node runs this module as it is, tests/client/test_one_voice.py)
+const WAITING = PENDING_STATES;
+const FINISHED = FINAL_STATES;
 
 function secondsBetween(start: string | null | undefined, end: string | null | undefined, now: number): number | null {
   if (!start) {

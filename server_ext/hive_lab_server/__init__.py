@@ -1,6 +1,6 @@
 """hive_lab_server: the Jupyter server extension hosting the hive-lab scheduler service."""
 
-from .version import __version__  # noqa: F401
+from hive_lab_server.version import __version__  # noqa: F401
 
 
 def _jupyter_server_extension_points():
@@ -8,6 +8,6 @@ def _jupyter_server_extension_points():
 
 
 def _app_class():
-    from .app import HiveLabApp
+    from hive_lab_server.app import HiveLabApp
 
     return HiveLabApp

@@ -30,19 +30,19 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Any as AnyTrait
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, default
 
-from .version import __version__
-from .access import AccessPolicy, server_owner
-from .cluster import resolve_cluster
-from .events import EventBus
-from .load_shedding import InFlight
-from .handlers import ROUTES
-from .launchers import make_launcher
-from .launchers.docker import DockerLauncher
-from .launchers.local import LocalLauncher
-from .launchers.slurm import SlurmLauncher
-from .metrics import Metrics
-from .service import HiveService
-from .store import Store
+from hive_lab_server.version import __version__
+from hive_lab_server.auth.access import AccessPolicy, server_owner
+from hive_lab_server.cluster import resolve_cluster
+from hive_lab_server.api.events import EventBus
+from hive_lab_server.api.load_shedding import InFlight
+from hive_lab_server.api.handlers import ROUTES
+from hive_lab_server.execution.launchers import make_launcher
+from hive_lab_server.execution.launchers.docker import DockerLauncher
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.execution.launchers.slurm import SlurmLauncher
+from hive_lab_server.usage.metrics import Metrics
+from hive_lab_server.jobs.service import HiveService
+from hive_lab_server.store import Store
 
 
 class HiveLabApp(ExtensionApp):
@@ -232,7 +232,7 @@ class HiveLabApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         if self.mode == "client":
-            from .hub.client_mode import initialize_client
+            from hive_lab_server.hub.client_mode import initialize_client
 
             return initialize_client(self)
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
@@ -245,11 +245,11 @@ class HiveLabApp(ExtensionApp):
             # the panel); a scheduler with a broken cluster model must not look like it runs
             self.log.critical("hive-lab: the cluster config is not valid, so the server stops: %s", exc)
             raise SystemExit(f"hive-lab: the cluster config is not valid: {exc}") from None
-        from .access import unknown_vcs
+        from hive_lab_server.auth.access import unknown_vcs
 
         for problem in unknown_vcs(self.vc_access, self.cluster.config.virtual_clusters):
             self.log.error("hive-lab: %s", problem)
-        from .lifecycle.time_limit import TimeLimitError, parse_vc_time_limits
+        from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, parse_vc_time_limits
 
         try:
             parse_vc_time_limits(self.vc_time_limits, sorted(self.cluster.config.virtual_clusters))
@@ -259,7 +259,7 @@ class HiveLabApp(ExtensionApp):
         from hive_scheduler import Scheduler
         from hive_scheduler.fair_share import FairShareSettings
 
-        from .rounds import LIVE_POLICIES
+        from hive_lab_server.timeshare.rounds import LIVE_POLICIES
 
         # a Gavel policy decides in rounds (rounds.RoundDriver); the core then serves its choice in order
         try:
@@ -271,7 +271,7 @@ class HiveLabApp(ExtensionApp):
         except (ConfigError, ValueError) as exc:
             self.log.critical("hive-lab: the queue policy is not valid, so the server stops: %s", exc)
             raise SystemExit(f"hive-lab: the queue policy is not valid: {exc}") from None
-        from .limits import LimitsError, parse_config
+        from hive_lab_server.jobs.limits import LimitsError, parse_config
 
         try:
             user_limits = parse_config(self.user_limits, self.cluster.config.virtual_clusters)
@@ -290,7 +290,7 @@ class HiveLabApp(ExtensionApp):
         scheduler.backfill = self.backfill  # (read by the passes and by the estimates' twin when it is built)
         self.launcher_requested = self.launcher
         if self.launcher == "auto":
-            from .launchers.docker import engine_reachable
+            from hive_lab_server.execution.launchers.docker import engine_reachable
 
             self.launcher = "docker" if engine_reachable() else "local"
             # an ordinary choice, not a fault: an info line (the cluster API shows it too)
@@ -305,7 +305,7 @@ class HiveLabApp(ExtensionApp):
             log=self.log,
             inventory=self.cluster.inventory,
         )
-        from .hardware.sharing import GpuSharing
+        from hive_lab_server.hardware.sharing import GpuSharing
 
         try:
             sharing = GpuSharing(self.gpu_share_modes, mps_root=str(jobs_root / ".mps"))
@@ -331,11 +331,11 @@ class HiveLabApp(ExtensionApp):
             **({"clock": self.clock} if self.clock is not None else {}),
         )
         if self.queue_policy in LIVE_POLICIES:
-            from .rounds import RoundDriver
+            from hive_lab_server.timeshare.rounds import RoundDriver
 
             self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s,
                                                self.round_rate_tolerance)
-        from .hardware.integration import make_monitor
+        from hive_lab_server.hardware.integration import make_monitor
 
         self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,
                                      self.metrics_registry)
@@ -347,16 +347,16 @@ class HiveLabApp(ExtensionApp):
             self.owner if self.owner_is_admin else None,
             sorted(self.cluster.config.virtual_clusters),
         )
-        from .pipelines.schedules import Schedules
-        from .store.schedules import ScheduleStore
+        from hive_lab_server.jobs.pipelines.schedules import Schedules
+        from hive_lab_server.store.schedules import ScheduleStore
 
         self.schedules = Schedules(store=ScheduleStore(self.store), service=self.service, access=self.access)
         self.service.schedules = self.schedules  # ticked by the service's loop, on its clock
         self.settings["hive_lab"] = self
-        from .isolation import Isolation
-        from .isolation.authorizer import install as install_authorizer
+        from hive_lab_server.execution.isolation import Isolation
+        from hive_lab_server.execution.isolation.authorizer import install as install_authorizer
 
-        from .isolation.server_files import protect, server_secret_files
+        from hive_lab_server.execution.isolation.server_files import protect, server_secret_files
 
         isolation = Isolation(parent=self)
         if isolation.shared_api_only:
@@ -365,7 +365,7 @@ class HiveLabApp(ExtensionApp):
             protect(server_secret_files(self), self.log)
             if os.geteuid() == 0:
                 _lock_down(isolation, jobs_root, self.log)
-        from .kernels.websocket import install
+        from hive_lab_server.kernels.websocket import install
 
         # (self.settings holds the server's settings here and is copied back into them afterwards)
         if not install(self.settings):  # queued GPU kernels: no 500 on their websocket
@@ -395,7 +395,7 @@ class HiveLabApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         if self.mode == "client":
-            from .hub.client_mode import CLIENT_ROUTES
+            from hive_lab_server.hub.client_mode import CLIENT_ROUTES
 
             return self.handlers.extend(CLIENT_ROUTES)
         self.handlers.extend(ROUTES)
@@ -405,7 +405,7 @@ class HiveLabApp(ExtensionApp):
         # for the end of this recovery (``HiveService.wait_ready``)
         if self.mode == "client":
             return
-        from .stop_signals import stop_cleanly_on_sigint
+        from hive_lab_server.stop_signals import stop_cleanly_on_sigint
 
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
         await self.service.start()
@@ -428,7 +428,7 @@ class HiveLabApp(ExtensionApp):
 def _lock_down(isolation, jobs_root: pathlib.Path, log) -> None:
     """What a server that isolates jobs (as root) enforces at every start: the jobs root is not listable
     (each job's dir is reached by its own owner only), and the GPUs' device nodes open only in jobs."""
-    from .isolation.gpu_access import lock_down
+    from hive_lab_server.execution.isolation.gpu_access import lock_down
 
     os.chmod(jobs_root, 0o711)
     if not isolation.lock_gpu_devices:

@@ -30,7 +30,7 @@ class ClusterSource:
 def _local_inventory(nvml_backend: str) -> Any:
     """What NVML sees on this machine (``hardware.inventory.NodeInventory``), or None; never raises."""
     try:
-        from .hardware.inventory import detect_local_inventory
+        from hive_lab_server.hardware.inventory import detect_local_inventory
 
         return detect_local_inventory(nvml_backend)
     except Exception:  # NVML trouble must not keep the server from starting
@@ -41,7 +41,7 @@ def _local_inventory(nvml_backend: str) -> Any:
 def resolve_cluster(source: Any = None, nvml_backend: str = "auto") -> ClusterSource:
     """A configured cluster (checked against the local GPUs when NVML sees any), else the local GPUs
     as NVML sees them (``nvml_backend``: "auto", "none" or "fake:<description>"), else "default"."""
-    from .hardware.inventory import build_cluster_config, compare_with_config, gpu_uuid_map
+    from hive_lab_server.hardware.inventory import build_cluster_config, compare_with_config, gpu_uuid_map
 
     local = _local_inventory(nvml_backend) if nvml_backend != "none" else None
     if source not in (None, "", {}):

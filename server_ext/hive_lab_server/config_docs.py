@@ -11,14 +11,14 @@ import textwrap
 # (section title, "module:Class") in the order a reader meets them
 CONFIGURABLES = (
     ("The service", "hive_lab_server.app:HiveLabApp"),
-    ("Isolation: jobs under their owners' identities", "hive_lab_server.isolation.config:Isolation"),
-    ("Launchers (all)", "hive_lab_server.launchers.base:Launcher"),
-    ("The local launcher", "hive_lab_server.launchers.local:LocalLauncher"),
-    ("The Docker launcher", "hive_lab_server.launchers.docker:DockerLauncher"),
-    ("The Slurm launcher", "hive_lab_server.launchers.slurm:SlurmLauncher"),
-    ("GPU kernels (the kernel provisioner)", "hive_lab_server.provisioner:HiveProvisioner"),
-    ("A token per person (shared machine without a Hub)", "hive_lab_server.identity:TokenMapIdentityProvider"),
-    ("Who may use the jupyter_server APIs (token-map mode)", "hive_lab_server.isolation.authorizer:HiveLabAuthorizer"),
+    ("Isolation: jobs under their owners' identities", "hive_lab_server.execution.isolation.config:Isolation"),
+    ("Launchers (all)", "hive_lab_server.execution.launchers.base:Launcher"),
+    ("The local launcher", "hive_lab_server.execution.launchers.local:LocalLauncher"),
+    ("The Docker launcher", "hive_lab_server.execution.launchers.docker:DockerLauncher"),
+    ("The Slurm launcher", "hive_lab_server.execution.launchers.slurm:SlurmLauncher"),
+    ("GPU kernels (the kernel provisioner)", "hive_lab_server.kernels.provisioner:HiveProvisioner"),
+    ("A token per person (shared machine without a Hub)", "hive_lab_server.auth.identity:TokenMapIdentityProvider"),
+    ("Who may use the jupyter_server APIs (token-map mode)", "hive_lab_server.execution.isolation.authorizer:HiveLabAuthorizer"),
     ("Under JupyterHub", "hive_lab_server.hub.identity:HubIdentityProvider"),
 )
 

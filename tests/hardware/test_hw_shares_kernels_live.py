@@ -73,7 +73,7 @@ async def test_four_quarter_gpu_kernels_share_one_gpu_the_fifth_waits_and_a_memo
                                  config=Config({"HiveProvisioner": {"url": srv.url, "token": srv.tokens[s],
                                                                     "queue_log_interval_s": 3600, "placement_wait_s": 60}}))
            for s in STUDENTS}
-    caplog.set_level(logging.WARNING, logger="hive_lab_server.provisioner")
+    caplog.set_level(logging.WARNING, logger="hive_lab_server.kernels.provisioner")
     try:
         seen = {}
         for s in STUDENTS[:4]:

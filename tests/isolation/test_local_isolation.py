@@ -15,11 +15,11 @@ import pytest
 
 
 from fixtures.unix_accounts import ACCOUNTS
-from hive_lab_server.isolation import Isolation
-from hive_lab_server.isolation import cgroups
-from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.staging import private_dir
+from hive_lab_server.execution.isolation import Isolation
+from hive_lab_server.execution.isolation import cgroups
+from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.jobs.staging import private_dir
 from waiting import wait_until_async
 
 A, B = ACCOUNTS
@@ -242,7 +242,7 @@ async def test_gpus_open_only_inside_a_job_that_was_granted_them(jobs_root, shar
     job, the user is back to none. Works on cgroup v1 and v2 (the other GPUs are covered in the task's
     mount namespace; the v1 devices rule is a second layer)."""
     from fixtures.unix_accounts import run_as
-    from hive_lab_server.isolation import gpu_access
+    from hive_lab_server.execution.isolation import gpu_access
 
     dev = _fake_gpu_nodes(shared_tmp)
     student = unix_accounts[A]

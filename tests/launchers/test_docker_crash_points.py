@@ -14,8 +14,8 @@ import uuid
 import pytest
 from docker.models.containers import Container, ContainerCollection
 
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.docker import DockerLauncher
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.docker import DockerLauncher
 from waiting import wait_until_async
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]

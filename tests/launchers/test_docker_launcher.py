@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.docker import DockerLauncher
+from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.docker import DockerLauncher
 from waiting import wait_until_async
 
 # the first docker test may build the test image (debootstrap, minutes on a fresh machine)

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchError, TaskLaunch
-from hive_lab_server.launchers.docker_spec import ContainerPolicy, container_kwargs, container_name
+from hive_lab_server.execution.launchers.base import LaunchError, TaskLaunch
+from hive_lab_server.execution.launchers.docker_spec import ContainerPolicy, container_kwargs, container_name
 
 
 def task(tmp_path, **kw) -> TaskLaunch:

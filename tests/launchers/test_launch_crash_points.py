@@ -11,9 +11,9 @@ import os
 import psutil
 import pytest
 
-from hive_lab_server.launchers import local as local_mod
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.local import LocalLauncher
+from hive_lab_server.execution.launchers import local as local_mod
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.local import LocalLauncher
 from waiting import wait_until_async
 
 TASKS = 3

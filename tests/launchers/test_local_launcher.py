@@ -8,9 +8,9 @@ import dataclasses
 import psutil
 import pytest
 
-from hive_lab_server.launchers import make_launcher
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.local import LocalLauncher
+from hive_lab_server.execution.launchers import make_launcher
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.local import LocalLauncher
 from waiting import wait_until_async
 
 
@@ -49,7 +49,7 @@ def _ended(pid: int) -> bool:
 
 def test_make_launcher_resolves_builtin_and_import_path(tmp_path):
     assert isinstance(make_launcher("local", state_dir=str(tmp_path), parent=None), LocalLauncher)
-    assert isinstance(make_launcher("hive_lab_server.launchers.local:LocalLauncher", state_dir=str(tmp_path)), LocalLauncher)
+    assert isinstance(make_launcher("hive_lab_server.execution.launchers.local:LocalLauncher", state_dir=str(tmp_path)), LocalLauncher)
     with pytest.raises(ValueError, match="cannot import"):
         make_launcher("no_such_module_xyz", state_dir=str(tmp_path))
 
@@ -134,7 +134,7 @@ async def test_unknown_task_is_reported_lost(tmp_path):
 
 
 async def test_bad_working_dir_is_a_launch_error(tmp_path):
-    from hive_lab_server.launchers.base import LaunchError
+    from hive_lab_server.execution.launchers.base import LaunchError
 
     launcher = LocalLauncher(tmp_path / "state")
     req = _request(tmp_path, "j1", ["true"])

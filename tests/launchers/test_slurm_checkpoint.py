@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchRequest
+from hive_lab_server.execution.launchers.base import LaunchRequest
 
 from test_slurm_launcher import cluster, collect, launcher, log_of, task  # noqa: F401  (cluster: a fixture)
 

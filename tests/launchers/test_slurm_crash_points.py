@@ -13,8 +13,8 @@ import pathlib
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.slurm import SlurmLauncher
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.slurm import SlurmLauncher
 from waiting import wait_until_async
 
 pytestmark = pytest.mark.slurm

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.slurm import SlurmLauncher
-from hive_lab_server.slurm.cli import SlurmCLI
-from hive_lab_server.slurm.inventory import cluster_config_from_inventory, read_inventory
+from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.slurm import SlurmLauncher
+from hive_lab_server.execution.slurm.cli import SlurmCLI
+from hive_lab_server.execution.slurm.inventory import cluster_config_from_inventory, read_inventory
 
 pytestmark = pytest.mark.slurm
 
@@ -276,7 +276,7 @@ async def test_staged_files_of_a_job_run_as_its_owner_are_private_and_theirs(clu
     import dataclasses
     import pwd
 
-    from hive_lab_server.staging import private_dir, write_private
+    from hive_lab_server.jobs.staging import private_dir, write_private
 
     root = cluster.root / f"stage-{time.monotonic_ns()}"
     root.mkdir()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from hive_lab_server.launchers.base import LaunchError, LaunchRequest, TaskLaunch
-from hive_lab_server.launchers.slurm import _exit_code
-from hive_lab_server.launchers.slurm_script import parse_comment, plan_job
-from hive_lab_server.slurm.inventory import (
+from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest, TaskLaunch
+from hive_lab_server.execution.launchers.slurm import _exit_code
+from hive_lab_server.execution.launchers.slurm_script import parse_comment, plan_job
+from hive_lab_server.execution.slurm.inventory import (
     cluster_config_from_inventory,
     inventory_from,
     parse_gres,
@@ -106,7 +106,7 @@ def test_plan_refuses_what_slurm_cannot_do():
 async def test_container_images_are_refused_with_a_reason(tmp_path):
     import dataclasses
 
-    from hive_lab_server.launchers.slurm import SlurmLauncher
+    from hive_lab_server.execution.launchers.slurm import SlurmLauncher
 
     l = SlurmLauncher(slurm_conf=str(tmp_path / "no-slurm.conf"), jobs_root=str(tmp_path))  # no Slurm needed
     t = dataclasses.replace(_task("w-0", 0, "n1", [0]), image="pytorch/pytorch:2.3.0")
@@ -118,9 +118,9 @@ def test_unknown_launcher_options_are_named(tmp_path):
     """The launchers are traitlets Configurables now (issue 11): config comes as a traitlets Config."""
     from traitlets.config import Config
 
-    from hive_lab_server.launchers.docker import DockerLauncher
-    from hive_lab_server.launchers.local import LocalLauncher
-    from hive_lab_server.launchers.slurm import SlurmLauncher
+    from hive_lab_server.execution.launchers.docker import DockerLauncher
+    from hive_lab_server.execution.launchers.local import LocalLauncher
+    from hive_lab_server.execution.launchers.slurm import SlurmLauncher
 
     with pytest.raises(ValueError, match="unknown option.*partiton.*known: .*partition"):
         SlurmLauncher(config=Config({"SlurmLauncher": {"partiton": "gpu"}}))
@@ -133,8 +133,8 @@ def test_unknown_launcher_options_are_named(tmp_path):
 def test_launcher_options_come_from_config_and_arguments_win(tmp_path):
     from traitlets.config import Config
 
-    from hive_lab_server.launchers.docker import DockerLauncher
-    from hive_lab_server.launchers.slurm import SlurmLauncher
+    from hive_lab_server.execution.launchers.docker import DockerLauncher
+    from hive_lab_server.execution.launchers.slurm import SlurmLauncher
 
     cfg = Config({"SlurmLauncher": {"partition": "gpu", "extra_args": ["--constraint=ib"], "slurm_conf": str(tmp_path / "x")},
                   "DockerLauncher": {"allowed_mount_roots": ["/datasets"], "network_mode": "none"}})

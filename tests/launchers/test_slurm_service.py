@@ -10,8 +10,8 @@ import time
 import pytest
 
 from fixtures.live_server import LiveServer
-from hive_lab_server.slurm.cli import SlurmCLI
-from hive_lab_server.slurm.inventory import cluster_config_from_inventory, read_inventory
+from hive_lab_server.execution.slurm.cli import SlurmCLI
+from hive_lab_server.execution.slurm.inventory import cluster_config_from_inventory, read_inventory
 
 pytestmark = pytest.mark.slurm
 

@@ -10,7 +10,7 @@ import asyncio
 import os
 import pathlib
 
-from hive_lab_server.launchers.local import LocalLauncher
+from hive_lab_server.execution.launchers.local import LocalLauncher
 
 __all__ = ["GatedLocalLauncher", "ExitBetweenCallsLauncher"]
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hive_lab_server.accounting import UsageQueryError, fair_share_snapshot, parse_since, usage_table
+from hive_lab_server.usage.accounting import UsageQueryError, fair_share_snapshot, parse_since, usage_table
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
 from hive_scheduler.fair_share import FairShareSettings
 
@@ -105,9 +105,9 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
     """Exact figures through the real service, store and local launcher, with a clock the test moves."""
     import asyncio
 
-    from hive_lab_server.launchers.local import LocalLauncher
-    from hive_lab_server.service import HiveService
-    from hive_lab_server.spec import parse_job_spec
+    from hive_lab_server.execution.launchers.local import LocalLauncher
+    from hive_lab_server.jobs.service import HiveService
+    from hive_lab_server.api.spec import parse_job_spec
     from hive_lab_server.store import Store
     from hive_scheduler import load_cluster_config
 
@@ -162,7 +162,7 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
 
 
 def test_fair_share_group_is_the_identity_group_that_grants_the_vc():
-    from hive_lab_server.access import AccessPolicy
+    from hive_lab_server.auth.access import AccessPolicy
 
     policy = AccessPolicy({"@cv-101": ["cv-101"], "@nlp": ["nlp"], "@staff": ["*"]}, [], [], None, ["cv-101", "nlp"])
     both = policy.caller("ann", ("nlp", "cv-101"))
@@ -175,9 +175,9 @@ def test_fair_share_group_is_the_identity_group_that_grants_the_vc():
 
 def test_a_share_of_a_gpu_is_accounted_at_its_rate(tmp_path):
     """A quarter of a GPU held for 600 s is 150 GPU-seconds (issue 16: accounting counts GPU-hours by share)."""
-    from hive_lab_server.launchers.local import LocalLauncher
-    from hive_lab_server.service import HiveService
-    from hive_lab_server.spec import parse_job_spec
+    from hive_lab_server.execution.launchers.local import LocalLauncher
+    from hive_lab_server.jobs.service import HiveService
+    from hive_lab_server.api.spec import parse_job_spec
     from hive_lab_server.store import Store
     from hive_scheduler import load_cluster_config
 

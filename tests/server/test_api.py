@@ -7,10 +7,10 @@ import re
 import pytest
 import yaml
 
-from hive_lab_server.handlers import ROUTES
+from hive_lab_server.api.handlers import ROUTES
 
 
-from hive_lab_server.openapi import openapi_document
+from hive_lab_server.api.openapi import openapi_document
 
 SPEC = openapi_document()
 

@@ -153,7 +153,7 @@ def test_an_action_body_takes_what_the_document_calls_an_integer(gpus, ok):
     fractions and booleans stay refused."""
     from pydantic import ValidationError
 
-    from hive_lab_server.handlers.job_actions import JobAction
+    from hive_lab_server.api.handlers.job_actions import JobAction
 
     if ok:
         assert JobAction.model_validate({"gpus": gpus}).gpus == int(gpus)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hive_lab_server.elastic_rounds import plan_resizes
+from hive_lab_server.timeshare.elastic_rounds import plan_resizes
 
 
 def job(job_id, gpus, lo=None, hi=None):

@@ -8,7 +8,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from fixtures.live_server import LiveServer
-from hive_lab_server.openapi import openapi_document
+from hive_lab_server.api.openapi import openapi_document
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 schema = schemathesis.openapi.from_dict(openapi_document())  # generated from the server's pydantic models

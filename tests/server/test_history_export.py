@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hive_lab_server.history_export import history_rows, live_policy
+from hive_lab_server.usage.history_export import history_rows, live_policy
 
 SINCE, UNTIL = 1000.0, 5000.0
 

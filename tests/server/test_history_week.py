@@ -40,7 +40,7 @@ def clock():
 def jp_server_config(tmp_path, clock):
     return {
         "ServerApp": {"jpserver_extensions": {"hive_lab_server": True},
-                      "identity_provider_class": "hive_lab_server.identity.TokenMapIdentityProvider"},
+                      "identity_provider_class": "hive_lab_server.auth.identity.TokenMapIdentityProvider"},
         "TokenMapIdentityProvider": {"users": {f"tok-{name}": dict(spec, username=name) for name, spec in USERS.items()}},
         "HiveLabApp": {
             "cluster_config": CLUSTER, "db_url": f"sqlite:///{tmp_path / 'hive.sqlite'}",

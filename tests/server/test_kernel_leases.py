@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import types
 
-from hive_lab_server.lifecycle.kernel_leases import lapsed, unreachable_kernels
-from hive_lab_server.lifecycle.states import JobState
+from hive_lab_server.jobs.lifecycle.kernel_leases import lapsed, unreachable_kernels
+from hive_lab_server.jobs.lifecycle.states import JobState
 
 NOW = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""The pure job lifecycle (``hive_lab_server.lifecycle``) under random interleavings of every event,
+"""The pure job lifecycle (``hive_lab_server.jobs.lifecycle``) under random interleavings of every event,
 crashes (a restart replays the stored facts through the same machine) and store failures at any point.
 
 A small deterministic world drives it: an in-memory store that can fail its commits, a fake launcher
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hive_lab_server.lifecycle import machine as m
-from hive_lab_server.lifecycle.states import Intent, JobState
+from hive_lab_server.jobs.lifecycle import machine as m
+from hive_lab_server.jobs.lifecycle.states import Intent, JobState
 
 S = JobState
 GPUS = 4

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hive_lab_server.limits import parse_config
+from hive_lab_server.jobs.limits import parse_config
 from hive_scheduler.limits import LimitsError, UserLimits
 
 

@@ -4,8 +4,8 @@ import datetime as dt
 
 import pytest
 
-from hive_lab_server.pipelines import cron
-from hive_lab_server.pipelines.dependencies import judge
+from hive_lab_server.jobs.pipelines import cron
+from hive_lab_server.jobs.pipelines.dependencies import judge
 
 OUTCOMES = {"j-1": "succeeded", "j-2": "failed", "j-3": "cancelled", "j-4": "pending", "j-5": "pending"}
 

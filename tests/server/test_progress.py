@@ -7,7 +7,7 @@ import io
 import pytest
 
 from hive_lab.reporting import progress, progress_line
-from hive_lab_server.progress import ProgressTracker, Reading, parse_line
+from hive_lab_server.timeshare.progress import ProgressTracker, Reading, parse_line
 from hive_scheduler.hetero import load_throughputs
 
 

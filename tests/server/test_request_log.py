@@ -2,7 +2,7 @@
 
 import logging
 
-from hive_lab_server.handlers.base import shows_debug
+from hive_lab_server.api.handlers.base import shows_debug
 
 
 def test_shows_debug_follows_handlers_and_propagation():

@@ -8,10 +8,10 @@ import asyncio
 import psutil
 import pytest
 
-from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.rounds import RoundDriver
-from hive_lab_server.service import HiveService
-from hive_lab_server.spec import parse_job_spec
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.timeshare.rounds import RoundDriver
+from hive_lab_server.jobs.service import HiveService
+from hive_lab_server.api.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from hive_scheduler.hetero import load_throughputs

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from hive_lab_server.rounds import REMAINING_STEPS, RoundDriver
+from hive_lab_server.timeshare.rounds import REMAINING_STEPS, RoundDriver
 from test_rounds_resolve import _kill_leftovers, make_service, say, submit  # noqa: F401
 from waiting import wait_until_async
 

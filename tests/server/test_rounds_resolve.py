@@ -16,11 +16,11 @@ import numpy as np
 import psutil
 import pytest
 
-from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.round_cache import Inputs, what_changed
-from hive_lab_server.rounds import RoundDriver
-from hive_lab_server.service import HiveService
-from hive_lab_server.spec import parse_job_spec
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.timeshare.round_cache import Inputs, what_changed
+from hive_lab_server.timeshare.rounds import RoundDriver
+from hive_lab_server.jobs.service import HiveService
+from hive_lab_server.api.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from waiting import wait_until_async

@@ -9,11 +9,11 @@ import stat
 import pytest
 
 from hive_lab_server.hardware.sharing import GpuSharing, MigDevice
-from hive_lab_server.launchers.docker_spec import container_env
-from hive_lab_server.launchers.local import LocalLauncher
-from hive_lab_server.lifecycle import launch_plan
-from hive_lab_server.service import HiveService, ServiceError
-from hive_lab_server.spec import parse_job_spec
+from hive_lab_server.execution.launchers.docker_spec import container_env
+from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.jobs.lifecycle import launch_plan
+from hive_lab_server.jobs.service import HiveService, ServiceError
+from hive_lab_server.api.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 
@@ -67,7 +67,7 @@ def test_mig_gives_each_share_its_own_device_and_docker_that_device(tmp_path):
     grant = svc.sharing.grant("j-x", "A100", "ws", 0, 0.5, "GPU-0000")
     env = launch_plan.share_env(grant)
     assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "MIG-3333"
-    from hive_lab_server.launchers.base import TaskLaunch
+    from hive_lab_server.execution.launchers.base import TaskLaunch
     task = TaskLaunch(job_id="j-x", task="main-0", group="main", index=0, rank=0, node="ws", gpu_indices=(0,),
                       gpu_uuids=(grant.mig_uuid,), command="true", env=env, working_dir=str(tmp_path),
                       log_path=str(tmp_path / "l"))

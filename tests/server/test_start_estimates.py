@@ -96,7 +96,7 @@ def test_no_estimate_to_give_says_nothing():
     "start unknown (running jobs have no time limit)" on every queued job."""
     from types import SimpleNamespace
 
-    from hive_lab_server.lifecycle.presentation import estimate_fields
+    from hive_lab_server.jobs.lifecycle.presentation import estimate_fields
     from hive_scheduler.estimates import NO_LIMIT, StartEstimate
 
     answers = {"j-1": StartEstimate(None, NO_LIMIT), "j-2": StartEstimate(7200.0, "when j-0 ends (its time limit of 2 h)")}

@@ -80,7 +80,7 @@ def test_cpu_seconds_and_peak_memory_where_the_launcher_measures_them(course):
     rows = {row["user"]: row for row in srv.request("GET", "usage", user="carol").json()["rows"]}
     assert rows["dan"]["cpu_seconds"] >= 0.3  # it burned until it had used 0.3 s
     assert rows["ann"]["cpu_seconds"] < rows["dan"]["cpu_seconds"]  # `true` uses next to nothing
-    from hive_lab_server.isolation import cgroups
+    from hive_lab_server.execution.isolation import cgroups
 
     if cgroups.detect("auto") == "off":
         assert rows["dan"]["peak_memory_mb"] is None  # not known without cgroups: null, not a made-up 0

@@ -23,10 +23,10 @@ from typing import Any
 
 import pynvml
 
-from .fake_nvml import CAPTURE_FORMAT
-from .inventory import _host_resources, build_cluster_config, discover_node
-from .nvml_backend import NVMLError, load_backend, nvml_session, text
-from .sampler import GpuSampler
+from hive_lab_server.hardware.fake_nvml import CAPTURE_FORMAT
+from hive_lab_server.hardware.inventory import _host_resources, build_cluster_config, discover_node
+from hive_lab_server.hardware.nvml_backend import NVMLError, load_backend, nvml_session, text
+from hive_lab_server.hardware.sampler import GpuSampler
 
 
 def _ask(answers: dict, errors: dict, key: str, call):

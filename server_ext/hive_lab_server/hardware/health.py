@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .sampler import GpuSample
+from hive_lab_server.hardware.sampler import GpuSample
 
 # XIDs that mean the GPU (not the program) is in trouble, with what NVIDIA's XID catalogue says.
 CRITICAL_XIDS: dict[int, str] = {

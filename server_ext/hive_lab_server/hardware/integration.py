@@ -12,10 +12,10 @@ import logging
 import pathlib
 from typing import Any
 
-from .monitor import HardwareMonitor
-from .nvml_backend import load_backend
-from .sampler import JobResolver
-from .sharing import discover
+from hive_lab_server.hardware.monitor import HardwareMonitor
+from hive_lab_server.hardware.nvml_backend import load_backend
+from hive_lab_server.hardware.sampler import JobResolver
+from hive_lab_server.hardware.sharing import discover
 
 log = logging.getLogger(__name__)
 

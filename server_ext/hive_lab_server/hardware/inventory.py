@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 import pynvml
 
-from .nvml_backend import NVMLError, load_backend, normalize_bus_id, nvml_session, text
+from hive_lab_server.hardware.nvml_backend import NVMLError, load_backend, normalize_bus_id, nvml_session, text
 
 log = logging.getLogger(__name__)
 

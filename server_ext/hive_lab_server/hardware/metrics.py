@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from .sampler import GpuSample, JobGpuUsage
+from hive_lab_server.hardware.sampler import GpuSample, JobGpuUsage
 
 GPU_LABELS = ["node", "gpu"]
 

@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .health import HealthEvent, HealthMonitor, HealthRules
-from .metrics import GpuMetrics
-from .nvml_backend import NVMLError
-from .sampler import GpuSample, GpuSampler, JobResolver, attribute, job_usage
+from hive_lab_server.hardware.health import HealthEvent, HealthMonitor, HealthRules
+from hive_lab_server.hardware.metrics import GpuMetrics
+from hive_lab_server.hardware.nvml_backend import NVMLError
+from hive_lab_server.hardware.sampler import GpuSample, GpuSampler, JobResolver, attribute, job_usage
 
 log = logging.getLogger(__name__)
 

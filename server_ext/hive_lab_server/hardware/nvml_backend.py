@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pynvml
 
-from .fake_nvml import FakeNvml
+from hive_lab_server.hardware.fake_nvml import FakeNvml
 
 log = logging.getLogger(__name__)
 

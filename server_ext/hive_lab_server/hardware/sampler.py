@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pynvml
 
-from .nvml_backend import NVMLError, text
+from hive_lab_server.hardware.nvml_backend import NVMLError, text
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from ..stop_signals import stop_cleanly_on_sigint
-from .forward import EVENTS_ROUTE, ForwardEventsHandler, ForwardHandler
+from hive_lab_server.stop_signals import stop_cleanly_on_sigint
+from hive_lab_server.hub.forward import EVENTS_ROUTE, ForwardEventsHandler, ForwardHandler
 
 CLIENT_ROUTES = [
     (EVENTS_ROUTE, ForwardEventsHandler),
@@ -44,7 +44,7 @@ def initialize_client(app) -> None:
     app.upstream = Upstream(app.service_url, token)
     app.service = None
     app.settings["hive_lab"] = app
-    from ..kernels.websocket import install
+    from hive_lab_server.kernels.websocket import install
 
     # a GPU kernel started here may wait in the service's queue: its websocket opens at once all the same
     # (without this, jupyter_server held it for kernel_info_timeout, 60 s, and the proxy answered 503)

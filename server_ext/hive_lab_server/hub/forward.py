@@ -20,7 +20,7 @@ from tornado import httputil, web, websocket
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.iostream import StreamClosedError
 
-from ..handlers.base import AUTH_RESOURCE
+from hive_lab_server.api.handlers.base import AUTH_RESOURCE
 
 API_MARK = "/hive_lab/api/"
 EVENTS_ROUTE = r"/hive_lab/api/events/?"

@@ -17,8 +17,8 @@ from __future__ import annotations
 from jupyterhub.singleuser.extension import JupyterHubAuthorizer, JupyterHubIdentityProvider
 from traitlets import Bool, List, Set, Unicode
 
-from ..handlers.base import AUTH_RESOURCE
-from . import ADMIN_SCOPE
+from hive_lab_server.api.handlers.base import AUTH_RESOURCE
+from hive_lab_server.hub import ADMIN_SCOPE
 
 
 def hub_admin(hub_user: dict, admin_scopes: set[str], hub_admins: bool) -> bool:

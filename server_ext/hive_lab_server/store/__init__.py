@@ -17,7 +17,7 @@ from alembic.config import Config
 from sqlalchemy import bindparam, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from .models import Base, Drain, Job, JobArray, JobEvent, JobUsage, Placement, VcLimits
+from hive_lab_server.store.models import Base, Drain, Job, JobArray, JobEvent, JobUsage, Placement, VcLimits
 
 __all__ = ["Store", "Batch", "Base", "Job", "JobArray", "JobEvent", "Placement", "Drain", "VcLimits", "JobUsage",
            "migrate", "migrations_head"]

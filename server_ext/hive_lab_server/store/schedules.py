@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from sqlalchemy import delete, func, insert, select, update
 
-from .models import Schedule, ScheduleRun
+from hive_lab_server.store.models import Schedule, ScheduleRun
 
 _schedules = Schedule.__table__
 _runs = ScheduleRun.__table__

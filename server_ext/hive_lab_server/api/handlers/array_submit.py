@@ -1,0 +1,45 @@
+"""POST jobs / POST arrays with ``array`` or ``sweep``: the array is stored and answered (handlers/arrays.py
+has the other array routes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hive_lab_server.api import models
+from hive_lab_server.jobs.arrays import views
+from hive_lab_server.jobs.arrays.spec import plan_from
+from hive_lab_server.jobs.service import ServiceError
+from hive_lab_server.api.spec import SpecError
+from hive_lab_server.api.handlers.base import HiveError
+
+
+def _raise(exc: ServiceError):
+    raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
+
+
+async def submit_array(handler, spec, caller, vc: str) -> None:
+    """The rest of POST jobs / POST arrays for a body with ``array`` or ``sweep``."""
+    fields = handler.array_fields
+    if not fields:
+        raise HiveError(400, "give array (e.g. \"0-49%8\") or sweep (e.g. {\"lr\": [0.1, 0.01]}) to make an "
+                             "array; POST jobs submits one job", "array")
+    if (handler.get_argument("dry_run", None) or "").lower() in ("1", "true", "yes"):
+        raise HiveError(400, "dry_run answers for one job: drop array/sweep to ask what would happen to one "
+                             "element", "dry_run")
+    try:
+        plan = plan_from(fields.get("array"), fields.get("sweep"))
+    except SpecError as exc:
+        raise HiveError(400, exc.message, exc.field) from None
+    svc = handler.service
+    try:
+        array_id = svc.arrays.submit(spec, plan, caller.user, vc, caller.groups,
+                                     handler.hive.access.fair_share_group(caller, vc))
+    except ServiceError as exc:
+        _raise(exc)
+    handler.set_header("Location", f"{handler.base_url.rstrip('/')}/hive_lab/api/arrays/{array_id}")
+    handler.reply_model(models.Array, array_view(svc, svc.store.get_array(array_id)), 201)
+
+
+def array_view(svc, row: dict[str, Any]) -> dict[str, Any]:
+    states = svc.store.array_states([row["id"]])[row["id"]]
+    return views.array_object(row, states, svc.arrays.blocked_reason(row["id"]))

@@ -1,0 +1,137 @@
+"""The events websocket, Prometheus metrics and the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from tornado import web, websocket
+
+from hive_lab_server.auth.access import identify
+from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox
+from hive_lab_server.api.events import state_message
+from hive_lab_server.api.openapi import openapi_yaml
+from hive_lab_server.api.handlers.base import AUTH_RESOURCE, HiveError, HiveHandler, json_error, require_caller, wait_for_recovery
+
+
+
+class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
+    """``GET events[?since=N]``: a websocket of live updates; first message ``{"type": "hello", "user": ...,
+    "seq": <newest seq>}``. With ``since``, the stored state changes after N follow (or a ``snapshot``
+    marker when they are more than ``events_replay_max`` or N is unknown), then live messages. A
+    subscriber more than ``events_buffer_bytes`` behind is closed with ``SLOW_CONSUMER`` (docs/rest-api.md)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    async def pre_get(self) -> None:
+        user = self.current_user
+        ok = await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE))
+        if not ok:
+            raise web.HTTPError(403, "not authorized to read hive_lab")
+        await wait_for_recovery(self)  # a 503 (HiveError) while recovery takes too long
+        self._since = self._since_arg()
+
+    def _since_arg(self) -> int | None:
+        values = self.get_query_arguments("since")
+        if not values:
+            return None
+        if len(values) > 1:
+            raise HiveError(400, "give since once", "since")
+        raw = values[0]
+        if not raw.isdigit() or len(raw) > 18:
+            raise HiveError(400, f"since must be the seq of the last event you saw (an integer >= 0), got {raw!r}",
+                            "since")
+        return int(raw)
+
+    async def prepare(self, *args, **kwargs):
+        await require_caller(self, super().prepare(*args, **kwargs))  # 401 for an unknown caller
+
+    def write_error(self, status_code: int, **kwargs) -> None:
+        json_error(self, status_code, **kwargs)  # like every hive_lab endpoint: JSON, never an HTML page
+
+    @ws_authenticated
+    async def get(self, *args, **kwargs):
+        await self.pre_get()
+        connection = self.request.headers.get("Connection", "").lower()
+        if self.request.headers.get("Upgrade", "").lower() != "websocket" or "upgrade" not in connection:
+            # tornado would answer a text/html 400 itself
+            raise HiveError(400, "GET events is a websocket: send Connection: Upgrade and Upgrade: websocket "
+                                 "(a websocket client does)")
+        res = super().get(*args, **kwargs)
+        if res is not None:
+            await res
+
+    def open(self, *args, **kwargs) -> None:
+        hive = self.settings["hive_lab"]
+        user, _ = identify(self, hive.owner)
+        bus = hive.service.events
+        self._outbox = Outbox(hive.events_buffer_bytes, self.write_message, self._overflow)
+        self._last_sent = bus.seq
+        # hello, the replay and the live messages are sent in this order with no await in between:
+        # nothing published meanwhile can slip before the replay or be lost
+        self._outbox.put(json.dumps({"type": "hello", "user": user, "seq": bus.seq}))
+        since = getattr(self, "_since", None)
+        if since is not None:
+            for message in self._replay(hive, since, bus.seq):
+                self._outbox.put(json.dumps(message))
+        self._unsubscribe = bus.subscribe(self._outbox.put)
+
+    @staticmethod
+    def _replay(hive, since: int, head: int) -> list[dict]:
+        if since == head:
+            return []
+        if since > head:
+            why = f"seq {since} is newer than this server's newest event ({head}): its store is not the one you read"
+            return [{"type": "snapshot", "seq": head, "reason": why}]
+        rows = hive.service.store.events_after(since, hive.events_replay_max + 1)
+        if len(rows) > hive.events_replay_max:
+            why = f"more than {hive.events_replay_max} events happened after seq {since}"
+            return [{"type": "snapshot", "seq": head, "reason": why}]
+        return [state_message(r) for r in rows]
+
+    def _overflow(self, waiting: int) -> None:
+        hive = self.settings["hive_lab"]
+        hive.service.metrics.events_dropped.inc()
+        self.log.warning("hive-lab: closing a slow events subscriber (%d bytes of events waiting)", waiting)
+        self._close_unsubscribed()
+        self.close(SLOW_CONSUMER, f"slow consumer: more than {hive.events_buffer_bytes} bytes of events waited; "
+                                  "reconnect with since=<last seq read>"[:123])
+
+    def _close_unsubscribed(self) -> None:
+        unsubscribe = getattr(self, "_unsubscribe", None)
+        if unsubscribe:
+            unsubscribe()
+            self._unsubscribe = None
+
+    def on_message(self, message) -> None:
+        pass  # the stream is one-way; pings keep it alive
+
+    def on_close(self) -> None:
+        self._close_unsubscribed()
+        outbox = getattr(self, "_outbox", None)
+        if outbox is not None:
+            outbox.close()
+
+
+class MetricsHandler(HiveHandler):
+    never_shed = ("GET",)  # says the server is alive, also under load
+
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        text = generate_latest(self.hive.metrics_registry)
+        if self.caller().admin:  # who used how much: admins only (metrics.Metrics.user_registry)
+            text += generate_latest(self.hive.metrics.user_registry)
+        self.finish(text, set_content_type=CONTENT_TYPE_LATEST)
+
+
+class SpecHandler(HiveHandler):
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        self.finish(openapi_yaml(), set_content_type="application/yaml")

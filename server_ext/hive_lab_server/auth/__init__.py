@@ -1,0 +1,1 @@
+"""Who is calling (identity) and what they may do (access)."""

@@ -1,0 +1,1 @@
+"""Where jobs run: the launchers (local, Docker, Slurm), isolation and the Slurm clients."""

@@ -1,0 +1,61 @@
+"""A job the service is carrying (``ActiveJob``: its lifecycle record and what running it needs), and
+the core's request made from a stored spec (``request_from``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
+
+from hive_lab_server.jobs.start_estimates import with_time_limit
+from hive_lab_server.jobs.lifecycle import machine as m
+
+
+@dataclass
+class ActiveJob:
+    """A job that has not finished: its lifecycle record (``lc``) and what running it needs."""
+
+    id: str
+    seq: int
+    user: str
+    vc: str
+    spec: dict[str, Any]
+    request: JobRequest
+    working_dir: str
+    output_dir: str
+    lc: m.Job
+    queued_at: float = 0.0
+    opportunistic: bool = False
+    placement: list[TaskPlacement] = field(default_factory=list)
+    share_device: str | None = None  # a share under MIG: its MIG device (kept in its placement row)
+    # what the launcher measured of the current attempt's ended tasks (cpu_seconds, peak_memory_mb)
+    measured: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # the core's request carries the spec's time limit (backfill and the start estimates read it)
+        self.request = with_time_limit(self.request, self.spec)
+
+    @property
+    def state(self) -> str:
+        return self.lc.state.value
+
+    @property
+    def stopping(self) -> str | None:
+        return self.lc.intent.value if self.lc.intent else None
+
+    @property
+    def tasks_left(self) -> set[str]:
+        return set(self.lc.left)
+
+
+def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: int, within: Any,
+                  submit_time: float, group: str = "", *, groups: tuple[str, ...] | list[str] | None = (),
+                  kind: str = "batch", pinned_cell: str | None = None) -> JobRequest:
+    return JobRequest(
+        id=job_id, vc=vc, user=user, group=group,
+        tasks=tuple(TaskGroup(name=t["name"], count=t["count"], gpus=t["gpus"], gpu_type=t.get("gpu_type"),
+                              cpus=t.get("cpus") or 0, memory_mb=t.get("memory_mb") or 0) for t in tasks),
+        priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
+        pinned_cell=pinned_cell,
+    )

@@ -1,0 +1,46 @@
+"""What a part of the service needs of the unit of work (``shell.UnitOfWork``), as a small protocol:
+parts are handed the unit of work, never the service, and depend only on this."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+from hive_lab_server.jobs.lifecycle import machine as m
+
+Facts = list[tuple[str, m.Event]]
+
+
+class Work(Protocol):
+    def now(self) -> float:
+        """The service's clock (never goes back)."""
+
+    def unit(self, facts: Facts, *, request: bool = False, exits: Sequence[Any] = (),
+             write: Callable[[Any, float], None] | None = None,
+             committed: Callable[[], None] | None = None) -> list[str]:
+        """Apply ``facts`` in one transaction, then run their effects (``shell.UnitOfWork.unit``)."""
+
+    def facts_of(self, decisions: list, submitted: str | None = None) -> Facts:
+        """The core's decisions as lifecycle facts."""
+
+    async def settle(self, job_id: str, wait_s: float) -> None:
+        """Wait (at most ``wait_s``) for the job's running operation (a stop, a launch) to end."""
+
+    def publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
+        """Tell the live UIs (after a commit)."""
+
+
+class RecoveryWork(Work, Protocol):
+    """What recovery needs on top: the running attempts' deadlines, the launcher's exits as facts,
+    and the adoptions its facts started."""
+
+    def watch_deadline(self, job_id: str, deadline: float) -> None:
+        """Stop the job (``TimeUp``) once ``deadline`` passed."""
+
+    def check_deadlines(self) -> list[str]:
+        """Apply ``TimeUp`` to the running jobs whose deadline passed."""
+
+    def handle_exits(self, exits: list[Any]) -> None:
+        """The launcher's exits as facts, in one unit."""
+
+    async def adopted(self) -> None:
+        """Wait for the adoptions the last units started (tasks that ran on through a restart)."""

@@ -1,0 +1,58 @@
+"""The request and response models of ``schedules`` (OpenAPI: openapi.py lists them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hive_lab_server.api.models import IsoTime, _Out
+
+Policy = Literal["skip", "queue_one", "run_all"]
+POLICY_HELP = ("what happens when a run is due while the previous one is still going, or when runs were missed "
+               "(the server was down): skip (run only when the previous run ended; missed runs are skipped), "
+               "queue_one (missed runs become one run; a run due while the previous one goes waits for it to "
+               "end, at most one waits), run_all (every due time runs, at once, side by side)")
+
+
+class ScheduleBody(BaseModel):
+    """``POST schedules``: a job spec submitted at each time ``cron`` names in ``timezone``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1, max_length=128)] = "schedule"
+    cron: Annotated[str, Field(min_length=1, max_length=256, description="five fields (minute hour day month "
+                                                                         "weekday) or @hourly, @daily, @weekly, @monthly, @yearly")]
+    timezone: Annotated[str, Field(min_length=1, max_length=64, description="an IANA time zone, e.g. Europe/Berlin")] = "UTC"
+    policy: Policy = Field("skip", description=POLICY_HELP)
+    job: dict[str, Any] = Field(description="the job to submit each time (a JobSpec, without depends_on)")
+    paused: bool = False
+
+
+class ScheduleRunOut(_Out):
+    due_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    fired_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    job_id: str | None = Field(None, description="the job this run submitted (null: none, see outcome)")
+    outcome: Literal["submitted", "skipped", "refused", "lost"]
+    reason: str = ""
+
+
+class ScheduleOut(_Out):
+    id: str
+    name: str
+    user: str
+    cron: str
+    timezone: str
+    policy: Policy
+    paused: bool
+    job: dict[str, Any]
+    created_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
+    next_run_at: IsoTime | None = Field(None, description="null while paused", json_schema_extra={"format": "date-time"})
+    runs: list[ScheduleRunOut] = Field(description="the last runs, newest first")
+
+
+class ScheduleList(_Out):
+    schedules: list[ScheduleOut]
+
+
+SCHEMA_MODELS: tuple[type[BaseModel], ...] = (ScheduleBody, ScheduleOut, ScheduleList)

@@ -1,0 +1,465 @@
+"""The hive-lab service: the facade the handlers, the provisioner and the hardware monitor call.
+
+It holds the service's state (the core, the store, the launcher, the unfinished jobs), builds its
+parts and turns requests into lifecycle facts. The explicit parts, each handed only what it needs and
+the service as its unit of work (the ``lifecycle.work.Work`` protocol; no part imports this module):
+per-user limits (``limits.Limits``), drains and GPU health (``lifecycle.hardware_events``), shares of
+a GPU (``lifecycle.share_grants``), pause/resume/migrate/resize (``lifecycle.moves``), recovery after a
+restart (``lifecycle.recovery``); the service's calls of the same names forward to them. Still mixed
+in: new jobs (submit, group commit, what-if: ``lifecycle/admission.py``) and the unit of work that runs
+the machine's effects (``lifecycle/shell.py``). The state table is ``lifecycle/states.py`` (and
+docs/lifecycle.md), the pure step function ``machine.py``, staging and launch requests
+``launch_plan.py``, REST views ``presentation.py``; the refusals live in ``errors.py``.
+
+Everything runs on the Jupyter server's event loop thread, so the core is only ever touched by one
+caller at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pathlib
+import time
+from typing import Any, Callable
+
+from hive_scheduler import Scheduler
+
+from hive_lab_server.usage import accounting
+from hive_lab_server.api.events import EventBus
+from hive_lab_server.hardware.sharing import GpuSharing
+from hive_lab_server.execution.launchers.base import Launcher, TaskExit
+from hive_lab_server.jobs.limits import Limits
+from hive_lab_server.jobs.arrays.feeder import ArrayFeeder
+from hive_lab_server.jobs.lifecycle.admission import Admission
+from hive_lab_server.jobs.lifecycle.hardware_events import HardwareEvents
+from hive_lab_server.jobs.lifecycle.share_grants import ShareGrants
+from hive_lab_server.jobs.lifecycle import kernel_leases, launch_plan, machine as m, presentation
+from hive_lab_server.jobs.lifecycle.presentation import iso, task_names  # noqa: F401  (kept importable from here)
+from hive_lab_server.jobs.lifecycle.moves import Moves
+from hive_lab_server.jobs.lifecycle.recovery import Recovery
+from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnavailable  # noqa: F401  (kept importable from here)
+from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from  # noqa: F401  (kept importable from here)
+from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
+from hive_lab_server.jobs.lifecycle.states import PLACED_STATES, JobState
+from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
+from hive_lab_server.usage.metrics import Metrics
+from hive_lab_server.timeshare.progress import ProgressTracker
+from hive_lab_server.jobs.pipelines.dependencies import Dependencies, JobOutcomes
+from hive_lab_server.api.spec import JobSpec
+from hive_lab_server.store import Store
+
+log = logging.getLogger("hive_lab_server")
+
+STATES = tuple(s.value for s in JobState)
+S = JobState
+KERNEL_LEASE_CHECK_S = 2.0  # how often the kernel jobs' heartbeats are read (lifecycle.kernel_leases)
+
+
+class HiveService(Admission, UnitOfWork):
+    def __init__(
+        self,
+        *,
+        scheduler: Scheduler,
+        config: Any,
+        store: Store,
+        launcher: Launcher,
+        jobs_root: str | os.PathLike,
+        gpu_uuids: dict[tuple[str, int], str] | None = None,
+        preemption_grace_s: float = 10.0,
+        stop_grace_s: float = 10.0,
+        checkpoint_grace_s: float = 30.0,
+        poll_interval_s: float = 0.1,
+        events: EventBus | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+        vc_time_limits: dict[str, Any] | None = None,
+        user_limits: dict | None = None,
+        sharing: GpuSharing | None = None,
+        throughputs: Any = None,
+        progress_interval_s: float = 1.0,
+    ):
+        self.scheduler = scheduler
+        self.config = config
+        self.store = store
+        self.launcher = launcher
+        self.jobs_root = pathlib.Path(jobs_root)
+        self.jobs_root.mkdir(parents=True, exist_ok=True)
+        self._jobs_root_str = str(self.jobs_root)
+        self.gpu_uuids = dict(gpu_uuids or {})
+        self.preemption_grace_s = preemption_grace_s
+        self.stop_grace_s = stop_grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s  # SIGUSR1 -> exit, before the stop (docs/checkpoint.md)
+        self.poll_interval_s = poll_interval_s
+        self.events = events or EventBus()
+        self.events.seq = max(self.events.seq, store.last_event_seq())  # seq goes on across restarts
+        store.on_events = self.events.publish_states  # stored state changes go out once committed
+        self.metrics = metrics or Metrics()
+        self.metrics.attach(self)
+        self.active: dict[str, ActiveJob] = {}
+        self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
+        self.progress_interval_s = progress_interval_s
+        self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
+        self._rounds_task: asyncio.Task | None = None
+        self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
+        self.schedules: Any = None  # pipelines.schedules.Schedules, set by the app (recurring jobs; ticked by _loop)
+        self.store_error: str | None = None  # the last failed commit, until one succeeds
+        self._clock = clock
+        self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
+        self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
+        self._seq = store.max_seq()
+        self._last_now = 0.0
+        self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
+        self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
+        self._ops: dict[str, asyncio.Task] = {}
+        self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
+        self._loop_task: asyncio.Task | None = None
+        self._stopping = False
+        self._state_listeners: list[Callable[[str, str, str], None]] = []
+        self._ready = asyncio.Event()  # set once recovery is over (binds to the running loop on first use)
+        self._recovery_error: str | None = None
+        self._recovering = False
+        self._adopting: list[asyncio.Task] = []
+        # waiting for group commit: (spec, user, vc, future, t0, the user's groups, fair share's group)
+        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
+        # shares of a GPU: how each is enforced (mode per GPU type), MPS daemons, memory budgets
+        self.sharing = sharing or GpuSharing()
+        # the parts, each handed what it needs (the service is their unit of work: ``lifecycle.work.Work``)
+        self.limits = Limits(vcs=config.virtual_clusters, core=scheduler, store=store, work=self,
+                             config_limits=user_limits)  # user_limits: HiveLabApp.user_limits, parsed
+        self.hardware_events = HardwareEvents(nodes=config.nodes, core=scheduler, store=store, active=self.active,
+                                              work=self, monitor=lambda: self.hardware)
+        self.shares = ShareGrants(chains=config.chains, store=store, active=self.active, work=self,
+                                  sharing=self.sharing, gpu_uuids=self.gpu_uuids,
+                                  cluster=lambda: presentation.cluster_object(self), on_state_change=self.on_state_change)
+        self.recovery = Recovery(store=store, launcher=launcher, core=scheduler, active=self.active,
+                                 drained_nodes=self.hardware_events.drained_nodes,
+                                 drained_gpus=self.hardware_events.drained_gpus, sharing=self.sharing,
+                                 jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self)
+        self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self,
+                           view=lambda job_id: self.job_object(job_id, detail=False, private=True))
+        # job arrays and sweeps: pending elements wait there, released ones are jobs (arrays/feeder.py)
+        self.arrays = ArrayFeeder(store=store, core=scheduler, work=self, prepare=self._prepare, admit=self._admit,
+                                  cancel=self.cancel, pause=self.pause, resume=self.resume,
+                                  time_limits=self.time_limits, jobs_root=self._jobs_root_str)
+        self.on_state_change(self.arrays.on_state_change)
+        # depends_on (issue 27): held jobs stay out of the core until the jobs they name ended as asked
+        outcomes = JobOutcomes(store=store, active=self.active)
+        outcomes.add_resolver(self.arrays.outcome)  # an array counts as ended when all its elements did
+        self.dependencies = Dependencies(outcomes, self.active, work=self, containers=self._array_of)
+        self.on_state_change(self.dependencies.on_state)
+
+    def _array_of(self, job_id: str) -> list[str]:
+        row = self.store.get_job(job_id)
+        return [row["array_id"]] if row is not None and row.get("array_id") else []
+
+    # ------------------------------------------------------------------------------------------
+    # time and ids
+
+    def now(self) -> float:
+        t = self._clock()
+        if t < self._last_now:
+            t = self._last_now
+        self._last_now = t
+        return t
+
+    def _next_id(self) -> tuple[int, str]:
+        self._seq += 1
+        return self._seq, f"j-{self._seq:06d}"
+
+    # ------------------------------------------------------------------------------------------
+    # start and stop
+
+    async def start(self) -> None:
+        """Recover the jobs of an earlier server process, then watch the launcher. Requests wait for
+        ``wait_ready`` so nobody sees (or changes) the state from before recovery."""
+        if self._loop_task is not None:
+            return
+        try:
+            self._restore_usage()
+            self.limits.load()  # before recovery queues jobs again: they are gated like new ones
+            await self.recovery.recover()
+        except BaseException as exc:
+            self._recovery_error = f"{type(exc).__name__}: {exc}"
+            self._ready.set()
+            raise
+        self._loop_task = asyncio.create_task(self._loop(), name="hive-lab-service")
+        self.arrays.start()  # after recovery: recovered elements count against their array's throttle
+        if self.rounds is not None:
+            self._rounds_task = asyncio.create_task(self._round_loop(), name="hive-lab-rounds")
+        self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        """Recovery is over and it succeeded: requests may be served."""
+        return self._ready.is_set() and self._recovery_error is None
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Return once recovery is over; raise ServiceError(503) if it takes longer than ``timeout_s``
+        or failed."""
+        if not self._ready.is_set():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._ready.wait()), max(0.0, timeout_s))
+            except asyncio.TimeoutError:
+                raise ServiceError(503, "hive-lab is recovering its jobs; retry in a moment") from None
+        if self._recovery_error is not None:
+            raise ServiceError(503, f"hive-lab could not recover its jobs ({self._recovery_error}); "
+                                    "an admin must see the server log and restart the server")
+
+    async def stop(self) -> None:
+        """Stop the service; running jobs keep running (the next start adopts them)."""
+        self._stopping = True
+        self.arrays.stop()
+        if self._rounds_task:
+            self._rounds_task.cancel()
+        if self._loop_task:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+        for task in list(self._ops.values()):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.launcher.close()
+        self.store.close()
+
+    async def _loop(self) -> None:
+        last_error, last_logged, last_progress, last_leases = "", 0.0, 0.0, 0.0
+        while True:
+            try:
+                async with self._poll_lock:  # (see UnitOfWork._stop)
+                    exits = await self.launcher.poll()
+                    if exits or self._pending:
+                        self.handle_exits(exits)
+                self.check_deadlines()
+                if self.schedules is not None:  # recurring jobs due by the service's clock
+                    self.schedules.tick()
+                if time.monotonic() - last_progress >= self.progress_interval_s:
+                    last_progress = time.monotonic()
+                    self.read_progress_of_running()
+                if time.monotonic() - last_leases >= KERNEL_LEASE_CHECK_S:
+                    last_leases = time.monotonic()
+                    self.end_unreachable_kernels()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
+                now = time.monotonic()
+                if repr(exc) != last_error or now - last_logged > 60:
+                    log.exception("hive-lab: polling the %s launcher failed", self.launcher.name)
+                    last_error, last_logged = repr(exc), now
+            await asyncio.sleep(self.poll_interval_s)
+
+    def _restore_usage(self) -> None:
+        """Fair share: the core's decayed usage, derived from the stored usage records (so it survives
+        restarts without a second copy to keep in sync), given to the core before any job is."""
+        if self.scheduler.policy != "fair_share":
+            return
+        half_life = self.scheduler.usage_ledger().settings.half_life_s
+        now = self.now()
+        rows = self.store.usage_rows(since=now - accounting.FORGOTTEN_AFTER_HALF_LIVES * half_life)
+        self.scheduler.restore_usage(accounting.fair_share_snapshot(rows, now, half_life))
+
+    async def _round_loop(self) -> None:
+        """A round of the Gavel policy every ``rounds.round_s`` seconds (rounds.py)."""
+        while True:
+            await asyncio.sleep(self.rounds.round_s)
+            try:
+                await self.rounds.run_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("hive-lab: round %s of %s failed", self.rounds.round, self.rounds.policy_name)
+
+    def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
+        """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
+        the transaction is committed, so it may call ``submit``/``cancel``)."""
+        self._state_listeners.append(listener)
+
+    # ------------------------------------------------------------------------------------------
+    # requests from handlers (submit, group commit and what-if: lifecycle/admission.py)
+
+    async def cancel(self, job_id: str, by: str, wait_s: float = 5.0) -> dict[str, Any]:
+        """Cancel a job. Its intent is stored before this returns (a restart finishes the stop); it
+        answers once the job is cancelled or ``wait_s`` passed. StoreUnavailable(503) if the store
+        refuses the intent: nothing changed, the cancel may be sent again."""
+        job = self.active.get(job_id)
+        if job is None:
+            row = self.store.get_job(job_id)
+            if row is None:
+                raise ServiceError(404, f"job {job_id} does not exist")
+            raise ServiceError(409, f"job {job_id} already {row['state']}; only unfinished jobs can be cancelled")
+        self.unit([(job_id, m.Cancel(by))], request=True)
+        await self.settle(job_id, wait_s)
+        return self.job_object(job_id, detail=False, private=True)
+
+    # drains and GPU health (lifecycle/hardware_events.py), shares of a GPU (lifecycle/share_grants.py)
+
+    @property
+    def drained_nodes(self) -> set[str]:
+        return self.hardware_events.drained_nodes
+
+    @property
+    def drained_gpus(self) -> set[tuple[str, int]]:
+        return self.hardware_events.drained_gpus
+
+    def set_drain(self, node: str, gpu: int | None, drained: bool, by: str) -> None:
+        self.hardware_events.set_drain(node, gpu, drained, by)
+
+    def gpu_failed(self, node: str, gpu: int, reason: str) -> None:
+        self.hardware_events.gpu_failed(node, gpu, reason)
+
+    def gpu_repaired(self, node: str, gpu: int) -> None:
+        self.hardware_events.gpu_repaired(node, gpu)
+
+    def scheduler_nodes(self) -> dict[str, Any]:
+        return self.config.nodes
+
+    def node_gpu_count(self, node: str) -> int:
+        return self.hardware_events.node_gpu_count(node)
+
+    # shares of a GPU (lifecycle.share_grants.ShareGrants)
+
+    def share_device(self, job: ActiveJob) -> str | None:
+        return self.shares.share_device(job)
+
+    def share_grant(self, job: ActiveJob, p: Any, adopted: bool = False):
+        return self.shares.share_grant(job, p, adopted)
+
+    def share_adopt(self, job: ActiveJob) -> None:
+        self.shares.share_adopt(job)
+
+    def share_memory(self, used_mb: dict[str, float]) -> None:
+        self.shares.share_memory(used_mb)
+
+    # pause, resume, migrate, resize (lifecycle.moves.Moves)
+
+    async def pause(self, job_id: str, reason: str, wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.pause(job_id, reason, wait_s)
+
+    def resume(self, job_id: str, reason: str) -> dict[str, Any]:
+        return self.moves.resume(job_id, reason)
+
+    async def migrate(self, job_id: str, gpu_type: str, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.migrate(job_id, gpu_type, reason, wait_s)
+
+    async def resize(self, job_id: str, gpus: int, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
+        return await self.moves.resize(job_id, gpus, reason, wait_s)
+
+    def placed_gpu_type(self, job: ActiveJob) -> str | None:
+        return self.moves.placed_gpu_type(job)
+
+    # per-user limits (limits.Limits)
+
+    def limits_object(self, vc: str) -> dict[str, Any]:
+        return self.limits.limits_object(vc)
+
+    def set_limits(self, vc: str, body: Any, by: str) -> dict[str, Any]:
+        return self.limits.set_limits(vc, body, by)
+
+    def effective_limits(self, user: str, groups, vcs) -> dict[str, dict[str, int]]:
+        return self.limits.effective_limits(user, groups, vcs)
+
+    def core_reason(self, job_id: str) -> str | None:
+        try:
+            view = self.scheduler.job(job_id)
+        except Exception:
+            return None
+        return getattr(view, "reason", None) if view is not None else None
+
+    def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The job's ``progress`` (see ``progress``), after reading what its first task's log gained."""
+        from hive_lab_server.execution.isolation.job_files import read_log
+
+        row = row or self.store.get_job(job_id)
+        if row is None:
+            return None
+        spec = row["spec"]
+        task = task_names(spec)[0]
+        for source, path in (("log", self.log_path(job_id, task)),
+                             ("channel", launch_plan.progress_path(self.jobs_root, job_id, task))):
+
+            def chunk(offset: int, path=path) -> tuple[bytes, int]:
+                data, nxt, size = read_log(self, row["user"], path, offset)  # as the owner, no link followed
+                return (data, nxt) if data or size >= offset else (b"", size)
+
+            self.progress.read(job_id, spec.get("job_type"), chunk, self.now(), source)
+        return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
+
+    def end_unreachable_kernels(self) -> None:
+        """Cancel the kernel jobs whose Jupyter server's heartbeat lease ran out (``lifecycle.kernel_leases``)."""
+        for job_id, by in kernel_leases.unreachable_kernels(list(self.active.values()), self.now()):
+            log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
+            self.unit([(job_id, m.Cancel(by))])
+
+    def read_progress_of_running(self) -> None:
+        for job in list(self.active.values()):
+            if job.lc.state is S.RUNNING:
+                row = {"spec": job.spec, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
+                try:
+                    self.read_progress(job.id, row)
+                except Exception:
+                    log.exception("hive-lab: reading the progress of %s failed", job.id)
+
+    def log_path(self, job_id: str, task: str) -> pathlib.Path:
+        return launch_plan.log_path(self.jobs_root, job_id, task)
+
+    def node_address(self, node: str) -> str:
+        return launch_plan.node_address(self.launcher, node)
+
+    # ------------------------------------------------------------------------------------------
+    # views for handlers (see lifecycle.presentation)
+
+    def job_object(self, job_id: str, *, detail: bool, private: bool, row: dict[str, Any] | None = None,
+                   placement: list[dict[str, Any]] | None = None, live_reason: bool = True) -> dict[str, Any]:
+        row = row or self.store.get_job(job_id)
+        if row is None:
+            raise ServiceError(404, f"job {job_id} does not exist")
+        if placement is None:
+            placement = self.store.placements([job_id])[job_id]
+        return presentation.job_object(self, row, placement, detail=detail, private=private, live_reason=live_reason)
+
+    def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool],
+                  elements: bool = True) -> dict[str, Any]:
+        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
+                                           elements=elements)
+        placements = self.store.placements([r["id"] for r in rows])
+        jobs = [presentation.job_object(self, r, placements[r["id"]], detail=False, private=private_for(r))
+                for r in rows]
+        return {"jobs": jobs, "total": total, "limit": limit, "offset": offset}
+
+    def job_active(self, job_id: str) -> bool:
+        return job_id in self.active
+
+    def task_active(self, job_id: str, task: str) -> bool:
+        """The task may still write to its log (not started yet, or running)."""
+        job = self.active.get(job_id)
+        if job is None:
+            return False
+        return job.lc.state is not S.RUNNING or job.lc.intent is not None or task in job.lc.left
+
+    def cluster_object(self) -> dict[str, Any]:
+        return presentation.cluster_object(self)
+
+    def vcs_object(self, may_submit: Callable[[str], bool]) -> dict[str, Any]:
+        return presentation.vcs_object(self, may_submit)
+
+    # ------------------------------------------------------------------------------------------
+    # accounting (see accounting.py)
+
+    def usage(self, *, since: float, by: str, users: list[str] | None,
+              vcs: list[str] | None = None) -> list[dict[str, Any]]:
+        """Totals per user, VC or day over ``[since, now]`` (running attempts count up to now);
+        ``users`` / ``vcs``: only these users' attempts, in these VCs (None: everyone's, every VC)."""
+        rows = self.store.usage_rows(since=since, users=users, vcs=vcs)
+        return accounting.usage_table(rows, since, self.now(), by)
+
+    def gpus_held(self) -> dict[str, int]:
+        """GPUs each user's placed jobs hold now (Prometheus ``hive_lab_user_gpus_held``)."""
+        held: dict[str, int] = {}
+        for job in self.active.values():
+            if job.lc.state in PLACED_STATES:
+                n = sum(len(p.gpus) for p in job.placement)
+                if n:
+                    held[job.user] = held.get(job.user, 0) + n
+        return dict(sorted(held.items()))

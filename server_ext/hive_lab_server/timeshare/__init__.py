@@ -1,0 +1,1 @@
+"""Time-sharing: Gavel-style rounds, elastic jobs, the round cache and progress reports."""

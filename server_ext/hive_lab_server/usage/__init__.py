@@ -1,0 +1,1 @@
+"""Usage: accounting records, Prometheus metrics and the history export."""
