@@ -47,7 +47,7 @@ __all__ = ["simulate", "simulate_policies", "SimResult", "POLICIES", "ORDERS", "
 POLICIES = ("hived", "quota", "fifo", "private")
 ORDERS = _CORE_ORDERS  # the core's registry of orders inside a VC (hive_scheduler.policies.register_order)
 
-_COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
+_COMPLETION, _STOP = 0, 1  # heap entries' kinds: at one instant completions come before stops
 
 
 @dataclass
@@ -279,33 +279,48 @@ class _Replay:
             self.record(self.sched.reconfigure(config, now))
 
     def run(self, events: Sequence[Event], progress: Callable[[int, int], None] | None) -> float:
+        """Process the script's events merged with the completions and stops the replay schedules.
+
+        The script's events are sorted once (by time, file order at one instant) and read in turn; only
+        the scheduled completions and stops live in the heap, so it stays as small as what is running
+        instead of holding the whole script. At one instant a heap entry comes before the script's event
+        (completions and stops before the script, as documented)."""
         total = len(events)
-        for i, ev in enumerate(events):
-            self.push(float(ev.t), _EXTERNAL, i)
+        times = [float(ev.t) for ev in events]
+        order = sorted(range(total), key=times.__getitem__)  # stable: file order at one instant
+        heap = self.heap
+        pop = heapq.heappop
         done = 0
-        while self.heap:
-            t, kind, _, payload = heapq.heappop(self.heap)
-            self.now = t
-            if kind == _COMPLETION:
-                job, generation = payload
-                run = self.runs[job]
-                if run.generation == generation and not run.done:
-                    self.record(self.sched.finish(job, t))
-            elif kind == _STOP:
-                self.stopping.discard(payload)
-                run = self.runs.get(payload)
-                if run is not None and not run.done and run.running_since is not None:
-                    try:
-                        decisions = self.sched.preemption_done(payload, t, requeue=True)
-                    except RequestError:  # the preemption was called off (its preemptor left): keep running
-                        decisions = []
-                    self.record(decisions)
-            else:
-                self.external(events[payload])
-                done += 1
-                if progress is not None:
-                    progress(done, total)
+        for i in order:
+            t_ext = times[i]
+            while heap and heap[0][0] <= t_ext:
+                self.scheduled(*pop(heap))
+            self.now = t_ext
+            self.external(events[i])
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        while heap:
+            self.scheduled(*pop(heap))
         return self.now
+
+    def scheduled(self, t: float, kind: int, _seq: int, payload: Any) -> None:
+        """A completion or a stop the replay scheduled (heap entry ``(t, kind, seq, payload)``)."""
+        self.now = t
+        if kind == _COMPLETION:
+            job, generation = payload
+            run = self.runs[job]
+            if run.generation == generation and not run.done:
+                self.record(self.sched.finish(job, t))
+        else:  # _STOP
+            self.stopping.discard(payload)
+            run = self.runs.get(payload)
+            if run is not None and not run.done and run.running_since is not None:
+                try:
+                    decisions = self.sched.preemption_done(payload, t, requeue=True)
+                except RequestError:  # the preemption was called off (its preemptor left): keep running
+                    decisions = []
+                self.record(decisions)
 
 
 def _events_of(events: Sequence[Event] | str | os.PathLike) -> tuple[list[Event], str]:
