@@ -31,7 +31,7 @@ from typing import Any
 from .decisions import Decision
 from .types import JobRequest
 
-__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow"]
+__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow", "shadow_of"]
 
 SHADOW_SUFFIX = "@overflow"
 
@@ -161,7 +161,7 @@ class OverflowScheduler:
             if (job in self._g_waiting and job not in self._shadow_waiting and job not in self._overflowed
                     and job not in self._reserving):
                 self._shadow_waiting.add(job)
-                shadow = dataclasses.replace(self._req[job], id=job + SHADOW_SUFFIX, priority=-1)
+                shadow = shadow_of(self._req[job])
                 self._submit(shadow, now, out)
 
     def _key(self, job: str) -> tuple[str, str]:
@@ -250,7 +250,7 @@ class OverflowScheduler:
         decision = self.inner.submit_if_waiting(job, now)  # a bad request raises before anything changed
         if decision is None:
             return None
-        shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+        shadow = shadow_of(job)
         try:
             shadow_decision = self.inner.submit_if_waiting(shadow, now)
         except Exception:
@@ -285,7 +285,7 @@ class OverflowScheduler:
         overflowed) is adopted as its shadow, so it stays preemptible and is queued again both ways."""
         out: list = []
         if opportunistic and may_overflow(job):
-            shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+            shadow = shadow_of(job)
             decisions = self.inner.adopt(shadow, placement, True, now)
             self._req[job.id] = job
             self._overflowed.add(job.id)
@@ -322,7 +322,7 @@ class OverflowScheduler:
         answer = self.inner.what_if(job, now)
         if answer.outcome != "wait" or not may_overflow(job):
             return answer
-        shadow = self.inner.what_if(dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1), now)
+        shadow = self.inner.what_if(shadow_of(job), now)
         if shadow.outcome != "start":
             return answer
         return dataclasses.replace(shadow, opportunistic=True,
@@ -449,6 +449,18 @@ def may_overflow(job: JobRequest) -> bool:
     """A guaranteed job that asks for GPUs and may run anywhere: a job pinned to a cell (HiveD's
     reservation) must run in that cell, so it gets no shadow and waits there as in the bare core."""
     return job.priority >= 0 and job.pinned_cell is None and any(t.gpus for t in job.tasks)
+
+
+def shadow_of(job: JobRequest) -> JobRequest:
+    """``job``'s shadow: the same request, opportunistic (priority -1), under ``<id>@overflow``.
+
+    The same as ``dataclasses.replace(job, id=..., priority=-1)``, built directly for a ``JobRequest`` (every
+    job that waits gets one; ``replace`` introspects the fields each time). Every field is passed on: a
+    test compares it with ``replace`` on a request whose fields are all set."""
+    if type(job) is not JobRequest:
+        return dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+    return JobRequest(job.id + SHADOW_SUFFIX, job.vc, job.user, job.tasks, -1, job.within, job.pinned_cell,
+                      job.lazy_preemption, job.submit_time, job.group, job.groups, job.kind, job.time_limit_s)
 
 
 def _renamed(d: Any, job: str, **changes: Any) -> Any:
