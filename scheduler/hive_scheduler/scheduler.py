@@ -839,8 +839,17 @@ class Scheduler:
         if req.pinned_cell is not None:
             free = vc.pins[req.pinned_cell].free
         else:
-            free = sum(vc.free[c] for c in state.job_chains(req, vc))
+            chains = state.job_chains(req, vc)
+            free = vc.free[chains[0]] if len(chains) == 1 else sum(vc.free[c] for c in chains)
         lowp = any(p < req.priority for p in vc.prio_count)
+        if j.gpus > free and not lowp:  # no room in its VC and nobody it may preempt: nothing to try
+            if size:
+                j = share_job
+            j.fail = NOFIT
+            if memo is not None:
+                memo[key] = NOFIT
+            self._flush_idle()
+            return False
         snap = state.dirty_snapshot()
         txn: list = []
         res = None
