@@ -34,6 +34,7 @@ from .types import JobRequest
 __all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow", "shadow_of"]
 
 SHADOW_SUFFIX = "@overflow"
+_SHADOW_LEN = len(SHADOW_SUFFIX)
 
 
 class _AsOwner:
@@ -77,14 +78,15 @@ class OverflowScheduler:
         list is never undone."""
         requeue: list[str] = []  # shadows preempted: queue the guaranteed request again unless restarted
         shadow_later: list[str] = []  # guaranteed requests queued: queue a shadow beside them
+        withdrawing, gone = self._withdrawing, self._gone
         for d in decisions:
             job, event = d.job, d.event
-            if job in self._withdrawing and event == "finished":
-                self._withdrawing.discard(job)
+            if event == "finished" and job in withdrawing:
+                withdrawing.discard(job)
                 continue
-            if job in self._gone:
+            if job in gone:
                 continue
-            owner = _owner(job)
+            owner = job[:-_SHADOW_LEN] if job.endswith(SHADOW_SUFFIX) else job  # (_owner, written out: per decision)
             if owner != job and owner in self._req:
                 if event == "started":
                     self._shadow_waiting.discard(owner)

@@ -85,7 +85,7 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
 
     Objects are read by attribute (no intermediate ``to_json()`` dict: this runs once per decision)."""
     if type(decision) is Decision:  # the core's own: its fields read directly (the replay's hot path)
-        return _core_line(decision, now)
+        return _core_line(decision, _num(now))
     if isinstance(decision, str):
         decision = json.loads(decision)
     if isinstance(decision, dict):
@@ -116,10 +116,11 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
     return out
 
 
-def _core_line(d: Decision, now: float) -> dict[str, Any]:
-    """``decision_line`` of a core ``Decision`` (the same line, without the generic lookups)."""
+def _core_line(d: Decision, t: float | int) -> dict[str, Any]:
+    """``decision_line`` of a core ``Decision`` (the same line, without the generic lookups); ``t``: the
+    time as the line shows it (``_num(now)``)."""
     event = d.event
-    out: dict[str, Any] = {"t": _num(now), "job": d.job, "event": event}
+    out: dict[str, Any] = {"t": t, "job": d.job, "event": event}
     if event == "started":
         out["placement"] = [{"task": p.task, "node": p.node, "gpus": list(p.gpus or ())} if type(p) is TaskPlacement
                             else {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or ())}
@@ -210,8 +211,9 @@ class _Replay:
 
     def record(self, decisions: Iterable[Any]) -> None:
         now = self.now
+        t = _num(now)
         for d in decisions:
-            line = decision_line(d, now)
+            line = _core_line(d, t) if type(d) is Decision else decision_line(d, now)
             self.decisions.append(line)
             if self.sink is not None:
                 self.sink.write(json.dumps(line, separators=(",", ":")) + "\n")
