@@ -185,7 +185,7 @@ class GuaranteedPlacement:
         vavail = self._vavail
         bound = [(a, r.level, r.id, r) for r in roots
                  if r.bound is not None and r.level >= level and (a := vavail(r, mode)) >= g]
-        bound.sort(key=lambda x: x[:3])
+        bound.sort()  # by (available, level, id): ids are unique, so the cells themselves are never compared
         for _, _, _, r in bound:
             res = self._vdescend(r, g, level, nl, tg, mode)
             if res is not None:
