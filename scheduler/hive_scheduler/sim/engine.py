@@ -39,6 +39,7 @@ from .events import (
     SubmitEvent,
     load_events,
 )
+from .collector import collector_paused
 from .metrics import Metrics, compute_metrics
 from .shape import ClusterShape, cluster_shape
 
@@ -368,38 +369,39 @@ def simulate(
         raise ValueError(f"grace must be >= 0 seconds, got {grace}")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
-    events, source = _events_of(events)
-    config = _load_config(cluster)
-    sink: io.TextIOBase | None = None
-    close = False
-    if isinstance(out, (str, os.PathLike)):
-        sink = open(out, "w", encoding="utf-8")
-        close = True
-    elif out is not None:
-        sink = out
-    try:
-        replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
-        end = replay.run(events, progress)
-    finally:
-        if close:
-            sink.close()
-    shape = cluster_shape(config)
-    submits = [e for e in events if isinstance(e, SubmitEvent)]
-    total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
-    reference: Any = None
-    note = _anomaly_note(config) if anomaly and policy != "private" and private is None else None
-    if anomaly and not isinstance(config, ClusterShape) and note is None:
-        if policy == "private":
-            reference, private = "self", None
+    with collector_paused():  # (see collector.py: a fifth of a long replay's time otherwise)
+        events, source = _events_of(events)
+        config = _load_config(cluster)
+        sink: io.TextIOBase | None = None
+        close = False
+        if isinstance(out, (str, os.PathLike)):
+            sink = open(out, "w", encoding="utf-8")
+            close = True
+        elif out is not None:
+            sink = out
+        try:
+            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
+            end = replay.run(events, progress)
+        finally:
+            if close:
+                sink.close()
+        shape = cluster_shape(config)
+        submits = [e for e in events if isinstance(e, SubmitEvent)]
+        total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
+        reference: Any = None
+        note = _anomaly_note(config) if anomaly and policy != "private" and private is None else None
+        if anomaly and not isinstance(config, ClusterShape) and note is None:
+            if policy == "private":
+                reference, private = "self", None
+            else:
+                if private is None:
+                    private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
+                reference = private.metrics.waits
         else:
-            if private is None:
-                private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
-            reference = private.metrics.waits
-    else:
-        private = None
-    metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
-    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
-                     anomaly_note=note)
+            private = None
+        metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
+        return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
+                         anomaly_note=note)
 
 
 def _anomaly_note(config: Any) -> str | None:
