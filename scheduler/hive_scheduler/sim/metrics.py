@@ -132,7 +132,9 @@ def compute_metrics(
                 queue_total[job] = queue_total.get(job, 0.0) + (t - since)
                 queue_ran[job] = queue_ran.get(job, 0.0) + (t - since)
             started_once.add(job)
-            running_gpus[job] = _gpus_of(d.get("placement"))
+            placement = d.get("placement")
+            running_gpus[job] = len(placement[0].get("gpus") or ()) if placement and len(placement) == 1 \
+                else _gpus_of(placement)  # (_gpus_of, written out for the common one-task job)
             running_since[job] = t
         elif event == "finished":
             if job in running_since:
