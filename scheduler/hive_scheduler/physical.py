@@ -171,9 +171,9 @@ def place_opportunistic(state: ClusterState, job, txn: list):
     ``txn``). Returns the list of (group index, task index, node, leaves), or None."""
     req = job.req
     order = (0,) if len(req.tasks) == 1 else sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
-    chains = state.job_chains(req, None)
     if req.within is None:
         return place_groups_p(state, job, order, None, txn)
+    chains = state.job_chains(req, None)
     wlevel = state.types[req.within].level
     total = req.total_gpus
     for chain in chains:
