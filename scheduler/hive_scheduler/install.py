@@ -46,20 +46,24 @@ class Installer:
         size = j.share if type(j) is Job else job_share(req)
         if size and placement:
             share_slot = placement[0].share_slot
-        firsts, acc = [], 0
-        for tg in req.tasks:
-            firsts.append(acc)
-            acc += tg.count
+        tasks = req.tasks
+        if len(tasks) == 1:
+            firsts = (0,)
+        else:
+            firsts, acc = [], 0
+            for tg in tasks:
+                firsts.append(acc)
+                acc += tg.count
         placements = []
         leaves_all = []
         j.res = []
         for gi, ti, node, leaves in res:
-            tg = req.tasks[gi]
+            tg = tasks[gi]
             leaves_all.extend(leaves)
             if node is None:
                 continue
             if placement is None:
-                gpus = tuple(sorted(leaf.gpu for leaf in leaves))
+                gpus = (leaves[0].gpu,) if len(leaves) == 1 else tuple(sorted(leaf.gpu for leaf in leaves))
                 key = (tg.name, ti, firsts[gi] + ti, node.name, gpus, tg.cpus, type(tg.cpus), tg.memory_mb,
                        type(tg.memory_mb), tg.gpus if size else 0.0, share_slot if size else -1)
                 p = self._placements.get(key)
@@ -92,8 +96,9 @@ class Installer:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
         if not victims:
+            leaf_set, opp = self.state.leaf_set, j.opp
             for leaf in leaves_all:
-                self.state.leaf_set(leaf, job=jid, jopp=j.opp, reserved_by=None)
+                leaf_set(leaf, jid, opp, None)
             j.pleaves = leaves_all
             j.state = RUNNING
             j.started_at = now

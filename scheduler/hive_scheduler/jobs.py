@@ -119,7 +119,11 @@ class Job:
 
 def shape_key(req: JobRequest) -> tuple:
     """What placing ``req`` depends on besides the cluster: jobs of one shape fit or not alike."""
-    return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in req.tasks),
+    tasks = req.tasks
+    if len(tasks) == 1:  # (the common case, without a generator: every submit makes one)
+        t = tasks[0]
+        return ((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb),), req.priority, req.within, req.pinned_cell
+    return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in tasks),
             req.priority, req.within, req.pinned_cell)
 
 

@@ -31,9 +31,10 @@ from typing import Any
 from .decisions import Decision
 from .types import JobRequest
 
-__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow"]
+__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow", "shadow_of"]
 
 SHADOW_SUFFIX = "@overflow"
+_SHADOW_LEN = len(SHADOW_SUFFIX)
 
 
 class _AsOwner:
@@ -77,91 +78,95 @@ class OverflowScheduler:
         list is never undone."""
         requeue: list[str] = []  # shadows preempted: queue the guaranteed request again unless restarted
         shadow_later: list[str] = []  # guaranteed requests queued: queue a shadow beside them
+        withdrawing, gone = self._withdrawing, self._gone
+        # (the sets are changed in place, never replaced: local names for the per-decision lookups)
+        reqs, g_waiting, shadow_waiting = self._req, self._g_waiting, self._shadow_waiting
+        overflowed, reserving = self._overflowed, self._reserving
         for d in decisions:
             job, event = d.job, d.event
-            if job in self._withdrawing and event == "finished":
-                self._withdrawing.discard(job)
+            if event == "finished" and job in withdrawing:
+                withdrawing.discard(job)
                 continue
-            if job in self._gone:
+            if job in gone:
                 continue
-            owner = _owner(job)
-            if owner != job and owner in self._req:
+            owner = job[:-_SHADOW_LEN] if job.endswith(SHADOW_SUFFIX) else job  # (_owner, written out: per decision)
+            if owner != job and owner in reqs:
                 if event == "started":
-                    self._shadow_waiting.discard(owner)
-                    self._overflowed.add(owner)
-                    if owner in self._g_waiting and not self._keep_place:  # it leaves the VC's queue
-                        self._g_waiting.discard(owner)
+                    shadow_waiting.discard(owner)
+                    overflowed.add(owner)
+                    if owner in g_waiting and not self._keep_place:  # it leaves the VC's queue
+                        g_waiting.discard(owner)
                         self._withdraw(owner, now, out)
-                    vc = self._req[owner].vc
+                    vc = reqs[owner].vc
                     out.append(_renamed(
                         d, owner, opportunistic=True,
                         reason=f"running in idle GPUs outside VC {vc} (overflow); preemptible"))
                 elif event == "preempted":
                     out.append(_renamed(d, owner))
-                    self._overflowed.discard(owner)
+                    overflowed.discard(owner)
                     if self._requeue:
-                        self._shadow_waiting.add(owner)  # the core queued the shadow again
+                        shadow_waiting.add(owner)  # the core queued the shadow again
                         requeue.append(owner)
-                        if owner in self._g_waiting:  # its place in its VC's queue was kept all along
+                        if owner in g_waiting:  # its place in its VC's queue was kept all along
                             out.append(Decision("queued", owner, now,
-                                                reason=f"preempted by {d.by}; waiting in VC {self._req[owner].vc} "
+                                                reason=f"preempted by {d.by}; waiting in VC {reqs[owner].vc} "
                                                        f"(its place kept) and for idle GPUs"))
                     else:
-                        if owner in self._g_waiting:  # stopped for good: its place in the VC goes too
-                            self._g_waiting.discard(owner)
-                            self._reserving.discard(owner)
+                        if owner in g_waiting:  # stopped for good: its place in the VC goes too
+                            g_waiting.discard(owner)
+                            reserving.discard(owner)
                             self._withdraw(owner, now, out)
                         self._forget(owner)
                 elif event == "finished":
                     out.append(_renamed(d, owner))
-                    self._overflowed.discard(owner)
+                    overflowed.discard(owner)
                     self._forget(owner)
                 elif event == "rejected":  # not queued again: the job waits in its VC only
-                    self._shadow_waiting.discard(owner)
+                    shadow_waiting.discard(owner)
                 continue  # a shadow's "queued": the job already shows as queued
             if d.victims:
                 d = _renamed(d, job, victims=tuple(_owner(v) for v in d.victims))
-            if event == "rejected" and job in self._overflowed:  # its place in the VC is refused (e.g. a
-                self._g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
-                self._reserving.discard(job)
+            if event == "rejected" and job in overflowed:  # its place in the VC is refused (e.g. a
+                g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
+                reserving.discard(job)
                 continue
             out.append(d)
-            if job not in self._req:
+            if job not in reqs:
                 continue
             if event != "preempting":
-                self._reserving.discard(job)
+                reserving.discard(job)
             if event == "started":
                 at = len(out) - 1  # where its "started" is (withdrawals below may add decisions after it)
-                self._g_waiting.discard(job)
-                if job in self._shadow_waiting:
-                    self._shadow_waiting.discard(job)
+                g_waiting.discard(job)
+                if job in shadow_waiting:
+                    shadow_waiting.discard(job)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
-                if job in self._overflowed:  # its turn in its VC came: it moves from idle GPUs into its cells
-                    self._overflowed.discard(job)
+                if job in overflowed:  # its turn in its VC came: it moves from idle GPUs into its cells
+                    overflowed.discard(job)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
                     out.insert(at, Decision("preempted", job, now, by=job,
-                                                      reason=f"moved into the cells of VC {self._req[job].vc}"))
+                                                      reason=f"moved into the cells of VC {reqs[job].vc}"))
             elif event == "preempting":  # cells reserved in its VC: it starts there once its victims stop,
-                self._g_waiting.add(job)  # so its shadow leaves (it must never start beside it)
-                self._reserving.add(job)
-                if job in self._shadow_waiting:
-                    self._shadow_waiting.discard(job)
+                g_waiting.add(job)  # so its shadow leaves (it must never start beside it)
+                reserving.add(job)
+                if job in shadow_waiting:
+                    shadow_waiting.discard(job)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
             elif event in ("queued", "preempted"):  # a preempted guaranteed job is queued again by the core
                 if event == "queued" or self._requeue:
-                    self._g_waiting.add(job)
+                    g_waiting.add(job)
                     shadow_later.append(job)
             elif event in ("finished", "rejected"):
-                self._g_waiting.discard(job)
+                g_waiting.discard(job)
                 self._forget(job)
         for job in requeue:
-            if job in self._shadow_waiting and job not in self._g_waiting:
-                self._submit(self._req[job], now, out)
+            if job in shadow_waiting and job not in g_waiting:
+                self._submit(reqs[job], now, out)
         for job in shadow_later:
-            if (job in self._g_waiting and job not in self._shadow_waiting and job not in self._overflowed
-                    and job not in self._reserving):
-                self._shadow_waiting.add(job)
-                shadow = dataclasses.replace(self._req[job], id=job + SHADOW_SUFFIX, priority=-1)
+            if (job in g_waiting and job not in shadow_waiting and job not in overflowed
+                    and job not in reserving):
+                shadow_waiting.add(job)
+                shadow = shadow_of(reqs[job])
                 self._submit(shadow, now, out)
 
     def _key(self, job: str) -> tuple[str, str]:
@@ -250,7 +255,7 @@ class OverflowScheduler:
         decision = self.inner.submit_if_waiting(job, now)  # a bad request raises before anything changed
         if decision is None:
             return None
-        shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+        shadow = shadow_of(job)
         try:
             shadow_decision = self.inner.submit_if_waiting(shadow, now)
         except Exception:
@@ -285,7 +290,7 @@ class OverflowScheduler:
         overflowed) is adopted as its shadow, so it stays preemptible and is queued again both ways."""
         out: list = []
         if opportunistic and may_overflow(job):
-            shadow = dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+            shadow = shadow_of(job)
             decisions = self.inner.adopt(shadow, placement, True, now)
             self._req[job.id] = job
             self._overflowed.add(job.id)
@@ -322,7 +327,7 @@ class OverflowScheduler:
         answer = self.inner.what_if(job, now)
         if answer.outcome != "wait" or not may_overflow(job):
             return answer
-        shadow = self.inner.what_if(dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1), now)
+        shadow = self.inner.what_if(shadow_of(job), now)
         if shadow.outcome != "start":
             return answer
         return dataclasses.replace(shadow, opportunistic=True,
@@ -449,6 +454,18 @@ def may_overflow(job: JobRequest) -> bool:
     """A guaranteed job that asks for GPUs and may run anywhere: a job pinned to a cell (HiveD's
     reservation) must run in that cell, so it gets no shadow and waits there as in the bare core."""
     return job.priority >= 0 and job.pinned_cell is None and any(t.gpus for t in job.tasks)
+
+
+def shadow_of(job: JobRequest) -> JobRequest:
+    """``job``'s shadow: the same request, opportunistic (priority -1), under ``<id>@overflow``.
+
+    The same as ``dataclasses.replace(job, id=..., priority=-1)``, built directly for a ``JobRequest`` (every
+    job that waits gets one; ``replace`` introspects the fields each time). Every field is passed on: a
+    test compares it with ``replace`` on a request whose fields are all set."""
+    if type(job) is not JobRequest:
+        return dataclasses.replace(job, id=job.id + SHADOW_SUFFIX, priority=-1)
+    return JobRequest(job.id + SHADOW_SUFFIX, job.vc, job.user, job.tasks, -1, job.within, job.pinned_cell,
+                      job.lazy_preemption, job.submit_time, job.group, job.groups, job.kind, job.time_limit_s)
 
 
 def _renamed(d: Any, job: str, **changes: Any) -> Any:

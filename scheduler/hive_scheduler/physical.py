@@ -91,6 +91,8 @@ def pdescend(c: PCell, g: int, level: int, node_level: int, tg: TaskGroup):
         out: list = []
         ptake(c, g, out)
         return (c.node_obj, out) if len(out) >= g else None
+    if level == 1 and c.level == 2:  # its children are GPUs: no sort needed (see first_free_gpu)
+        return first_free_gpu(c, node_level, tg)
     kids = [k for k in c.children if k.avail >= g]
     kids.sort(key=lambda k: (k.used - k.opp > 0, k.vcell is not None, k.avail, k.index))
     for k in kids:
@@ -98,6 +100,24 @@ def pdescend(c: PCell, g: int, level: int, node_level: int, tg: TaskGroup):
         if r is not None:
             return r
     return None
+
+
+def first_free_gpu(c: PCell, node_level: int, tg: TaskGroup):
+    """``pdescend`` of a one-GPU task in ``c`` whose children are GPUs, as (node, [GPU]) or None.
+
+    The general descent tries the children with a GPU available sorted by (used by guaranteed work,
+    bound to a VC, available, index); a GPU available is unused and has exactly one available, so that
+    order is: GPUs outside VC cells by index, then those inside by index."""
+    check_node = c.level > node_level  # (else c's node, the same, was checked)
+    bound = None
+    for k in c.children:
+        if k.avail < 1 or (check_node and not k.node_obj.fits(tg.cpus, tg.memory_mb)):
+            continue
+        if k.vcell is None:
+            return k.node_obj, [k]
+        if bound is None:
+            bound = k
+    return (bound.node_obj, [bound]) if bound is not None else None
 
 
 def ptake(c: PCell, k: int, out: list) -> None:
@@ -151,9 +171,9 @@ def place_opportunistic(state: ClusterState, job, txn: list):
     ``txn``). Returns the list of (group index, task index, node, leaves), or None."""
     req = job.req
     order = (0,) if len(req.tasks) == 1 else sorted(range(len(req.tasks)), key=lambda i: (-req.tasks[i].gpus, i))
-    chains = state.job_chains(req, None)
     if req.within is None:
         return place_groups_p(state, job, order, None, txn)
+    chains = state.job_chains(req, None)
     wlevel = state.types[req.within].level
     total = req.total_gpus
     for chain in chains:

@@ -111,12 +111,32 @@ class GuaranteedPlacement:
                 return None
             return v.pcell.node_obj, out[:g]
         vavail = self._vavail
+        if level == 1 and v.level == 2:  # its children are GPUs: each has 0 or 1 available, so the
+            return self._first_vleaf(v, node_level, tg, mode)  # packing order is theirs (by index)
         kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) >= g]
         kids.sort(key=lambda x: (x[0], x[1]))
         for _, _, c in kids:
             r = self._vdescend(c, g, level, node_level, tg, mode)
             if r is not None:
                 return r
+        return None
+
+    def _first_vleaf(self, v: VCell, node_level: int, tg: TaskGroup, mode: int):
+        """``_vdescend`` of a one-GPU task in ``v`` whose children are GPUs: the first (by index) that is
+        available and may be taken, as (node, [it]); None if none. The general descent sorts the
+        children by (available, index); a GPU has 0 or 1 available, so that is index order among those
+        with 1."""
+        vavail = self._vavail
+        leaf_ok = self._vleaf_ok
+        check_node = v.level > node_level  # (else v's node, the same, was checked)
+        for c in v.children:
+            if vavail(c, mode) < 1:
+                continue
+            node = c.pcell.node_obj
+            if check_node and not node.fits(tg.cpus, tg.memory_mb):
+                continue
+            if leaf_ok(c, mode):
+                return node, [c]
         return None
 
     def _try_bind(self, root: VCell, tg: TaskGroup, mode: int, txn: list) -> bool:
@@ -165,7 +185,7 @@ class GuaranteedPlacement:
         vavail = self._vavail
         bound = [(a, r.level, r.id, r) for r in roots
                  if r.bound is not None and r.level >= level and (a := vavail(r, mode)) >= g]
-        bound.sort(key=lambda x: x[:3])
+        bound.sort()  # by (available, level, id): ids are unique, so the cells themselves are never compared
         for _, _, _, r in bound:
             res = self._vdescend(r, g, level, nl, tg, mode)
             if res is not None:

@@ -124,7 +124,7 @@ class Scheduler:
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
-        over = self._gate.blocked(j, {})
+        over = self._gate.blocked(j, {}) if self._gate.tables else None  # (no VC has per-user limits: the common case)
         if over is not None:  # waits for its owner's own jobs; nobody else's pass changes
             self._enqueue(j, mark=False)
             j.fail = over
@@ -663,7 +663,7 @@ class Scheduler:
         leaf_set = state.leaf_set
         for leaf in j.pleaves:
             if leaf.job == jid:
-                leaf_set(leaf, job=None, jopp=False)
+                leaf_set(leaf, None, False)  # (job, jopp)
         for leaf in j.reserved:
             if leaf.reserved_by == jid:
                 leaf_set(leaf, reserved_by=None)
@@ -702,10 +702,9 @@ class Scheduler:
     # ================================================================== internals: scheduling
     def _schedule(self, now: float, out: list) -> None:
         state = self.state
-        vcs = state.vcs
+        ordered = state.vcs_in_order
         for _ in range(8):
-            for name in state.vc_order:
-                vc = vcs[name]
+            for vc in ordered:
                 if vc.dirty:
                     vc.dirty = False
                     if vc.queue:
@@ -715,7 +714,7 @@ class Scheduler:
                 if self._opp_queue:
                     self._pass_opp(now, out)
             if not state.opp_dirty:
-                for vc in vcs.values():  # (a plain loop: this runs after every call)
+                for vc in ordered:  # (a plain loop: this runs after every call)
                     if vc.dirty:
                         break
                 else:
@@ -839,8 +838,17 @@ class Scheduler:
         if req.pinned_cell is not None:
             free = vc.pins[req.pinned_cell].free
         else:
-            free = sum(vc.free[c] for c in state.job_chains(req, vc))
+            chains = state.job_chains(req, vc)
+            free = vc.free[chains[0]] if len(chains) == 1 else sum(vc.free[c] for c in chains)
         lowp = any(p < req.priority for p in vc.prio_count)
+        if j.gpus > free and not lowp:  # no room in its VC and nobody it may preempt: nothing to try
+            if size:
+                j = share_job
+            j.fail = NOFIT
+            if memo is not None:
+                memo[key] = NOFIT
+            self._flush_idle()
+            return False
         snap = state.dirty_snapshot()
         txn: list = []
         res = None
@@ -892,6 +900,11 @@ class Scheduler:
         size = j.share
         if size and self._share_pack(j, size, now, out):
             return True
+        if (1 if size else j.gpus) > self.state.avail_gpus():  # fewer GPUs free for it than it needs
+            j.fail = NOFIT
+            if memo is not None:
+                memo[key] = NOFIT
+            return False
         txn: list = []
         snap = self.state.dirty_snapshot()
         res = place_opportunistic(self.state, share_proxy(j) if size else j, txn)
@@ -966,7 +979,7 @@ class Scheduler:
                 seen[leaf.job] = None
         if self.state.shared:  # a shared GPU's anchor stands for all its share jobs
             seen = dict.fromkeys(self.shares.victims(seen))
-        victims = sorted(seen, key=lambda v: self._jobs[v].seq)
+        victims = sorted(seen, key=lambda v: self._jobs[v].seq) if seen else []
         self._dequeue(j)
         j.fail = None
         j.bypass_since = None

@@ -105,6 +105,7 @@ class ClusterState:
                 self.bind(root, pc, None)
             self.vcs[name] = vc
         self.vc_order = sorted(self.vcs)
+        self.vcs_in_order = [self.vcs[name] for name in self.vc_order]  # (the VCs are fixed per state)
         self.gpu_down: set[tuple[str, int]] = set()
         self.node_down: set[str] = set()
         # bad GPUs per chain (id -> leaf, in the order they went bad): finding partly bad cells to bind
@@ -154,6 +155,10 @@ class ClusterState:
             [c for c in chains if self.chain_gpu[c] in types]
         return got
 
+    def avail_gpus(self) -> int:
+        """GPUs an opportunistic task could take now (healthy, unused, unreserved, not pinned), cluster-wide."""
+        return sum(r.avail for r in self.roots)
+
     def dirty_snapshot(self):
         return [vc.dirty for vc in self.vcs.values()], self.opp_dirty
 
@@ -171,40 +176,52 @@ class ClusterState:
 
     # ------------------------------------------------------------------ physical leaves
     def leaf_set(self, leaf: PCell, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP, healthy=_KEEP, txn=None) -> None:
-        old = (leaf.job, leaf.jopp, leaf.reserved_by, leaf.healthy)
-        u0 = leaf.job is not None
-        o0 = u0 and leaf.jopp
-        b0 = not leaf.healthy
-        r0 = leaf.reserved_by is not None
-        a0 = leaf.avail
-        if job is not _KEEP:
+        job0, jopp0, res0, healthy0 = leaf.job, leaf.jopp, leaf.reserved_by, leaf.healthy
+        if job is _KEEP:
+            job = job0
+        else:
             leaf.job = job
-        if jopp is not _KEEP:
+        if jopp is _KEEP:
+            jopp = jopp0
+        else:
             leaf.jopp = jopp
-        if reserved_by is not _KEEP:
+        if reserved_by is _KEEP:
+            reserved_by = res0
+        else:
             leaf.reserved_by = reserved_by
-        if healthy is not _KEEP:
+        if healthy is _KEEP:
+            healthy = healthy0
+        else:
             leaf.healthy = healthy
-        u1 = leaf.job is not None
-        o1 = u1 and leaf.jopp
-        b1 = not leaf.healthy
-        r1 = leaf.reserved_by is not None
-        a1 = 1 if (not u1 and not b1 and not r1 and not leaf.in_pin) else 0
-        du, do, db, dr, da = u1 - u0, o1 - o0, b1 - b0, r1 - r0, a1 - a0
+        u0 = job0 is not None
+        u1 = job is not None
+        r1 = reserved_by is not None
+        du = u1 - u0
+        do = (u1 and jopp) - (u0 and jopp0)
+        db = (not healthy) - (not healthy0)
+        dr = r1 - (res0 is not None)
+        da = (1 if (not u1 and healthy and not r1 and not leaf.in_pin) else 0) - leaf.avail
         if du or do or db or dr or da:
             self.opp_leaves += do
             c = leaf
-            while c is not None:
-                c.used += du
-                c.opp += do
-                c.bad += db
-                c.reserved += dr
-                c.avail += da
-                c = c.parent
+            if db or dr:
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.bad += db
+                    c.reserved += dr
+                    c.avail += da
+                    c = c.parent
+            else:  # (the common changes: a job starts or ends on the GPU)
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.avail += da
+                    c = c.parent
             if da > 0:
                 self.opp_dirty = True
         if txn is not None:
-            txn.append(lambda: self.leaf_set(leaf, *old))
+            txn.append(lambda: self.leaf_set(leaf, job0, jopp0, res0, healthy0))
 
     # ------------------------------------------------------------------ virtual leaves
     def vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:

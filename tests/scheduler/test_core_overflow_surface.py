@@ -127,3 +127,15 @@ def test_start_estimates_treat_a_job_and_its_shadow_as_one():
     assert "@overflow" not in repr(est)
     # the core keeps both requests of each job waiting: the estimate changed nothing
     assert s.job("a2").state == "waiting" and s.free_gpu_count() == 0
+
+
+def test_a_shadow_is_its_request_opportunistic_under_the_shadow_id():
+    import dataclasses
+
+    from hive_scheduler.overflow import SHADOW_SUFFIX, shadow_of
+
+    req = JobRequest(id="j", vc="a", user="u", tasks=(TaskGroup("m", 2, 1, "K80", 1.5, 64),), priority=7,
+                     within="K80-NODE", pinned_cell="p", lazy_preemption=False, submit_time=3.5, group="g",
+                     groups=("g", "h"), kind="kernel", time_limit_s=60.0)
+    assert all(getattr(req, f.name) != f.default for f in dataclasses.fields(JobRequest))  # every field is set
+    assert shadow_of(req) == dataclasses.replace(req, id="j" + SHADOW_SUFFIX, priority=-1)

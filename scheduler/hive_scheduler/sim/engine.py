@@ -39,6 +39,7 @@ from .events import (
     SubmitEvent,
     load_events,
 )
+from .collector import collector_paused
 from .metrics import Metrics, compute_metrics
 from .shape import ClusterShape, cluster_shape
 
@@ -47,7 +48,7 @@ __all__ = ["simulate", "simulate_policies", "SimResult", "POLICIES", "ORDERS", "
 POLICIES = ("hived", "quota", "fifo", "private")
 ORDERS = _CORE_ORDERS  # the core's registry of orders inside a VC (hive_scheduler.policies.register_order)
 
-_COMPLETION, _STOP, _EXTERNAL = 0, 1, 2
+_COMPLETION, _STOP = 0, 1  # heap entries' kinds: at one instant completions come before stops
 
 
 @dataclass
@@ -85,7 +86,7 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
 
     Objects are read by attribute (no intermediate ``to_json()`` dict: this runs once per decision)."""
     if type(decision) is Decision:  # the core's own: its fields read directly (the replay's hot path)
-        return _core_line(decision, now)
+        return _core_line(decision, _num(now))
     if isinstance(decision, str):
         decision = json.loads(decision)
     if isinstance(decision, dict):
@@ -116,10 +117,11 @@ def decision_line(decision: Any, now: float) -> dict[str, Any]:
     return out
 
 
-def _core_line(d: Decision, now: float) -> dict[str, Any]:
-    """``decision_line`` of a core ``Decision`` (the same line, without the generic lookups)."""
+def _core_line(d: Decision, t: float | int) -> dict[str, Any]:
+    """``decision_line`` of a core ``Decision`` (the same line, without the generic lookups); ``t``: the
+    time as the line shows it (``_num(now)``)."""
     event = d.event
-    out: dict[str, Any] = {"t": _num(now), "job": d.job, "event": event}
+    out: dict[str, Any] = {"t": t, "job": d.job, "event": event}
     if event == "started":
         out["placement"] = [{"task": p.task, "node": p.node, "gpus": list(p.gpus or ())} if type(p) is TaskPlacement
                             else {"task": _get(p, "task"), "node": _get(p, "node"), "gpus": list(_get(p, "gpus") or ())}
@@ -210,8 +212,9 @@ class _Replay:
 
     def record(self, decisions: Iterable[Any]) -> None:
         now = self.now
+        t = _num(now)
         for d in decisions:
-            line = decision_line(d, now)
+            line = _core_line(d, t) if type(d) is Decision else decision_line(d, now)
             self.decisions.append(line)
             if self.sink is not None:
                 self.sink.write(json.dumps(line, separators=(",", ":")) + "\n")
@@ -279,33 +282,48 @@ class _Replay:
             self.record(self.sched.reconfigure(config, now))
 
     def run(self, events: Sequence[Event], progress: Callable[[int, int], None] | None) -> float:
+        """Process the script's events merged with the completions and stops the replay schedules.
+
+        The script's events are sorted once (by time, file order at one instant) and read in turn; only
+        the scheduled completions and stops live in the heap, so it stays as small as what is running
+        instead of holding the whole script. At one instant a heap entry comes before the script's event
+        (completions and stops before the script, as documented)."""
         total = len(events)
-        for i, ev in enumerate(events):
-            self.push(float(ev.t), _EXTERNAL, i)
+        times = [float(ev.t) for ev in events]
+        order = sorted(range(total), key=times.__getitem__)  # stable: file order at one instant
+        heap = self.heap
+        pop = heapq.heappop
         done = 0
-        while self.heap:
-            t, kind, _, payload = heapq.heappop(self.heap)
-            self.now = t
-            if kind == _COMPLETION:
-                job, generation = payload
-                run = self.runs[job]
-                if run.generation == generation and not run.done:
-                    self.record(self.sched.finish(job, t))
-            elif kind == _STOP:
-                self.stopping.discard(payload)
-                run = self.runs.get(payload)
-                if run is not None and not run.done and run.running_since is not None:
-                    try:
-                        decisions = self.sched.preemption_done(payload, t, requeue=True)
-                    except RequestError:  # the preemption was called off (its preemptor left): keep running
-                        decisions = []
-                    self.record(decisions)
-            else:
-                self.external(events[payload])
-                done += 1
-                if progress is not None:
-                    progress(done, total)
+        for i in order:
+            t_ext = times[i]
+            while heap and heap[0][0] <= t_ext:
+                self.scheduled(*pop(heap))
+            self.now = t_ext
+            self.external(events[i])
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        while heap:
+            self.scheduled(*pop(heap))
         return self.now
+
+    def scheduled(self, t: float, kind: int, _seq: int, payload: Any) -> None:
+        """A completion or a stop the replay scheduled (heap entry ``(t, kind, seq, payload)``)."""
+        self.now = t
+        if kind == _COMPLETION:
+            job, generation = payload
+            run = self.runs[job]
+            if run.generation == generation and not run.done:
+                self.record(self.sched.finish(job, t))
+        else:  # _STOP
+            self.stopping.discard(payload)
+            run = self.runs.get(payload)
+            if run is not None and not run.done and run.running_since is not None:
+                try:
+                    decisions = self.sched.preemption_done(payload, t, requeue=True)
+                except RequestError:  # the preemption was called off (its preemptor left): keep running
+                    decisions = []
+                self.record(decisions)
 
 
 def _events_of(events: Sequence[Event] | str | os.PathLike) -> tuple[list[Event], str]:
@@ -351,38 +369,39 @@ def simulate(
         raise ValueError(f"grace must be >= 0 seconds, got {grace}")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")
-    events, source = _events_of(events)
-    config = _load_config(cluster)
-    sink: io.TextIOBase | None = None
-    close = False
-    if isinstance(out, (str, os.PathLike)):
-        sink = open(out, "w", encoding="utf-8")
-        close = True
-    elif out is not None:
-        sink = out
-    try:
-        replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
-        end = replay.run(events, progress)
-    finally:
-        if close:
-            sink.close()
-    shape = cluster_shape(config)
-    submits = [e for e in events if isinstance(e, SubmitEvent)]
-    total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
-    reference: Any = None
-    note = _anomaly_note(config) if anomaly and policy != "private" and private is None else None
-    if anomaly and not isinstance(config, ClusterShape) and note is None:
-        if policy == "private":
-            reference, private = "self", None
+    with collector_paused():  # (see collector.py: a fifth of a long replay's time otherwise)
+        events, source = _events_of(events)
+        config = _load_config(cluster)
+        sink: io.TextIOBase | None = None
+        close = False
+        if isinstance(out, (str, os.PathLike)):
+            sink = open(out, "w", encoding="utf-8")
+            close = True
+        elif out is not None:
+            sink = out
+        try:
+            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
+            end = replay.run(events, progress)
+        finally:
+            if close:
+                sink.close()
+        shape = cluster_shape(config)
+        submits = [e for e in events if isinstance(e, SubmitEvent)]
+        total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
+        reference: Any = None
+        note = _anomaly_note(config) if anomaly and policy != "private" and private is None else None
+        if anomaly and not isinstance(config, ClusterShape) and note is None:
+            if policy == "private":
+                reference, private = "self", None
+            else:
+                if private is None:
+                    private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
+                reference = private.metrics.waits
         else:
-            if private is None:
-                private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
-            reference = private.metrics.waits
-    else:
-        private = None
-    metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
-    return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
-                     anomaly_note=note)
+            private = None
+        metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
+        return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
+                         anomaly_note=note)
 
 
 def _anomaly_note(config: Any) -> str | None:

@@ -116,26 +116,37 @@ def compute_metrics(
 
     end_t = 0.0
     i, n_pending = 0, len(pending)
+    next_submit = pending[0].t if pending else math.inf
+    # (the loop runs once per decision: wait_end / stop_running are written out in it)
     for d in decisions:
         t = float(d["t"])
-        while i < n_pending and pending[i].t <= t:
-            waiting_since[pending[i].job] = float(pending[i].t)
+        while next_submit <= t:
+            waiting_since[pending[i].job] = float(next_submit)
             i += 1
+            next_submit = pending[i].t if i < n_pending else math.inf
         end_t = t
         job, event = d["job"], d["event"]
         if event == "started":
-            wait_end(job, t, ran=True)
+            since = waiting_since.pop(job, None)
+            if since is not None:
+                queue_total[job] = queue_total.get(job, 0.0) + (t - since)
+                queue_ran[job] = queue_ran.get(job, 0.0) + (t - since)
             started_once.add(job)
-            running_gpus[job] = _gpus_of(d.get("placement"))
+            placement = d.get("placement")
+            running_gpus[job] = len(placement[0].get("gpus") or ()) if placement and len(placement) == 1 \
+                else _gpus_of(placement)  # (_gpus_of, written out for the common one-task job)
             running_since[job] = t
+        elif event == "finished":
+            if job in running_since:
+                busy_gpu_s += running_gpus.pop(job) * (t - running_since.pop(job))
+            since = waiting_since.pop(job, None)
+            if since is not None:
+                queue_total[job] = queue_total.get(job, 0.0) + (t - since)
+            finished_at[job] = t
         elif event == "preempted":
             preemptions += 1
             stop_running(job, t)
             waiting_since[job] = t
-        elif event == "finished":
-            stop_running(job, t)
-            wait_end(job, t)
-            finished_at[job] = t
         elif event == "rejected":
             wait_end(job, t)
             rejected.add(job)
