@@ -5,26 +5,13 @@
  */
 import { IGpu } from './api';
 import { ClusterModel, IGpuReading } from './model';
+import { el } from './dom';
 
 const CHART_W = 220;
 const CHART_H = 56;
 const UTIL_COLOR = '#2f80ed';
 const MEM_COLOR = '#9b51e0';
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** Points of one series scaled into a w x h box: x by position (newest at the right), y by value / max. */
 export function seriesPoints(

@@ -5,21 +5,7 @@
  */
 import { IGpu, IUsageRow } from './api';
 import { age, ClusterModel, IGpuReading } from './model';
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
+import { el } from './dom';
 
 /** "3h 02m", "12m", "40s": a GPU-time total. */
 export function formatSeconds(seconds: number): string {

@@ -15,6 +15,7 @@ import { ACTIVE_STATES, IJob, IVc } from './api';
 import { HeatmapWidget } from './heatmap';
 import { age, ClusterModel, sortJobs } from './model';
 import { capitalized, estimateText, gpusText, placementText, statusLine } from './format';
+import { el } from './dom';
 
 export const VIEW_MIME = 'application/vnd.hive-lab.view+json';
 
@@ -32,16 +33,6 @@ export interface IViewRequest {
   limit?: number;
 }
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** The %%submit line's icon colours (job_monitor.STATE_COLORS). */
 const STATE_COLORS: Record<string, string> = {

@@ -17,25 +17,12 @@ import { age, ClusterModel } from './model';
 
 export { duration };
 import { ScheduleList } from './schedules';
+import { el } from './dom';
 
 type Tab = 'mine' | 'all';
 
 /** States whose reason says why the job waits (running jobs' reasons are just launch notes). */
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 export class ClusterPanel extends Widget {
   constructor(
