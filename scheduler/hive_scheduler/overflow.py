@@ -18,6 +18,17 @@ had waited meanwhile: those then waited longer than on their private cluster (th
 live server does not use it yet (its lifecycle has no move of a running job). A job pinned to a cell
 gets no shadow (it must run in that cell).
 
+With ``hold_private_time`` too (the simulator's default; issue 25) the VC's cells keep the private
+cluster's timing: a job that ran T seconds outside as its shadow ends earlier than on its private
+cluster, by T. Its cells in its VC are then held T seconds longer by a *ghost* (its guaranteed request,
+kept in the core after the job's end and shown to nobody), and a job that completed entirely outside
+leaves a ghost in its place in its VC's queue that holds its cells for T once its turn comes. So every
+VC's own cells see exactly the arrivals, order and occupancy of its private cluster, and no job waits
+longer than there (the sharing anomaly is 0 by construction, with immediate preemption); without it an
+early end reordered the VC's next jobs and some of them waited longer. The price: GPU time held by
+ghosts (``held_gpu_s``). The driver calls ``complete`` (not ``finish``) for a job that ran to its end,
+takes the ghosts' ends with ``take_timers`` and reports them with ``ghost_end``.
+
 To the driver everything carries the job's own id: the shadows never show in the decisions. Other VCs
 keep their guarantee (a shadow is only ever opportunistic), so their sharing anomaly does not grow; the
 cost is preemptions of overflowed jobs (the simulator's preemption keeps a job's progress).
@@ -29,6 +40,7 @@ import dataclasses
 from typing import Any
 
 from .decisions import Decision
+from .errors import RequestError
 from .types import JobRequest
 
 __all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow", "shadow_of"]
@@ -48,9 +60,12 @@ class _AsOwner:
 
 
 class OverflowScheduler:
-    def __init__(self, inner: Any, keep_place: bool = False):
+    def __init__(self, inner: Any, keep_place: bool = False, hold_private_time: bool = False):
+        if hold_private_time and not keep_place:
+            raise ValueError("hold_private_time needs keep_place (a ghost keeps the job's place)")
         self.inner = inner
         self._keep_place = keep_place  # an overflowed job's guaranteed request stays queued (see module doc)
+        self._ghosts = _Ghosts() if hold_private_time else None  # ghosts of ended jobs (see module doc)
         self._req: dict[str, JobRequest] = {}  # guaranteed jobs that may overflow, by id
         self._g_waiting: set[str] = set()  # jobs whose guaranteed request waits in the core
         self._shadow_waiting = _Tally(self._key)  # jobs whose shadow waits in the core (counted per VC, user)
@@ -82,6 +97,9 @@ class OverflowScheduler:
         # (the sets are changed in place, never replaced: local names for the per-decision lookups)
         reqs, g_waiting, shadow_waiting = self._req, self._g_waiting, self._shadow_waiting
         overflowed, reserving = self._overflowed, self._reserving
+        ghosts = self._ghosts
+        ghost_victims: list[str] = []  # ghosts a preemptor displaces: they stop at once (nothing runs)
+        ghost_drops: list[str] = []  # ghosts demoted (lazy preemption): their place in the VC is gone
         for d in decisions:
             job, event = d.job, d.event
             if event == "finished" and job in withdrawing:
@@ -90,10 +108,25 @@ class OverflowScheduler:
             if job in gone:
                 continue
             owner = job[:-_SHADOW_LEN] if job.endswith(SHADOW_SUFFIX) else job  # (_owner, written out: per decision)
+            if ghosts is not None:
+                if d.victims and ghosts.any_of(d.victims):
+                    ghost_victims.extend(v for v in d.victims if v in ghosts)
+                    others = tuple(v for v in d.victims if v not in ghosts)
+                    if not others:  # it starts once the ghosts are stopped (below): nothing to show yet
+                        continue
+                    d = _renamed(d, job, victims=others)
+                if owner == job and job in ghosts:
+                    if event == "demoted":
+                        ghost_drops.append(job)
+                    else:
+                        self._ghost_decision(d, now, out)
+                    continue
             if owner != job and owner in reqs:
                 if event == "started":
                     shadow_waiting.discard(owner)
                     overflowed.add(owner)
+                    if ghosts is not None:
+                        ghosts.since[owner] = now
                     if owner in g_waiting and not self._keep_place:  # it leaves the VC's queue
                         g_waiting.discard(owner)
                         self._withdraw(owner, now, out)
@@ -104,6 +137,8 @@ class OverflowScheduler:
                 elif event == "preempted":
                     out.append(_renamed(d, owner))
                     overflowed.discard(owner)
+                    if ghosts is not None:
+                        ghosts.stopped_outside(owner, now)
                     if self._requeue:
                         shadow_waiting.add(owner)  # the core queued the shadow again
                         requeue.append(owner)
@@ -120,6 +155,8 @@ class OverflowScheduler:
                 elif event == "finished":
                     out.append(_renamed(d, owner))
                     overflowed.discard(owner)
+                    if ghosts is not None:  # (``complete`` read its time outside first, if it ran to its end)
+                        ghosts.ended(owner)
                     self._forget(owner)
                 elif event == "rejected":  # not queued again: the job waits in its VC only
                     shadow_waiting.discard(owner)
@@ -143,6 +180,8 @@ class OverflowScheduler:
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
                 if job in overflowed:  # its turn in its VC came: it moves from idle GPUs into its cells
                     overflowed.discard(job)
+                    if ghosts is not None:
+                        ghosts.stopped_outside(job, now)
                     self._withdraw(job + SHADOW_SUFFIX, now, out)
                     out.insert(at, Decision("preempted", job, now, by=job,
                                                       reason=f"moved into the cells of VC {reqs[job].vc}"))
@@ -159,6 +198,20 @@ class OverflowScheduler:
             elif event in ("finished", "rejected"):
                 g_waiting.discard(job)
                 self._forget(job)
+                if ghosts is not None:
+                    ghosts.forget(job)
+        for job in ghost_drops:  # (a demoted job would run on as opportunistic work; a ghost has none)
+            if job in ghosts:
+                ghosts.forget(job, now)
+                self._withdraw(job, now, out)
+                self._req.pop(job, None)
+        for job in ghost_victims:
+            if job in ghosts and ghosts.running(job):
+                try:
+                    stopped = self.inner.preemption_done(job, now, requeue=True)
+                except RequestError:  # (the preemption was called off meanwhile)
+                    continue
+                self._translate(stopped, now, out)
         for job in requeue:
             if job in shadow_waiting and job not in g_waiting:
                 self._submit(reqs[job], now, out)
@@ -176,6 +229,73 @@ class OverflowScheduler:
     def _forget(self, job: str) -> None:
         if job not in self._overflowed and job not in self._shadow_waiting and job not in self._g_waiting:
             self._req.pop(job, None)
+
+    # -- ghosts (hold_private_time) -------------------------------------------------------------------
+    def _ghost_decision(self, d: Any, now: float, out: list) -> None:
+        """A core decision about a ghost: it changes the ghost's hold, and shows to nobody, except a
+        ``preempting`` (a ghost takes its place in its VC as the job did privately, victims included)."""
+        ghosts, job, event = self._ghosts, d.job, d.event
+        if event == "started":
+            ghosts.start(job, now)
+        elif event == "preempted":
+            ghosts.preempted(job, now)
+        elif event == "preempting":
+            if d.victims:
+                out.append(_renamed(d, job, victims=tuple(_owner(v) for v in d.victims)))
+        elif event in ("finished", "rejected"):
+            ghosts.forget(job)
+            self._g_waiting.discard(job)
+            self._reserving.discard(job)
+            self._forget(job)
+
+    def complete(self, job_id: str, now: float) -> list:
+        """``job_id`` ran to its end (``finish`` is for a cancel). With ``hold_private_time``, a job that ran
+        T seconds outside its VC ends as usual, but its cells in its VC stay held T seconds (or, when its
+        place in its VC's queue still waits, its ghost holds them T seconds once its turn comes)."""
+        ghosts = self._ghosts
+        outside = ghosts.ran_outside(job_id, now) if ghosts is not None else 0.0
+        if outside <= 0:
+            return self.finish(job_id, now)
+        gpus = self._req[job_id].total_gpus if job_id in self._req else 0
+        out: list = []
+        if job_id in self._overflowed:  # it ends in idle GPUs: its place in its VC's queue becomes a ghost
+            if job_id in self._g_waiting:
+                self._g_waiting.discard(job_id)
+                self._reserving.discard(job_id)
+                ghosts.wait(job_id, outside, gpus)
+            self._translate(self.inner.finish(job_id + SHADOW_SUFFIX, now), now, out)
+            return out
+        if job_id in self._g_waiting or job_id in self._shadow_waiting:  # (not running: nothing to hold)
+            ghosts.forget(job_id)
+            return self.finish(job_id, now)
+        ghosts.wait(job_id, outside, gpus)  # it runs in its VC's cells (it moved there): they stay held
+        ghosts.start(job_id, now)
+        out.append(Decision("finished", job_id, now))
+        return out
+
+    def take_timers(self) -> list[tuple[float, str, int]]:
+        """The ghosts' ends scheduled since the last call, as ``(t, job, generation)``: the driver calls
+        ``ghost_end(job, generation, t)`` at ``t`` (a stale generation is ignored)."""
+        if self._ghosts is None or not self._ghosts.timers:
+            return []
+        timers, self._ghosts.timers = self._ghosts.timers, []
+        return timers
+
+    def ghost_end(self, job_id: str, generation: int, now: float) -> list:
+        """A ghost's hold is over: its cells are released (what that starts is returned)."""
+        ghosts = self._ghosts
+        out: list = []
+        if ghosts is None or not ghosts.due(job_id, generation):
+            return out
+        ghosts.forget(job_id, now)
+        self._withdraw(job_id, now, out)
+        self._req.pop(job_id, None)
+        return out
+
+    @property
+    def held_gpu_s(self) -> float:
+        """GPU-seconds that ghosts held (the price of ``hold_private_time``; 0 without it)."""
+        return self._ghosts.held_gpu_s if self._ghosts is not None else 0.0
 
     # -- calls --------------------------------------------------------------------------------------
     def submit(self, job: JobRequest, now: float) -> list:
@@ -395,6 +515,74 @@ class OverflowScheduler:
             object.__setattr__(self, name, value)
         else:  # a setting of the core (backfill...)
             setattr(self.inner, name, value)
+
+
+class _Ghosts:
+    """What ``hold_private_time`` tracks: how long each job ran outside its VC as its shadow, and the
+    ghosts (ended jobs whose guaranteed request still holds, or waits for, their VC's cells)."""
+
+    __slots__ = ("outside", "since", "waiting", "gpus", "ends", "timers", "generation", "held_gpu_s")
+
+    def __init__(self) -> None:
+        self.outside: dict[str, float] = {}  # job -> seconds its shadow ran (intervals that ended)
+        self.since: dict[str, float] = {}  # job -> when its running shadow started
+        self.waiting: dict[str, float] = {}  # ghost not running -> seconds it holds once started
+        self.gpus: dict[str, int] = {}  # ghost -> its GPUs
+        self.ends: dict[str, tuple[float, float, int]] = {}  # running ghost -> (start, end, generation)
+        self.timers: list[tuple[float, str, int]] = []  # ends not yet handed to the driver
+        self.generation = 0
+        self.held_gpu_s = 0.0
+
+    def __contains__(self, job: object) -> bool:
+        return job in self.waiting or job in self.ends
+
+    def any_of(self, jobs: tuple) -> bool:
+        return any(v in self.waiting or v in self.ends for v in jobs)
+
+    def running(self, job: str) -> bool:
+        return job in self.ends
+
+    def stopped_outside(self, job: str, now: float) -> None:
+        since = self.since.pop(job, None)
+        if since is not None:
+            self.outside[job] = self.outside.get(job, 0.0) + (now - since)
+
+    def ran_outside(self, job: str, now: float) -> float:
+        """Seconds ``job`` ran outside its VC up to ``now`` (its running shadow's interval closed)."""
+        self.stopped_outside(job, now)
+        return self.outside.pop(job, 0.0)
+
+    def ended(self, job: str) -> None:
+        self.since.pop(job, None)
+        self.outside.pop(job, None)
+
+    def wait(self, job: str, hold: float, gpus: int) -> None:
+        self.waiting[job] = hold
+        self.gpus[job] = gpus
+
+    def start(self, job: str, now: float) -> None:
+        hold = self.waiting.pop(job)
+        self.generation += 1
+        self.ends[job] = (now, now + hold, self.generation)
+        self.timers.append((now + hold, job, self.generation))
+
+    def preempted(self, job: str, now: float) -> None:
+        start, end, _ = self.ends.pop(job)
+        self.held_gpu_s += self.gpus[job] * (now - start)
+        self.waiting[job] = max(0.0, end - now)
+
+    def due(self, job: str, generation: int) -> bool:
+        entry = self.ends.get(job)
+        return entry is not None and entry[2] == generation
+
+    def forget(self, job: str, now: float | None = None) -> None:
+        entry = self.ends.pop(job, None)
+        if entry is not None and now is not None:
+            self.held_gpu_s += self.gpus.get(job, 0) * (now - entry[0])
+        self.waiting.pop(job, None)
+        self.gpus.pop(job, None)
+        self.outside.pop(job, None)
+        self.since.pop(job, None)
 
 
 class _Tally:

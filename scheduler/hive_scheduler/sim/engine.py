@@ -153,10 +153,10 @@ QUEUEING = ("skip", "strict", "backfill")
 
 
 def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool = False,
-                   queueing: str = "skip") -> Any:
+                   queueing: str = "skip", private_timing: bool = False) -> Any:
     """A scheduler for ``policy`` (``hived``: the core, ``order`` inside each VC, wrapped in the overflow
-    lever when ``overflow``; ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster
-    of exactly its cells)."""
+    lever when ``overflow``, its ghosts keeping each VC's cells on private timing when ``private_timing``;
+    ``quota``/``fifo``: the baselines; ``private``: one core per VC on a cluster of exactly its cells)."""
     if policy == "hived":
         from ..scheduler import Scheduler
 
@@ -166,7 +166,7 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
         if overflow:
             from ..overflow import OverflowScheduler
 
-            return OverflowScheduler(core, keep_place=True)
+            return OverflowScheduler(core, keep_place=True, hold_private_time=private_timing)
         return core
     if policy == "private":
         from .private import PrivateScheduler
@@ -191,14 +191,18 @@ def _request(ev: SubmitEvent) -> JobRequest:
 
 class _Replay:
     def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
-                 order: str = "fifo", overflow: bool = False, queueing: str = "skip"):
+                 order: str = "fifo", overflow: bool = False, queueing: str = "skip", private_timing: bool = False):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config, order, overflow, queueing)
+        self.sched = make_scheduler(policy, config, order, overflow, queueing, private_timing)
+        # a job that ran to its end: ``complete`` where the policy tells it from a cancel (the overflow
+        # wrapper's ghosts), and the ghosts' ends it schedules (``take_timers``, see overflow.py)
+        self._complete = getattr(self.sched, "complete", self.sched.finish)
+        self._take_timers = getattr(self.sched, "take_timers", None)
         self.heap: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.runs: dict[str, _Run] = {}
@@ -219,6 +223,9 @@ class _Replay:
             if self.sink is not None:
                 self.sink.write(json.dumps(line, separators=(",", ":")) + "\n")
             self.apply(line)
+        if self._take_timers is not None:
+            for t_end, job, generation in self._take_timers():
+                self.push(t_end, _COMPLETION, (job, generation, True))
 
     def apply(self, d: dict[str, Any]) -> None:
         job, event, now = d["job"], d["event"], self.now
@@ -311,10 +318,13 @@ class _Replay:
         """A completion or a stop the replay scheduled (heap entry ``(t, kind, seq, payload)``)."""
         self.now = t
         if kind == _COMPLETION:
+            if len(payload) == 3:  # a ghost's hold ends (overflow.py)
+                self.record(self.sched.ghost_end(payload[0], payload[1], t))
+                return
             job, generation = payload
             run = self.runs[job]
             if run.generation == generation and not run.done:
-                self.record(self.sched.finish(job, t))
+                self.record(self._complete(job, t))
         else:  # _STOP
             self.stopping.discard(payload)
             run = self.runs.get(payload)
@@ -345,6 +355,7 @@ def simulate(
     private: SimResult | None = None,
     overflow: bool = True,
     queueing: str = "skip",
+    private_timing: bool = True,
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -357,6 +368,11 @@ def simulate(
     ``ClusterShape`` (no cells to build private clusters from), the anomaly fields are ``None``.
     ``overflow`` (``hived`` only, default on): a queued guaranteed job may run as opportunistic in idle
     GPUs elsewhere until its VC can place it (:mod:`hive_scheduler.overflow`); False: the bare core.
+    ``private_timing`` (``hived`` with overflow, default on): each VC's own cells keep the timing of its
+    private cluster (a job that ran T seconds outside its VC leaves its cells held T seconds longer: the
+    overflow wrapper's ghosts), so no guaranteed job waits longer than on its private cluster; the GPU time
+    held is ``metrics.held_gpu_s``. False: a job that ends early frees its cells early (the live server's
+    behaviour), which can reorder the VC's next jobs and make some wait longer than privately.
     ``queueing`` (``hived`` only): ``skip`` (the core's default: a job that does not fit is passed by
     those behind it), ``strict`` (it holds a reservation nobody passes) or ``backfill`` (only jobs whose
     ``time_limit_s`` ends before the reservations ahead pass them). ``private`` always uses ``skip``.
@@ -380,7 +396,7 @@ def simulate(
         elif out is not None:
             sink = out
         try:
-            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing)
+            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing, private_timing)
             end = replay.run(events, progress)
         finally:
             if close:
@@ -400,6 +416,8 @@ def simulate(
         else:
             private = None
         metrics = compute_metrics(policy, submits, replay.decisions, total_gpus=total, reference=reference)
+        if policy == "hived" and overflow and private_timing:  # (the price of the ghosts: cells held)
+            metrics.held_gpu_s = replay.sched.held_gpu_s
         return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
                          anomaly_note=note)
 
@@ -426,6 +444,7 @@ def simulate_policies(
     anomaly: bool = True,
     overflow: bool = True,
     queueing: str = "skip",
+    private_timing: bool = True,
 ) -> list[SimResult]:
     """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
     sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
@@ -453,6 +472,7 @@ def simulate_policies(
             continue
         results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=want_private,
                                    private=reference, overflow=overflow, queueing=queueing,
+                                   private_timing=private_timing,
                                    out=out(policy) if out else None,
                                    progress=progress(policy, total) if progress else None)
     if note is not None:

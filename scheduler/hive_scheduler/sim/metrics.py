@@ -19,6 +19,9 @@ Definitions (times in seconds):
   ``max(0, wait(policy) - wait(private))``; ``sharing_anomaly_s`` is their sum and
   ``sharing_anomaly_jobs`` counts the jobs where it is above zero. ``None`` when no private replay
   was given (``reference``).
+- ``held_gpu_s``: GPU-seconds a VC's cells stayed held after a job's end, so that they keep the timing of
+  its private cluster (the overflow lever's ghosts, :mod:`hive_scheduler.overflow`): the price of a
+  sharing anomaly of 0 with overflow. ``None`` (and left out of ``to_dict``) for runs without them.
 - ``by_vc``: per VC, ``jobs``, ``avg_queue_s`` (as above, over its jobs that started) and its share of the
   sharing anomaly (``sharing_anomaly_s``, ``sharing_anomaly_jobs``).
 """
@@ -66,11 +69,14 @@ class Metrics:
     by_vc: dict[str, dict[str, Any]] = field(default_factory=dict)
     # fairness between users: spread of the users' average waits (None with fewer than 2 users)
     user_wait_spread: dict[str, Any] | None = None
+    held_gpu_s: float | None = None  # set by ``simulate`` for hived with overflow (see above)
     waits: dict[str, float] = field(default_factory=dict, repr=False)  # per job; left out of to_dict
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["waits"]
+        if out["held_gpu_s"] is None:  # (only runs with the ghosts have the figure)
+            del out["held_gpu_s"]
         return out
 
 

@@ -12,6 +12,10 @@ changes side by side, and capacity questions answered by replaying.
   ``fraction`` of its jobs to start within ``within_s``, by replaying the history at several sizes
   (doubling up from the live size, then bisecting; waits shrink as a VC grows, so the search trusts that).
 
+A replay decides as the live server does: an overflowed job that ends early frees its VC's cells at
+once (the simulator's ``private_timing`` ghosts, which keep each VC on its private cluster's timing, are
+off here; :mod:`hive_scheduler.overflow`).
+
 Policies: ``hived`` (the core with the live order inside each VC), ``hived:<order>`` or a bare core order
 other than ``fifo`` (``fair_share``, ``drf``, ``priority``) for the core with that order, and the
 baselines ``quota``, ``fifo`` (one global queue) and ``private``.
@@ -247,12 +251,12 @@ def _run(history: History, cluster: Any, policy: str, order: str, overflow: bool
     if anomaly:
         try:
             return simulate(cluster, history.events, policy, order=order, overflow=overflow, queueing=queueing,
-                            anomaly=True)
+                            anomaly=True, private_timing=False)
         except ValueError as exc:  # (ConfigError) the private reference cannot be built for this model
             if notes is not None and not any(n.startswith("no sharing anomaly") for n in notes):
                 notes.append(f"no sharing anomaly: the VCs alone cannot be modelled ({exc})")
     return simulate(cluster, history.events, policy, order=order, overflow=overflow, queueing=queueing,
-                    anomaly=False)
+                    anomaly=False, private_timing=False)
 
 
 def replay_history(history: History, cluster: Any, *, live: LivePolicy = LivePolicy(),
