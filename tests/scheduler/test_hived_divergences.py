@@ -1,0 +1,71 @@
+"""Scenarios for three places where the core used to decide differently from HiveD (issue 25), on
+HiveD's design configuration (hived_configs/design.yaml, MIT; see test_hived_algorithm_port.py for the
+port of HiveD's own algorithm test).
+
+1. Victim choice in a preemption: HiveD's intra-VC scheduler retries with preemption at the job's
+   priority over nodes sorted by total used GPUs, most used first (cross-priority packing, stable), and
+   inside a node uses free GPUs before preemptible ones. So among equal-priority holders of a pinned
+   cell the victim is the one on the fullest node, not the first node that could be freed. And a job
+   being stopped for a preemptor keeps its priority for the GPUs that preemptor did not take: a second
+   preemptor of higher priority may take them (it used to wait until the job was gone).
+2. Reconfiguration: a running guaranteed job whose cells its VC no longer has is demoted to
+   opportunistic (HiveD lazy-preempts it), so a new job of that VC takes the freed cells or preempts it.
+3. cellNumber 0 in a VC's virtual cells is accepted (none of that type), as HiveD accepts it.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+
+import pytest
+import yaml
+
+from hive_scheduler import JobRequest, Scheduler, TaskGroup, load_cluster_config
+
+HERE = pathlib.Path(__file__).parent
+DESIGN = yaml.safe_load((HERE / "hived_configs" / "design.yaml").read_text())
+PIN = "VC1-YQW-DGX2"  # two DGX-2 nodes, 0.0.3.0 and 0.0.3.1, pinned to VC1
+
+
+def job(jid, priority, gpus, vc="VC1", pinned=PIN, lazy=True, count=1, gpu_type="DGX2-V100"):
+    return JobRequest(id=jid, vc=vc, user="u", priority=priority, pinned_cell=pinned, lazy_preemption=lazy,
+                      tasks=(TaskGroup("w", count, gpus, gpu_type),))
+
+
+def nodes_of(core, jid):
+    return [(p.node, p.gpus) for p in core.job(jid).placement]
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_the_victim_among_equal_priorities_is_the_holder_of_the_fullest_node(lazy):
+    core = Scheduler(DESIGN)
+    core.submit(job("b", 1, 8, lazy=lazy), 0)    # half of 0.0.3.0
+    core.submit(job("a", 1, 16, lazy=lazy), 0)   # all of 0.0.3.1
+    assert nodes_of(core, "b")[0][0] == "0.0.3.0" and nodes_of(core, "a")[0][0] == "0.0.3.1"
+    out = core.submit(job("p", 2, 16), 0)
+    assert [(d.event, d.job, d.victims) for d in out if d.event == "preempting"] == [("preempting", "p", ("a",))]
+    assert nodes_of(core, "p") == [("0.0.3.1", tuple(range(16)))]
+    assert core.job("b").state == "running" and not core.job("b").opportunistic
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_a_smaller_preemptor_packs_onto_the_fullest_node_too(lazy):
+    # 0.0.3.0: x (4 GPUs) + y (8 GPUs), 4 free; 0.0.3.1: z (16 GPUs); an 8-GPU job of priority 2
+    # preempts z (HiveD: the node with the most used GPUs whose GPUs free at its priority fit it)
+    core = Scheduler(DESIGN)
+    for jid, gpus in (("x", 4), ("y", 8), ("z", 16)):
+        core.submit(job(jid, 1, gpus, lazy=lazy), 0)
+    out = core.submit(job("p", 2, 8), 0)
+    assert [(d.job, d.victims) for d in out if d.event == "preempting"] == [("p", ("z",))]
+    assert nodes_of(core, "p") == [("0.0.3.1", tuple(range(8)))]
+
+
+def test_equally_used_nodes_are_taken_in_order():
+    core = Scheduler(DESIGN)
+    core.submit(job("a", 1, 16), 0)
+    core.submit(job("b", 1, 16), 0)
+    out = core.submit(job("p", 2, 16, lazy=False), 0)
+    assert [(d.job, d.victims) for d in out if d.event == "preempting"] == [("p", ("a",))]
+    assert nodes_of(core, "p")[0][0] == "0.0.3.0"
+
