@@ -69,3 +69,22 @@ def test_equally_used_nodes_are_taken_in_order():
     assert [(d.job, d.victims) for d in out if d.event == "preempting"] == [("p", ("a",))]
     assert nodes_of(core, "p")[0][0] == "0.0.3.0"
 
+
+def test_a_second_preemptor_takes_the_other_node_of_a_gang_being_stopped():
+    # HiveD's stateful preemption (pod28, pod29, pod31): a 2-node gang of priority 1 that does not allow
+    # lazy preemption, two 1-node jobs of priority 2; the second preempts it on the node the first left
+    core = Scheduler(DESIGN)
+    core.submit(job("gang", 1, 16, count=2, lazy=False), 0)
+    out1 = core.submit(job("p1", 2, 16), 0)
+    out2 = core.submit(job("p2", 2, 16), 0)
+    assert [(d.event, d.victims) for d in out1 + out2] == [("preempting", ("gang",))] * 2
+    assert {nodes_of(core, "p1")[0][0], nodes_of(core, "p2")[0][0]} == {"0.0.3.0", "0.0.3.1"}
+    # a third of priority 2 waits (nothing left), one of priority 1 too (equal priorities never preempt)
+    assert [d.event for d in core.submit(job("p3", 2, 16), 0)] == ["queued"]
+    assert [d.event for d in core.submit(job("q", 1, 16), 0)] == ["queued"]
+    # withdrawing one preemptor frees its node for the next one of higher priority than the gang
+    out = core.cancel("p2", 0)
+    assert [(d.event, d.job) for d in out if d.event != "finished"] == [("preempting", "p3")]
+    out = core.preemption_done("gang", 0, requeue=False)
+    assert sorted(d.job for d in out if d.event == "started") == ["p1", "p3"]
+
