@@ -88,3 +88,36 @@ def test_a_second_preemptor_takes_the_other_node_of_a_gang_being_stopped():
     out = core.preemption_done("gang", 0, requeue=False)
     assert sorted(d.job for d in out if d.event == "started") == ["p1", "p3"]
 
+
+def vc2_with_one_node_cell():
+    cfg = copy.deepcopy(DESIGN)
+    cfg["virtualClusters"]["VC2"]["virtualCells"][0]["cellNumber"] = 1  # was 2 DGX-1 node cells
+    return cfg
+
+
+def test_a_reconfiguration_that_takes_a_vcs_cells_demotes_the_job_in_them():
+    core = Scheduler(DESIGN)
+    # VC2's 7- and 5-GPU tasks each need one of its two DGX-1 node cells (HiveD's pod8/pod9)
+    group9 = JobRequest(id="group9", vc="VC2", user="u", priority=1,
+                        tasks=(TaskGroup("a", 1, 7), TaskGroup("b", 1, 5)))
+    core.submit(group9, 0)
+    out = core.reconfigure(vc2_with_one_node_cell(), 1)
+    assert [(d.event, d.job) for d in out] == [("demoted", "group9")]
+    v = core.job("group9")
+    assert v.state == "running" and v.opportunistic and v.demoted
+    assert core.vc_view()["VC2"]["used_gpus"] == 0  # no longer counted in VC2's guarantee
+    # a new job of VC2 takes the node cell it still has ...
+    out = core.submit(job("n1", 1, 8, vc="VC2", pinned=None, gpu_type="DGX1-P100"), 2)
+    assert [(d.event, d.job) for d in out] == [("started", "n1")]
+    # ... and its sockets, preempting the demoted job where it runs
+    out = core.submit(job("n2", 1, 4, vc="VC2", pinned=None, gpu_type="DGX1-P100", count=2), 2)
+    assert [(d.event, d.job, d.victims) for d in out] == [("preempting", "n2", ("group9",))]
+
+
+def test_a_job_whose_cells_still_fit_its_vc_keeps_its_guarantee():
+    core = Scheduler(DESIGN)
+    core.submit(job("g", 1, 8, vc="VC2", pinned=None, gpu_type="DGX1-P100"), 0)
+    out = core.reconfigure(vc2_with_one_node_cell(), 1)
+    assert [d for d in out if d.event == "demoted"] == []
+    assert not core.job("g").opportunistic
+
