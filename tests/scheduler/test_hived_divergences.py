@@ -121,3 +121,9 @@ def test_a_job_whose_cells_still_fit_its_vc_keeps_its_guarantee():
     assert [d for d in out if d.event == "demoted"] == []
     assert not core.job("g").opportunistic
 
+
+def test_a_vcs_cell_number_may_be_zero():
+    cfg = copy.deepcopy(DESIGN)
+    cfg["virtualClusters"]["VC1"]["virtualCells"][0]["cellNumber"] = 0
+    loaded = load_cluster_config(cfg)
+    assert loaded.vc_gpus("VC1") == load_cluster_config(DESIGN).vc_gpus("VC1") - 2 * 16
