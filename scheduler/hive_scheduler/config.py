@@ -517,7 +517,10 @@ def _parse_vcs(raw: Any, types: dict[str, CellType], chains: dict[str, Chain],
             for a, b in zip(parts, parts[1:]):
                 if b not in chain.types or chain.types.index(b) <= chain.types.index(a):
                     raise ConfigError(f"{q}.cellType", f"{b!r} is not a cell type below {a!r} in chain {chain.name} ({' > '.join(chain.types)})")
-            num = _pos_int(vcell.get("cellNumber"), f"{q}.cellNumber")
+            num = vcell.get("cellNumber")
+            if num == 0 and type(num) is int:  # HiveD accepts none of a type (a VC's cells set to 0 by an edit)
+                continue
+            num = _pos_int(num, f"{q}.cellNumber")
             vcells.append(VirtualCellSpec(chain.name, parts[-1], num))
         pins = []
         for i, pc in enumerate(spec.get("pinnedCells") or []):

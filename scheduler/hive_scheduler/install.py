@@ -160,15 +160,17 @@ class Installer:
             state.release_idle_roots(roots.values())
 
     def adopt_running(self, j: Job, res: list, opportunistic: bool, now: float, out: list, demote_reason: str,
-                      placement: tuple | None = None, detached: tuple = (), share_slot: int = 0) -> None:
+                      placement: tuple | None = None, detached: tuple = (), share_slot: int = 0,
+                      coverable: bool = True) -> None:
         """Make ``j`` running on ``res`` ((group, index, node, leaves) per task) through the install path,
-        guaranteed when its VC's cells can cover its GPUs, else opportunistic (``demoted``)."""
+        guaranteed when its VC's cells can cover its GPUs, else opportunistic (``demoted``).
+        ``coverable=False``: the caller knows they cannot (a reconfiguration moved them to another chain)."""
         req = j.req
         guaranteed = req.priority != -1 and not opportunistic
         txn: list = []
         vleaves: list = []
         if guaranteed:
-            got = self.cover_with_vcells(j, res, detached, txn)
+            got = self.cover_with_vcells(j, res, detached, txn) if coverable else None
             if got is None:
                 rollback(txn)
                 guaranteed = False
@@ -208,8 +210,11 @@ class Installer:
         vc = self.state.vcs[req.vc]
         held = []
         for _, _, _, leaves in res:
+            root = None
             for leaf in leaves:
-                v = vcell_for(self.state, vc, leaf, req, txn)
+                # a cell bound for the task's first GPU must be big enough for all of them
+                v = vcell_for(self.state, vc, leaf, req, txn,
+                              self.state.task_level(leaf.chain, len(leaves)) or 1 if root is None else 1)
                 if v is not None and leaf.shares is not None and job_share(req):
                     # joining a shared GPU: guaranteed only beside guaranteed shares of its VC (held by their anchor)
                     if leaf.jopp or v.job is None:
@@ -218,6 +223,12 @@ class Installer:
                     continue
                 if v is None or v.job is not None:
                     return None
+                # one task's GPUs lie in one virtual cell of its VC, as placement puts them (HiveD: a pod's
+                # cells map into one of the VC's cells): two cells that only together hold the task (a VC
+                # shrunk from a node cell to its sockets) do not cover it
+                if root is not None and v.root is not root:
+                    return None
+                root = v.root
                 self.state.vhold(v, req.id, req.priority, txn)
                 held.append(v)
         for p, gpu_type in detached:
@@ -258,8 +269,9 @@ def free_vleaves(state, vc, gpu_type: str | None, k: int) -> list | None:
     return None
 
 
-def vcell_for(state, vc, leaf, req, txn: list):
-    """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell around it if needed)."""
+def vcell_for(state, vc, leaf, req, txn: list, min_level: int = 1):
+    """The virtual GPU of ``vc`` that ``leaf`` is (binding a free VC cell of level ``min_level`` or above
+    around it if needed)."""
     v = leaf.vcell
     if v is not None:
         if v.vc != vc.name or v.root.pin != req.pinned_cell:
@@ -269,7 +281,8 @@ def vcell_for(state, vc, leaf, req, txn: list):
         return None
     buddy = state.buddies[leaf.chain]
     tried = set()
-    for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None), key=lambda r: (r.level, r.id)):
+    for r in sorted((r for r in vc.roots.get(leaf.chain, ()) if r.bound is None and r.level >= min_level),
+                    key=lambda r: (r.level, r.id)):
         if r.level in tried:
             continue
         tried.add(r.level)

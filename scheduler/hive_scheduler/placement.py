@@ -87,7 +87,10 @@ class GuaranteedPlacement:
         kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) > 0]
         fit = [x for x in kids if x[0] >= k]
         if fit:
-            self._vtake(min(fit)[2], k, mode, out)
+            if mode == DISPLACE:  # free GPUs before preemptible ones (HiveD), else in order
+                self._vtake(min(fit, key=lambda x: (max(0, k - x[2].free), x[1]))[2], k, mode, out)
+            else:
+                self._vtake(min(fit)[2], k, mode, out)
             return
         need = k
         for a, _, c in sorted(kids, key=lambda x: (-x[0], x[1])):
@@ -114,7 +117,10 @@ class GuaranteedPlacement:
         if level == 1 and v.level == 2:  # its children are GPUs: each has 0 or 1 available, so the
             return self._first_vleaf(v, node_level, tg, mode)  # packing order is theirs (by index)
         kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) >= g]
-        kids.sort(key=lambda x: (x[0], x[1]))
+        if mode == DISPLACE:
+            kids.sort(key=_displace_order(g, v.level - 1 >= node_level))
+        else:
+            kids.sort(key=lambda x: (x[0], x[1]))
         for _, _, c in kids:
             r = self._vdescend(c, g, level, node_level, tg, mode)
             if r is not None:
@@ -129,7 +135,10 @@ class GuaranteedPlacement:
         vavail = self._vavail
         leaf_ok = self._vleaf_ok
         check_node = v.level > node_level  # (else v's node, the same, was checked)
-        for c in v.children:
+        children = v.children
+        if mode == DISPLACE:  # free GPUs before preemptible ones (HiveD), each in order
+            children = sorted(children, key=lambda c: (c.free < 1, c.index))
+        for c in children:
             if vavail(c, mode) < 1:
                 continue
             node = c.pcell.node_obj
@@ -185,7 +194,10 @@ class GuaranteedPlacement:
         vavail = self._vavail
         bound = [(a, r.level, r.id, r) for r in roots
                  if r.bound is not None and r.level >= level and (a := vavail(r, mode)) >= g]
-        bound.sort()  # by (available, level, id): ids are unique, so the cells themselves are never compared
+        if mode == DISPLACE:  # most used first (HiveD's cross-priority packing), then as below
+            bound.sort(key=lambda x: (x[3].free - x[3].size, x[1], x[2]))
+        else:
+            bound.sort()  # by (available, level, id): ids are unique, so the cells themselves are never compared
         for _, _, _, r in bound:
             res = self._vdescend(r, g, level, nl, tg, mode)
             if res is not None:
@@ -373,3 +385,14 @@ class GuaranteedPlacement:
             stolen.pop()
 
         txn.append(undo)
+
+
+def _displace_order(g: int, node_or_above: bool):
+    """The order in which the preemption search (DISPLACE) tries the children that can hold a task of
+    ``g`` GPUs, as HiveD's intra-VC scheduler with preemption does: nodes (and cells above them) most
+    used first, whatever the priorities using them (cross-priority packing; among equals in order), so
+    that among holders of equal priority the victim is the one on the fullest node; inside a node, the
+    cells needing the fewest GPUs taken from others first (free GPUs before preemptible ones)."""
+    if node_or_above:
+        return lambda x: (x[2].free - x[2].size, x[1])
+    return lambda x: (max(0, g - x[2].free), x[1])

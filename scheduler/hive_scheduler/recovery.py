@@ -130,7 +130,12 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
     A new cluster state, then the running jobs adopted into it through the install path and the
     waiting ones queued again. Tasks on nodes/GPUs the new config removes keep running where they
     are (``detached``): their GPUs take no new work, and a guaranteed job still holds its VC's
-    share for them (demoted when the VC can no longer cover it)."""
+    share for them (demoted when the VC can no longer cover it).
+
+    As HiveD's reconfiguration lazy-preempts them, a guaranteed job whose GPUs its VC's new cells no
+    longer cover is demoted (runs on as opportunistic, preemptible by its VC's guaranteed work, no
+    longer counted in the guarantee): its VC has fewer cells of that shape, a task's GPUs would need
+    two cells that are not one cell of the VC, or its GPUs moved to another chain (cells split)."""
     cfg = load_cluster_config(config)
     now = core._tick(now)
     old_chain_gpu = dict(core.state.chain_gpu)
@@ -159,6 +164,9 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
                     gpu_types[j.req.id][p.task] = old_chain_gpu[leaf.chain]
         for p, t in j.detached:
             gpu_types[j.req.id][p.task] = t
+    # the chain each running GPU was in: a task whose GPUs the new config puts in another chain (its cells
+    # split off into cells of another type) lost the virtual cells it held (HiveD lazy-preempts it)
+    old_chain = {(leaf.node, leaf.gpu): leaf.chain for j in running for leaf in j.pleaves}
     node_down, gpu_down = core.state.node_down, core.state.gpu_down
     jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
     # a new state; bad hardware stays bad
@@ -204,9 +212,12 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
             core.installer.install(j, res, [], True, [], now, out, announce=False, placement=placement,
                           detached=tuple(detached))
             continue
+        moved = any(old_chain.get((leaf.node, leaf.gpu), leaf.chain) != leaf.chain
+                    for _, _, _, leaves in res for leaf in leaves)
         core.installer.adopt_running(j, res, was_opp, now, out,
-                            "reconfiguration: VC {vc}'s new guarantee no longer covers its GPUs; "
-                            "it keeps running as opportunistic", placement=placement, detached=tuple(detached))
+                                     "reconfiguration: VC {vc}'s new guarantee no longer covers its GPUs; "
+                                     "it keeps running as opportunistic", placement=placement,
+                                     detached=tuple(detached), coverable=not moved)
     for j in jobs:
         if j.state == RUNNING:
             continue

@@ -106,7 +106,8 @@ class Scheduler:
         self.placement = GuaranteedPlacement(self.state, self._jobs)
         self.shares = SharedGPUs(self.state, self._jobs)
         self.installer = Installer(self.state, self._jobs, self.shares)
-        self._preemption = PreemptionSearch(self.placement, self.shares.victims)
+        self._preemption = PreemptionSearch(self.placement, self.shares.victims, self._stopping_in)
+        self._stopping: dict[str, None] = {}  # non-lazy victims being stopped (see ``_stopping_in``)
         self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
         self._fit_memo: dict[Any, bool] = {}
 
@@ -573,6 +574,20 @@ class Scheduler:
         j.preemptors = []
         return p
 
+    def _stopping_in(self, vc: str) -> dict[str, int]:
+        """Job id -> priority of VC ``vc``'s guaranteed jobs being stopped for a preemptor (non-lazy
+        victims: they gave up their virtual cells but still run). A preemptor of higher priority may
+        take their GPUs the first one did not reserve (``preemption.py``). Stale entries are dropped."""
+        out: dict[str, int] = {}
+        stopping = self._stopping
+        for jid in list(stopping):
+            x = self._jobs.get(jid)
+            if x is None or x.state != RUNNING or x.preempted_by is None or x.demoted or not x.opp:
+                del stopping[jid]
+            elif x.req.vc == vc:
+                out[jid] = x.req.priority
+        return out
+
     def _forget_victims(self, p: Job) -> list[Job]:
         """``p`` no longer waits for its victims; returns those nobody else waits for."""
         alone = []
@@ -840,7 +855,8 @@ class Scheduler:
         else:
             chains = state.job_chains(req, vc)
             free = vc.free[chains[0]] if len(chains) == 1 else sum(vc.free[c] for c in chains)
-        lowp = any(p < req.priority for p in vc.prio_count)
+        lowp = any(p < req.priority for p in vc.prio_count) or (
+            self._stopping and any(p < req.priority for p in self._stopping_in(req.vc).values()))
         if j.gpus > free and not lowp:  # no room in its VC and nobody it may preempt: nothing to try
             if size:
                 j = share_job
@@ -940,6 +956,7 @@ class Scheduler:
             else:
                 self.installer.strip_guarantee(x, keep)
                 forced.append(x.req.id)
+                self._stopping[x.req.id] = None
         # First let the lazily demoted victims' idle cells go back to the buddy pool, so the
         # preemptor may bind cells elsewhere and they keep running; if that fails (e.g. no healthy
         # free cell), keep the cells where they are, as the search above did. A non-lazy victim's
