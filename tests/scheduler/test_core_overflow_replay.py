@@ -3,7 +3,9 @@
 The same random calls (submits incl. pinned cells and opportunistic jobs, finishes of running and of
 waiting jobs, preemptions carried out with and without requeue, node and GPU health, reconfiguration,
 a restart that adopts what runs) go to the bare core and to ``OverflowScheduler`` around a core (both modes: an overflowed job's place in its
-VC's queue withdrawn, or kept so that it moves into its VC's cells when its turn comes). After
+VC's queue withdrawn, or kept so that it moves into its VC's cells when its turn comes, and the latter with
+the simulator's ghosts: a job that ran to its end is ``complete``d and the ghosts' ends are fired in time
+order, as the simulator's heap does). After
 every step: neither raises anything but a ``RequestError`` for a bad request, and both refuse exactly
 the same submits; no shadow id shows in a decision; the core's structural invariants hold inside the
 wrapper; every job the driver knows is known to the wrapper in the state its decisions said (no job
@@ -49,6 +51,7 @@ class Driver:
     def __init__(self, sched, config):
         self.s = sched
         self.config = config
+        self.timers: list[tuple[float, str, int]] = []  # ghosts' ends (hold_private_time), as the simulator keeps them
         self.state: dict[str, str] = {}  # job -> queued | running | stopping (preempting decided)
         self.req: dict[str, JobRequest] = {}
         self.opp: dict[str, bool] = {}
@@ -56,6 +59,9 @@ class Driver:
         self.down_gpus: set[tuple[str, int]] = set()
 
     def apply(self, decisions) -> None:
+        take = getattr(self.s, "take_timers", None)
+        if take is not None:
+            self.timers.extend(take())
         for d in decisions:
             assert SHADOW_SUFFIX not in d.job and all(SHADOW_SUFFIX not in v for v in (d.victims or ())), d
             if d.event in ("queued",):
@@ -74,6 +80,16 @@ class Driver:
                 self.req.pop(d.job, None)
             elif d.event == "demoted":
                 self.opp[d.job] = True
+
+    def fire_timers(self, t: float) -> None:
+        """The ghosts' ends due by ``t``, in time order (what the simulator's event heap does)."""
+        while True:
+            due = sorted(x for x in self.timers if x[0] <= t)
+            if not due:
+                return
+            self.timers.remove(due[0])
+            end, job, generation = due[0]
+            self.apply(self.s.ghost_end(job, generation, end))
 
     def submit(self, req, t):
         out = self.s.submit(req, t)
@@ -143,7 +159,9 @@ def replay(cluster: str, seed: int, steps: int = 120) -> None:
     config, alt, vcs, pins, sizes, types = CLUSTERS[cluster]
     rng = random.Random(seed)
     makers = {"bare": lambda cfg: Scheduler(cfg), "overflow": lambda cfg: OverflowScheduler(Scheduler(cfg)),
-              "keep_place": lambda cfg: OverflowScheduler(Scheduler(cfg), keep_place=True)}
+              "keep_place": lambda cfg: OverflowScheduler(Scheduler(cfg), keep_place=True),
+              "ghosts": lambda cfg: OverflowScheduler(Scheduler(cfg, private_placement=True), keep_place=True,
+                                                      hold_private_time=True)}
     drivers = {k: Driver(m(config), config) for k, m in makers.items()}
     for step in range(steps):
         t = float(step)
@@ -159,14 +177,18 @@ def replay(cluster: str, seed: int, steps: int = 120) -> None:
                     refused[k] = None
                 except RequestError as exc:
                     refused[k] = exc.field
-            assert refused["bare"] == refused["overflow"] == refused["keep_place"], f"step {step}: {req} refused {refused}"
+            assert len(set(refused.values())) == 1, f"step {step}: {req} refused {refused}"
         for k, drv in drivers.items():
             s = drv.s
+            drv.fire_timers(t)
             if op == "finish" or op == "withdraw":
                 want = "running" if op == "finish" else "queued"
                 ids = sorted(j for j, st in drv.state.items() if st == want) or sorted(drv.state)
                 if ids:
-                    drv.apply(s.finish(ids[int(args[0] * len(ids))], t))
+                    jid = ids[int(args[0] * len(ids))]
+                    # a running job that ran to its end (ghosts may hold its cells on), or a cancel
+                    end = s.complete if op == "finish" and args[1] < 0.7 and hasattr(s, "complete") else s.finish
+                    drv.apply(end(jid, t) if drv.state.get(jid) == "running" else s.finish(jid, t))
             elif op == "stop":
                 ids = sorted(j for j, st in drv.state.items() if st == "stopping")
                 if ids:
@@ -218,6 +240,10 @@ def replay(cluster: str, seed: int, steps: int = 120) -> None:
                 continue
             drv.apply(drv.s.preemption_done(jid, t, requeue=False) if stopping else drv.s.finish(jid, t))
             drv.state.pop(jid, None)
+            drv.check()
+        while drv.timers:  # the ghosts' holds run out (a waiting ghost starts once cells are free)
+            t = max(t, min(x[0] for x in drv.timers))
+            drv.fire_timers(t)
             drv.check()
         core = drv.s.inner if isinstance(drv.s, OverflowScheduler) else drv.s
         assert not core._jobs, f"left in the core: {sorted(core._jobs)}"
