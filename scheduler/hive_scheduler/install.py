@@ -87,6 +87,12 @@ class Installer:
         j.opp = opportunistic
         if j.vleaves:
             self.register_holder(j)
+        if j.lent:  # its place in its VC only: no physical GPU, CPU or memory (``Scheduler.lend``)
+            for node, cpus, mem in j.res:
+                node.cpus_free += cpus
+                node.memory_free += mem
+            j.res = []
+            leaves_all = []
         if size and not victims and leaves_all and leaves_all[0].shares is not None:  # joins a GPU shared already
             j.pleaves = leaves_all
             j.state = RUNNING

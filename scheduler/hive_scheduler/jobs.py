@@ -81,7 +81,7 @@ class Job:
 
     __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
                  "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at",
-                 "detached", "gpus", "shape", "share")
+                 "detached", "gpus", "shape", "share", "lent")
 
     def __init__(self, req: JobRequest, seq: int):
         self.req = req
@@ -107,6 +107,9 @@ class Job:
         self.gpus = req.total_gpus  # GPUs it runs on (fair-share usage counts them each call)
         self.shape = shape_key(req)  # what placement depends on (a pass tries each shape once), computed once
         self.share = job_share(req)  # eighths of one GPU it asks for (0: whole GPUs), computed once
+        # holds its VC's virtual GPUs but none of the physical ones (``Scheduler.lend``): opportunistic work
+        # may run there; it never evicts any and holds no CPUs or memory
+        self.lent = False
 
     def reset_placement(self) -> None:
         """Forget everything it holds (the caller has released it or is building a new state)."""

@@ -100,6 +100,7 @@ class OverflowScheduler:
         ghosts = self._ghosts
         ghost_victims: list[str] = []  # ghosts a preemptor displaces: they stop at once (nothing runs)
         ghost_drops: list[str] = []  # ghosts demoted (lazy preemption): their place in the VC is gone
+        ghost_starts: list[str] = []  # ghosts that started: they lend their GPUs (``Scheduler.lend``)
         for d in decisions:
             job, event = d.job, d.event
             if event == "finished" and job in withdrawing:
@@ -119,6 +120,8 @@ class OverflowScheduler:
                     if event == "demoted":
                         ghost_drops.append(job)
                     else:
+                        if event == "started":
+                            ghost_starts.append(job)
                         self._ghost_decision(d, now, out)
                     continue
             if owner != job and owner in reqs:
@@ -205,6 +208,9 @@ class OverflowScheduler:
                 ghosts.forget(job, now)
                 self._withdraw(job, now, out)
                 self._req.pop(job, None)
+        for job in ghost_starts:
+            if job in ghosts and ghosts.running(job):
+                self._translate(self.inner.lend(job, now), now, out)
         for job in ghost_victims:
             if job in ghosts and ghosts.running(job):
                 try:
@@ -263,6 +269,7 @@ class OverflowScheduler:
                 self._g_waiting.discard(job_id)
                 self._reserving.discard(job_id)
                 ghosts.wait(job_id, outside, gpus)
+                self.inner.lend(job_id, now)  # (it holds its place, never GPUs: nothing changes now)
             self._translate(self.inner.finish(job_id + SHADOW_SUFFIX, now), now, out)
             return out
         if job_id in self._g_waiting or job_id in self._shadow_waiting:  # (not running: nothing to hold)
@@ -271,6 +278,7 @@ class OverflowScheduler:
         ghosts.wait(job_id, outside, gpus)  # it runs in its VC's cells (it moved there): they stay held
         ghosts.start(job_id, now)
         out.append(Decision("finished", job_id, now))
+        self._translate(self.inner.lend(job_id, now), now, out)  # its GPUs go to opportunistic work meanwhile
         return out
 
     def take_timers(self) -> list[tuple[float, str, int]]:
@@ -350,6 +358,11 @@ class OverflowScheduler:
 
     def reconfigure(self, config: Any, now: float) -> list:
         out: list = []
+        if self._ghosts is not None:  # a new cluster has new timing: the ghosts' holds end here
+            for job in sorted(set(self._ghosts.waiting) | set(self._ghosts.ends)):
+                self._ghosts.forget(job, now)
+                self._withdraw(job, now, out)
+                self._req.pop(job, None)
         self._translate(self.inner.reconfigure(config, now), now, out)
         return out
 

@@ -345,6 +345,31 @@ class Scheduler:
             if j.seq == self._seq - 1:
                 self._seq -= 1
 
+    def lend(self, job_id: str, now: float) -> list[Decision]:
+        """``job_id`` keeps its place in its VC (the virtual GPUs it holds, or will hold once it starts) but
+        none of the physical ones: it gives back its GPUs, CPUs and memory, opportunistic work may run
+        there, and it never evicts any. Its VC's guaranteed placements still see its GPUs held; when they
+        are wanted back (it ends, or is preempted), whatever runs there is preempted as any opportunistic
+        work in a VC's cells. For the overflow wrapper's ghosts (``overflow.py``): a job that ended early
+        whose VC's cells keep its private cluster's timing. A share job, or an opportunistic one, is not
+        lent (nothing changes). Returns what starts in the GPUs it gave back."""
+        j = self._get(job_id)
+        if j.share or j.req.priority < 0 or j.demoted:
+            return []
+        j.lent = True
+        if j.state != RUNNING or not (j.pleaves or j.res):  # it lends from its start (``_commit``, ``install``)
+            return []
+        leaf_set = self.state.leaf_set
+        for leaf in j.pleaves:
+            if leaf.job == job_id:
+                leaf_set(leaf, None, False)
+        for node, cpus, mem in j.res:
+            node.cpus_free += cpus
+            node.memory_free += mem
+        j.pleaves, j.res = [], []
+        self.state.mark_all_dirty()
+        return self.schedule(now)
+
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[Decision]:
         j = self._get(job_id)
         if j.preempted_by is None:
@@ -992,7 +1017,7 @@ class Scheduler:
         leaves_all = [leaf for _, _, _, leaves in res for leaf in leaves]
         seen = dict.fromkeys(forced)
         for leaf in leaves_all:
-            if leaf.job is not None and leaf.job != jid:
+            if leaf.job is not None and leaf.job != jid and not j.lent:  # (a lent job evicts nobody)
                 seen[leaf.job] = None
         if self.state.shared:  # a shared GPU's anchor stands for all its share jobs
             seen = dict.fromkeys(self.shares.victims(seen))

@@ -133,7 +133,7 @@ def check_invariants(s: Scheduler) -> None:
         elif j.state == "waiting":
             assert not j.pleaves and not j.vleaves and not j.reserved and not j.placement
         elif j.state == "preempting":
-            assert j.waiting_on and j.reserved
+            assert j.waiting_on and (j.reserved or j.lent)  # (a lent job reserves no physical GPU)
     # every used leaf belongs to a running job (a shared GPU: to its anchor, see check_shared_gpus)
     for c in s.state.cells:
         if c.level == 1 and c.job is not None:

@@ -103,3 +103,25 @@ def test_without_it_an_early_end_frees_the_cells_at_once():
 def test_it_needs_keep_place():
     with pytest.raises(ValueError):
         OverflowScheduler(Scheduler(TWO), hold_private_time=True)
+
+
+def test_a_lent_job_keeps_its_place_in_its_vc_and_lends_its_gpus():
+    """``Scheduler.lend``, which a ghost uses: its VC's cells stay held, their GPUs run opportunistic work
+    meanwhile, and that work is preempted when the VC takes them back."""
+    from core_helpers import check_invariants
+
+    s = Scheduler(TWO, private_placement=True)
+    s.submit(req("b1", vc="b"), 0)  # VC b's node busy: the only GPUs to lend are a1's
+    s.submit(req("a1"), 0)
+    assert events(s.lend("a1", 1)) == []  # nobody waits for them yet
+    check_invariants(s)
+    assert events(s.submit(req("o1", priority=-1), 2)) == [("started", "o1", True)]  # on a1's GPUs
+    assert s.job("o1").placement[0].node == s.job("a1").placement[0].node
+    assert events(s.submit(req("a2"), 3)) == [("queued", "a2", False)]  # VC a's cells are a1's
+    check_invariants(s)
+    out = s.finish("a1", 4)
+    assert [(d.event, d.job, d.victims) for d in out] == [("finished", "a1", None), ("preempting", "a2", ("o1",))]
+    assert events(s.preemption_done("o1", 5)) == [("preempted", "o1", False), ("queued", "o1", False),
+                                                   ("started", "a2", False)]
+    check_invariants(s)
+    assert s.lend("o1", 6) == [] and not s._jobs["o1"].lent  # an opportunistic job has nothing to lend
