@@ -674,9 +674,13 @@ class Scheduler:
                 state.vunhold(v, prio)
                 roots[v.root.id] = v.root
         state.release_idle_roots(roots.values())
-        for node, cpus, mem in j.res:
-            node.cpus_free += cpus
-            node.memory_free += mem
+        if j.res:
+            for node, cpus, mem in j.res:
+                node.cpus_free += cpus
+                node.memory_free += mem
+            # CPUs/memory came back (the state marks only freed GPUs): a waiting job of any VC that
+            # asked for them (a CPU-only task above all) may start now, not only at the next submit
+            state.mark_all_dirty()
         if j.vleaves:
             self.installer.unregister_holder(j)
         if j.req.vc in self._gate.tables:  # its owner's jobs waiting at a limit may start now
