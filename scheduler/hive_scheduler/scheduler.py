@@ -466,12 +466,13 @@ class Scheduler:
         return _views.free_gpu_count(self)
 
     # ================================================================== start-time estimates
-    def estimate_starts(self, now: float, expected=None, alternatives=None, names=None) -> dict:
+    def estimate_starts(self, now: float, expected=None, alternatives=None, names=None, max_waiting=None) -> dict:
         """``{job id: StartEstimate(start, basis)}`` for every waiting job: a forward simulation of the
         current state in which running jobs end at their ``time_limit_s`` (else at ``expected[id]``,
         an ``estimates.Expected``; else never). A query: it changes nothing (see ``estimates``;
-        ``alternatives`` and ``names`` there)."""
-        return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names)
+        ``alternatives``, ``names`` and ``max_waiting`` there)."""
+        return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names,
+                                          max_waiting=max_waiting)
 
     def _estimate_twin(self) -> "Scheduler":
         twin = self._twin
