@@ -60,6 +60,8 @@ class StartEstimate:
 
 NO_LIMIT = "running jobs have no time limit"
 _NO_ESTIMATE = StartEstimate(None, NO_LIMIT)
+BEYOND = "beyond the estimate's horizon"
+_BEYOND = StartEstimate(None, BEYOND)
 
 
 def _duration(s: float) -> str:
@@ -103,7 +105,7 @@ def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None
 def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = None,
                     max_steps: int | None = None, vc: str | None = None,
                     alternatives: Mapping[str, str] | None = None,
-                    names: Mapping[str, str] | None = None) -> dict[str, StartEstimate]:
+                    names: Mapping[str, str] | None = None, max_waiting: int | None = None) -> dict[str, StartEstimate]:
     """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``.
 
     ``vc``: only that VC's guaranteed jobs (backfill's reservations). Its guaranteed jobs only ever
@@ -114,7 +116,13 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     ``alternatives``: waiting jobs that are two requests for the same work (``{a: b, b: a}``, e.g. a
     job and its overflow shadow): when one starts in the simulation the other is withdrawn, as the
     driver would, so the two never hold GPUs at once. ``names``: how a job id is shown in a basis
-    ("when j-1 ends"), for ids the driver does not show."""
+    ("when j-1 ends"), for ids the driver does not show.
+
+    ``max_waiting``: replay only the first that many waiting jobs (by submission; a job's alternative
+    with it, not counted); the others get no start ("beyond the estimate's horizon"). Each job that ends in the
+    replay runs a scheduling pass over every waiting job, so the replay costs ~(waiting jobs)^2: 10,000
+    waiting 1-GPU jobs took ~20 s of the server's event loop. Left out, the later jobs cannot pass the
+    earlier ones in the replay (an earlier start for those is then not seen)."""
     twin = core._estimate_twin()
     jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
     if vc is not None:
@@ -122,6 +130,22 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
     if not waiting:
         return {}
+    beyond: list[str] = []
+    if max_waiting is not None and len(waiting) > max_waiting:
+        kept: set[str] = set()
+        replayed = 0
+        for j in waiting:
+            if replayed >= max_waiting:
+                break
+            if j.req.id not in kept:  # (not already in as an earlier job's alternative)
+                kept.add(j.req.id)
+                replayed += 1
+                if alternatives and j.req.id in alternatives:
+                    kept.add(alternatives[j.req.id])
+        beyond = [j.req.id for j in waiting if j.req.id not in kept]
+        waiting = [j for j in waiting if j.req.id in kept]
+        out_of = set(beyond)
+        jobs = [j for j in jobs if j.req.id not in out_of]
     # expected durations of the running jobs now; of the waiting ones only if the replay below needs them
     exp = {j.req.id: expected_of(j.req, expected) for j in jobs if j.state is RUNNING}
     t0 = now
@@ -203,6 +227,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     finally:
         _empty(twin, core)
     out: dict[str, StartEstimate] = dict.fromkeys([j.req.id for j in waiting_only], _NO_ESTIMATE)  # (immutable)
+    out.update(dict.fromkeys(beyond, _BEYOND))
     for j in waiting:
         jid = j.req.id
         if jid in starts:
@@ -215,7 +240,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
                 basis = f"when {shown} ends ({e.describe(j.req.user) if e else 'its time limit'})"
             out[jid] = StartEstimate(t0 + at, basis)
         else:
-            out[jid] = StartEstimate(None, NO_LIMIT if steps < limit else "beyond the estimate's horizon")
+            out[jid] = _NO_ESTIMATE if steps < limit else _BEYOND
     return out
 
 

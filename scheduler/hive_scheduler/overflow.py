@@ -466,7 +466,7 @@ class OverflowScheduler:
         return dataclasses.replace(shadow, opportunistic=True,
                                    reason=f"running in idle GPUs outside VC {job.vc} (overflow); preemptible")
 
-    def estimate_starts(self, now: float, expected=None) -> dict:
+    def estimate_starts(self, now: float, expected=None, max_waiting=None) -> dict:
         """The core's forward simulation with each job and its shadow as alternatives (the first to
         start withdraws the other, as ``submit`` does), a shadow expected to run as long as its job, and
         every estimate under the job's own id: the earlier of its two starts, the shadow's saying
@@ -479,7 +479,8 @@ class OverflowScheduler:
             names[shadow] = job
             if job in self._g_waiting and job in self._shadow_waiting:
                 alternatives[job], alternatives[shadow] = shadow, job
-        raw = self.inner.estimate_starts(now, exp, alternatives=alternatives, names=names)
+        # (max_waiting: a job and its shadow are replayed together and count once, as alternatives)
+        raw = self.inner.estimate_starts(now, exp, alternatives=alternatives, names=names, max_waiting=max_waiting)
         out: dict = {}
         for core_id, est in raw.items():
             owner = _owner(core_id)

@@ -492,12 +492,13 @@ class Scheduler:
         return _views.free_gpu_count(self)
 
     # ================================================================== start-time estimates
-    def estimate_starts(self, now: float, expected=None, alternatives=None, names=None) -> dict:
+    def estimate_starts(self, now: float, expected=None, alternatives=None, names=None, max_waiting=None) -> dict:
         """``{job id: StartEstimate(start, basis)}`` for every waiting job: a forward simulation of the
         current state in which running jobs end at their ``time_limit_s`` (else at ``expected[id]``,
         an ``estimates.Expected``; else never). A query: it changes nothing (see ``estimates``;
-        ``alternatives`` and ``names`` there)."""
-        return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names)
+        ``alternatives``, ``names`` and ``max_waiting`` there)."""
+        return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names,
+                                          max_waiting=max_waiting)
 
     def _estimate_twin(self) -> "Scheduler":
         twin = self._twin
@@ -714,9 +715,13 @@ class Scheduler:
                 state.vunhold(v, prio)
                 roots[v.root.id] = v.root
         state.release_idle_roots(roots.values())
-        for node, cpus, mem in j.res:
-            node.cpus_free += cpus
-            node.memory_free += mem
+        if j.res:
+            for node, cpus, mem in j.res:
+                node.cpus_free += cpus
+                node.memory_free += mem
+            # CPUs/memory came back (the state marks only freed GPUs): a waiting job of any VC that
+            # asked for them (a CPU-only task above all) may start now, not only at the next submit
+            state.mark_all_dirty()
         if j.vleaves:
             self.installer.unregister_holder(j)
         if j.req.vc in self._gate.tables:  # its owner's jobs waiting at a limit may start now

@@ -157,6 +157,14 @@ class HiveLabApp(ExtensionApp):
         help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
         (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
     )
+    max_unfinished_jobs = Int(
+        10000, config=True,
+        help="""Most jobs hive-lab holds unfinished at once (waiting, held by depends_on, starting, running,
+        stopping: each is kept in memory until it ends). A submit beyond it is answered 503 with
+        Retry-After (counted in hive_lab_submits_shed_total; array elements and scheduled runs wait or are
+        refused likewise) instead of taking jobs faster than they run, with a backlog and a memory that grow
+        without bound. Slurm's MaxJobCount has the same default. 0: no bound.""",
+    )
     events_replay_max = Int(
         10000, config=True,
         help="""GET events?since=N replays the stored state changes after N when there are at most this many;
@@ -328,6 +336,7 @@ class HiveLabApp(ExtensionApp):
             vc_time_limits=self.vc_time_limits,
             user_limits=user_limits,
             sharing=sharing,
+            max_unfinished_jobs=self.max_unfinished_jobs,
             **({"clock": self.clock} if self.clock is not None else {}),
         )
         if self.queue_policy in LIVE_POLICIES:

@@ -6,6 +6,7 @@ The handlers turn a ``ServiceError`` into its status and message (and ``Retry-Af
 from __future__ import annotations
 
 STORE_RETRY_AFTER_S = 5
+FULL_RETRY_AFTER_S = 5  # a submit refused because max_unfinished_jobs are unfinished
 
 
 class ServiceError(Exception):
@@ -17,6 +18,15 @@ class ServiceError(Exception):
         self.message = message
         self.field = field
         self.retry_after_s = retry_after_s
+
+
+class ServiceFull(ServiceError):
+    """A new job refused because the service holds ``HiveLabApp.max_unfinished_jobs`` unfinished jobs."""
+
+    def __init__(self, bound: int):
+        super().__init__(503, f"hive-lab holds {bound} unfinished jobs, as many as it takes "
+                              "(HiveLabApp.max_unfinished_jobs); submit again after Retry-After, when some have "
+                              "ended", retry_after_s=FULL_RETRY_AFTER_S)
 
 
 class StoreUnavailable(ServiceError):

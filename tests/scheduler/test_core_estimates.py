@@ -97,3 +97,34 @@ def test_bad_time_limit_is_refused():
         s.submit(job("x", 1, -5), 0.0)
     assert e.value.field == "time_limit_s"
     assert not s.jobs()
+
+
+def test_max_waiting_replays_only_the_first_waiting_jobs():
+    """``max_waiting`` bounds the replay (its cost grows with the square of the waiting jobs: each end
+    in it passes over every waiting job): the first jobs get the estimates the whole replay gives them,
+    the later ones none ("beyond the estimate's horizon")."""
+    from hive_scheduler.estimates import BEYOND
+
+    s = Scheduler(CFG)
+    assert s.submit(job("r", 4, 100), 0.0)[0].event == "started"
+    for i in range(6):
+        assert s.submit(job(f"w{i}", 4, 10, t=1), 1.0)[-1].event == "queued"
+    whole = s.estimate_starts(1.0)
+    assert [whole[f"w{i}"].start for i in range(6)] == [100.0, 110.0, 120.0, 130.0, 140.0, 150.0]
+    bounded = s.estimate_starts(1.0, max_waiting=2)
+    assert {k: bounded[k] for k in ("w0", "w1")} == {k: whole[k] for k in ("w0", "w1")}
+    assert all(bounded[f"w{i}"] == StartEstimate(None, BEYOND) for i in range(2, 6))
+    assert s.estimate_starts(1.0, max_waiting=2) == bounded  # the twin came back empty
+    assert s.estimate_starts(1.0) == whole
+
+
+def test_max_waiting_counts_a_job_and_its_overflow_shadow_once():
+    from hive_scheduler.overflow import OverflowScheduler
+
+    s = OverflowScheduler(Scheduler({**CFG, "vcs": {"a": 2, "b": 2}}))
+    for vc in ("a", "b"):  # every GPU busy: the jobs below wait, each with its shadow
+        assert s.submit(JobRequest(f"r{vc}", vc, tasks=(TaskGroup("w", 1, 2),), time_limit_s=100), 0.0)[0].event == "started"
+    for i in range(4):
+        s.submit(JobRequest(f"w{i}", "a", tasks=(TaskGroup("w", 1, 2),), time_limit_s=10, submit_time=1), 1.0)
+    est = s.estimate_starts(1.0, max_waiting=2)
+    assert [est[f"w{i}"].start is not None for i in range(4)] == [True, True, False, False], est

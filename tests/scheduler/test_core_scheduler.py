@@ -112,6 +112,20 @@ def test_cpu_only_tasks_and_node_resources_never_overcommitted():
     assert events(s.submit(JobRequest("c9", "b", tasks=(cpu,)), 3)) == [("queued", "c9")]
 
 
+def test_a_job_waiting_for_cpus_starts_when_a_job_gives_them_back():
+    """CPUs/memory that come back make every VC's pass run again (the bench_overload backlog: CPU-only
+    jobs queued for CPUs waited until the next submit, and for ever once submits stopped)."""
+    s = Scheduler("default")  # one node, 32 CPUs
+    one_cpu = TaskGroup("main", 1, 0, cpus=1)
+    for i in range(32):
+        assert events(s.submit(JobRequest(f"c{i}", "default", tasks=(one_cpu,)), 0)) == [("started", f"c{i}", False)]
+    assert events(s.submit(JobRequest("late", "default", tasks=(one_cpu,)), 1)) == [("queued", "late")]
+    assert events(s.submit(job("g", "default", 1, cpus=1), 1)) == [("queued", "g")]  # a GPU job held by CPUs
+    assert events(s.finish("c0", 2)) == [("finished", "c0"), ("started", "late", False)]
+    assert events(s.finish("c1", 3)) == [("finished", "c1"), ("started", "g", False)]
+    check_invariants(s)
+
+
 @pytest.mark.parametrize("req, field", [
     (job("x", "nope"), "vc"),
     (job("x", "a", priority=1001), "priority"),

@@ -33,8 +33,9 @@ ERRORS = {
     409: "the job's state does not allow it (e.g. cancelling a finished job)",
     413: "the request body is larger than HiveLabApp.max_body_bytes",
     429: "the caller has as many jobs queued in the VC as their limits allow (max_queued_jobs); submit again later",
-    503: "hive-lab is recovering its jobs after a restart, its store is unavailable, or it serves "
-         "max_requests_in_flight requests already (GET me and GET metrics are never shed); retry after Retry-After",
+    503: "hive-lab is recovering its jobs after a restart, its store is unavailable, it serves "
+         "max_requests_in_flight requests already (GET me and GET metrics are never shed), or (a new job) it "
+         "holds max_unfinished_jobs unfinished jobs; retry after Retry-After",
 }
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}

@@ -80,6 +80,7 @@ class HiveService(Admission, UnitOfWork):
         sharing: GpuSharing | None = None,
         throughputs: Any = None,
         progress_interval_s: float = 1.0,
+        max_unfinished_jobs: int = 0,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -99,6 +100,7 @@ class HiveService(Admission, UnitOfWork):
         self.metrics = metrics or Metrics()
         self.metrics.attach(self)
         self.active: dict[str, ActiveJob] = {}
+        self.max_unfinished_jobs = max_unfinished_jobs  # more in ``active``: submits are refused (0: no bound)
         self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
         self.progress_interval_s = progress_interval_s
         self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)

@@ -9,7 +9,8 @@ way; the answer to a submit never waits for it. Running jobs end at their time l
 the same kind of job (same command, else same name), else at their VC's default time limit
 (``vc_time_limits``' ``default_s``, which a kernel does not get as a limit: the basis says "if it runs
 ..."), else never. A queued job whose start therefore cannot be told gets no estimate at all (silence,
-not "start unknown" on every queued job; see ``presentation.estimate_fields``).
+not "start unknown" on every queued job; see ``presentation.estimate_fields``); so do the waiting
+jobs after the first ``MAX_WAITING`` (the replay's cost grows with the square of the jobs it replays).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ HISTORY_RUNS = 5
 HISTORY_ROWS = 1000  # succeeded jobs read back to learn run times (newest first)
 MIN_GAP = 9.0        # a recompute waits at least this many times the last one's cost after it (<= 10 % of the loop)
 MIN_INTERVAL_S = 0.05  # and at least this long (a burst of submits: at most 20 recomputes a second)
+# the first this many waiting jobs (by submission) get an estimate, the later ones none ("beyond the
+# estimate's horizon"): the replay costs ~(waiting jobs)^2 and blocks the event loop while it runs
+# (bench_overload, 10,000 waiting ``true`` jobs: ~40 s; 500: ~0.1 s)
+MAX_WAITING = 500
 
 
 def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -124,7 +129,8 @@ class StartEstimates:
         t0 = time.perf_counter()
         self._learn()
         self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history,
-                                                                   getattr(svc, "time_limits", None) or {}))
+                                                                   getattr(svc, "time_limits", None) or {}),
+                                           max_waiting=MAX_WAITING)
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()

@@ -128,6 +128,10 @@ class Metrics:
             "hive_lab_requests_shed", "Requests answered 503 because max_requests_in_flight were being served",
             registry=self.registry,
         )
+        self.submits_shed = Counter(
+            "hive_lab_submits_shed", "Submits answered 503 because max_unfinished_jobs jobs were unfinished",
+            registry=self.registry,
+        )
         self.launch_seconds = Histogram(
             "hive_lab_launch_seconds", "Time the launcher takes to start a job",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60), registry=self.registry,

@@ -274,10 +274,12 @@ class ArrayFeeder:
         row = live.row
         for position, index in picks:
             try:
-                # (len(new): the elements prepared before this one in the batch count against max_queued_jobs)
+                # (len(new): the elements prepared before this one in the batch count against max_queued_jobs
+                # and max_unfinished_jobs)
                 job, job_row = self.prepare(live.spec, row["user"], row["vc"], now, tuple(row["owner_groups"] or ()),
-                                            len(new), group=row["user_group"])
-            except ServiceError as exc:  # e.g. max_queued_jobs: the rest waits for a slot (the tick retries)
+                                            len(new), group=row["user_group"], unadmitted=len(new))
+            except ServiceError as exc:  # e.g. max_queued_jobs, max_unfinished_jobs: the rest waits for a slot
+                # (the tick retries)
                 blocked = exc.message
                 break
             self._make_element(live, job, job_row, position, index)

@@ -24,7 +24,7 @@ from hive_scheduler.validation import validate_request
 from hive_lab_server.api.spec import JobSpec
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
-from hive_lab_server.errors import ServiceError, StoreUnavailable
+from hive_lab_server.errors import ServiceError, ServiceFull, StoreUnavailable
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
 from hive_lab_server.jobs.lifecycle.states import PLACED_STATES
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
@@ -38,7 +38,11 @@ class Admission:
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
         decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
-        new = self._prepare(spec, user, vc, self.now(), groups, group=group)
+        try:
+            new = self._prepare(spec, user, vc, self.now(), groups, group=group)
+        except ServiceFull:
+            self.metrics.submits_shed.inc()
+            raise
         self._admit([new])
         self._kernel_dirs([new[0]])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
@@ -59,10 +63,14 @@ class Admission:
         now = self.now()
         admitted = []
         for spec, user, vc, fut, t0, groups, user_group in group:
-            try:  # (also_waiting: this user's submits in the same group count against max_queued_jobs)
+            try:  # (also_waiting: this user's submits in the same group count against max_queued_jobs;
+                # unadmitted: all the group's, against max_unfinished_jobs)
                 mine = sum(1 for (j, _), _, _ in admitted if j.user == user and j.vc == vc)
-                admitted.append((self._prepare(spec, user, vc, now, groups, mine, group=user_group), fut, t0))
+                admitted.append((self._prepare(spec, user, vc, now, groups, mine, group=user_group,
+                                               unadmitted=len(admitted)), fut, t0))
             except ServiceError as exc:
+                if isinstance(exc, ServiceFull):
+                    self.metrics.submits_shed.inc()
                 fut.set_exception(exc)
         if not admitted:
             return
@@ -79,6 +87,15 @@ class Admission:
                 fut.set_result(self._object_of(job.id, row))
             self.metrics.submit_seconds.observe(time.perf_counter() - t0)
 
+    def _check_room(self, unadmitted: int = 0) -> None:
+        """ServiceError(503, Retry-After) when the service holds ``max_unfinished_jobs`` jobs (issue 24): each
+        unfinished job is kept in memory (its ``ActiveJob``, the core's job, its queue entry) until it
+        ends, so a server offered jobs faster than it runs them must refuse some, or its backlog and its
+        memory grow without bound (bench_overload: 20,000 ``true`` jobs taken in 90 s, ~15/s run)."""
+        bound = self.max_unfinished_jobs
+        if bound and len(self.active) + unadmitted >= bound:
+            raise ServiceFull(bound)
+
     def _kernel_dirs(self, jobs: list[ActiveJob]) -> None:
         """A kernel job's dir exists (its owner's, 0700) from submission on, not only once placed: the
         provisioner keeps its heartbeat there while it waits, so a kernel whose Jupyter server died is
@@ -92,10 +109,13 @@ class Admission:
                     log.warning("hive-lab: cannot make the dir of kernel job %s yet: %s", job.id, exc)
 
     def _prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
-                 also_waiting: int = 0, group: str = "") -> tuple[ActiveJob, dict[str, Any]]:
+                 also_waiting: int = 0, group: str = "", unadmitted: int = 0) -> tuple[ActiveJob, dict[str, Any]]:
         """A new job and its row; ServiceError(400) if the cluster can never run it, 403 if its owner's
-        limits in the VC never let it run, 429 if they have max_queued_jobs waiting there. ``groups``: all
-        the owner's groups (limits); ``group``: their group for fair share (``AccessPolicy.fair_share_group``)."""
+        limits in the VC never let it run, 429 if they have max_queued_jobs waiting there, 503 if the
+        service holds ``max_unfinished_jobs`` unfinished jobs (counting ``unadmitted``: the jobs prepared
+        before this one in the same unit, not yet in ``active``). ``groups``: all the owner's groups
+        (limits); ``group``: their group for fair share (``AccessPolicy.fair_share_group``)."""
+        self._check_room(unadmitted)
         try:
             limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
