@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import os
 import pathlib
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,9 +29,13 @@ class Client:
     """Talks to one hive-lab server. ``Client()`` finds the server by itself (see ``hive_lab.discovery``)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 runtime_dir: str | None = None):
+                 runtime_dir: str | None = None, busy_retry_s: float = 60.0):
         self.server: ServerInfo = find_server(url, token, runtime_dir)
         self.timeout = timeout
+        # a request the server shed (503 with Retry-After: nothing was done) is sent again after the pause
+        # it asks for, as long as the pauses add up to at most this many seconds (0: never)
+        self.busy_retry_s = busy_retry_s
+        self._sleep = time.sleep
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
         if self.server.token:
@@ -54,18 +59,16 @@ class Client:
                  stream: bool = False, timeout: float | None = None, raw: bool = False,
                  data: bytes | None = None, headers: dict | None = None) -> Any:
         url = self.api_url + path
-        try:
-            resp = self.session.request(method, url, params=params, json=json, stream=stream, data=data, headers=headers,
-                                        timeout=timeout if timeout is not None else self.timeout)
-        except requests.ConnectionError as exc:
-            raise ServerUnreachable(
-                f"Cannot reach the hive-lab server at {self.base_url} (found via {self.server.source}): "
-                f"{_short(exc)}. Is it running? " + _fix_hint(self.server.source)
-            ) from None
-        except requests.Timeout:
-            raise ServerUnreachable(
-                f"The hive-lab server at {self.base_url} did not answer within {self.timeout:g} s."
-            ) from None
+        waited = 0.0
+        while True:
+            resp = self._send(method, url, params=params, json=json, stream=stream, data=data, headers=headers,
+                              timeout=timeout)
+            pause = _retry_after(resp)
+            if pause is None or waited + pause > self.busy_retry_s:
+                break
+            resp.close()
+            self._sleep(pause)
+            waited += pause
         if resp.status_code >= 400:
             raise self._error(resp)
         if raw or stream:
@@ -78,6 +81,19 @@ class Client:
             raise ServerError(
                 f"{method} {url} answered {resp.status_code} with something that is not JSON "
                 f"(is {self.base_url} a Jupyter server with hive-lab installed?)", status=resp.status_code
+            ) from None
+
+    def _send(self, method: str, url: str, *, timeout: float | None, **kwargs: Any) -> requests.Response:
+        try:
+            return self.session.request(method, url, timeout=timeout if timeout is not None else self.timeout, **kwargs)
+        except requests.ConnectionError as exc:
+            raise ServerUnreachable(
+                f"Cannot reach the hive-lab server at {self.base_url} (found via {self.server.source}): "
+                f"{_short(exc)}. Is it running? " + _fix_hint(self.server.source)
+            ) from None
+        except requests.Timeout:
+            raise ServerUnreachable(
+                f"The hive-lab server at {self.base_url} did not answer within {self.timeout:g} s."
             ) from None
 
     def _error(self, resp: requests.Response) -> HiveLabError:
@@ -449,3 +465,17 @@ def _short(exc: Exception) -> str:
     if "Name or service not known" in text or "nodename nor servname" in text:
         return "unknown host name"
     return text[:160]
+
+
+def _retry_after(resp: requests.Response) -> float | None:
+    """The pause a 503 asks for (its ``Retry-After``, in seconds), or None: not to be sent again. The
+    server answers 503 only for requests it did nothing with (shed under load, too many unfinished jobs,
+    a store that cannot write), so sending one again is safe, a submit included."""
+    if resp.status_code != 503:
+        return None
+    value = resp.headers.get("Retry-After", "").strip()
+    try:
+        pause = float(value)
+    except ValueError:  # (absent, or an HTTP date: the server sends seconds)
+        return None
+    return pause if 0 <= pause <= 3600 else None
