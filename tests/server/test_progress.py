@@ -94,3 +94,64 @@ def test_job_without_total_has_no_remaining_steps():
     tracker.read("j", None, lambda off: (chunks.pop(0), off + 100), now=0.0)
     view = tracker.view("j", None, 1)
     assert view["remaining_steps"] is None and view["estimated_finish"] is None
+
+
+def test_an_ended_job_leaves_its_progress_among_the_latest_and_nothing_else():
+    from hive_lab_server.timeshare import progress as progress_module
+
+    tracker = ProgressTracker()
+    keep = progress_module.KEEP_ENDED
+    for i in range(keep + 5):
+        feed(tracker, f"j{i}", f"hive-progress: steps={i} t=100 attempt=1 gpu_type=T4\n")
+        tracker.read(f"j{i}", None, lambda offset: (b"", offset), 0.0, source="channel")
+        tracker.ended(f"j{i}")
+    assert tracker.logs == {} and tracker.jobs == {}
+    assert len(tracker.ended_jobs) == keep
+    assert tracker.view("j0", None, 1) is None  # the oldest are forgotten
+    assert tracker.view(f"j{keep + 4}", None, 1)["steps"] == keep + 4
+
+
+def test_the_service_keeps_no_progress_state_for_jobs_that_ended(tmp_path):
+    """A long-running server read each running job's log for progress and kept where it stopped reading,
+    per job, for ever (found by tracemalloc under bench_overload: issue 24's slow RSS creep)."""
+    import asyncio
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "service_trace.py"
+    spec = importlib.util.spec_from_file_location("service_trace", path)
+    trace = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trace)
+
+    async def main():
+        cfg = trace.load_cluster_config(trace.CLUSTER)
+        launcher = trace.ScriptedLauncher()
+        now = [1_000_000.0]
+        service = trace.HiveService(
+            scheduler=trace.OverflowScheduler(trace.Scheduler(cfg)), config=cfg,
+            store=trace.Store(f"sqlite:///{tmp_path}/p.sqlite"), launcher=launcher, jobs_root=f"{tmp_path}/jobs",
+            poll_interval_s=0.001, clock=lambda: now[0], stop_grace_s=0.0, preemption_grace_s=0.0,
+            checkpoint_grace_s=0.0)
+        await service.start()
+        try:
+            for i in range(30):
+                now[0] += 1.0
+                service.submit(trace.parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "a")
+                await wait_for(lambda: launcher.live)
+                service.read_progress_of_running()
+                assert service.progress.logs  # it reads the running job's sources
+                for job in sorted(launcher.live):
+                    launcher.end(job, 0)
+                await wait_for(lambda: not service.active)
+            assert service.progress.logs == {} and service.progress.jobs == {}
+        finally:
+            await service.stop()
+
+    async def wait_for(condition):
+        for _ in range(5000):
+            if condition():
+                return
+            await asyncio.sleep(0.002)
+        raise AssertionError("the service did not get there")
+
+    asyncio.run(main())

@@ -378,6 +378,12 @@ class HiveService(Admission, UnitOfWork):
             return None
         spec = row["spec"]
         task = task_names(spec)[0]
+        tracker = self.progress
+        if job_id not in self.active:  # ended: its kept progress, else its log read once and nothing kept
+            kept = tracker.view(job_id, spec.get("job_type"), row["gpus"])
+            if kept is not None and kept["steps"] is not None:
+                return kept
+            tracker = ProgressTracker(self.progress.throughputs)
         for source, path in (("log", self.log_path(job_id, task)),
                              ("channel", launch_plan.progress_path(self.jobs_root, job_id, task))):
 
@@ -385,8 +391,8 @@ class HiveService(Admission, UnitOfWork):
                 data, nxt, size = read_log(self, row["user"], path, offset)  # as the owner, no link followed
                 return (data, nxt) if data or size >= offset else (b"", size)
 
-            self.progress.read(job_id, spec.get("job_type"), chunk, self.now(), source)
-        return self.progress.view(job_id, spec.get("job_type"), row["gpus"])
+            tracker.read(job_id, spec.get("job_type"), chunk, self.now(), source)
+        return tracker.view(job_id, spec.get("job_type"), row["gpus"])
 
     def end_unreachable_kernels(self) -> None:
         """Cancel the kernel jobs whose Jupyter server's heartbeat lease ran out (``lifecycle.kernel_leases``)."""

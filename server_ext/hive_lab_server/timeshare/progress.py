@@ -110,14 +110,35 @@ class _Log:
     partial: bytes = b""
 
 
+KEEP_ENDED = 1000  # ended jobs whose last progress stays in memory (the latest; older ones are read again)
+
+
 class ProgressTracker:
-    """Progress of every job whose log it was asked to read (``read``), and rates pooled by job type."""
+    """Progress of every job whose log it was asked to read (``read``), and rates pooled by job type.
+
+    What it keeps per job (its progress, where it stopped reading each source) goes when the job ends
+    (``ended``): the progress of the last ``KEEP_ENDED`` ended jobs stays viewable, nothing else, so a
+    long-running server keeps memory for the jobs that run, not for every job it ever ran (issue 24)."""
 
     def __init__(self, throughputs: Any = None):
         self.throughputs = throughputs  # hive_scheduler.hetero.Throughputs, or None
         self.jobs: dict[str, JobProgress] = {}
         self.logs: dict[tuple[str, str], _Log] = {}
         self.learned: dict[tuple[str, str], Rate] = {}
+        self.ended_jobs: dict[str, JobProgress] = {}  # the latest KEEP_ENDED, oldest first
+
+    def ended(self, job_id: str) -> None:
+        """``job_id`` reached a final state: its sources are not read again; its progress is kept among
+        the latest ended jobs' (for its job object), the oldest of those forgotten."""
+        for key in [k for k in self.logs if k[0] == job_id]:  # (only running jobs' sources are there)
+            del self.logs[key]
+        p = self.jobs.pop(job_id, None)
+        if p is None:
+            return
+        self.ended_jobs.pop(job_id, None)
+        self.ended_jobs[job_id] = p
+        while len(self.ended_jobs) > KEEP_ENDED:
+            del self.ended_jobs[next(iter(self.ended_jobs))]
 
     def read(self, job_id: str, job_type: str | None, read_chunk: Callable[[int], tuple[bytes, int]],
              now: float, source: str = "log") -> JobProgress | None:
@@ -161,7 +182,7 @@ class ProgressTracker:
     def view(self, job_id: str, job_type: str | None, gpus: int) -> dict[str, Any] | None:
         """The job object's ``progress``: steps so far, the GPU type of the last reading, the learned
         rates per GPU type, and the known ones (declared ``job_type``)."""
-        p = self.jobs.get(job_id)
+        p = self.jobs.get(job_id) or self.ended_jobs.get(job_id)
         known = self.known(job_type, gpus)
         if p is None and known is None:
             return None

@@ -95,6 +95,7 @@ class UnitOfWork:
             job.lc = lc
             if lc.final:
                 self.active.pop(job_id, None)
+                self.progress.ended(job_id)
         if committed is not None:
             committed()
         self._after_commit(effects, now)
