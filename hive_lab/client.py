@@ -10,7 +10,7 @@ import codecs
 import os
 import pathlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -29,12 +29,14 @@ class Client:
     """Talks to one hive-lab server. ``Client()`` finds the server by itself (see ``hive_lab.discovery``)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
-                 runtime_dir: str | None = None, busy_retry_s: float = 60.0):
+                 runtime_dir: str | None = None, busy_retry_s: float = 60.0,
+                 on_busy: "Callable[[float, str], None] | None" = None):
         self.server: ServerInfo = find_server(url, token, runtime_dir)
         self.timeout = timeout
         # a request the server shed (503 with Retry-After: nothing was done) is sent again after the pause
         # it asks for, as long as the pauses add up to at most this many seconds (0: never)
         self.busy_retry_s = busy_retry_s
+        self.on_busy = on_busy  # told (pause, the server's sentence) before each such pause (the CLI prints it)
         self._sleep = time.sleep
         self.session = requests.Session()
         self.session.headers["Accept"] = "application/json"
@@ -66,6 +68,8 @@ class Client:
             pause = _retry_after(resp)
             if pause is None or waited + pause > self.busy_retry_s:
                 break
+            if self.on_busy is not None:
+                self.on_busy(pause, self._error(resp).message)
             resp.close()
             self._sleep(pause)
             waited += pause

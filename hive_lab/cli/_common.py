@@ -22,7 +22,12 @@ def add_server_args(parser: argparse.ArgumentParser, json_output: bool = True) -
 def client_from(args):
     from ..client import Client
 
-    return Client(args.url, args.token)
+    return Client(args.url, args.token, on_busy=_say_busy)
+
+
+def _say_busy(pause: float, sentence: str) -> None:
+    """The server shed a request (503 + Retry-After): say so, since the command waits before it retries."""
+    print(f"hive-lab: the server is busy ({sentence}); trying again in {pause:g} s", file=sys.stderr, flush=True)
 
 
 def print_json(data) -> None:

@@ -70,6 +70,18 @@ def test_a_shed_submit_is_sent_again_after_the_pause_the_server_asked_for(server
     assert {b for _, _, b in Scripted.seen} == {b'{"command": "true"}'}  # the same request each time
 
 
+def test_the_cli_says_why_it_waits(server, capsys):
+    from hive_lab.cli._common import _say_busy
+
+    Scripted.answers = [BUSY, (200, {}, {"nodes": []})]
+    told: list = []
+    c, pauses = client(server, on_busy=lambda pause, sentence: (told.append((pause, sentence)), _say_busy(pause, sentence)))
+    assert c.cluster() == {"nodes": []}
+    assert told == [(5.0, "hive-lab holds 10000 unfinished jobs; retry in 5 s")]
+    assert capsys.readouterr().err == ("hive-lab: the server is busy (hive-lab holds 10000 unfinished jobs; retry in "
+                                       "5 s); trying again in 5 s\n")
+
+
 def test_it_gives_up_once_the_pauses_would_pass_its_budget(server):
     Scripted.answers = [BUSY]
     c, pauses = client(server, busy_retry_s=12)
