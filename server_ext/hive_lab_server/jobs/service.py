@@ -41,7 +41,7 @@ from hive_lab_server.jobs.lifecycle.presentation import iso, task_names  # noqa:
 from hive_lab_server.jobs.lifecycle.moves import Moves
 from hive_lab_server.jobs.lifecycle.recovery import Recovery
 from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnavailable  # noqa: F401  (kept importable from here)
-from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from  # noqa: F401  (kept importable from here)
+from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.jobs.lifecycle.states import PLACED_STATES, JobState
 from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
@@ -285,12 +285,7 @@ class HiveService(Admission, UnitOfWork):
         """Cancel a job. Its intent is stored before this returns (a restart finishes the stop); it
         answers once the job is cancelled or ``wait_s`` passed. StoreUnavailable(503) if the store
         refuses the intent: nothing changed, the cancel may be sent again."""
-        job = self.active.get(job_id)
-        if job is None:
-            row = self.store.get_job(job_id)
-            if row is None:
-                raise ServiceError(404, f"job {job_id} does not exist")
-            raise ServiceError(409, f"job {job_id} already {row['state']}; only unfinished jobs can be cancelled")
+        unfinished_job(self.active, self.store, job_id, "cancelled")
         self.unit([(job_id, m.Cancel(by))], request=True)
         await self.settle(job_id, wait_s)
         return self.job_object(job_id, detail=False, private=True)

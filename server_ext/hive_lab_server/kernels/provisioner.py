@@ -463,13 +463,7 @@ class HiveProvisioner(LocalProvisioner):
             if not self._launched:
                 self._stop_requested = why  # _submit withdraws the job once the server answers
             return
-        self.job_id = None
-        if self._culler is not None:
-            await self._culler.stop()
-            self._culler = None
-        task, self._watch_task = self._watch_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        await self._forget_job()
         try:
             await self._client().request("DELETE", f"jobs/{job_id}", query={"reason": why})
         except HiveApiError as exc:

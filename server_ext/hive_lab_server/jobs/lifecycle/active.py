@@ -1,5 +1,6 @@
 """A job the service is carrying (``ActiveJob``: its lifecycle record and what running it needs), and
-the core's request made from a stored spec (``request_from``)."""
+the core's request made from a stored spec (``request_from``), and the lookup of one by id that a request
+to change it makes (``unfinished_job``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
+from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import machine as m
 
@@ -59,3 +61,15 @@ def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: i
         priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
         pinned_cell=pinned_cell,
     )
+
+
+def unfinished_job(active: dict[str, ActiveJob], store: Any, job_id: str, what: str) -> ActiveJob:
+    """The unfinished job ``job_id``, or ServiceError: 404 if it does not exist, 409 naming the state it
+    ended in (``what``: what the request would do to it, e.g. "cancelled")."""
+    job = active.get(job_id)
+    if job is None:
+        row = store.get_job(job_id)
+        if row is None:
+            raise ServiceError(404, f"job {job_id} does not exist")
+        raise ServiceError(409, f"job {job_id} already {row['state']}; only unfinished jobs can be {what}")
+    return job

@@ -21,7 +21,7 @@ from hive_scheduler.validation import validate_request
 
 from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.errors import ServiceError
-from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
+from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job
 from hive_lab_server.jobs.lifecycle.states import JobState
 from hive_lab_server.jobs.lifecycle.work import Work
 
@@ -54,12 +54,7 @@ class Moves:
         self.view = view
 
     def _movable(self, job_id: str, what: str) -> ActiveJob:
-        job = self.active.get(job_id)
-        if job is None:
-            row = self.store.get_job(job_id)
-            if row is None:
-                raise ServiceError(404, f"job {job_id} does not exist")
-            raise ServiceError(409, f"job {job_id} already {row['state']}; only unfinished jobs can be {what}")
+        job = unfinished_job(self.active, self.store, job_id, what)
         if job.lc.intent is not None:
             raise ServiceError(409, f"job {job_id} is being stopped ({job.lc.intent.value}: {job.lc.intent_reason}); "
                                     f"it cannot be {what} now, try again once it has stopped")
