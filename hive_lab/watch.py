@@ -102,8 +102,11 @@ def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_e
     unsubscribe = None
     if use_events:
         def on_event(message: dict) -> None:
-            job = message.get("job") or {}
-            if message.get("type") == "hello" or job.get("array_id") == array_id:
+            # "job" messages carry the job (with its array_id); "state" ones only its id: those of an element
+            # come with a "job" message too, so only hello/snapshot (events may have been missed) and the
+            # array's own jobs wake the wait
+            kind, job = message.get("type"), message.get("job")
+            if kind in ("hello", "snapshot") or (isinstance(job, dict) and job.get("array_id") == array_id):
                 wake.set()
         try:
             unsubscribe = LiveFeed.for_client(client).subscribe(on_event)

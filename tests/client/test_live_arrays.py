@@ -50,6 +50,7 @@ def test_cli_sweep_waits_and_reports(hive_server):
               "--json", "--gpus", "0", "--", "sh", "-c", 'test -n "$HIVE_PARAM_LR" && test -f "$HIVE_PARAMS_FILE"')
     array = json.loads(out.stdout)
     assert array["state"] == "ended" and array["counts"]["succeeded"] == 4
+    assert "callback failed" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     out = cli(hive_server, "submit", "--sweep", "lr", "--", "true", check=False)
     assert out.returncode != 0 and "--sweep takes NAME=V1,V2" in out.stderr
     out = cli(hive_server, "submit", "--array", "0-3%0", "--", "true", check=False)
@@ -67,12 +68,13 @@ CELL = (
 )
 
 
-def test_submit_magic_sweep_and_its_results_table(shell, capsys):
+def test_submit_magic_sweep_and_its_results_table(shell, capsys, caplog):
     array = shell.run_cell_magic("submit", "--sweep lr=0.5,0.25 --sweep bs=2,4 --name mag", CELL)
     assert isinstance(array, JobArray)
     assert re.search(rf"{array.id} mag \[4 elements\]", capsys.readouterr().out)
     array.wait(timeout=120)
     assert array.counts["succeeded"] == 4, array.info
+    assert not [r for r in caplog.records if "callback failed" in r.getMessage()]  # every event shape is read
     rows = array.results()
     assert [(r["index"], r["bs"], r["lr"], r["loss"]) for r in rows] == [
         (0, 2, 0.5, 1.0), (1, 2, 0.25, 0.5), (2, 4, 0.5, 2.0), (3, 4, 0.25, 1.0)]
