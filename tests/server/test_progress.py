@@ -105,10 +105,33 @@ def test_an_ended_job_leaves_its_progress_among_the_latest_and_nothing_else():
         feed(tracker, f"j{i}", f"hive-progress: steps={i} t=100 attempt=1 gpu_type=T4\n")
         tracker.read(f"j{i}", None, lambda offset: (b"", offset), 0.0, source="channel")
         tracker.ended(f"j{i}")
+    assert len(tracker.ending) == keep  # at most KEEP_ENDED wait for their last read
+    for job_id in list(tracker.ending):
+        tracker.finish(job_id)
     assert tracker.logs == {} and tracker.jobs == {}
     assert len(tracker.ended_jobs) == keep
     assert tracker.view("j0", None, 1) is None  # the oldest are forgotten
     assert tracker.view(f"j{keep + 4}", None, 1)["steps"] == keep + 4
+
+
+def test_lines_written_after_the_last_read_count_once_the_job_ended():
+    """The last steps of a job (written between the last periodic read and its end) are read once more
+    after its end (issue 39: 70 of 90 steps; issue 37: '14 steps of 15; 1 to go' for a succeeded job)."""
+    tracker = ProgressTracker()
+    log = bytearray(b"hive-progress: steps=1 total=3 t=100 attempt=1 gpu_type=T4\n")
+
+    def chunk(offset):
+        return bytes(log[offset:]), len(log)
+
+    tracker.read("j", None, chunk, 0.0)
+    log += b"hive-progress: steps=3 total=3 t=102 attempt=1 gpu_type=T4\n"
+    tracker.ended("j")
+    assert tracker.view("j", None, 1)["steps"] == 1 and "j" in tracker.ending  # not read yet: kept to be read
+    tracker.read("j", None, chunk, 0.0)
+    tracker.finish("j")
+    view = tracker.view("j", None, 1)
+    assert view["steps"] == 3 and view["remaining_steps"] == 0
+    assert tracker.logs == {} and tracker.jobs == {} and tracker.ending == {}
 
 
 def test_the_service_keeps_no_progress_state_for_jobs_that_ended(tmp_path):
@@ -143,7 +166,8 @@ def test_the_service_keeps_no_progress_state_for_jobs_that_ended(tmp_path):
                 for job in sorted(launcher.live):
                     launcher.end(job, 0)
                 await wait_for(lambda: not service.active)
-            assert service.progress.logs == {} and service.progress.jobs == {}
+                service.read_progress_of_running()  # the next periodic read takes the ended job's last lines
+            assert service.progress.logs == {} and service.progress.jobs == {} and service.progress.ending == {}
         finally:
             await service.stop()
 

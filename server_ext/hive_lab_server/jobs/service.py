@@ -374,7 +374,8 @@ class HiveService(Admission, UnitOfWork):
         spec = row["spec"]
         task = task_names(spec)[0]
         tracker = self.progress
-        if job_id not in self.active:  # ended: its kept progress, else its log read once and nothing kept
+        final = job_id not in self.active and job_id in tracker.ending  # ended since the last read: read to the end
+        if job_id not in self.active and not final:  # ended: its kept progress, else its log read once, nothing kept
             kept = tracker.view(job_id, spec.get("job_type"), row["gpus"])
             if kept is not None and kept["steps"] is not None:
                 return kept
@@ -387,6 +388,8 @@ class HiveService(Admission, UnitOfWork):
                 return (data, nxt) if data or size >= offset else (b"", size)
 
             tracker.read(job_id, spec.get("job_type"), chunk, self.now(), source)
+        if final:
+            tracker.finish(job_id)
         return tracker.view(job_id, spec.get("job_type"), row["gpus"])
 
     def end_unreachable_kernels(self) -> None:
@@ -396,6 +399,8 @@ class HiveService(Admission, UnitOfWork):
             self.unit([(job_id, m.Cancel(by))])
 
     def read_progress_of_running(self) -> None:
+        """Read what the running jobs' sources gained, and those of the jobs that ended since the last
+        read to their end (their last steps), once."""
         for job in list(self.active.values()):
             if job.lc.state is S.RUNNING:
                 row = {"spec": job.spec, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
@@ -403,6 +408,13 @@ class HiveService(Admission, UnitOfWork):
                     self.read_progress(job.id, row)
                 except Exception:
                     log.exception("hive-lab: reading the progress of %s failed", job.id)
+        for job_id in list(self.progress.ending):
+            try:
+                if self.read_progress(job_id) is None:  # (no row: nothing to read)
+                    self.progress.finish(job_id)
+            except Exception:
+                self.progress.finish(job_id)
+                log.exception("hive-lab: reading the final progress of %s failed", job_id)
 
     def log_path(self, job_id: str, task: str) -> pathlib.Path:
         return launch_plan.log_path(self.jobs_root, job_id, task)

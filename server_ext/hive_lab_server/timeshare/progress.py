@@ -126,10 +126,24 @@ class ProgressTracker:
         self.logs: dict[tuple[str, str], _Log] = {}
         self.learned: dict[tuple[str, str], Rate] = {}
         self.ended_jobs: dict[str, JobProgress] = {}  # the latest KEEP_ENDED, oldest first
+        # ended jobs whose sources are still to be read once to their end (what the job wrote after the
+        # last periodic read: its final steps), oldest first; the service reads them (``finish``)
+        self.ending: dict[str, None] = {}
 
     def ended(self, job_id: str) -> None:
-        """``job_id`` reached a final state: its sources are not read again; its progress is kept among
-        the latest ended jobs' (for its job object), the oldest of those forgotten."""
+        """``job_id`` reached a final state: its sources are read once more, to their end, then
+        ``finish``ed (the service does it off the commit path); at most ``KEEP_ENDED`` wait for that."""
+        if job_id not in self.jobs and not any(k[0] == job_id for k in self.logs):
+            return  # never read: an ended job's log is read whole when asked
+        self.ending.pop(job_id, None)
+        self.ending[job_id] = None
+        while len(self.ending) > KEEP_ENDED:
+            self.finish(next(iter(self.ending)))
+
+    def finish(self, job_id: str) -> None:
+        """An ended job's sources were read to their end: they are not read again; its progress is kept
+        among the latest ended jobs' (for its job object), the oldest of those forgotten."""
+        self.ending.pop(job_id, None)
         for key in [k for k in self.logs if k[0] == job_id]:  # (only running jobs' sources are there)
             del self.logs[key]
         p = self.jobs.pop(job_id, None)
@@ -195,6 +209,7 @@ class ProgressTracker:
                 "remaining_steps": remaining, "estimated_finish": finish}
 
     def forget(self, job_id: str) -> None:
+        self.ending.pop(job_id, None)
         self.jobs.pop(job_id, None)
         for key in [k for k in self.logs if k[0] == job_id]:
             del self.logs[key]
