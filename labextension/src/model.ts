@@ -377,6 +377,8 @@ export class ClusterModel {
         this._refreshClusterSoon();
         break;
       case 'vcs':
+      case 'estimates':
+        // VC usage, or queued jobs' estimated starts, changed: the lists catch up
         this._refreshSoon();
         break;
       default:

@@ -125,3 +125,37 @@ def test_estimate_from_the_owners_last_runs_of_the_same_command(srv):
     for job in (waiting, running):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
     srv.wait_for_job(running["id"], "cancelled", user="ann")
+
+
+def test_live_views_are_told_when_a_queued_jobs_estimate_appears(srv):
+    """A view that fetched a new queued job before its first estimate was computed learns it from an
+    ``estimates`` message (the estimate is not a stored state change: the panel showed none until
+    something else happened; issue 39's flaky panel test)."""
+    import json
+
+    import websocket
+
+    ws = websocket.create_connection(srv.ws_url("events"), timeout=30,
+                                     header=[f"Authorization: token {srv.tokens['ann']}"])
+    jobs = []
+    try:
+        assert json.loads(ws.recv())["type"] == "hello"
+        running = submit(srv, {"vc": "a", "name": "holder", "command": "sleep 600", "time_limit_s": 7200,
+                               "tasks": [{"gpus": 4}]})
+        jobs.append(running)
+        srv.wait_for_job(running["id"], "running", user="ann")
+        waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
+        jobs.append(waiting)
+        told: list[str] = []
+        while waiting["id"] not in told:  # (recv times out after 30 s: the test then fails)
+            message = json.loads(ws.recv())
+            if message["type"] == "estimates":
+                told += message["jobs"]
+        got = srv.request("GET", f"jobs/{waiting['id']}", user="ann").json()
+        assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2 h)", got
+    finally:
+        ws.close()
+        for job in reversed(jobs):
+            srv.request("DELETE", f"jobs/{job['id']}", user="ann")
+        if jobs:
+            srv.wait_for_job(jobs[0]["id"], "cancelled", user="ann")

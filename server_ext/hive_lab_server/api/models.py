@@ -430,7 +430,16 @@ class EventVcs(_Out):
     seq: int = Field(description=SEQ_DOC)
 
 
-EVENT_MODELS: tuple[type[BaseModel], ...] = (EventHello, EventState, EventSnapshot, EventJob, EventCluster, EventVcs)
+class EventEstimates(_Out):
+    """Queued jobs' estimated starts changed (to the minute, or their basis): refetch GET jobs (live only)."""
+
+    type: Literal["estimates"]
+    seq: int = Field(description=SEQ_DOC)
+    jobs: list[str] = Field(description="the queued jobs whose estimate changed")
+
+
+EVENT_MODELS: tuple[type[BaseModel], ...] = (EventHello, EventState, EventSnapshot, EventJob, EventCluster, EventVcs,
+                                             EventEstimates)
 
 RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Error, Job, WhatIf, JobList, LogChunk, OutputList, Cluster, VcList, Me, Drain, Healthy, VcLimits, UsageReport,

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import Expected, RuntimeHistory, StartEstimate
 
@@ -65,8 +65,12 @@ def with_time_limit(request, spec: dict[str, Any]):
 
 
 class StartEstimates:
-    def __init__(self, svc: EstimatesSource):
+    def __init__(self, svc: EstimatesSource, on_changed: Callable[[list[str]], None] | None = None):
         self.svc = svc
+        # told the queued jobs whose shown estimate (start to the minute, basis) a recompute changed: live
+        # views learn it (the estimate is not a stored state change, and a view that fetched a new job
+        # before its first recompute would show none until something else happened)
+        self.on_changed = on_changed
         self._cache: dict[str, StartEstimate] = {}
         self._version = -1           # the core version the cache is of
         self._history_at = -1        # succeeded-jobs count the history was learned at
@@ -128,12 +132,24 @@ class StartEstimates:
         version = core.version
         t0 = time.perf_counter()
         self._learn()
+        old = self._cache
         self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history,
                                                                    getattr(svc, "time_limits", None) or {}),
                                            max_waiting=MAX_WAITING)
         self._version = version
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()
+        if self.on_changed is not None:
+            changed = sorted(j for j, est in self._cache.items() if _shown(est) != _shown(old.get(j)))
+            if changed:
+                self.on_changed(changed)
+
+
+def _shown(est: StartEstimate | None) -> tuple | None:
+    """What a view shows of an estimate: its start to the minute and its basis."""
+    if est is None:
+        return None
+    return (None if est.start is None else int(est.start // 60), est.basis)
 
 
 class _ExpectedRuns:

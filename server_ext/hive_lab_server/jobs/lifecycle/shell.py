@@ -281,7 +281,7 @@ class UnitOfWork:
     @functools.cached_property
     def start_estimates(self) -> StartEstimates:
         """``estimated_start`` of queued jobs, recomputed on change (see start_estimates)."""
-        return StartEstimates(self)
+        return StartEstimates(self, on_changed=lambda ids: self.events.publish({"type": "estimates", "jobs": ids}))
 
     def publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
         self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
