@@ -17,8 +17,11 @@ from .live import LiveFeed
 
 def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None = None,
               on_log: Callable[[str], None] | None = None, stop: threading.Event | None = None,
-              timeout: float | None = None, use_events: bool = True) -> dict:
-    """Returns the finished job (or the last state seen when ``stop`` is set / ``timeout`` passes)."""
+              timeout: float | None = None, use_events: bool = True, tick_s: float = 5.0) -> dict:
+    """Returns the finished job (or the last state seen when ``stop`` is set / ``timeout`` passes).
+
+    ``on_status`` gets the job when its state, reason, placement or progress changed, and while it waits
+    or runs at least every ``tick_s`` (a quiet job's "running for 2 min" ticks on)."""
     import time
 
     wake = threading.Event()
@@ -35,17 +38,19 @@ def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None =
         except Exception:  # noqa: BLE001 - timed re-checks still work
             unsubscribe = None
     deadline = None if timeout is None else time.monotonic() + timeout
-    offset, last_key, job, finished_reads = 0, None, {}, 0
+    offset, last_key, job, finished_reads, last_told = 0, None, {}, 0, float("-inf")
     try:
         while True:
             wake.clear()
             job = client.job(job_id)
-            key = (job.get("state"), job.get("reason"), str(job.get("placement")))
-            if key != last_key:
-                last_key = key
+            progress = job.get("progress") or {}
+            key = (job.get("state"), job.get("reason"), str(job.get("placement")), progress.get("steps"),
+                   progress.get("total_steps"))
+            finished = job.get("state") in FINISHED
+            if key != last_key or (not finished and time.monotonic() - last_told >= tick_s):
+                last_key, last_told = key, time.monotonic()
                 if on_status:
                     on_status(job)
-            finished = job.get("state") in FINISHED
             eof = True
             if on_log and (job.get("state") == "running" or finished):
                 offset, eof = _read_logs(client, job_id, offset, on_log)

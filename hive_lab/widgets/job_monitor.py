@@ -25,7 +25,13 @@ def status_html(job: dict, now: datetime | None = None) -> str:
     color = STATE_COLORS.get(state, "#ff9f1c")
     # U+25F7 (a clock face) is in the fonts every browser has; an hourglass emoji renders as an empty box
     icon = "✔" if state == "succeeded" else "✖" if state in FINISHED else "▶" if state == "running" else "◷"
-    return (f'<span style="color:{color};font-weight:bold">{icon}</span> '
+    bar = ""
+    progress = job.get("progress") or {}
+    steps, total = progress.get("steps"), progress.get("total_steps")
+    if state == "running" and steps is not None and total:  # the line says "step 9 of 15"; the bar shows it
+        bar = (f'<progress class="hive-progress" value="{min(int(steps), int(total))}" max="{int(total)}" '
+               f'title="step {int(steps)} of {int(total)}" style="vertical-align:middle;margin-right:4px"></progress>')
+    return (f'<span style="color:{color};font-weight:bold">{icon}</span> {bar}'
             f'<span style="font-family:monospace">{html.escape(status_line(job, now))}</span>')
 
 
