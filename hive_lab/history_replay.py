@@ -84,7 +84,7 @@ class Replay:
         display(self.widget())
 
     def __repr__(self) -> str:
-        lines = [f"replay of {len(self.history.submits)} jobs since {self.since}", self.check.sentence(), *self.effects]
+        lines = [f"replay since {self.since}: {self.report.history_text()}", self.check.sentence(), *self.effects]
         return "\n".join(lines)
 
 

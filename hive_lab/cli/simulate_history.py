@@ -98,7 +98,7 @@ def run_history(args: Any) -> int:
     except (ChangeError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
-        doc = {"check": {"ok": report.check.ok, "sentence": report.check.sentence(), "jobs": report.check.jobs,
+        doc = {"history": report.history_text(), "check": {"ok": report.check.ok, "sentence": report.check.sentence(), "jobs": report.check.jobs,
                          "matched": report.check.matched},
                "scenarios": [sc.summary(within) for sc in report.scenarios],
                "effects": [report.effect(sc) for sc in report.scenarios[1:]]}
@@ -118,6 +118,7 @@ def run_history(args: Any) -> int:
             table.add_row(sc.label, vc, str(r["guaranteed_gpus"] if r["guaranteed_gpus"] is not None else "-"),
                           str(r["jobs"]), _secs(r["avg_wait_s"]), _secs(r["p90_wait_s"]), f"{100 * r['within']:.0f} %")
     out.print(table)
+    out.print(report.history_text(), markup=False)
     out.print(report.check.sentence(), markup=False)
     for sc in report.scenarios[1:]:
         out.print(report.effect(sc), markup=False)

@@ -99,10 +99,13 @@ def replay_charts(r: Any) -> Any:
                x_axis_label="hours since the window's start", y_axis_label="minutes", name="queueing")
     for vc in vcs:
         x, y = hourly_waits(live, vc)
+        # markers too: a history of one hour is one point per series, which a line alone does not draw
         q.line(x, y, color=colour[vc], legend_label=f"{vc} live", line_width=2)
+        q.scatter(x, y, color=colour[vc], legend_label=f"{vc} live", size=6)
         if change is not None:
             x, y = hourly_waits(change, vc)
             q.line(x, y, color=colour[vc], line_dash="dashed", legend_label=f"{vc} changed")
+            q.scatter(x, y, color=colour[vc], legend_label=f"{vc} changed", size=6, marker="triangle")
     q.legend.click_policy = "hide"
     q.legend.location = "top_left"
     q.legend.background_fill_alpha = 0.5
@@ -125,6 +128,7 @@ def replay_charts(r: Any) -> Any:
     for vc in vcs:
         series = used.get(vc, [])
         g.line(list(range(len(series))), series, color=colour[vc], legend_label=f"{vc} used", line_width=2)
+        g.scatter(list(range(len(series))), series, color=colour[vc], legend_label=f"{vc} used", size=6)
         gpus = guaranteed.get(vc, {}).get("guaranteed_gpus")
         if gpus is not None:
             g.add_layout(Span(location=gpus, dimension="width", line_color=colour[vc], line_dash="dotted"))
@@ -156,7 +160,7 @@ class ReplayView:
         from jupyter_bokeh import BokehModel
 
         self.replay = r
-        lines = [r.check.sentence(), *r.effects]
+        lines = [r.report.history_text(), r.check.sentence(), *r.effects]
         self.text = W.HTML("<div class='hive-lab-replay'>" + "".join(
             f"<p>{html.escape(line)}</p>" for line in lines) + "</div>")
         self.charts = replay_charts(r)

@@ -98,7 +98,7 @@ def test_replay_in_a_notebook(week):
                         client=Client(srv.url, srv.tokens["carol"]))
     assert r.check.ok, r.check.sentence()
     bigger = "with cv-101 at 3 GPUs (was 1) and 1 more node to hold it"  # lab keeps its 3 of the 4
-    assert [s.label for s in r.scenarios] == ["live", bigger, f"{bigger}, hived (fair_share)"]
+    assert [s.label for s in r.scenarios] == ["live", bigger, f"{bigger}, fair share in each VC"]
     assert r.effects[0].startswith(f"{bigger}: 90 % of cv-101's jobs start ")
     assert r.capacity("cv-101", within="1s", target=1.0).gpus == 3
     charts = r.charts()

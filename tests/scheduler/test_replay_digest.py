@@ -78,13 +78,13 @@ PHILLY_DIGESTS = {  # recorded from 0d2553f (before the replay was made faster);
 
 COURSE_DIGESTS = {  # recorded from 0d2553f
     "live": "56ca2a6416f8a61c320e276037105e2c15b7dae201b4a47dbd43d46e756b05b8",
-    "with the live cluster, hived (fair_share)": "70c3dd88d0b0551fd91af42f297d96ec8a7384448187238f88c884bbdc6d74cb",
+    "with the live cluster, fair share in each VC": "70c3dd88d0b0551fd91af42f297d96ec8a7384448187238f88c884bbdc6d74cb",
     "with cv-101 at 24 GPUs (was 16) and 1 more node to hold it":
         "a5f4a62ffb2aad52818677c1983d74b57eb506924c2eeff6755c802dca98d597",
-    "with cv-101 at 24 GPUs (was 16) and 1 more node to hold it, hived (fair_share)":
+    "with cv-101 at 24 GPUs (was 16) and 1 more node to hold it, fair share in each VC":
         "ad58e57c3dafb2508cf85152b4d271fdc28e4f7750317a6f373c55b70cc459cf",
     "with overflow off": "5a63a7a4933dec130b6049ee4a750601b3d678310e3dda8afefda492a14330be",
-    "with overflow off, hived (fair_share)": "cb6c909918845572ae944d0ab5b3b225c9d1a0965fbffd9e2a15560d210388a2",
+    "with overflow off, fair share in each VC": "cb6c909918845572ae944d0ab5b3b225c9d1a0965fbffd9e2a15560d210388a2",
 }
 
 

@@ -34,7 +34,7 @@ from .history import History
 from .metrics import percentile
 
 __all__ = ["LivePolicy", "Scenario", "LiveCheck", "Report", "CapacityAnswer", "replay_history", "capacity_search",
-           "resolve_policy", "TOLERANCE_S", "TOLERANCE_FRACTION", "PASS_FRACTION", "readable_seconds"]
+           "resolve_policy", "order_label", "average_seconds", "TOLERANCE_S", "TOLERANCE_FRACTION", "PASS_FRACTION", "readable_seconds"]
 
 TOLERANCE_S = 60.0
 TOLERANCE_FRACTION = 0.10
@@ -51,11 +51,21 @@ class LivePolicy:
     queueing: str = "skip"
 
 
+# how a scenario's label names the order inside each VC (the core's order names are for config files)
+ORDER_WORDS = {"fifo": "first come, first served", "priority": "by priority", "drf": "dominant resource fairness",
+               "fair_share": "fair share"}
+
+
+def order_label(order: str) -> str:
+    """``fair_share`` -> ``fair share in each VC``."""
+    return f"{ORDER_WORDS.get(order, order)} in each VC"
+
+
 def resolve_policy(name: str, live: LivePolicy) -> tuple[str, str, str]:
     """(simulator policy, order inside VCs, label) for a policy name of this module's vocabulary."""
     name = name.strip()
     if name == "hived":
-        return "hived", live.order, f"hived ({live.order})"
+        return "hived", live.order, order_label(live.order)
     if name.startswith("hived:"):
         order = name.split(":", 1)[1]
     elif name in POLICIES:
@@ -65,7 +75,16 @@ def resolve_policy(name: str, live: LivePolicy) -> tuple[str, str, str]:
     if order not in ORDERS:
         raise ValueError(f"unknown policy {name!r}; use hived, hived:<order>, an order ({', '.join(sorted(ORDERS))}) "
                          f"or a baseline ({', '.join(p for p in POLICIES if p != 'hived')})")
-    return "hived", order, f"hived ({order})"
+    return "hived", order, order_label(order)
+
+
+def average_seconds(s: float) -> str:
+    """An average wait: ``0 s``, ``0.4 s``, ``12 s``, ``3 min`` (never "at once": an average is a figure)."""
+    if s == math.inf:
+        return "never"
+    if s < 10:
+        return f"{s:.1f} s".replace(".0 s", " s")
+    return readable_seconds(s)
 
 
 def readable_seconds(s: float) -> str:
@@ -176,7 +195,7 @@ class LiveCheck:
         return (f"the replay of the live configuration {verdict} what was observed: {share:.0%} of {self.jobs} jobs "
                 f"waited as long as they did live, within max({self.tolerance_s:.0f} s, "
                 f"{self.tolerance_fraction:.0%}) (needed: {self.pass_fraction:.0%}); average wait "
-                f"{readable_seconds(self.replayed_avg_s)} replayed vs {readable_seconds(self.observed_avg_s)} observed")
+                f"{average_seconds(self.replayed_avg_s)} replayed, {average_seconds(self.observed_avg_s)} observed")
 
 
 def live_check(history: History, scenario: Scenario, tolerance_s: float = TOLERANCE_S,
@@ -215,6 +234,9 @@ class Report:
         waits = scenario.vc_waits(vc)
         if not waits:
             return f"{scenario.label}: {vc} had no jobs"
+        if scenario.waits == self.live.waits:
+            return (f"{scenario.label}: no change, every job waits as long as under the live configuration "
+                    f"({self.history_text()})")
         ranked = sorted(waits)  # the wait within which ``quantile`` % of the jobs did start (no interpolation)
         t = ranked[max(0, math.ceil(quantile / 100 * len(ranked)) - 1)]
         live_share = self.live.started_within(t, vc)
@@ -224,6 +246,18 @@ class Report:
                     f"live configuration ({100 * live_share:.0f} % did)")
         return (f"{scenario.label}: {quantile:.0f} % of {vc}'s jobs start {when} instead of {100 * live_share:.0f} % "
                 f"under the live configuration")
+
+    def history_text(self) -> str:
+        """What the replay rests on: ``12 jobs over 1 h of history``, and a word when that is short."""
+        submits = self.history.submits
+        if not submits:
+            return "no jobs in the history"
+        span = max(e.t for e in self.history.events) - min(e.t for e in self.history.events)
+        jobs = f"{len(submits)} job{'s' if len(submits) != 1 else ''}"
+        text = f"{jobs} over {readable_seconds(span)} of history" if span > 0 else f"{jobs}, all submitted at once"
+        if span < 86400:
+            text += "; a short history: what-ifs say more with a week of it"
+        return text
 
     def focus_vc(self, scenario: Scenario) -> str:
         """The VC a change is about (the first one it resizes), else the VC that waited most live."""
