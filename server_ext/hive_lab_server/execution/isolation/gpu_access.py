@@ -165,3 +165,24 @@ def granted_nodes(device_glob: str, control_globs: list[str] | tuple[str, ...], 
         return []
     own = [path for path in device_nodes([device_glob]) if os.minor(os.stat(path).st_rdev) in gpus]
     return sorted({*own, *device_nodes(list(control_globs))})
+
+
+MS_NOSUID, MS_REMOUNT, MS_BIND = 2, 32, 4096
+
+
+def ensure_nosuid(path: str | os.PathLike) -> bool:
+    """Make ``path`` a ``nosuid`` mount (a bind mount of itself, remounted nosuid) unless it is on one
+    already; True when it made the mount. Bind mounts made of it later (Docker's of a job's dir) keep the
+    flag. A process whose cwd was inside ``path`` before still sees the old mount (docs/isolation.md)."""
+    if os.statvfs(path).f_flag & os.ST_NOSUID:
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    target = os.fsencode(os.fspath(path))
+    kept = os.statvfs(path).f_flag & (os.ST_RDONLY | os.ST_NODEV | os.ST_NOEXEC)  # same bits as MS_*
+    for source, flags in ((target, MS_BIND), (None, MS_BIND | MS_REMOUNT | MS_NOSUID | kept)):
+        if libc.mount(source, target, None, flags, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot make {os.fspath(path)} a nosuid mount: {os.strerror(err)}")
+    return True
