@@ -452,7 +452,7 @@ def _lock_down(isolation, jobs_root: pathlib.Path, log, needs_gpu_group: bool = 
     if report.locked:
         log.info("hive-lab: GPU device nodes %s are now root:%s %s (GPUs only through jobs)",
                  ", ".join(report.locked), report.group, "0660" if group else "0600")
-    if group is None or report.gid is None:
+    if group is None:
         return
     try:
         if gpu_access.ensure_nosuid(jobs_root):
@@ -460,7 +460,8 @@ def _lock_down(isolation, jobs_root: pathlib.Path, log, needs_gpu_group: bool = 
                      "of a job)", jobs_root, group)
     except OSError as exc:
         log.error("hive-lab: %s; containers granted GPUs are refused until it is", exc)
-    found = gpu_access.setgid_files(jobs_root, report.gid, disarm=True)
+    gid = report.gid if report.gid is not None else gpu_access.gpu_group_gid(group)
+    found = gpu_access.setgid_files(jobs_root, gid, disarm=True) if gid is not None else []
     if found:
         log.warning("hive-lab: setgid files of the GPU group %s found in the jobs root (their setgid bit is now "
                     "cleared): %s", group, ", ".join(found))
