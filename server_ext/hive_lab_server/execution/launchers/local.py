@@ -11,8 +11,9 @@ Isolation (``c.Isolation``, see ``hive_lab_server.execution.isolation``): when t
 runs as its owner's Unix account (the wrapper stays root to join the task's cgroup and record the exit,
 then ``setpriv`` drops to the account), never as root unless the admin allows it; each task gets its
 own cgroup (limits from its request, other GPUs' device nodes denied, killed as a whole when the task
-ends or is stopped, so ``setsid`` daemons die with it); its output reaches its log through a
-size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
+ends or is stopped, so ``setsid`` daemons die with it); a task granted GPUs gets its own device nodes
+of them in its mount namespace, never a group (``isolation/gpu_access.py``); its output reaches its log
+through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
 as the server's own user, as before.
 """
 
