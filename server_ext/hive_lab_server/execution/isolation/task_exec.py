@@ -187,12 +187,16 @@ def main(argv: list[str]) -> None:
     opts = _parse(argv)
     _ignore_stop_signals()
     if opts["namespaces"]:
-        _call("unshare", CLONE_NEWNS | CLONE_NEWPID)
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        for path in opts["mask"]:
-            _mount(opts["mask_node"], path, None, MS_BIND)
-        if opts["own"]:
-            _own_nodes(opts["own"], opts["own_dir"], opts["uid"], opts["gid"])
+        try:
+            _call("unshare", CLONE_NEWNS | CLONE_NEWPID)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            for path in opts["mask"]:
+                _mount(opts["mask_node"], path, None, MS_BIND)
+            if opts["own"]:
+                _own_nodes(opts["own"], opts["own_dir"], opts["uid"], opts["gid"])
+        except OSError as exc:  # never run the task half fenced in
+            sys.stderr.write(f"hive-lab: cannot set up the task's namespace and device nodes: {exc}\n")
+            sys.exit(125)
     child = os.fork()
     if child == 0:
         try:
