@@ -373,7 +373,7 @@ class HiveLabApp(ExtensionApp):
         if isolation.isolates():
             protect(server_secret_files(self), self.log)
             if os.geteuid() == 0:
-                _lock_down(isolation, jobs_root, self.log)
+                _lock_down(isolation, jobs_root, self.log, getattr(launcher, "needs_gpu_group", False))
         from hive_lab_server.kernels.websocket import install
 
         # (self.settings holds the server's settings here and is copied back into them afterwards)
@@ -434,18 +434,34 @@ class HiveLabApp(ExtensionApp):
                 await getattr(self, part).stop()
 
 
-def _lock_down(isolation, jobs_root: pathlib.Path, log) -> None:
+def _lock_down(isolation, jobs_root: pathlib.Path, log, needs_gpu_group: bool = False) -> None:
     """What a server that isolates jobs (as root) enforces at every start: the jobs root is not listable
-    (each job's dir is reached by its own owner only), and the GPUs' device nodes open only in jobs."""
-    from hive_lab_server.execution.isolation.gpu_access import lock_down
+    (each job's dir is reached by its own owner only), and the GPUs' device nodes open only in jobs:
+    root:root 0600, or root:<gpu_group> 0660 when the launcher needs the group (Docker), and then the
+    jobs root is a nosuid mount and setgid files of the group found in it are disarmed."""
+    from hive_lab_server.execution.isolation import gpu_access
 
     os.chmod(jobs_root, 0o711)
     if not isolation.lock_gpu_devices:
         log.warning("hive-lab: Isolation.lock_gpu_devices is off: users' own processes may open the GPUs")
         return
-    report = lock_down(isolation.gpu_globs(), isolation.gpu_group)
+    group = isolation.gpu_group if needs_gpu_group else None
+    report = gpu_access.lock_down(isolation.gpu_globs(), group)
     for problem in report.problems:
         log.error("hive-lab: cannot lock the GPUs' device nodes down: %s", problem)
     if report.locked:
-        log.info("hive-lab: GPU device nodes %s are now root:%s 0660 (GPUs only through jobs)",
-                 ", ".join(report.locked), report.group)
+        log.info("hive-lab: GPU device nodes %s are now root:%s %s (GPUs only through jobs)",
+                 ", ".join(report.locked), report.group, "0660" if group else "0600")
+    if group is None:
+        return
+    try:
+        if gpu_access.ensure_nosuid(jobs_root):
+            log.info("hive-lab: the jobs root %s is now a nosuid mount (no file in it carries the group %s out "
+                     "of a job)", jobs_root, group)
+    except OSError as exc:
+        log.error("hive-lab: %s; containers granted GPUs are refused until it is", exc)
+    gid = report.gid if report.gid is not None else gpu_access.gpu_group_gid(group)
+    found = gpu_access.setgid_files(jobs_root, gid, disarm=True) if gid is not None else []
+    if found:
+        log.warning("hive-lab: setgid files of the GPU group %s found in the jobs root (their setgid bit is now "
+                    "cleared): %s", group, ", ".join(found))

@@ -72,3 +72,60 @@ def test_a_planted_path_and_ld_preload_never_run_as_root(srv, docker_test_image,
     lines = [ln for ln in out.splitlines() if ln.startswith("preload ")]
     assert planted.root_lines(lines) == [], lines
     assert planted.ran_as(unix_accounts[A].pw_uid, lines), out  # loaded on purpose: as the student
+
+
+@pytest.fixture
+def gpu_srv(live_server_factory, docker_engine, docker_test_image, unix_accounts, shared_tmp):
+    """A Docker server over fake NVIDIA nodes (no GPUs here), world-openable as a careless install."""
+    import os
+    import stat
+
+    dev = shared_tmp / "dev"
+    dev.mkdir(mode=0o755)
+    for name, minor in (("nvidia0", 0), ("nvidia1", 1), ("nvidiactl", 255)):
+        os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(195, minor))
+        os.chmod(dev / name, 0o666)
+    srv = live_server_factory(
+        launcher="docker", users={A: {}}, vc_access={"*": ["*"]},
+        config={"DockerLauncher": {"base_url": docker_engine.base_url, "pull_missing": False},
+                "Isolation": {"run_as": "owner", "gpu_device_glob": str(dev / "nvidia[0-9]*"),
+                              "gpu_control_globs": [str(dev / "nvidiactl")]}})
+    srv.dev = dev
+    return srv
+
+
+def test_a_setgid_copy_made_in_a_gpu_container_opens_no_gpu_after_it(gpu_srv, docker_test_image, unix_accounts):
+    """The reviewer's escape in a container: it holds the GPU nodes' group (what the NVIDIA runtime needs),
+    makes a setgid copy of python3 for every group it holds in its job dir (its only host-writable
+    mount); the student's own process running a copy on the host gets no group from it (the jobs root is
+    a nosuid mount) and opens no GPU node. After a restart the server has cleared the copies' setgid bit."""
+    import os
+    import stat
+
+    from fixtures.unix_accounts import run_as
+
+    srv = gpu_srv
+    gpu_gid = os.stat(srv.dev / "nvidia0").st_gid
+    for node in srv.dev.iterdir():  # Docker needs the group: root:<group> 0660
+        st = node.stat()
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o660) and st.st_gid == gpu_gid != 0, node
+    job, out = _run(srv, A, docker_test_image,
+                    'for g in $(id -G); do cp /usr/bin/python3 "$HIVE_WORKING_DIR/gpy-$g" && chgrp $g '
+                    '"$HIVE_WORKING_DIR/gpy-$g" && chmod 2755 "$HIVE_WORKING_DIR/gpy-$g"; done; echo groups $(id -G)')
+    assert job["state"] == "succeeded", (job, out)
+    groups = out.split("groups ", 1)[1].split()
+    assert str(gpu_gid) in groups, out  # the container did hold the group
+    wd = srv.jobs_root / job["id"]
+    probe = (f"import os; print('egid', os.getegid())\nfor n in ['nvidia0', 'nvidia1', 'nvidiactl']:\n"
+             f"    try: os.close(os.open({str(srv.dev)!r} + '/' + n, os.O_RDWR)); print(n, 'OPENED')\n"
+             f"    except OSError as e: print(n, e.strerror)\n")
+    for g in groups:
+        copy = wd / f"gpy-{g}"
+        st = os.stat(copy)
+        assert st.st_mode & stat.S_ISGID and st.st_gid == int(g), (copy, oct(st.st_mode))
+        r = run_as(unix_accounts[A], str(copy), "-c", probe)
+        assert r.returncode == 0 and f"egid {gpu_gid}" not in r.stdout, (g, r.stdout, r.stderr)
+        results = [line for line in r.stdout.splitlines() if line.startswith("nvidia")]
+        assert len(results) == 3 and all(line.endswith("Permission denied") for line in results), (g, r.stdout)
+    srv.restart()
+    assert not os.stat(wd / f"gpy-{gpu_gid}").st_mode & stat.S_ISGID  # disarmed at start

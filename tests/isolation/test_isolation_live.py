@@ -9,6 +9,7 @@ import os
 import pathlib
 import re
 import stat
+import subprocess
 import time
 
 import psutil
@@ -163,9 +164,9 @@ def _probe(dev) -> str:
 def test_gpus_open_only_in_the_job_that_was_granted_them(srv, unix_accounts):
     from fixtures.unix_accounts import run_as
 
-    for node in srv.dev.iterdir():  # locked down by the server at its start
+    for node in srv.dev.iterdir():  # locked down by the server at its start (no launcher here needs a group)
         st = node.stat()
-        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o660) and st.st_gid != 0, node
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o600), node
     own = run_as(unix_accounts[A], "/bin/sh", "-c", _probe(srv.dev)).stdout  # the student's own process
     assert not any(_opened(own).values()), own
     job_id = _submit(srv, A, _probe(srv.dev), tasks=[{"gpus": 1}])
@@ -173,6 +174,32 @@ def test_gpus_open_only_in_the_job_that_was_granted_them(srv, unix_accounts):
     out = _log(srv, job_id, A)
     gpu = re.search(r"cvd=(\d+)", out).group(1)
     assert {k for k, v in _opened(out).items() if v} == {f"nvidia{gpu}", "nvidiactl"}, out
+
+
+def test_a_setgid_copy_made_in_a_gpu_job_opens_no_gpu_after_it(srv, unix_accounts):
+    """The reviewer's escape through the REST API: a 1-GPU job makes a setgid copy of python3 in the
+    student's home for every group it holds; the student's own process running it opens no GPU node."""
+    from fixtures.unix_accounts import run_as
+
+    student = unix_accounts[A]
+    home = f"{student.pw_dir}/hive-gpy-live"
+    job_id = _submit(srv, A, f"rm -rf {home}; mkdir -p {home}; for g in $(id -G); do cp /usr/bin/python3 "
+                             f"{home}/gpy-$g && chgrp $g {home}/gpy-$g && chmod 2755 {home}/gpy-$g; done; "
+                             f"echo groups $(id -G)", tasks=[{"gpus": 1}])
+    try:
+        assert _finished(srv, job_id, A)["state"] == "succeeded"
+        groups = _log(srv, job_id, A).split("groups ", 1)[1].split()
+        assert sorted(os.listdir(home)) == sorted(f"gpy-{g}" for g in groups)
+        probe = (f"import os; print('egid', os.getegid())\nfor n in {sorted(p.name for p in srv.dev.iterdir())!r}:\n"
+                 f"    try: os.close(os.open({str(srv.dev)!r} + '/' + n, os.O_RDWR)); print(n, 'OPENED')\n"
+                 f"    except OSError as e: print(n, e.strerror)\n")
+        for g in groups:
+            r = run_as(student, f"{home}/gpy-{g}", "-c", probe)
+            assert f"egid {g}" in r.stdout, (g, r.stdout, r.stderr)
+            results = [line for line in r.stdout.splitlines() if line.startswith("nvidia")]
+            assert len(results) == 5 and all(line.endswith("Permission denied") for line in results), (g, r.stdout)
+    finally:
+        subprocess.run(["rm", "-rf", home], check=False)
 
 
 def test_the_jobs_root_is_not_listable_and_system_accounts_run_nothing(srv, unix_accounts):
@@ -207,4 +234,5 @@ def test_the_gpu_lock_down_survives_a_restart(srv):
         os.chmod(node, 0o666)
     srv.restart()
     for node in srv.dev.iterdir():
-        assert stat.S_IMODE(node.stat().st_mode) == 0o660, node
+        st = node.stat()  # the local launcher needs no group: root only
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o600), node

@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import stat
+import subprocess
 import time
 
 import psutil
@@ -239,8 +240,8 @@ def _opened(output: str) -> dict[str, bool]:
 async def test_gpus_open_only_inside_a_job_that_was_granted_them(jobs_root, shared_tmp, unix_accounts):
     """The GPU boundary: a user's own process (a Hub-spawned server, a terminal) opens no GPU node; a job
     granted GPU 1 opens GPU 1 and the control node, no other GPU; a job without GPUs opens none; after the
-    job, the user is back to none. Works on cgroup v1 and v2 (the other GPUs are covered in the task's
-    mount namespace; the v1 devices rule is a second layer)."""
+    job, the user is back to none. Works on cgroup v1 and v2 (the task's own nodes and the covers of the
+    other GPUs live in its mount namespace; the v1 devices rule is a second layer)."""
     from fixtures.unix_accounts import run_as
     from hive_lab_server.execution.isolation import gpu_access
 
@@ -248,16 +249,16 @@ async def test_gpus_open_only_inside_a_job_that_was_granted_them(jobs_root, shar
     student = unix_accounts[A]
     before = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
     assert all(_opened(before).values()), before  # world-openable: what the lock-down must fix
-    report = gpu_access.lock_down([str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl")], "hive-gpu")
+    report = gpu_access.lock_down([str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl")])
     assert not report.problems and len(report.locked) == 5, report
-    for node in dev.iterdir():
+    for node in dev.iterdir():  # no launcher here needs a group: nobody but root opens them
         st = node.stat()
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, report.gid, 0o660), node
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o600), node
 
     own = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
     assert not any(_opened(own).values()), own
 
-    launcher = _launcher(jobs_root, gpu_device_glob=str(dev / "nvidia[0-9]*"))
+    launcher = _gpu_launcher(jobs_root, dev)
     await launcher.start(_request(launcher, jobs_root, "j-dev", A, _probe(dev), gpus=(1,)))
     assert (await _exit(launcher, job_id="j-dev")).exit_code == 0
     assert _opened(_log(jobs_root, "j-dev")) == {"nvidia0": False, "nvidia1": True, "nvidia2": False,
@@ -269,6 +270,76 @@ async def test_gpus_open_only_inside_a_job_that_was_granted_them(jobs_root, shar
 
     after = run_as(student, "/bin/sh", "-c", _probe(dev)).stdout
     assert not any(_opened(after).values()), after
+
+
+def _gpu_launcher(jobs_root, dev, **isolation) -> LocalLauncher:
+    return _launcher(jobs_root, gpu_device_glob=str(dev / "nvidia[0-9]*"),
+                     gpu_control_globs=[str(dev / "nvidiactl")], **isolation)
+
+
+def _open_each(dev, n=4) -> str:
+    """A Python one-liner: egid, then each node's open(O_RDWR) outcome (an errno name, ENXIO = the
+    permission checks passed and only the missing driver answered)."""
+    names = [f"nvidia{i}" for i in range(n)] + ["nvidiactl"]
+    return ("import errno, os; print('egid', os.getegid())\n"
+            f"for name in {names!r}:\n"
+            f"    try: os.close(os.open({str(dev)!r} + '/' + name, os.O_RDWR)); print(name, 'OPENED')\n"
+            "    except OSError as e: print(name, errno.errorcode[e.errno])\n")
+
+
+def _outcomes(output: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in output.splitlines() if line.startswith("nvidia"))
+
+
+async def test_a_setgid_copy_made_in_a_gpu_job_opens_no_gpu_outside_it(jobs_root, shared_tmp, unix_accounts):
+    """The security reviewer's escape: inside a 1-GPU job the student makes a setgid copy of python3 for
+    every group the job holds (the old code handed out the GPU nodes' group) in their home, which is not
+    nosuid; afterwards, with no job, the copy must open no GPU node (EACCES, never ENXIO). Also: in the job,
+    its own GPU and the control node open (ENXIO), the others do not, and a hard link of its node fails."""
+    from fixtures.unix_accounts import run_as
+    from hive_lab_server.execution.isolation import gpu_access
+
+    dev = _fake_gpu_nodes(shared_tmp)
+    gpu_access.lock_down([str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl")])
+    student = unix_accounts[A]
+    home = f"{student.pw_dir}/hive-gpy"
+    launcher = _gpu_launcher(jobs_root, dev)
+    job = (f"rm -rf {home}; mkdir -p {home}; echo groups $(id -G); "
+           f"for g in $(id -G); do cp /usr/bin/python3 {home}/gpy-$g && chgrp $g {home}/gpy-$g "
+           f"&& chmod 2755 {home}/gpy-$g; done; ls -ln {home}; "
+           f"ln {dev}/nvidia1 {home}/node-link 2>&1 && echo LINKED; "
+           f"/usr/bin/python3 -c \"{_open_each(dev)}\"")
+    try:
+        await launcher.start(_request(launcher, jobs_root, "j-sgid", A, job, gpus=(1,)))
+        assert (await _exit(launcher, job_id="j-sgid")).exit_code == 0, _log(jobs_root, "j-sgid")
+        out = _log(jobs_root, "j-sgid")
+        assert _outcomes(out) == {"nvidia0": "EACCES", "nvidia1": "ENXIO", "nvidia2": "EACCES",
+                                  "nvidia3": "EACCES", "nvidiactl": "ENXIO"}, out
+        assert "LINKED" not in out, out
+        groups = out.split("groups ", 1)[1].splitlines()[0].split()
+        copies = sorted(os.listdir(home))
+        assert copies == sorted(f"gpy-{g}" for g in groups), (copies, out)
+        for g in groups:
+            copy = f"{home}/gpy-{g}"
+            st = os.stat(copy)
+            assert st.st_mode & stat.S_ISGID and st.st_gid == int(g), (copy, oct(st.st_mode), st.st_gid)
+            r = run_as(student, copy, "-c", _open_each(dev))  # the student's own process, outside any job
+            assert f"egid {g}" in r.stdout, (copy, r.stdout, r.stderr)  # the setgid bit did take effect
+            assert set(_outcomes(r.stdout).values()) <= {"EACCES", "EPERM"}, (copy, r.stdout)
+    finally:
+        subprocess.run(["rm", "-rf", home], check=False)
+
+
+async def test_a_gpu_job_without_namespaces_is_refused_never_given_a_group(jobs_root, shared_tmp, unix_accounts):
+    """With c.Isolation.namespaces off a task cannot get its own device nodes: a GPU job is refused with a
+    sentence naming the setting (the old way, the GPU group, is what a setgid copy carried out); a job
+    without GPUs still runs."""
+    dev = _fake_gpu_nodes(shared_tmp)
+    launcher = _gpu_launcher(jobs_root, dev, namespaces=False)
+    with pytest.raises(LaunchError, match=r"c\.Isolation\.namespaces = True"):
+        await launcher.start(_request(launcher, jobs_root, "j-nons", A, "id -G", gpus=(0,)))
+    await launcher.start(_request(launcher, jobs_root, "j-nons-cpu", A, "id -u"))
+    assert (await _exit(launcher, job_id="j-nons-cpu")).exit_code == 0
 
 
 async def test_a_task_sees_only_its_own_processes(jobs_root, unix_accounts):

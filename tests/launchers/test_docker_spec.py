@@ -107,10 +107,40 @@ def test_container_names_are_valid():
     assert container_name("j/1", "a b") == "hive-lab-j_1-a_b"
 
 
-def test_only_a_container_granted_gpus_gets_the_gpu_devices_group(tmp_path):
-    """GPUs only through the scheduler: the nodes are root:<gpu group> 0660 (isolation/gpu_access.py)."""
+@pytest.fixture
+def nosuid_dir(tmp_path):
+    """A dir on a nosuid mount (a bind mount of itself), as the server makes its jobs root; needs root."""
+    import subprocess
+
+    from hive_lab_server.execution.isolation.gpu_access import ensure_nosuid
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: makes a nosuid bind mount")
+    d = tmp_path / "nosuid"
+    d.mkdir()
+    assert ensure_nosuid(d) and not ensure_nosuid(d)  # made once, then already there
+    yield d
+    subprocess.run(["/usr/bin/umount", "--lazy", str(d)], check=False)
+
+
+def test_only_a_container_granted_gpus_gets_the_gpu_devices_group(nosuid_dir):
+    """GPUs through the group of the nodes (the NVIDIA runtime hands containers the host's nodes):
+    only for a container granted GPUs, and only when its writable mounts are nosuid."""
     policy = ContainerPolicy(user="1001:1001", gpu_gid=987)
-    with_gpus = container_kwargs(task(tmp_path, gpu_indices=(1,), gpu_uuids=("GPU-aaa",)), {}, policy)
+    with_gpus = container_kwargs(task(nosuid_dir, gpu_indices=(1,), gpu_uuids=("GPU-aaa",)), {}, policy)
     assert with_gpus["group_add"] == ["987"]
-    assert "group_add" not in container_kwargs(task(tmp_path), {}, policy)
-    assert "group_add" not in container_kwargs(task(tmp_path, gpu_indices=(1,)), {}, ContainerPolicy())
+    assert "group_add" not in container_kwargs(task(nosuid_dir), {}, policy)
+    assert "group_add" not in container_kwargs(task(nosuid_dir, gpu_indices=(1,)), {}, ContainerPolicy())
+
+
+def test_a_gpu_container_with_a_writable_mount_that_honours_setgid_is_refused(tmp_path, nosuid_dir):
+    """A setgid file of the GPU group left in a mount that is not nosuid would open the GPUs from the
+    user's own shell after the job: such a container is refused with a sentence, not started."""
+    policy = ContainerPolicy(user="1001:1001", gpu_gid=987)
+    with pytest.raises(LaunchError, match="not on a nosuid mount"):
+        container_kwargs(task(tmp_path, gpu_indices=(1,)), {}, policy)
+    outside = tmp_path / "out"
+    policy_out = ContainerPolicy(user="1001:1001", gpu_gid=987, allowed_mount_roots=(str(tmp_path),))
+    with pytest.raises(LaunchError, match="output_dir .* not on a nosuid mount"):
+        container_kwargs(task(nosuid_dir, gpu_indices=(1,), output_dir=str(outside)), {}, policy_out)
+    assert "group_add" not in container_kwargs(task(tmp_path), {}, policy)  # no GPUs: no group, no check

@@ -6,8 +6,9 @@
 - ``cgroups``: one cgroup per task (v2 when its controllers are there, else v1), killed as a whole.
 - ``task_exec``: the only process that meets a task's input (command, env, working dir), and only after
   it dropped to the owner's account; each task in its own PID and mount namespace.
-- ``gpu_access``: GPUs only through the scheduler (device nodes root:hive-gpu 0660, the group only for
-  tasks granted GPUs, the other GPUs' nodes covered in the task's mount namespace).
+- ``gpu_access``: GPUs only through the scheduler, per task and never a standing right (host nodes
+  root:root 0600; a local task granted GPUs gets its own nodes of them in its mount namespace, no group;
+  Docker's group only with nosuid writable mounts).
 - ``safe_files``: reading files a job wrote without following its symlinks or hard links out.
 - ``log_limit``: the process that copies a task's output into its log, up to a size limit (as nobody).
 - ``authorizer``: in the token-map shared mode, only hive-lab's API for non-admins.

@@ -47,19 +47,22 @@ class Isolation(Configurable):
     )
     gpu_group = Unicode(
         "hive-gpu", config=True,
-        help="""the group that owns the NVIDIA device nodes (mode 0660) when the server runs as root and
-        isolates jobs: nobody is a member, a task granted GPUs gets it as a supplementary group (created
-        with groupadd --system when missing). docs/isolation.md""",
+        help="""Docker launcher only (the NVIDIA runtime hands containers the host's own nodes): the group
+        owning the NVIDIA device nodes (mode 0660), held by containers granted GPUs, whose writable mounts
+        must then be nosuid; nobody is a member (created with groupadd --system when missing). Local tasks
+        never get it: they get their own device nodes. docs/isolation.md""",
     )
     lock_gpu_devices = Bool(
         True, config=True,
         help="""GPUs only through the scheduler: at every start of a server that isolates jobs (root),
-        make the GPU device nodes root:<gpu_group> 0660, so users' own processes cannot open them""",
+        make the GPU device nodes root:root 0600 (root:<gpu_group> 0660 and a nosuid jobs root with the
+        Docker launcher), so users' own processes cannot open them""",
     )
     namespaces = Bool(
         True, config=True,
         help="""each local task in its own PID and mount namespace (as root): it sees only its own processes,
-        and the device nodes of GPUs it was not granted are covered (cgroup v1 and v2 alike)""",
+        gets its own device nodes of its GPUs and the nodes of the others are covered (cgroup v1 and v2
+        alike). With it off, local GPU jobs of other accounts are refused (never given a group)""",
     )
     min_uid = Int(
         1000, config=True,

@@ -1,18 +1,25 @@
 """GPUs only through the scheduler: who may open the GPUs' device nodes at all.
 
-The mechanism is the one GPU clusters use (Slurm's ``ConstrainDevices`` with locked-down nodes, the
-NVIDIA driver's ``NVreg_DeviceFileGID``/``NVreg_DeviceFileMode`` options), in two layers:
+Device access is per task, never a standing right (ARCHITECTURE.md): nothing a task holds may let a
+user's own process open a GPU once the task ended. A supplementary group handed to tasks is such a
+right: any member may ``chgrp`` a file of its own to the group and set the setgid bit, and the copy opens
+the GPUs from the user's own terminal for ever. So, in two layers:
 
-1. **Ownership** (this module): every NVIDIA device node (the GPUs ``/dev/nvidiaN`` and the control
-   nodes ``nvidiactl``, ``nvidia-uvm``, ...) is ``root:<Isolation.gpu_group>`` with mode 0660. Nobody is
-   a member of that group, so no user's own process (a Hub-spawned server, a terminal, a plain kernel,
-   an ssh login) can open a GPU. The service applies this at every start (so it survives a restart
-   and a driver that re-created the nodes); ``docs/isolation.md`` shows the driver options that make the
-   driver create them that way from boot.
-2. **Per job** (the launchers): a task that was granted GPUs runs with the group added to its
-   supplementary groups, and the nodes of the GPUs it was *not* granted are covered in its own mount
-   namespace by a node it cannot open (``mask_node``), plus the cgroup v1 devices rule where that
-   controller is mounted. A task without GPUs never gets the group.
+1. **Host nodes** (this module, ``lock_down``): every NVIDIA device node (the GPUs ``/dev/nvidiaN`` and
+   the control nodes ``nvidiactl``, ``nvidia-uvm``, ...) is ``root:root`` mode 0600, so no user's own
+   process (a Hub-spawned server, a terminal, a plain kernel, an ssh login, a setgid file of any group)
+   opens a GPU. Only a launcher that cannot do without a group (Docker: the NVIDIA runtime hands a
+   container the host's own nodes) gets ``root:<Isolation.gpu_group>`` 0660 instead; it then makes the
+   container's host-writable mounts ``nosuid`` so no file carries the group out (``docker_spec``), and
+   ``setgid_files`` reports (and disarms) setgid files of the group left in the jobs root. The service
+   applies this at every start (a restart, a driver that re-created the nodes).
+2. **Per task** (the local launcher, ``isolation/task_exec.py``): in the task's own mount namespace each
+   node of its granted GPUs (and each control node) is covered by a *per-task node*: the same device
+   numbers, owned by the task's account, mode 0600, made on a tmpfs that exists only in that namespace
+   and is detached once the node is bind-mounted. Nothing the task makes opens a GPU elsewhere: a setgid
+   copy carries no group that opens anything, a hard link of the node crosses mounts (``EXDEV``), and
+   making a node needs ``CAP_MKNOD``. The nodes of GPUs it was not granted are covered by a node it
+   cannot open (``mask_node``), plus the cgroup v1 devices rule where that controller is mounted.
 """
 
 from __future__ import annotations
@@ -74,27 +81,65 @@ def device_nodes(globs: list[str] | tuple[str, ...]) -> list[str]:
     return sorted(out)
 
 
-def lock_down(globs: list[str] | tuple[str, ...], group: str) -> LockdownReport:
-    """Make every node matching ``globs`` ``root:group`` mode 0660 (needs root)."""
+def lock_down(globs: list[str] | tuple[str, ...], group: str | None = None) -> LockdownReport:
+    """Make every node matching ``globs`` ``root:root`` 0600, or ``root:group`` 0660 when a launcher
+    needs ``group`` (Docker); needs root."""
     nodes = device_nodes(globs)
-    report = LockdownReport(group, None)
+    report = LockdownReport(group or "root", 0 if group is None else None)
     if not nodes:
         return report
-    try:
-        report.gid = ensure_group(group)
-    except OSError as exc:
-        report.problems.append(str(exc))
-        return report
+    if group is not None:
+        try:
+            report.gid = ensure_group(group)
+        except OSError as exc:
+            report.problems.append(str(exc))
+            return report
+    mode = 0o600 if group is None else 0o660
     for path in nodes:
         try:
             st = os.lstat(path)
-            if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, report.gid, 0o660):
+            if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, report.gid, mode):
                 os.chown(path, 0, report.gid, follow_symlinks=False)
-                os.chmod(path, 0o660)
+                os.chmod(path, mode)
                 report.locked.append(path)
         except OSError as exc:
             report.problems.append(f"{path}: {exc.strerror}")
     return report
+
+
+def setgid_files(root: str | os.PathLike, gid: int, disarm: bool = False) -> list[str]:
+    """Files below ``root`` (links not followed, other filesystems not entered) that are setgid ``gid``:
+    what a task holding the group could leave behind to open the GPUs later. With ``disarm``, their
+    setgid bit is cleared. Cheap for the jobs root; a scan of every home is not (docs/isolation.md)."""
+    found = []
+    root_dev = os.lstat(root).st_dev
+    for dirpath, dirnames, filenames in os.walk(root):
+        keep = []
+        for name in dirnames:
+            try:
+                if os.lstat(os.path.join(dirpath, name)).st_dev == root_dev:
+                    keep.append(name)
+            except OSError:
+                continue
+        dirnames[:] = keep
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mode & stat.S_ISGID and st.st_gid == gid:
+                found.append(path)
+                if disarm:
+                    try:
+                        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                        try:
+                            os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~(stat.S_ISGID | stat.S_ISUID))
+                        finally:
+                            os.close(fd)
+                    except OSError:
+                        pass
+    return sorted(found)
 
 
 def mask_node(state_dir: pathlib.Path) -> str:
@@ -111,3 +156,33 @@ def mask_node(state_dir: pathlib.Path) -> str:
     os.mknod(path, stat.S_IFCHR | 0, os.makedev(1, 3))
     os.chmod(path, 0)
     return str(path)
+
+
+def granted_nodes(device_glob: str, control_globs: list[str] | tuple[str, ...], gpus: tuple[int, ...]) -> list[str]:
+    """The nodes a task granted ``gpus`` gets its own copy of: its GPUs' (by minor number) and the
+    driver's control nodes; none for a task without GPUs."""
+    if not gpus:
+        return []
+    own = [path for path in device_nodes([device_glob]) if os.minor(os.stat(path).st_rdev) in gpus]
+    return sorted({*own, *device_nodes(list(control_globs))})
+
+
+MS_NOSUID, MS_REMOUNT, MS_BIND = 2, 32, 4096
+
+
+def ensure_nosuid(path: str | os.PathLike) -> bool:
+    """Make ``path`` a ``nosuid`` mount (a bind mount of itself, remounted nosuid) unless it is on one
+    already; True when it made the mount. Bind mounts made of it later (Docker's of a job's dir) keep the
+    flag. A process whose cwd was inside ``path`` before still sees the old mount (docs/isolation.md)."""
+    if os.statvfs(path).f_flag & os.ST_NOSUID:
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    target = os.fsencode(os.fspath(path))
+    kept = os.statvfs(path).f_flag & (os.ST_RDONLY | os.ST_NODEV | os.ST_NOEXEC)  # same bits as MS_*
+    for source, flags in ((target, MS_BIND), (None, MS_BIND | MS_REMOUNT | MS_NOSUID | kept)):
+        if libc.mount(source, target, None, flags, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot make {os.fspath(path)} a nosuid mount: {os.strerror(err)}")
+    return True

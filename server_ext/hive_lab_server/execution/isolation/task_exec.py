@@ -11,7 +11,12 @@ identity switch. Steps, as root:
    host): the task sees only its own processes (``ps``), and
 2. ``--mask PATH``: each GPU device node the task was not granted is covered by a node it cannot open
    (a bind mount of ``--mask-node``, a root-owned node with mode 000): cgroup v1 and v2 alike.
-3. fork; the child (PID 1 of the new namespace) mounts its own ``/proc``, drops to ``--uid``/``--gid``/
+3. ``--own PATH`` (its GPUs' nodes and the driver's control nodes): each is covered by a per-task node,
+   the same device numbers owned by ``--uid`` with mode 0600, made on a tmpfs mounted (in this namespace
+   only) on ``--own-dir`` (a root-only dir) and detached once every node is bind-mounted. The host's
+   nodes stay ``root:root`` 0600: the task gets no group, so nothing it makes (a setgid copy, a hard
+   link: another mount, ``EXDEV``) opens a GPU outside it (``gpu_access``).
+4. fork; the child (PID 1 of the new namespace) mounts its own ``/proc``, drops to ``--uid``/``--gid``/
    ``--groups`` (setgroups, setresgid, setresuid: no way back), then reads the spec, changes into the
    working dir and runs ``/bin/sh -c COMMAND`` with exactly the spec's environment. As PID 1 it stays an
    init (reaps orphans, ignores the signals the launcher sends to the whole process group, which reach
@@ -31,6 +36,8 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MNT_DETACH = 2
+S_IFCHR = 0o020000
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
 _libc = None  # ctypes is loaded only for the namespaces (each import costs a task's start time)
@@ -49,19 +56,40 @@ def _call(name: str, *args) -> None:
         raise OSError(err, f"{name}{args[1:2] or ''}: {os.strerror(err)}")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
-    _call("mount", source and source.encode(), target.encode(), fstype and fstype.encode(), flags, None)
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _call("mount", source and source.encode(), target.encode(), fstype and fstype.encode(), flags,
+          data and data.encode())
+
+
+def _own_nodes(paths: list[str], stage: str, uid: int, gid: int) -> None:
+    """Cover each of ``paths`` with a node of the same device numbers that only ``uid`` may open, made
+    on a tmpfs that only this mount namespace ever sees, detached afterwards (the bind mounts keep their
+    nodes; nothing else reaches them). The tmpfs is not ``nodev``: its nodes must open."""
+    _mount("hive-gpu-nodes", stage, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0700,size=64k")
+    try:
+        for i, path in enumerate(paths):
+            node = f"{stage}/{i}"
+            os.mknod(node, S_IFCHR | 0o600, os.stat(path).st_rdev)
+            os.chown(node, uid, gid)
+            os.chmod(node, 0o600)
+            _mount(node, path, None, MS_BIND)
+    finally:
+        _call("umount2", stage.encode(), MNT_DETACH)
 
 
 def _parse(argv: list[str]) -> dict:
     opts: dict = {"mask": [], "groups": [], "uid": None, "gid": None, "namespaces": False,
-                  "mask_node": None, "spec_fd": None}
+                  "mask_node": None, "spec_fd": None, "own": [], "own_dir": None}
     it = iter(argv)
     for arg in it:
         if arg == "--namespaces":
             opts["namespaces"] = True
         elif arg == "--mask":
             opts["mask"].append(next(it))
+        elif arg == "--own":
+            opts["own"].append(next(it))
+        elif arg == "--own-dir":
+            opts["own_dir"] = next(it)
         elif arg == "--mask-node":
             opts["mask_node"] = next(it)
         elif arg == "--uid":
@@ -76,6 +104,8 @@ def _parse(argv: list[str]) -> dict:
             raise SystemExit(f"hive-lab task_exec: unknown argument {arg!r}")
     if opts["spec_fd"] is None:
         raise SystemExit("hive-lab task_exec: --spec-fd is required")
+    if opts["own"] and (not opts["namespaces"] or opts["uid"] is None or opts["own_dir"] is None):
+        raise SystemExit("hive-lab task_exec: --own needs --namespaces, --uid and --own-dir")
     return opts
 
 
@@ -157,10 +187,16 @@ def main(argv: list[str]) -> None:
     opts = _parse(argv)
     _ignore_stop_signals()
     if opts["namespaces"]:
-        _call("unshare", CLONE_NEWNS | CLONE_NEWPID)
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        for path in opts["mask"]:
-            _mount(opts["mask_node"], path, None, MS_BIND)
+        try:
+            _call("unshare", CLONE_NEWNS | CLONE_NEWPID)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            for path in opts["mask"]:
+                _mount(opts["mask_node"], path, None, MS_BIND)
+            if opts["own"]:
+                _own_nodes(opts["own"], opts["own_dir"], opts["uid"], opts["gid"])
+        except OSError as exc:  # never run the task half fenced in
+            sys.stderr.write(f"hive-lab: cannot set up the task's namespace and device nodes: {exc}\n")
+            sys.exit(125)
     child = os.fork()
     if child == 0:
         try:

@@ -104,6 +104,9 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
     name: str = "abstract"
     #: whether jobs may name a container ``image`` (the launcher runs them in it)
     supports_images: bool = False
+    #: whether its tasks reach GPUs through the group owning the device nodes (Isolation.gpu_group): the
+    #: nodes are then root:<group> 0660 and the jobs root nosuid; else root:root 0600 (isolation/gpu_access.py)
+    needs_gpu_group: bool = False
 
     def validate(self, spec: Any) -> None:
         """Raise ``UnsupportedSpec`` at submit for a job spec (``spec.JobSpec``) this launcher can never

@@ -67,6 +67,7 @@ def engine_reachable(base_url: str | None = None, timeout: float = 2.0) -> bool:
 class DockerLauncher(Launcher):
     name = "docker"
     supports_images = True
+    needs_gpu_group = True  # the NVIDIA runtime hands a container the host's own GPU nodes (docker_spec)
 
     base_url = Unicode(None, allow_none=True, config=True,
                        help="the Docker engine, e.g. unix:///run/docker.sock (default: DOCKER_HOST or the default socket)")

@@ -9,6 +9,9 @@ to test. A container gets exactly what its task asked for and the admin allowed:
 - GPUs: by NVML UUID through a device request when the node has real NVIDIA GPUs
   (``TaskLaunch.gpu_uuids``); with no GPU granted ``NVIDIA_VISIBLE_DEVICES=void``, so a CUDA base
   image cannot grab every GPU under the NVIDIA runtime; on a simulated inventory only the variables;
+- a container granted GPUs holds the group of the GPUs' nodes (the NVIDIA runtime hands it the host's own
+  nodes): each of its host-writable mounts must then be on a ``nosuid`` mount (the server makes its jobs
+  root one at start), so no setgid file of that group outlives the job (``isolation/gpu_access.py``);
 - never privileged, every capability dropped, ``no-new-privileges``, a pid limit, and it runs as the
   server's own uid:gid unless configured otherwise (files it writes stay the server's to serve/clean).
 """
@@ -45,7 +48,7 @@ class ContainerPolicy:
     init: bool = True  # docker-init as PID 1: signals forwarded, zombies reaped
     default_image: str | None = None
     # the group owning the GPUs' device nodes (Isolation.gpu_group, isolation/gpu_access.py): a container
-    # granted GPUs runs with it as a supplementary group, one without GPUs does not
+    # granted GPUs runs with it as a supplementary group (its writable mounts nosuid), one without does not
     gpu_gid: int | None = None
 
 
@@ -77,6 +80,17 @@ def check_mount(kind: str, path: str, working_dir: str, policy: ContainerPolicy)
     )
 
 
+def check_nosuid(kind: str, real: str) -> None:
+    """A writable mount of a container holding the GPU group must not honour set-id bits on the host:
+    else a setgid copy of that group left there opens the GPUs from the user's own shell after the job."""
+    if not os.statvfs(real).f_flag & os.ST_NOSUID:
+        raise LaunchError(
+            f"{kind} {real!r} is not on a nosuid mount, so a container granted GPUs could leave a file there "
+            f"that opens the GPUs after the job; mount it nosuid (the server does so for its jobs root at start) "
+            f"or run the job without GPUs"
+        )
+
+
 def container_env(task: TaskLaunch) -> dict[str, str]:
     env = {k: v for k, v in task.env.items() if k not in HOST_ONLY_ENV}
     env["HOME"] = task.working_dir
@@ -99,9 +113,14 @@ def container_kwargs(task: TaskLaunch, labels: dict[str, str], policy: Container
         real = check_mount("data_dir", task.data_dir, task.working_dir, policy)
         if not _under(real, task.working_dir):
             mounts.append(Mount(target=task.data_dir, source=real, type="bind", read_only=True))
+    holds_gpu_group = policy.gpu_gid is not None and bool(task.gpu_uuids or task.gpu_indices)
+    if holds_gpu_group:
+        check_nosuid("the job's working dir", os.path.realpath(task.working_dir))
     if task.output_dir:
         real = check_mount("output_dir", task.output_dir, task.working_dir, policy)
         if not _under(real, task.working_dir):
+            if holds_gpu_group:
+                check_nosuid("output_dir", real)
             mounts.append(Mount(target=task.output_dir, source=real, type="bind"))
     kwargs: dict = dict(
         image=image,
@@ -126,7 +145,7 @@ def container_kwargs(task: TaskLaunch, labels: dict[str, str], policy: Container
     if task.memory_mb and task.memory_mb > 0:
         kwargs["mem_limit"] = f"{int(task.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(task.memory_mb)}m"
-    if policy.gpu_gid is not None and (task.gpu_uuids or task.gpu_indices):
+    if holds_gpu_group:
         kwargs["group_add"] = [str(policy.gpu_gid)]
     if task.gpu_uuids:
         kwargs["device_requests"] = [

@@ -11,8 +11,9 @@ Isolation (``c.Isolation``, see ``hive_lab_server.execution.isolation``): when t
 runs as its owner's Unix account (the wrapper stays root to join the task's cgroup and record the exit,
 then ``setpriv`` drops to the account), never as root unless the admin allows it; each task gets its
 own cgroup (limits from its request, other GPUs' device nodes denied, killed as a whole when the task
-ends or is stopped, so ``setsid`` daemons die with it); its output reaches its log through a
-size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
+ends or is stopped, so ``setsid`` daemons die with it); a task granted GPUs gets its own device nodes
+of them in its mount namespace, never a group (``isolation/gpu_access.py``); its output reaches its log
+through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
 as the server's own user, as before.
 """
 
@@ -240,14 +241,14 @@ class LocalLauncher(Launcher):
         return fd
 
     def _task_exec_argv(self, tl, account: Account | None, spec_fd: int) -> list[str]:
-        """task_exec's command line: everything on it is the launcher's (ids, device paths), none the user's."""
+        """task_exec's command line: everything on it is the launcher's (ids, device paths), none the user's.
+
+        No task gets a group that opens GPUs (a setgid file would carry it out of the task): a task granted
+        GPUs gets per-task nodes of them (``--own``) in its mount namespace, the others' are masked."""
         argv = [sys.executable, "-I", "-S", TASK_EXEC, "--spec-fd", str(spec_fd)]
         if account is not None:
-            groups = list(account.groups)
-            gpu_gid = gpu_access.gpu_group_gid(self.isolation.gpu_group)
-            if tl.gpu_indices and gpu_gid is not None and gpu_gid not in groups:
-                groups.append(gpu_gid)  # the group that may open the GPUs' nodes; only for tasks with GPUs
-            argv += ["--uid", str(account.uid), "--gid", str(account.gid), "--groups", ",".join(map(str, groups))]
+            argv += ["--uid", str(account.uid), "--gid", str(account.gid),
+                     "--groups", ",".join(map(str, account.groups))]
         if self._namespaces:
             argv.append("--namespaces")
             masked = cgroups.gpu_device_paths_to_mask(self.isolation.gpu_device_glob, tl.gpu_indices)
@@ -255,7 +256,31 @@ class LocalLauncher(Launcher):
                 argv += ["--mask-node", gpu_access.mask_node(self.state_dir)]
                 for path in masked:
                     argv += ["--mask", path]
+            own = gpu_access.granted_nodes(self.isolation.gpu_device_glob, self.isolation.gpu_control_globs,
+                                           tl.gpu_indices) if account is not None else []
+            if own:
+                argv += ["--own-dir", str(self._own_dir())]
+                for path in own:
+                    argv += ["--own", path]
         return argv
+
+    def _own_dir(self) -> pathlib.Path:
+        """Where task_exec mounts the tmpfs of a task's own device nodes (each task in its own namespace):
+        a root-only dir in the root-only state dir."""
+        path = self.state_dir / ".gpu-nodes"
+        path.mkdir(mode=0o700, exist_ok=True)
+        return path
+
+    def _check_gpu_confinement(self, request: LaunchRequest, account: Account | None) -> None:
+        """A task of another account granted GPUs needs its own mount namespace (its own device nodes);
+        without one it could reach them only through a group, which a setgid file carries out of it."""
+        if account is None or self._namespaces or not any(tl.gpu_indices for tl in request.tasks):
+            return
+        why = ("c.Isolation.namespaces is off" if not self.isolation.namespaces
+               else "the server does not run as root")
+        raise LaunchError(f"job {request.job_id} was granted GPUs, but its tasks cannot get their own device "
+                          f"nodes because {why}; set c.Isolation.namespaces = True on a server running as root "
+                          f"(GPUs are never handed out through a group)")
 
     def _task_env(self, tl, account: Account | None) -> dict[str, str]:
         env = dict(self.base_env)
@@ -339,6 +364,7 @@ class LocalLauncher(Launcher):
     def _start_tasks(self, request: LaunchRequest) -> list[_Task]:
         """Spawn, record, then release ("go") every task of ``request``; on a failure none is left running."""
         account = self.account(request.user)
+        self._check_gpu_confinement(request, account)
         started: list[_Task] = []
         go: list[int] = []  # the wrappers' "go" pipes, written once every task is recorded
         try:
