@@ -115,6 +115,20 @@ class IdleCuller:
             self._socket.close(linger=0)
             self._socket = None
 
+    def close(self) -> None:
+        """``stop`` without waiting, from synchronous code: the socket closes once its listener ends."""
+        sock, self._socket = self._socket, None
+        listener, task = self._listener, self._task
+        self._listener = self._task = None
+        for t in (task, listener):
+            if t is not None and t is not asyncio.current_task():
+                t.cancel()
+        if sock is not None:
+            if listener is not None and not listener.done():
+                listener.add_done_callback(lambda _t: sock.close(linger=0))
+            else:
+                sock.close(linger=0)
+
     def _iopub(self) -> str:
         info = self.connection_info
         return f"{info.get('transport', 'tcp')}://{info['ip']}:{info['iopub_port']}"
