@@ -101,6 +101,10 @@ class IdleCuller:
         self.executing = False
         self.up = False
 
+    def count_from(self, at: float) -> None:
+        """Idle time counts from ``at`` (on ``clock``): the kernel started then, before this culler was made."""
+        self.started_at = self.last_activity = min(at, self.clock())
+
     async def stop(self) -> None:
         for name in ("_task", "_listener"):
             task = getattr(self, name)

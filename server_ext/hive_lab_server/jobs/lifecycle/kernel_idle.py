@@ -80,6 +80,8 @@ class KernelIdleWatch:
             culler = IdleCuller({**info, "ip": _ip(self.address_of(job.placement[0].node))},
                                 float(self._limit(job)), _never, startup_grace_s=self.startup_grace_s,
                                 clock=self.clock)
+            if job.lc.started_at is not None:  # from the attempt's start, however late the loop saw it
+                culler.count_from(job.lc.started_at)
             if info["iopub_port"]:
                 culler.listen()
             self.watched[job.id] = (attempt, culler)
