@@ -2,21 +2,28 @@
 
 ``init`` writes, under ``--root`` (default ``/``), everything a course needs and nothing else:
 
-- ``/etc/hive-lab/hive_lab_config.py`` (0600): the service's settings (``hub-config --service-config``'s
-  form): a cluster whose nodes are split into cells of 2, 4, ... GPUs (``levels``), so that a task of
-  the per-student limit fits the course's VC; the VC; Hub group -> VC; per-student limits; time limits;
-- ``/etc/jupyterhub/jupyterhub_config.py`` (0600): ``hub-config``'s fragment (the service, instructors'
-  role) and the course's users: ``allowed_users`` (JupyterHub >= 5 lets nobody in without it), the Hub
-  groups (students, instructors);
+- ``/etc/hive-lab/hive_lab_config.py`` (0600, init's): the service's settings (``hub-config
+  --service-config``'s form): a cluster on this machine (``--node``, default its host name, so the
+  service finds its GPUs there; its CPUs and memory) whose nodes are split into cells of 2, 4, ... GPUs
+  (``levels``), so that a task of the per-student limit fits the course's VC; the VC; Hub groups -> VC;
+  per-student limits; time limits; and a class's safe defaults, each with its option: students'
+  ``max_priority`` 0 (no student preempts a classmate; the instructors' group may), ``max_queued_jobs``,
+  ``Isolation.pids_max``, ``kernel_limits`` (every GPU kernel's idle cap and time limit, whatever its
+  kernelspec says); with ``--simulate-gpus N``, the fake NVML backend (``course_machine``);
+- ``/etc/jupyterhub/jupyterhub_config.py`` (0600, init's): ``hub-config``'s fragment (the service,
+  instructors' role) and the course's users: ``allowed_users`` (JupyterHub >= 5 lets nobody in without
+  it), the Hub groups (students, instructors);
+- ``hive_lab_local.py`` and ``jupyterhub_local.py`` next to them (0600, the instructor's): created once,
+  never rewritten, loaded last by init's files (``course_files``);
 - ``/var/lib/hive-lab`` (its store), ``/var/lib/hive-lab/jobs`` (0711: jobs run as their owners) and
   ``/var/lib/jupyterhub`` (0700: the Hub's database and cookie secret);
 - the course's GPU kernelspec in ``/usr/local/share/jupyter/kernels/<course>-gpu`` (0755/0644: students see it);
 - ``/etc/profile.d/hive-lab.sh``: ``hive-lab`` on the PATH of students' terminals (login shells reset it).
 
-Paths inside the files are under ``--root`` too (a test root is used in place). Files it wrote before
-are rewritten (running it again changes nothing, or applies new options); a file
-of the same name that it did not write is left alone and named (exit 1). ``check`` reads what is
-there and says, one sentence each, what to change.
+Paths inside the files are under ``--root`` too (a test root is used in place). Running it again
+rewrites init's files and prints each line it changed; lines the instructor added or changed in them
+by hand are moved to the local files, never dropped; a file of the same name that it did not write is
+left alone and named (exit 1). ``check`` reads what is there and says, one sentence each, what to change.
 """
 
 from __future__ import annotations
