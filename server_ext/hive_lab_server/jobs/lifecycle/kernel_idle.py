@@ -24,6 +24,11 @@ from hive_lab_server.kernels.culler import IdleCuller
 from hive_lab_server.kernels.job import CONNECTION_FILE, duration
 
 
+# what the service (root) takes from a user's kernel in one IOPub message: status messages are tiny; a
+# larger output only drops and renews the connection, so the memory held for a kernel stays bounded
+MAX_MESSAGE_BYTES = 64 * 2**20
+
+
 async def _never(_idle_s: float) -> None:  # the service cancels the job itself (see ``idle``)
     return None
 
@@ -79,7 +84,7 @@ class KernelIdleWatch:
             info = iopub_of(job) or {"iopub_port": 0}
             culler = IdleCuller({**info, "ip": _ip(self.address_of(job.placement[0].node))},
                                 float(self._limit(job)), _never, startup_grace_s=self.startup_grace_s,
-                                clock=self.clock)
+                                clock=self.clock, max_message_bytes=MAX_MESSAGE_BYTES)
             if job.lc.started_at is not None:  # from the attempt's start, however late the loop saw it
                 culler.count_from(job.lc.started_at)
             if info["iopub_port"]:
