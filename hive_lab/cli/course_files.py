@@ -72,9 +72,13 @@ def parse(text: str) -> Parsed:
     lines = text.rstrip("\n").split("\n")
     m = _DIGEST.search(lines[0]) if lines else None
     ids: set[str] = set()
-    while len(lines) > 1 and lines[-1].startswith(IDS_TAG):
-        ids.update(lines.pop()[len(IDS_TAG):].split())
-    return Parsed(lines[1:], m.group(1) if m else None, ids)
+    body = []
+    for line in lines[1:]:  # (the ids lines wherever they are: lines may have been appended after them)
+        if line.startswith(IDS_TAG):
+            ids.update(line[len(IDS_TAG):].split())
+        else:
+            body.append(line)
+    return Parsed(body, m.group(1) if m else None, ids)
 
 
 def _option(line: str) -> tuple[str, str] | None:
@@ -141,7 +145,8 @@ def update_owned(path: pathlib.Path, head: str, body: str, local: pathlib.Path, 
         raise FileExistsError(f"{path} exists and was not written by `hive-lab course init`: move it away "
                               f"(or merge the printed text into it by hand) and run again")
     old = parse(old_text)
-    theirs = instructor_lines(old, new_body)
+    # (a line loading the local file itself would make it load itself: init writes that one anyway)
+    theirs = [line for line in instructor_lines(old, new_body) if str(local) not in line]
     report: list[str] = []
     if theirs:
         block = "\n".join(theirs) + "\n"

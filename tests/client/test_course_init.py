@@ -138,6 +138,8 @@ def test_init_again_keeps_the_instructors_lines_and_says_what_it_changed(course,
          "c.HiveLabApp.launcher = 'local'\nc.HiveLabApp.nvml_backend = \"none\"\n")
     edit(course / SERVICE_FILE, f"'nodes': ['{socket.gethostname()}']", "'nodes': ['gpu-box']")
     edit(course / HUB_FILE, "c.Spawner.default_url", "c.Spawner.http_timeout = 120\nc.Spawner.default_url")
+    with open(course / HUB_FILE, "a") as f:  # and at its very end
+        f.write("c.Spawner.start_timeout = 90\n")
 
     assert main([*INIT[:INIT.index("ann,bob")], "ann,bob,cy", *INIT[INIT.index("ann,bob") + 1:],
                  "--root", str(course)]) == 0, capsys.readouterr().err
@@ -145,14 +147,14 @@ def test_init_again_keeps_the_instructors_lines_and_says_what_it_changed(course,
     assert "written" not in out
     assert f"moved 2 line(s) you had added or changed in {course / SERVICE_FILE}" in out, out
     assert 'c.HiveLabApp.nvml_backend = "none"' in out and "'nodes': ['gpu-box']" in out
-    assert f"moved 1 line(s) you had added or changed in {course / HUB_FILE}" in out, out
+    assert f"moved 2 line(s) you had added or changed in {course / HUB_FILE}" in out, out
     assert "  + c.JupyterHub.load_groups = {'cv-101': {'users': ['ann', 'bob', 'cy']}" in out, out
     assert "  - c.JupyterHub.load_groups = {'cv-101': {'users': ['ann', 'bob']}" in out, out
     # in force: what the service (--config) and the Hub load is the owned file plus the local one
     svc, hub = load(course / SERVICE_FILE), load(course / HUB_FILE)
     assert svc.HiveLabApp.gpu_sample_interval_s == 2.0 and svc.HiveLabApp.nvml_backend == "none"
     assert _value(svc.HiveLabApp, "cluster_config", None)["nodes"] == ["gpu-box"]
-    assert hub.JupyterHub.port == 8001 and hub.Spawner.http_timeout == 120
+    assert hub.JupyterHub.port == 8001 and hub.Spawner.http_timeout == 120 and hub.Spawner.start_timeout == 90
     assert _value(hub.Authenticator, "allowed_users", None) == {"ann", "bob", "cy", "ivy"}  # the late student
     assert "c.Spawner.http_timeout = 120" in hub_local.read_text()
     # a third run: nothing left to move, nothing changes, the local files as they were

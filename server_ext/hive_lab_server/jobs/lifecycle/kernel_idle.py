@@ -106,7 +106,7 @@ class KernelIdleWatch:
             if self.gpu_busy(job):
                 culler.last_activity = self.clock()
                 continue
-            gpus = job.spec.get("tasks", [{}])[0].get("gpus")
+            gpus = sum(float(t.get("gpus") or 0) * int(t.get("count") or 1) for t in job.spec.get("tasks") or [])
             out.append((job_id, f"hive-lab (idle kernel culled: no execution for {duration(idle)} while holding "
                                 f"{gpus:g} GPU{'' if gpus == 1 else 's'}; VC {job.vc} culls idle GPU kernels "
                                 f"after {duration(culler.limit_s)}, whatever their kernelspec says)"))
