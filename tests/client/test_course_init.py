@@ -243,3 +243,18 @@ def test_check_names_each_inconsistency_and_what_to_change(course, capsys, break
 def test_levels_split_nodes_in_two_down_to_pairs():
     assert levels_for(1) == [] and levels_for(2) == [] and levels_for(4) == ["pair"]
     assert levels_for(8) == ["pair", "quad"] and levels_for(6) == []
+
+
+def test_a_file_of_an_older_init_keeps_the_line_its_instructor_added(course, capsys):
+    """Files an older init wrote have the mark but no digest: a line setting an option init does not
+    write is the instructor's (the reviewer's nvml_backend line), and is moved, not dropped."""
+    path = course / SERVICE_FILE
+    old = [line for line in path.read_text().splitlines()
+           if not line.startswith("# course init's lines:") and "load_subconfig" not in line]
+    old[0] = old[0].split(" [body digest")[0]
+    old.append('c.HiveLabApp.nvml_backend = "fake:/etc/hive-lab/hardware.yaml"')
+    path.write_text("\n".join(old) + "\n")
+    assert main([*INIT, "--root", str(course)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"moved 1 line(s) you had added or changed in {path}" in out, out
+    assert load(path).HiveLabApp.nvml_backend == "fake:/etc/hive-lab/hardware.yaml"
