@@ -147,8 +147,16 @@ class HiveLabApp(ExtensionApp):
         config=True,
         help="""Run time limits per VC, in seconds: {"cv-101": {"default_s": 3600, "max_s": 14400}}; "*" applies
         to VCs not named. default_s is the limit of batch jobs that give none (kernels get a limit only
-        when their kernelspec asks for one); a job asking for more than max_s is refused (400). At its
+        when their kernelspec asks for one, or their VC's kernel_limits cap); a job asking for more than max_s is refused (400). At its
         limit a job gets the stop signal and stop_grace_s, then ends failed ("time limit 1h reached").""",
+    )
+    kernel_limits = Dict(
+        config=True,
+        help="""Caps on every GPU kernel of a VC, whatever its kernelspec says (a user may write her own):
+        {"cv-101": {"max_idle_s": 1800, "max_time_limit_s": 14400}}; "*" applies to VCs not named.
+        max_idle_s: the service itself cancels a GPU kernel that executed nothing (and whose GPUs were
+        not busy) for that long, even when its kernelspec says idle_timeout 0. max_time_limit_s: the time
+        limit of a GPU kernel that asks for none or for more. `hive-lab course init` writes both.""",
     )
     jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
@@ -264,6 +272,13 @@ class HiveLabApp(ExtensionApp):
         except TimeLimitError as exc:
             self.log.critical("hive-lab: %s; the server stops", exc.message)
             raise SystemExit(f"hive-lab: {exc.message}") from None
+        from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCapsError, parse_kernel_limits
+
+        try:
+            parse_kernel_limits(self.kernel_limits, sorted(self.cluster.config.virtual_clusters))
+        except KernelCapsError as exc:  # a course whose caps do not apply must not look like it runs
+            self.log.critical("hive-lab: %s; the server stops", exc.message)
+            raise SystemExit(f"hive-lab: {exc.message}") from None
         from hive_scheduler import Scheduler
         from hive_scheduler.fair_share import FairShareSettings
 
@@ -337,6 +352,7 @@ class HiveLabApp(ExtensionApp):
             user_limits=user_limits,
             sharing=sharing,
             max_unfinished_jobs=self.max_unfinished_jobs,
+            kernel_limits=self.kernel_limits,
             **({"clock": self.clock} if self.clock is not None else {}),
         )
         if self.queue_policy in LIVE_POLICIES:

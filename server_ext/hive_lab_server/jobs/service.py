@@ -44,6 +44,8 @@ from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnava
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.jobs.lifecycle.states import PLACED_STATES, JobState
+from hive_lab_server.jobs.lifecycle.kernel_caps import parse_kernel_limits
+from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
 from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
 from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.timeshare.progress import ProgressTracker
@@ -81,6 +83,7 @@ class HiveService(Admission, UnitOfWork):
         throughputs: Any = None,
         progress_interval_s: float = 1.0,
         max_unfinished_jobs: int = 0,
+        kernel_limits: dict[str, Any] | None = None,
     ):
         self.scheduler = scheduler
         self.config = config
@@ -110,6 +113,9 @@ class HiveService(Admission, UnitOfWork):
         self.store_error: str | None = None  # the last failed commit, until one succeeds
         self._clock = clock
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
+        # GPU kernels' caps per VC, whatever their kernelspec says: time limit at admission, idle cull here
+        self.kernel_caps = parse_kernel_limits(kernel_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
+        self.kernel_idle = KernelIdleWatch(self.kernel_caps, self.now, self.node_address, self._kernel_gpus_busy)
         self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
         self._seq = store.max_seq()
         self._last_now = 0.0
@@ -220,6 +226,7 @@ class HiveService(Admission, UnitOfWork):
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
+        self.kernel_idle.close()
         for task in list(self._ops.values()):
             task.cancel()
         with contextlib.suppress(Exception):
@@ -243,6 +250,7 @@ class HiveService(Admission, UnitOfWork):
                 if time.monotonic() - last_leases >= KERNEL_LEASE_CHECK_S:
                     last_leases = time.monotonic()
                     self.end_unreachable_kernels()
+                    self.end_idle_kernels()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -397,6 +405,23 @@ class HiveService(Admission, UnitOfWork):
         for job_id, by in kernel_leases.unreachable_kernels(list(self.active.values()), self.now()):
             log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
             self.unit([(job_id, m.Cancel(by))])
+
+    def end_idle_kernels(self) -> None:
+        """Cancel the GPU kernels idle for their VC's cap (``HiveLabApp.kernel_limits``, ``lifecycle.kernel_idle``)."""
+        self.kernel_idle.sync(list(self.active.values()))
+        for job_id, by in self.kernel_idle.idle(self.active):
+            log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
+            self.unit([(job_id, m.Cancel(by))])
+
+    def _kernel_gpus_busy(self, job: ActiveJob) -> bool:
+        """The hardware monitor saw one of ``job``'s GPUs busy in its latest sample."""
+        if self.hardware is None:
+            return False
+        for p in job.placement:
+            for gpu in p.gpus:
+                if (self.hardware.gpu_status(p.node, gpu).get("utilization") or 0) > 0:
+                    return True
+        return False
 
     def read_progress_of_running(self) -> None:
         """Read what the running jobs' sources gained, and those of the jobs that ended since the last

@@ -66,7 +66,9 @@ class IdleCuller:
         gpu_uuids: Callable[[], list[str]] = lambda: [],
         startup_grace_s: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
+        max_message_bytes: int = -1,
     ):
+        self.max_message_bytes = max_message_bytes  # (-1: ZMQ's default, none) a bigger message drops the connection
         self.connection_info = connection_info
         self.limit_s = limit_s
         self.on_idle = on_idle
@@ -101,6 +103,10 @@ class IdleCuller:
         self.executing = False
         self.up = False
 
+    def count_from(self, at: float) -> None:
+        """Idle time counts from ``at`` (on ``clock``): the kernel started then, before this culler was made."""
+        self.started_at = self.last_activity = min(at, self.clock())
+
     async def stop(self) -> None:
         for name in ("_task", "_listener"):
             task = getattr(self, name)
@@ -114,6 +120,20 @@ class IdleCuller:
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None
+
+    def close(self) -> None:
+        """``stop`` without waiting, from synchronous code: the socket closes once its listener ends."""
+        sock, self._socket = self._socket, None
+        listener, task = self._listener, self._task
+        self._listener = self._task = None
+        for t in (task, listener):
+            if t is not None and t is not asyncio.current_task():
+                t.cancel()
+        if sock is not None:
+            if listener is not None and not listener.done():
+                listener.add_done_callback(lambda _t: sock.close(linger=0))
+            else:
+                sock.close(linger=0)
 
     def _iopub(self) -> str:
         info = self.connection_info
@@ -136,14 +156,16 @@ class IdleCuller:
         return now - self.last_activity
 
     def _on_message(self, frames: list[bytes]) -> None:
-        try:
+        try:  # the header first: only status messages (small) are parsed further, not every output
             i = frames.index(b"<IDS|MSG>")
             header = json.loads(frames[i + 2])
+            if not isinstance(header, dict) or header.get("msg_type") != "status":
+                return
             parent = json.loads(frames[i + 3])
             content = json.loads(frames[i + 5])
         except (ValueError, IndexError):
             return
-        if header.get("msg_type") != "status":
+        if not isinstance(parent, dict) or not isinstance(content, dict):
             return
         if not self.up:  # the kernel is up: idle time counts from here
             self.up = True
@@ -160,6 +182,9 @@ class IdleCuller:
         ctx = zmq.asyncio.Context.instance()
         sock = ctx.socket(zmq.SUB)
         sock.setsockopt(zmq.SUBSCRIBE, b"")
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        if self.max_message_bytes > 0:
+            sock.setsockopt(zmq.RCVHWM, 16)  # a bounded backlog too (a kernel's output can be large)
         # the kernel binds later (maybe after a long queue): keep trying, join within ~0.2 s once it does
         sock.setsockopt(zmq.RECONNECT_IVL, 10)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)

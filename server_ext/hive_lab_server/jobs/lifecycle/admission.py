@@ -27,6 +27,7 @@ from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentati
 from hive_lab_server.errors import ServiceError, ServiceFull, StoreUnavailable
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
 from hive_lab_server.jobs.lifecycle.states import PLACED_STATES
+from hive_lab_server.jobs.lifecycle.kernel_caps import capped_time_limit
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
 
 log = logging.getLogger("hive_lab_server")
@@ -96,6 +97,11 @@ class Admission:
         if bound and len(self.active) + unadmitted >= bound:
             raise ServiceFull(bound)
 
+    def _kernel_capped(self, spec: JobSpec, vc: str) -> float | None:
+        """The time limit ``spec`` asks for, with its VC's kernel cap applied (``lifecycle.kernel_caps``:
+        a GPU kernel gets the cap when its kernelspec asks for no limit or a longer one)."""
+        return capped_time_limit(spec.time_limit_s, spec.kind, spec.total_gpus, vc, self.kernel_caps)
+
     def _kernel_dirs(self, jobs: list[ActiveJob]) -> None:
         """A kernel job's dir exists (its owner's, 0700) from submission on, not only once placed: the
         provisioner keeps its heartbeat there while it waits, so a kernel whose Jupyter server died is
@@ -117,7 +123,7 @@ class Admission:
         (limits); ``group``: their group for fair share (``AccessPolicy.fair_share_group``)."""
         self._check_room(unadmitted)
         try:
-            limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
+            limit = effective_limit(self._kernel_capped(spec, vc), spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
         if spec.job_type and self.progress.throughputs is not None and not self.progress.knows_type(spec.job_type):
@@ -172,7 +178,7 @@ class Admission:
         (``Scheduler.what_if``). ServiceError(400) for what a submit would refuse."""
         now = self.now()
         try:
-            limit = effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
+            limit = effective_limit(self._kernel_capped(spec, vc), spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
         spec_dict = spec.model_dump(mode="json")

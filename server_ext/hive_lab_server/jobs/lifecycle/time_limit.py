@@ -1,7 +1,8 @@
 """Run time limits: how they read (``2h``, ``1h30m``), and which limit a job gets in its VC.
 
 A job's limit is ``time_limit_s`` from its spec, else its VC's default (batch jobs only: a kernel gets
-a limit only when its kernelspec asks for one; the idle culler handles idle kernels). A limit above the
+a limit only when its kernelspec asks for one or its VC caps GPU kernels, ``lifecycle.kernel_caps``;
+the idle culler handles idle kernels). A limit above the
 VC's maximum is refused (400) before anything is stored. The deadline itself is derived in the
 lifecycle machine (``Job.deadline``: the attempt's stored start + the limit).
 
