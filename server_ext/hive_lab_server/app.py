@@ -150,7 +150,12 @@ class HiveLabApp(ExtensionApp):
         when their kernelspec asks for one); a job asking for more than max_s is refused (400). At its
         limit a job gets the stop signal and stop_grace_s, then ends failed ("time limit 1h reached").""",
     )
-    jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
+    jobs_root = Unicode(
+        "", config=True,
+        help="""where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs). When jobs run as their
+        owners (Isolation), every dir above it must be searchable by others (o+x), e.g. /var/lib/hive-lab/jobs
+        (0711): the server does not start otherwise.""",
+    )
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     max_requests_in_flight = Int(
         200, config=True,
@@ -246,6 +251,7 @@ class HiveLabApp(ExtensionApp):
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
         jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
         jobs_root.mkdir(parents=True, exist_ok=True)
+        _refuse_a_jobs_root_owners_cannot_reach(self, jobs_root)
         try:
             self.cluster = resolve_cluster(self.cluster_config, self.nvml_backend)
         except ConfigError as exc:
@@ -432,6 +438,21 @@ class HiveLabApp(ExtensionApp):
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:
                 await getattr(self, part).stop()
+
+
+def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
+    """A server that runs jobs as their owners stops at start when they could not enter their working
+    dirs (each job would fail at run time instead). As root, the jobs root itself is made 0711 at
+    lock-down, so only the dirs above it count then."""
+    from hive_lab_server.execution.isolation import Isolation
+    from hive_lab_server.execution.isolation.jobs_root import unreachable_jobs_root
+
+    if not Isolation(parent=app).isolates():
+        return
+    problem = unreachable_jobs_root(jobs_root, include_self=os.geteuid() != 0)
+    if problem:
+        app.log.critical("hive-lab: %s; the server stops", problem)
+        raise SystemExit(f"hive-lab: {problem}")
 
 
 def _lock_down(isolation, jobs_root: pathlib.Path, log) -> None:
