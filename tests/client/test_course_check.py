@@ -188,6 +188,15 @@ def test_the_fixes_are_named_in_the_instructors_local_file_when_there_is_one(goo
     assert rc == 1 and f"fix it in {local}" in err, err
 
 
+def test_the_instructors_local_file_is_read_merged_as_the_service_reads_it(good, capsys):
+    """A mistake made in the local file (loaded at the end of the owned one) is found and named there."""
+    local = good / course_check.SERVICE_LOCAL_FILE
+    local.write_text("c.HiveLabApp.vc_access = {'cv-101': ['cv-101']}\n")
+    add(good / course.SERVICE_FILE, "load_subconfig('hive_lab_local.py')")
+    rc, err = check(good, capsys)
+    assert rc == 1 and f"write '@cv-101' in {local}" in err, err
+
+
 def test_without_a_students_account_here_the_paths_are_not_tested_and_it_says_so(tmp_path, capsys):
     main(["course", "init", "--name", "cv-101", "--gpus", "2", "--students", "nobody-here-x", "--root", str(tmp_path)])
     capsys.readouterr()
