@@ -153,7 +153,7 @@ class HiveLabApp(ExtensionApp):
     jobs_root = Unicode(
         "", config=True,
         help="""where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs). When jobs run as their
-        owners (Isolation), every dir above it must be searchable by others (o+x), e.g. /var/lib/hive-lab/jobs
+        owners (Isolation) with the local or Slurm launcher, every dir above it must be searchable by others (o+x), e.g. /var/lib/hive-lab/jobs
         (0711): the server does not start otherwise.""",
     )
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
@@ -251,7 +251,6 @@ class HiveLabApp(ExtensionApp):
         db_url = self.db_url or f"sqlite:///{self.data_root / 'hive_lab.sqlite'}"
         jobs_root = pathlib.Path(self.jobs_root or self.data_root / "jobs")
         jobs_root.mkdir(parents=True, exist_ok=True)
-        _refuse_a_jobs_root_owners_cannot_reach(self, jobs_root)
         try:
             self.cluster = resolve_cluster(self.cluster_config, self.nvml_backend)
         except ConfigError as exc:
@@ -311,6 +310,7 @@ class HiveLabApp(ExtensionApp):
             self.log.info("hive-lab: launcher 'auto' chose %s: jobs run %s (HiveLabApp.launcher picks another)",
                           self.launcher, "in Docker containers (a Docker engine answers)" if self.launcher == "docker"
                           else "as local processes (no Docker engine answers)")
+        _refuse_a_jobs_root_owners_cannot_reach(self, jobs_root)
         launcher = make_launcher(
             self.launcher,
             parent=self,
@@ -443,11 +443,12 @@ class HiveLabApp(ExtensionApp):
 def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
     """A server that runs jobs as their owners stops at start when they could not enter their working
     dirs (each job would fail at run time instead). As root, the jobs root itself is made 0711 at
-    lock-down, so only the dirs above it count then."""
+    lock-down, so only the dirs above it count then. Docker mounts each job's dir into its container
+    (no host dir above it is entered as the owner), so the docker launcher is not held to it."""
     from hive_lab_server.execution.isolation import Isolation
     from hive_lab_server.execution.isolation.jobs_root import unreachable_jobs_root
 
-    if not Isolation(parent=app).isolates():
+    if app.launcher == "docker" or not Isolation(parent=app).isolates():
         return
     problem = unreachable_jobs_root(jobs_root, include_self=os.geteuid() != 0)
     if problem:
