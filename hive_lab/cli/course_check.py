@@ -346,7 +346,7 @@ def _needed_paths(course: _Course, report: CourseReport) -> list[student_access.
             exe = os.path.join(d, tool)
             if os.path.exists(exe):
                 needs.append(student_access.Need(exe, f"{tool} on their servers' PATH", spawn_fix))
-    if course.isolates():
+    if course.isolates() and _value(course.app, "launcher", "auto") != "docker":  # docker mounts each job's dir
         jobs_root = course.jobs_root()
         if os.path.exists(jobs_root):
             needs.append(student_access.Need(jobs_root, "the jobs root (their jobs' working dirs are below it)",

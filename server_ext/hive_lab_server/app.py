@@ -152,9 +152,9 @@ class HiveLabApp(ExtensionApp):
     )
     jobs_root = Unicode(
         "", config=True,
-        help="""where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs). When jobs run as their
-        owners (Isolation) with the local or Slurm launcher, every dir above it must be searchable by others (o+x), e.g. /var/lib/hive-lab/jobs
-        (0711): the server does not start otherwise.""",
+        help="""where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs). When jobs run as
+        their owners (Isolation) with the local or Slurm launcher, every dir above it must be searchable by
+        others (o+x), e.g. /var/lib/hive-lab/jobs (0711): the server does not start otherwise.""",
     )
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     max_requests_in_flight = Int(
