@@ -45,6 +45,22 @@ from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.store import Store
 
 
+def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
+    """A server that runs jobs as their owners stops at start when they could not enter their working
+    dirs (each job would fail at run time instead). As root, the jobs root itself is made 0711 at
+    lock-down, so only the dirs above it count then. Docker mounts each job's dir into its container
+    (no host dir above it is entered as the owner), so the docker launcher is not held to it."""
+    from hive_lab_server.execution.isolation import Isolation
+    from hive_lab_server.execution.isolation.jobs_root import unreachable_jobs_root
+
+    if app.launcher == "docker" or not Isolation(parent=app).isolates():
+        return
+    problem = unreachable_jobs_root(jobs_root, include_self=os.geteuid() != 0)
+    if problem:
+        app.log.critical("hive-lab: %s; the server stops", problem)
+        raise SystemExit(f"hive-lab: {problem}")
+
+
 class HiveLabApp(ExtensionApp):
     name = "hive_lab"
     description = "hive-lab: a multi-tenant GPU scheduler inside the Jupyter server"
@@ -438,22 +454,6 @@ class HiveLabApp(ExtensionApp):
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:
                 await getattr(self, part).stop()
-
-
-def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
-    """A server that runs jobs as their owners stops at start when they could not enter their working
-    dirs (each job would fail at run time instead). As root, the jobs root itself is made 0711 at
-    lock-down, so only the dirs above it count then. Docker mounts each job's dir into its container
-    (no host dir above it is entered as the owner), so the docker launcher is not held to it."""
-    from hive_lab_server.execution.isolation import Isolation
-    from hive_lab_server.execution.isolation.jobs_root import unreachable_jobs_root
-
-    if app.launcher == "docker" or not Isolation(parent=app).isolates():
-        return
-    problem = unreachable_jobs_root(jobs_root, include_self=os.geteuid() != 0)
-    if problem:
-        app.log.critical("hive-lab: %s; the server stops", problem)
-        raise SystemExit(f"hive-lab: {problem}")
 
 
 def _lock_down(isolation, jobs_root: pathlib.Path, log) -> None:
