@@ -28,9 +28,9 @@ import os
 import pathlib
 import stat
 import sys
+from typing import Any
 
 from . import hub_config
-from .course_check import check_course, course_report  # noqa: F401 (check_course: init and callers use it from here)
 
 MARK = "# written by `hive-lab course init`"
 SERVICE_FILE = "etc/hive-lab/hive_lab_config.py"
@@ -178,6 +178,9 @@ def init(args: argparse.Namespace) -> int:
 
 
 # --- checking (hive_lab/cli/course_check.py) ------------------------------------------------------------
+
+# init ends with check_course (callers import it from here too); `course check` prints the whole report
+from .course_check import check_course, course_report  # noqa: E402,F401
 
 
 def check(args: argparse.Namespace) -> int:
