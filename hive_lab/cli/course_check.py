@@ -154,8 +154,9 @@ def _check_settings_names(course: _Course, report: CourseReport) -> None:
         for name in sorted(course.svc[section]):
             if name[:1].isupper() or name in known:
                 continue
-            report.problems.append(f"c.{section}.{name} is not a setting of hive-lab's {section}{_did_you_mean(name, known)}: "
-                                   f"fix it in {course.service_edit} (`python -m hive_lab_server --help-all` lists them)")
+            report.problems.append(
+                f"c.{section}.{name} is not a setting of hive-lab's {section}{_did_you_mean(name, known)}: fix it in "
+                f"{course.service_edit} (`python -m hive_lab_server --help-all` lists them)")
 
 
 def _check_vc_access(course: _Course, report: CourseReport) -> None:
@@ -205,8 +206,9 @@ def _check_limits(course: _Course, report: CourseReport) -> None:
         for key in table:
             if key not in table_keys:
                 found = True
-                report.problems.append(f"user_limits[{vc!r}] has the unknown key {key!r}{_did_you_mean(key, table_keys)}; "
-                                       f"its keys are {', '.join(table_keys)}: fix it in {where}")
+                report.problems.append(
+                    f"user_limits[{vc!r}] has the unknown key {key!r}{_did_you_mean(key, table_keys)}; its keys are "
+                    f"{', '.join(table_keys)}: fix it in {where}")
         rules = [("default", table.get("default"))]
         for part in ("groups", "users"):
             if isinstance(table.get(part), dict):
@@ -270,13 +272,14 @@ def _check_nodes(course: _Course, report: CourseReport) -> None:
             if local.node not in nodes:
                 report.problems.append(f"{line}: {fix.format(repr(local.node))}")
             else:
-                report.warnings.append(f"{line}: make cluster_config say what this machine has, in {course.service_edit}")
+                report.warnings.append(
+                    f"{line}: make cluster_config say what this machine has, in {course.service_edit}")
         return
     here = socket.gethostname()
     if len(nodes) == 1 and nodes[0] != here and backend != "none":
         report.warnings.append(
-            f"the cluster's one node is {nodes[0]!r} but this machine is {here!r}; NVML sees no GPU here now, but once it "
-            f"does (nvml_backend {backend!r}) the service will not schedule them: {fix.format(repr(here))}")
+            f"the cluster's one node is {nodes[0]!r} but this machine is {here!r}; NVML sees no GPU here now, but "
+            f"once it does (nvml_backend {backend!r}) the service will not schedule them: {fix.format(repr(here))}")
 
 
 # --- the kernelspecs, the jobs root, the accounts: what students need ------------------------------------
@@ -337,7 +340,8 @@ def _needed_paths(course: _Course, report: CourseReport) -> list[student_access.
             needs.append(student_access.Need(python, f"the Python of the kernelspec {spec_file.parent.name}", VENV_FIX))
     env = _value(course.hub.Spawner, "environment", {})
     path_dirs = [d for d in str(env.get("PATH", "") if isinstance(env, dict) else "").split(":") if os.path.isabs(d)]
-    spawn_fix = f"their servers do not start (the Hub answers 500 at spawn); {VENV_FIX}, and set that PATH in {course.hub_edit}"
+    spawn_fix = (f"their servers do not start (the Hub answers 500 at spawn); {VENV_FIX}, and set that PATH in "
+                 f"{course.hub_edit}")
     for d in path_dirs:
         if not os.path.isdir(d):
             continue
