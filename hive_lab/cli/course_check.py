@@ -234,9 +234,17 @@ def _check_limits(course: _Course, report: CourseReport) -> None:
         report.problems.append(f"{exc.message}: fix it in {where}")
 
 
-def _check_cells(course: _Course, report: CourseReport) -> None:
-    from .course import levels_for
+LEVEL_NAMES = ["pair", "quad", "octet", "half16", "half32"]  # course init's cell levels (a test keeps them equal)
 
+
+def levels_for(gpus_per_node: int) -> list[str]:
+    """The cell levels ``course init`` writes for nodes of ``gpus_per_node`` GPUs (each splitting in two)."""
+    if gpus_per_node < 2 or gpus_per_node & (gpus_per_node - 1):
+        return []
+    return LEVEL_NAMES[: gpus_per_node.bit_length() - 2]
+
+
+def _check_cells(course: _Course, report: CourseReport) -> None:
     if course.cluster is None:
         return
     for vc, table in (_value(course.app, "user_limits", {}) or {}).items():

@@ -240,6 +240,7 @@ def test_a_proc_without_hidepid_is_a_warning_with_the_fix(good):
 def test_the_layout_is_the_one_init_writes():
     assert (course_check.SERVICE_FILE, course_check.HUB_FILE, course_check.KERNELS_DIR, course_check.PROFILE_FILE) == \
         (course.SERVICE_FILE, course.HUB_FILE, course.KERNELS_DIR, course.PROFILE_FILE)
+    assert all(course_check.levels_for(n) == course.levels_for(n) for n in range(1, 65))
     # the instructor's local files, where init writes them (course-init's names; the same paths)
     assert getattr(course, "SERVICE_LOCAL", course_check.SERVICE_LOCAL_FILE) == course_check.SERVICE_LOCAL_FILE
     assert getattr(course, "HUB_LOCAL", course_check.HUB_LOCAL_FILE) == course_check.HUB_LOCAL_FILE
