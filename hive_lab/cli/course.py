@@ -247,105 +247,26 @@ def init(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- checking ----------------------------------------------------------------------------------------
+# --- checking (hive_lab/cli/course_check.py) ------------------------------------------------------------
 
-
-def check_course(root: pathlib.Path) -> list[str]:
-    """Every inconsistency between the Hub config, the service's settings and the kernelspecs under
-    ``root``, one sentence each saying what to change (empty: none)."""
-    problems: list[str] = []
-    hub_file, service_file = root / HUB_FILE, root / SERVICE_FILE
-    for d in ("etc/hive-lab", "etc/jupyterhub"):
-        if not (root / d).is_dir():
-            problems.append(f"{root / d} does not exist: run `hive-lab course init` (it creates it)")
-    if problems:
-        return problems
-    problems += hub_config.check(hub_file)
-    problems += hub_config.check_service(service_file)
-    hub, _ = hub_config._load_checked(hub_file)
-    svc, _ = hub_config._load_checked(service_file)
-    if hub is None or svc is None:
-        return problems
-    groups = hub_config._value(hub.JupyterHub, "load_groups", {}) or {}
-    app = svc.HiveLabApp
-    for key in hub_config._value(app, "vc_access", {}):
-        if key.startswith("@") and key[1:] not in groups:
-            problems.append(f"vc_access names Hub group {key[1:]!r}, which c.JupyterHub.load_groups does not "
-                            f"create: add it (with its students) to load_groups in {hub_file}")
-    try:
-        from hive_lab_server.cluster import resolve_cluster
-
-        cluster = resolve_cluster(hub_config._value(app, "cluster_config", "default"), "none").config
-    except Exception:
-        return problems  # check_service said why
-    for vc, table in (hub_config._value(app, "user_limits", {}) or {}).items():
-        spec = cluster.virtual_clusters.get(vc)
-        want = max((int(rule.get("max_gpus") or 0) for rule in (table or {}).values() if isinstance(rule, dict)),
-                   default=0)
-        if spec is None or not want:
-            continue
-        biggest = max((cluster.cell_types[c.cell_type].leaf_count for c in spec.virtual_cells), default=0)
-        if biggest < want:
-            problems.append(
-                f"user_limits lets a student of {vc} use {want} GPUs, but {vc}'s largest cell holds {biggest} GPU(s), "
-                f"so a task of {want} GPUs can never run: give the cluster cell levels (e.g. \"levels\": "
-                f"{levels_for(max(want, 4))!r} in cluster_config) or lower max_gpus in {service_file}")
-    problems += _check_kernelspecs(root, cluster)
-    profile = root / PROFILE_FILE
-    if not profile.is_file():
-        problems.append(f"{profile} is missing: students' terminals (login shells) will not find `hive-lab`; "
-                        "run `hive-lab course init` or add its bin dir to PATH there")
-    return problems
-
-
-def _world_reachable(path: pathlib.Path) -> bool:
-    """Others can reach ``path`` (every dir above it searchable by others)."""
-    for parent in list(path.parents)[:-1]:
-        try:
-            if not parent.stat().st_mode & stat.S_IXOTH:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _check_kernelspecs(root: pathlib.Path, cluster: Any) -> list[str]:
-    problems = []
-    kernels = root / KERNELS_DIR
-    for spec_file in sorted(kernels.glob("*/kernel.json")):
-        d = spec_file.parent
-        try:
-            spec = json.loads(spec_file.read_text())
-        except (OSError, ValueError) as exc:
-            problems.append(f"{spec_file} cannot be read ({exc}): reinstall it (hive-lab course init)")
-            continue
-        prov = (spec.get("metadata") or {}).get("kernel_provisioner") or {}
-        if prov.get("provisioner_name") != "hive":
-            continue
-        if stat.S_IMODE(d.stat().st_mode) & 0o005 != 0o005 or stat.S_IMODE(spec_file.stat().st_mode) & 0o004 == 0:
-            problems.append(f"students cannot read the kernelspec {d.name} ({d} must be 0755, its kernel.json "
-                            f"0644): chmod 755 {d}; chmod 644 {spec_file}")
-        vc = (prov.get("config") or {}).get("vc")
-        if vc and vc not in cluster.virtual_clusters:
-            problems.append(f"the kernelspec {d.name} asks for VC {vc!r}, which the cluster does not have: "
-                            f"reinstall it with --vc one of {sorted(cluster.virtual_clusters)}")
-        python = pathlib.Path((spec.get("argv") or [""])[0])
-        if python.is_absolute() and not (_world_reachable(python) and os.access(python, os.X_OK)):
-            problems.append(f"the kernelspec {d.name} runs {python}, which students cannot reach (a dir above it "
-                            "is not searchable by others): install hive-lab in a venv every account can read "
-                            "(e.g. under /opt) and run `hive-lab course init` from it")
-    return problems
+# init ends with check_course (callers import it from here too); `course check` prints the whole report
+from .course_check import check_course, course_report  # noqa: E402,F401
 
 
 def check(args: argparse.Namespace) -> int:
     root = pathlib.Path(args.root)
-    problems = check_course(root)
-    for line in problems:
+    report = course_report(root)
+    for line in report.notes:
+        print(f"note: {line}", file=sys.stderr)
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in report.problems:
         print(f"- {line}", file=sys.stderr)
-    if problems:
-        print(f"{len(problems)} problem(s) in the course set up under {root}", file=sys.stderr)
+    if report.problems:
+        print(f"{len(report.problems)} problem(s) in the course set up under {root}", file=sys.stderr)
         return 1
-    print(f"the course under {root} is consistent: Hub config, service settings and kernelspecs agree")
+    print(f"the course under {root} is consistent: Hub config, service settings, kernelspecs, the paths and "
+          f"accounts students need agree" + (f" ({len(report.warnings)} warning(s) above)" if report.warnings else ""))
     return 0
 
 

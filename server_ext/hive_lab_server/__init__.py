@@ -1,6 +1,9 @@
 """hive_lab_server: the Jupyter server extension hosting the hive-lab scheduler service."""
 
 from hive_lab_server.version import __version__  # noqa: F401
+from hive_lab_server import moved as _moved
+
+_moved.install()  # old import paths (admins' configs) keep working, with a warning naming the new one
 
 
 def _jupyter_server_extension_points():

@@ -45,6 +45,22 @@ from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.store import Store
 
 
+def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
+    """A server that runs jobs as their owners stops at start when they could not enter their working
+    dirs (each job would fail at run time instead). As root, the jobs root itself is made 0711 at
+    lock-down, so only the dirs above it count then. Docker mounts each job's dir into its container
+    (no host dir above it is entered as the owner), so the docker launcher is not held to it."""
+    from hive_lab_server.execution.isolation import Isolation
+    from hive_lab_server.execution.isolation.jobs_root import unreachable_jobs_root
+
+    if app.launcher == "docker" or not Isolation(parent=app).isolates():
+        return
+    problem = unreachable_jobs_root(jobs_root, include_self=os.geteuid() != 0)
+    if problem:
+        app.log.critical("hive-lab: %s; the server stops", problem)
+        raise SystemExit(f"hive-lab: {problem}")
+
+
 class HiveLabApp(ExtensionApp):
     name = "hive_lab"
     description = "hive-lab: a multi-tenant GPU scheduler inside the Jupyter server"
@@ -158,7 +174,12 @@ class HiveLabApp(ExtensionApp):
         not busy) for that long, even when its kernelspec says idle_timeout 0. max_time_limit_s: the time
         limit of a GPU kernel that asks for none or for more. `hive-lab course init` writes both.""",
     )
-    jobs_root = Unicode("", config=True, help="where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs)")
+    jobs_root = Unicode(
+        "", config=True,
+        help="""where jobs' working dirs and logs go (default: <data dir>/hive_lab/jobs). When jobs run as
+        their owners (Isolation) with the local or Slurm launcher, every dir above it must be searchable by
+        others (o+x), e.g. /var/lib/hive-lab/jobs (0711): the server does not start otherwise.""",
+    )
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     max_requests_in_flight = Int(
         200, config=True,
@@ -320,6 +341,7 @@ class HiveLabApp(ExtensionApp):
             self.log.info("hive-lab: launcher 'auto' chose %s: jobs run %s (HiveLabApp.launcher picks another)",
                           self.launcher, "in Docker containers (a Docker engine answers)" if self.launcher == "docker"
                           else "as local processes (no Docker engine answers)")
+        _refuse_a_jobs_root_owners_cannot_reach(self, jobs_root)
         launcher = make_launcher(
             self.launcher,
             parent=self,
