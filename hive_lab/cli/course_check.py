@@ -274,7 +274,11 @@ def _check_nodes(course: _Course, report: CourseReport) -> None:
     nodes = sorted(course.cluster.nodes)
     fix = (f"name the node after this machine in cluster_config (short form: \"nodes\": [{{}}]) in "
            f"{course.service_edit}")
-    local = detect_local_inventory(backend) if backend != "none" else None
+    try:
+        local = detect_local_inventory(backend) if backend != "none" else None
+    except Exception as exc:  # noqa: BLE001 - the instructor's backend setting: say what is wrong, never crash
+        report.problems.append(f"nvml_backend {backend!r} cannot be read ({exc}): fix it in {course.service_edit}")
+        return
     if local is not None:
         for line in compare_with_config(local, course.cluster):
             if local.node not in nodes:

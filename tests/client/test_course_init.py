@@ -252,9 +252,14 @@ def test_a_file_of_an_older_init_keeps_the_line_its_instructor_added(course, cap
     old = [line for line in path.read_text().splitlines()
            if not line.startswith("# course init's lines:") and "load_subconfig" not in line]
     old[0] = old[0].split(" [body digest")[0]
-    old.append('c.HiveLabApp.nvml_backend = "fake:/etc/hive-lab/hardware.yaml"')
+    old.append('c.HiveLabApp.nvml_backend = "none"')
     path.write_text("\n".join(old) + "\n")
     assert main([*INIT, "--root", str(course)]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert f"moved 1 line(s) you had added or changed in {path}" in out, out
-    assert load(path).HiveLabApp.nvml_backend == "fake:/etc/hive-lab/hardware.yaml"
+    assert load(path).HiveLabApp.nvml_backend == "none"
+    # a backend whose description is missing is a problem the check names (it used to crash init)
+    local = course / "etc/hive-lab/hive_lab_local.py"
+    local.write_text(local.read_text() + 'c.HiveLabApp.nvml_backend = "fake:/nonexistent/hardware.yaml"\n')
+    assert main([*INIT, "--root", str(course)]) == 1
+    assert "nvml_backend 'fake:/nonexistent/hardware.yaml' cannot be read" in capsys.readouterr().err
