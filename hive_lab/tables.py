@@ -37,7 +37,7 @@ def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None
 
 def what_if_table(answers: list[dict]) -> Table:
     """Dry-run answers side by side, one column per variant (e.g. 2 GPUs vs 4 GPUs)."""
-    from .format import limit_text, placement_text
+    from .format import limit_text, placement_text, when_text
 
     table = Table(title="what if (nothing was submitted)", header_style="bold", box=box.SIMPLE_HEAD,
                   pad_edge=False)
@@ -49,7 +49,7 @@ def what_if_table(answers: list[dict]) -> Table:
                                "refused": "never fits"}.get(a.get("outcome"), "?")),
         ("where", lambda a: placement_text(a.get("placement")) or "-"),
         ("preempts", lambda a: ", ".join(a.get("preempts") or []) or "-"),
-        ("estimated start", lambda a: a.get("estimated_start") or "-"),
+        ("estimated start", lambda a: when_text(a.get("estimated_start"))),
         ("time limit", lambda a: limit_text(a.get("time_limit_s"))),
         ("reason", lambda a: a.get("reason") or "-"),
     ]
@@ -60,7 +60,7 @@ def what_if_table(answers: list[dict]) -> Table:
 
 def vcs_table(vcs: list[dict]) -> Table:
     table = Table(title="virtual clusters", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("VC", "guaranteed", "used", "borrowed", "bad", "running", "queued", "usage", "yours"):
+    for column in ("VC", "guaranteed", "used", "opportunistic", "bad", "running", "queued", "usage", "yours"):
         table.add_column(column, justify="right" if column not in ("VC", "usage") else "left")
     for row in vc_rows(vcs):
         table.add_row(row["name"], str(row["guaranteed"]), str(row["used"]), str(row["borrowed"]),
@@ -70,7 +70,7 @@ def vcs_table(vcs: list[dict]) -> Table:
 
 
 def usage_bar(row: dict, width: int = 20) -> Text:
-    """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, borrowed."""
+    """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, opportunistic."""
     used = round(width * row["used_pct"] / 100) + round(width * row["over_pct"] / 100)
     guaranteed = round(width * row["guaranteed_pct"] / 100)
     borrowed = round(width * row["borrowed_pct"] / 100)

@@ -14,7 +14,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from ..format import FINISHED, LogTail, status_line
+from ..format import FINISHED, LogTail, status_line, when_text
 from .lab_views import VIEW_MIME
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
@@ -30,7 +30,8 @@ def status_html(job: dict, now: datetime | None = None) -> str:
 
 
 def as_of_text(at: datetime) -> str:
-    return f"as of {at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    """``as of 2026-11-27 12:42 CET``: local with zone, every surface's form (hive_lab.format.when_text)."""
+    return f"as of {when_text(at)}"
 
 
 def job_bundle(job: dict, log_tail: str = "", as_of: datetime | None = None) -> dict:

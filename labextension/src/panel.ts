@@ -470,7 +470,7 @@ export class ClusterPanel extends Widget {
         name.classList.add('jp-mod-mine');
         name.title = 'You may submit to this VC';
       }
-      // used_gpus counts the guarantee in use; opportunistic_gpus are borrowed beyond it.
+      // used_gpus counts the guarantee in use; opportunistic_gpus run opportunistic work beyond it.
       const guaranteedUsed = vc.used_gpus;
       const usage = el(
         'span',
@@ -486,7 +486,7 @@ export class ClusterPanel extends Widget {
       fill.style.width = `${Math.round(share * 100)}%`;
       track.appendChild(fill);
       const meta = el('div', 'jp-HivePanel-vcMeta');
-      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `borrowed ${vc.opportunistic_gpus}`);
+      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `opportunistic ${vc.opportunistic_gpus}`);
       borrowed.title = 'GPUs used beyond the guarantee by opportunistic jobs';
       const queue = el('span', 'jp-HivePanel-vcQueue', `queue ${vc.queue_length}`);
       queue.dataset.queue = String(vc.queue_length);

@@ -58,7 +58,7 @@ JOBS = [
                   "rates": {"A100": {"steps_per_s": 4.0}}, "estimated_finish": NOW.timestamp() + 15.2}},
     {"id": "j-000002", "name": "sweep-lr0.001-very-long-name", "state": "queued",
      "reason": "waiting for 4 GPUs in VC cv-101 (2 free)", "submitted_at": iso(74.4), "gpus": 4, "gpu_type": None,
-     "estimated_start": iso(-7385.2), "estimated_start_basis": "when j-000001 ends (its time limit of 2 h)",
+     "estimated_start": iso(-7385.2), "estimated_start_basis": "when j-000001 ends (its time limit of 2h)",
      "time_limit_s": 5400},
     {"id": "j-000003", "name": "soon", "state": "queued", "reason": "waiting", "submitted_at": iso(3.3),
      "gpus": 0.5, "estimated_start": iso(0.2), "estimated_start_basis": ""},
