@@ -31,6 +31,8 @@ def parse_time(value: str | None) -> datetime | None:
         return None
 
 
+LENT_GPUS = "opportunistic"  # the one word for idle GPUs lent to other VCs' opportunistic work
+
 # the zone names browsers (ICU, en) and the tz database agree on; any other zone is shown as its offset
 ZONE_NAMES = frozenset(("UTC", "GMT", "BST", "WET", "WEST", "CET", "CEST", "EET", "EEST", "EST",
                         "EDT", "CST", "CDT", "MST", "MDT", "PST", "PDT", "AKST", "AKDT", "HST"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import (FINISHED, age_text, gpu_name, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
+from ..format import (FINISHED, LENT_GPUS, age_text, gpu_name, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
                       time_limit_text)
 from .layout import Layout, compute_layout
 
@@ -256,7 +256,7 @@ def vc_rows(vcs: list[dict]) -> list[dict]:
             "doomed_pct": 100.0 * doomed / scale,
             "guaranteed_pct": 100.0 * g / scale,
             "summary": (f"{used}/{g} guaranteed GPUs used"
-                        + (f", {borrowed} opportunistic" if borrowed else "")
+                        + (f", {borrowed} {LENT_GPUS}" if borrowed else "")
                         + (f", {doomed} bad" if doomed else "")
                         + f"; {vc.get('running_jobs', 0)} running, {vc.get('queue_length', 0)} queued"),
         })

@@ -30,6 +30,9 @@ export function gpusText(gpus: number | null | undefined, gpuType?: string | nul
   return `${n}${kind} GPU${n === 1 || (n > 0 && n < 1) ? '' : 's'}`;
 }
 
+/** The one word for idle GPUs lent to other VCs' opportunistic work: hive_lab.format.LENT_GPUS. */
+export const LENT_GPUS = 'opportunistic';
+
 /** One GPU, `node-0 GPU 3`: hive_lab.format.gpu_name (the heatmap's, the idle lists', the charts'). */
 export function gpuName(node: string, index: number | string): string {
   return `${node} GPU ${index}`;

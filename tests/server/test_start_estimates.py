@@ -85,7 +85,7 @@ def test_behind_a_kernel_without_a_limit_the_vcs_default_limit_gives_an_estimate
     assert told["state"] == "queued"
     got = estimated(srv, told["id"])
     assert got["estimated_start_basis"] == (f"when {kernel['id']} ends (if it runs VC b's default time "
-                                            f"limit of 1 h)"), got
+                                            f"limit of 1h)"), got
     assert got["estimated_start"] is not None
     for job in (told, kernel):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
