@@ -110,11 +110,11 @@ def usage_bar(row: dict, width: int = 20) -> Text:
     """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, opportunistic."""
     used = round(width * row["used_pct"] / 100) + round(width * row["over_pct"] / 100)
     guaranteed = round(width * row["guaranteed_pct"] / 100)
-    borrowed = round(width * row["borrowed_pct"] / 100)
+    lent = round(width * row["borrowed_pct"] / 100)
     text = Text()
     text.append("█" * used, style="green")
     text.append("░" * max(guaranteed - used, 0), style="dim")
-    text.append("▒" * borrowed, style="magenta")
+    text.append("▒" * lent, style="magenta")
     return text
 
 

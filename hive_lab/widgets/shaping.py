@@ -237,14 +237,14 @@ def vc_rows(vcs: list[dict]) -> list[dict]:
     for vc in vcs:
         g = int(vc.get("guaranteed_gpus", 0))
         used = int(vc.get("used_gpus", 0))
-        borrowed = int(vc.get("opportunistic_gpus", 0))
+        lent = int(vc.get("opportunistic_gpus", 0))  # GPUs of other VCs running its opportunistic work
         doomed = int(vc.get("doomed_gpus", 0))
-        scale = max(g, used + borrowed, 1)
+        scale = max(g, used + lent, 1)
         rows.append({
             "name": vc.get("name", ""),
             "guaranteed": g,
             "used": used,
-            "borrowed": borrowed,
+            "borrowed": lent,
             "doomed": doomed,
             "free": max(g - used - doomed, 0),
             "queue": int(vc.get("queue_length", 0)),
@@ -252,11 +252,11 @@ def vc_rows(vcs: list[dict]) -> list[dict]:
             "mine": bool(vc.get("mine", False)),
             "used_pct": 100.0 * min(used, g) / scale,
             "over_pct": 100.0 * max(used - g, 0) / scale,
-            "borrowed_pct": 100.0 * borrowed / scale,
+            "borrowed_pct": 100.0 * lent / scale,
             "doomed_pct": 100.0 * doomed / scale,
             "guaranteed_pct": 100.0 * g / scale,
             "summary": (f"{used}/{g} guaranteed GPUs used"
-                        + (f", {borrowed} {LENT_GPUS}" if borrowed else "")
+                        + (f", {lent} {LENT_GPUS}" if lent else "")
                         + (f", {doomed} bad" if doomed else "")
                         + f"; {vc.get('running_jobs', 0)} running, {vc.get('queue_length', 0)} queued"),
         })
