@@ -233,3 +233,27 @@ def test_no_surface_still_uses_an_old_form(what):
     found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in SURFACES if "labextension/lib" not in str(p)
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not found, f"{what}:\n" + "\n".join(found)
+
+
+# -- the same words from a real server: a cell's job, its placement sentence, the CLI's and %hive_status's -----
+
+def test_a_cell_job_speaks_the_one_voice_on_a_real_server(shell, ann_env, capsys, monkeypatch):
+    """A cell without --name is named after its first comment (else the notebook: JPY_SESSION_NAME), the
+    server's placement sentence lists its GPUs as every surface does, and the terminal %hive_status says
+    'opportunistic' for lent GPUs."""
+    from hive_lab import Client
+
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ann/work/resnet-sweep.ipynb")
+    job = shell.run_cell_magic("submit", "--gpus 2 --wait", "# train resnet on CIFAR\nprint('hi')\n")
+    untitled = shell.run_cell_magic("submit", "--wait", "print('no comment')\n")
+    client = Client(ann_env.url, ann_env.tokens["ann"])
+    info = client.job(job.id)
+    assert info["name"] == "train resnet on CIFAR", info
+    assert client.job(untitled.id)["name"] == "resnet-sweep"
+    placed = [h["reason"] for h in info["history"] if (h.get("reason") or "").startswith("placed:")]
+    assert placed == [f"placed: main-0 on {fmt.placement_text(info['placement'])}"], info["history"]
+    assert re.fullmatch(r"placed: main-0 on node-0 GPU \d,\d", placed[0]), placed
+    capsys.readouterr()
+    shell.run_line_magic("hive_status", "")
+    out = capsys.readouterr().out
+    assert fmt.LENT_GPUS in out and "borrowed" not in out, out
