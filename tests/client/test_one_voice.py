@@ -257,3 +257,19 @@ def test_a_cell_job_speaks_the_one_voice_on_a_real_server(shell, ann_env, capsys
     shell.run_line_magic("hive_status", "")
     out = capsys.readouterr().out
     assert fmt.LENT_GPUS in out and "borrowed" not in out, out
+
+
+@pytest.mark.parametrize("width", [80, 120, 140, 220])
+def test_the_cli_jobs_table_never_drops_a_reason(width):
+    """With limit and starts filled, rich squeezed the 'reason / where' column out of 80 to 140 columns:
+    every reason must still be printed (in its column, or under the table beside its job id)."""
+    from rich.console import Console
+
+    from hive_lab.tables import jobs_table
+
+    console = Console(width=width, record=True, color_system=None)
+    console.print(jobs_table(JOBS, me="ann"))
+    text = " ".join(console.export_text().split())
+    for row in job_rows(JOBS, "ann", now=NOW):
+        if row["reason"]:
+            assert " ".join(row["reason"].split()) in text, (width, row["id"], text)
