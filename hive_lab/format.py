@@ -1,9 +1,22 @@
-"""Pure helpers turning the REST JSON into short human text (used by magics, CLI and widgets)."""
+"""Pure helpers turning the REST JSON into short human text (used by magics, CLI and widgets).
+
+One voice (issue 8): every surface (the panel through labextension/src/format.ts, the CLI, the cell
+lines, the widgets and the server's own sentences) says these things one way, chosen here:
+
+- dates and times: local time with its zone, ``2026-11-27 12:42 CET`` (:func:`when_text`); the zone is the
+  short English name where there is a common one (UTC, GMT, BST, CET, CEST, EST, PDT, ...), else the offset
+  (``UTC+5:30``); ``--json`` keeps the server's ISO 8601.
+- GPUs lent to other VCs' opportunistic work: ``opportunistic`` (the word the docs use), never "borrowed".
+- GPU lists: ``node-0 GPU 2`` / ``node-0 GPU 2,3`` / ``node-0 GPU 0-7; node-1 GPU 0-7`` (:func:`placement_text`,
+  :func:`gpu_name`), never ``GPUs [0, 1]`` or ``node-0 #0``.
+- time limits: ``2h``, ``1h30m``, ``90s`` (:func:`limit_text`): the form ``--time-limit`` takes, so what is
+  read can be typed back; durations that are measured (waited, ran, left) read ``2 h 03 min`` (:func:`duration`).
+"""
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 
 FINISHED = ("succeeded", "failed", "cancelled")
 WAITING = ("submitted", "queued", "scheduled")
@@ -16,6 +29,43 @@ def parse_time(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+LENT_GPUS = "opportunistic"  # the one word for idle GPUs lent to other VCs' opportunistic work
+
+# the zone names browsers (ICU, en) and the tz database agree on; any other zone is shown as its offset
+ZONE_NAMES = frozenset(("UTC", "GMT", "BST", "WET", "WEST", "CET", "CEST", "EET", "EEST", "EST",
+                        "EDT", "CST", "CDT", "MST", "MDT", "PST", "PDT", "AKST", "AKDT", "HST"))
+
+
+def zone_text(at: datetime) -> str:
+    """``CET`` / ``UTC`` / ``UTC+5:30`` for an aware datetime (see :data:`ZONE_NAMES`)."""
+    name = at.tzname() or ""
+    offset = at.utcoffset()
+    minutes = 0 if offset is None else int(offset.total_seconds() // 60)
+    if name in ZONE_NAMES:
+        return name
+    sign = "+" if minutes >= 0 else "-"
+    hours, mins = divmod(abs(minutes), 60)
+    return f"UTC{sign}{hours}" + (f":{mins:02d}" if mins else "")
+
+
+def when_text(value: str | datetime | float | None, tz: tzinfo | None = None) -> str:
+    """A moment as every surface says it: ``2026-11-27 12:42 CET`` in the local zone (``tz`` for tests and
+    servers that know better); ``-`` when unknown. Accepts ISO text, an aware datetime or a UNIX time."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, (int, float)):
+        at = datetime.fromtimestamp(value, timezone.utc)
+    elif isinstance(value, datetime):
+        at = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    else:
+        parsed = parse_time(value)
+        if parsed is None:
+            return str(value)
+        at = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    local = at.astimezone(tz) if tz is not None else at.astimezone()
+    return f"{local:%Y-%m-%d %H:%M} {zone_text(local)}"
 
 
 def utcnow() -> datetime:
@@ -59,9 +109,10 @@ def three_digits(x: float) -> str:
 
 
 def schedule_line(schedule: dict) -> str:
-    """``s-000001 grade: 0 0 * * * (Europe/Berlin), next run 2026-11-26T00:00:00+01:00`` (or ``paused``)."""
+    """``s-000001 grade: 0 0 * * * (Europe/Berlin), next run 2026-11-26 00:00 CET`` (or ``paused``)."""
+    nxt = schedule.get("next_run_at")
     return (f"{schedule['id']} {schedule['name']}: {schedule['cron']} ({schedule['timezone']}), next run "
-            f"{schedule.get('next_run_at') or 'paused'}")
+            f"{when_text(nxt) if nxt else 'paused'}")
 
 
 def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:
@@ -73,6 +124,21 @@ def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:
     return f"{shown}{kind} GPU" if n == 1 or 0 < n < 1 else f"{shown}{kind} GPUs"
 
 
+def gpu_name(node, index) -> str:
+    """One GPU: ``node-0 GPU 3`` (the heatmap's and the idle-GPU lists' name, :func:`placement_text`'s form)."""
+    return f"{node} GPU {index}"
+
+
+def gpu_list_text(node, gpus) -> str:
+    """A node's GPUs: ``node-0 GPU 2`` / ``node-0 GPU 2,3`` / ``node-0 GPU 0-7`` / ``node-0 (no GPU)``."""
+    gpus = sorted(set(gpus))
+    if not gpus:
+        return f"{node} (no GPU)"
+    if len(gpus) > 2 and gpus == list(range(gpus[0], gpus[-1] + 1)):
+        return f"{node} GPU {gpus[0]}-{gpus[-1]}"
+    return f"{node} GPU {','.join(map(str, gpus))}"
+
+
 def placement_text(placement: list[dict] | None) -> str:
     """``node-0 GPU 2,3`` / ``node-0 GPU 0-7; node-1 GPU 0-7`` / ``node-0 (no GPU)``."""
     if not placement:
@@ -80,16 +146,7 @@ def placement_text(placement: list[dict] | None) -> str:
     by_node: dict[str, list[int]] = {}
     for task in placement:
         by_node.setdefault(task.get("node", "?"), []).extend(task.get("gpus") or [])
-    parts = []
-    for node, gpus in by_node.items():
-        gpus = sorted(set(gpus))
-        if not gpus:
-            parts.append(f"{node} (no GPU)")
-        elif len(gpus) > 2 and gpus == list(range(gpus[0], gpus[-1] + 1)):
-            parts.append(f"{node} GPU {gpus[0]}-{gpus[-1]}")
-        else:
-            parts.append(f"{node} GPU {','.join(map(str, gpus))}")
-    return "; ".join(parts)
+    return "; ".join(gpu_list_text(node, gpus) for node, gpus in by_node.items())
 
 
 def estimate_text(job: dict, now: datetime | None = None, basis: bool = True) -> str:
@@ -188,7 +245,7 @@ def what_if_text(answer: dict) -> str:
     else:
         text = "would wait" + (f" — {answer['reason']}" if answer.get("reason") else "")
         if answer.get("estimated_start"):
-            text += f"; estimated start {answer['estimated_start']}"
+            text += f"; estimated start {when_text(answer['estimated_start'])}"
     if answer.get("time_limit_s") is not None:
         text += f" (time limit {limit_text(answer['time_limit_s'])})"
     return head + text + "; nothing was submitted"
@@ -228,11 +285,6 @@ class LogTail:
         return max(0, total - len(self._text.splitlines()))
 
 
-def _when(t: float) -> str:
-    import datetime
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def progress_short(job: dict, now: datetime | None = None) -> str | None:
     """A running job's progress in a few words, as the cell's line and the panel say it:
     ``step 40 of 100, 4 steps/s, about 15 s left``. None when it reported nothing."""
@@ -263,7 +315,7 @@ def progress_text(job: dict) -> str | None:
         parts.append(f"{p['steps']} steps" + (f" of {p['total_steps']}" if p.get("total_steps") is not None else "")
                      + (f" (last on {p['gpu_type']})" if p.get("gpu_type") else ""))
     if p.get("remaining_steps") is not None:
-        parts.append(f"{p['remaining_steps']} to go" + (f", estimated finish {_when(p['estimated_finish'])}"
+        parts.append(f"{p['remaining_steps']} to go" + (f", estimated finish {when_text(p['estimated_finish'])}"
                                                       if p.get("estimated_finish") is not None else ""))
     rates = [f"{t} {r['steps_per_s']:.3g} steps/s (over {duration(r.get('seconds'))})"
              for t, r in sorted((p.get("rates") or {}).items()) if r.get("steps_per_s") is not None]

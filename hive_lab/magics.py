@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -14,7 +15,7 @@ from .arrays import JobArray
 from .errors import BadRequest, HiveLabError
 from .format import FINISHED, array_line, status_line
 from .job import Job
-from .submission import cell_spec, collect_files, notebook_job_spec, parse_parameters
+from .submission import cell_name, cell_spec, collect_files, notebook_job_spec, parse_parameters
 from .sweeps import array_fields
 from .watch import watch_job
 
@@ -63,7 +64,8 @@ class HiveLabMagics(Magics):
     @argument("--vc", default=None, help="virtual cluster (default: your first)")
     @argument("--priority", default=None, help="0..1000 or 'opportunistic'")
     @argument("--image", default=None, help="container image (default: run locally)")
-    @argument("--name", default=None, help="job name (default: cell)")
+    @argument("--name", default=None,
+              help="job name (default: the cell's first comment, else the notebook's name)")
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
     @argument("--file", default=None, metavar="PATH",
               help="submit this job file as it is (hive-lab's spec, an OpenPAI job, an sbatch script, a "
@@ -114,8 +116,10 @@ class HiveLabMagics(Magics):
         try:
             env = _parse_env(args.env)
             files = collect_files(args.files) if args.files else {}
+            # no --name: the cell's first comment, else this notebook's name (JPY_SESSION_NAME: the server sets it)
+            name = args.name or (None if args.notebook else cell_name(cell or "", os.environ.get("JPY_SESSION_NAME")))
             options = dict(gpus=args.gpus, gpu_type=args.gpu_type, vc=args.vc, priority=args.priority,
-                           image=args.image, name=args.name, tasks=args.tasks, files=files, env=env,
+                           image=args.image, name=name, tasks=args.tasks, files=files, env=env,
                            time_limit=args.time_limit)
             if args.param and not args.notebook:
                 raise BadRequest("-p/--param sets a notebook's parameters; add --notebook PATH.ipynb",

@@ -11,6 +11,47 @@ import sys
 from .errors import BadRequest
 
 CELL_FILE = "hive_cell.py"
+NAME_MAX = 60  # a default name is a label for lists (the panel, hive-lab jobs), not the whole comment
+
+
+def _label(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= NAME_MAX else text[:NAME_MAX - 1].rstrip() + "…"
+
+
+def cell_name(code: str, notebook: str | None = None) -> str:
+    """A job's name when none is given: the cell's first comment (``# train resnet`` -> ``train resnet``), else
+    the notebook's name (``sweep.ipynb`` -> ``sweep``), else ``cell``; so lists never fill with ``cell [4]``."""
+    for line in code.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#!"):
+            continue
+        if stripped.startswith("#"):
+            words = _label(stripped.lstrip("#").strip())
+            if words:
+                return words
+            continue
+        break  # the first code line: a comment below it describes that line, not the cell
+    if notebook:
+        stem = pathlib.PurePath(notebook).stem
+        if stem:
+            return _label(stem)
+    return "cell"
+
+
+def command_name(command: str | None) -> str | None:
+    """A CLI job's name when none is given: the script it runs (``python train.py --lr 3`` -> ``train.py``),
+    else the program (``nvidia-smi``); None without a command (the spec file's or the server's own)."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        words = (command or "").split()
+    if not words:
+        return None
+    for word in words[1:]:
+        if not word.startswith("-") and pathlib.PurePath(word).suffix in (".py", ".sh", ".ipynb", ".R", ".jl"):
+            return _label(pathlib.PurePath(word).name)
+    return _label(pathlib.PurePath(words[0]).name) or None
 SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules"}
 
 
@@ -115,7 +156,7 @@ def cell_spec(code: str, *, gpus: int | float = 0, gpu_type: str | None = None, 
                          field="files")
     staged[CELL_FILE] = code
     spec: dict = {
-        "name": name or "cell",
+        "name": name or cell_name(code),
         "command": python_command(CELL_FILE, image, local_python),
         "tasks": [{"name": "main", "count": tasks, "gpus": gpus, "gpu_type": gpu_type}],
         "kind": "batch",

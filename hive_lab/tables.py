@@ -7,7 +7,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .format import status_line
+from .format import LENT_GPUS, status_line
 from .widgets.shaping import gpu_state, job_rows, vc_rows
 
 STATE_STYLES = {"running": "green", "queued": "yellow", "submitted": "yellow", "scheduled": "cyan",
@@ -16,28 +16,65 @@ GPU_GLYPHS = {"free": ("·", "dim"), "used": ("■", "green"), "opportunistic": 
               "reserved": ("▣", "yellow"), "bad": ("✖", "red"), "drained": ("○", "dim")}
 
 
+REASON_MIN = 24  # below this the reason column would say nothing readable: its lines go under the table
+
+
+class JobsTable(Table):
+    """The jobs table, whose reasons are never dropped: where the terminal leaves the ``reason / where``
+    column too little room (rich then squeezes it out entirely), the table is drawn without it and each
+    job's reason follows as a line of its own (``j-000002  waiting for 4 GPUs in VC cv-101 (2 free)``)."""
+
+    def __init__(self, *args, fields: Table, reasons: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields = fields
+        self.reasons = reasons
+
+    def __rich_console__(self, console, options):
+        need = console.measure(self.fields, options=options).maximum
+        if not self.reasons or options.max_width - need >= REASON_MIN + 3:
+            yield from super().__rich_console__(console, options)
+            return
+        yield self.fields
+        width = max(len(job_id) for job_id, _ in self.reasons)
+        for job_id, reason in self.reasons:
+            line = Text(f" {job_id:<{width}}  ", style="bold")
+            line.append(reason)
+            yield line
+
+
 def jobs_table(jobs: list[dict], title: str | None = None, me: str | None = None) -> Table:
-    """Jobs as a table; the reason column takes what width is left."""
-    table = Table(title=title, expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    """Jobs as a table; the reason column takes what width is left, and when too little is left the
+    reasons go under the table (JobsTable): a row never loses its reason."""
     id_width = max([len(j.get("id", "")) for j in jobs] + [3])
-    for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age", "limit", "starts"):
-        # an id is what people copy into the next command: never cut (80-column terminals included)
-        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None,
-                         min_width=id_width if column == "job" else None)
+    rows = job_rows(jobs, me)
+
+    def fields_table(table: Table) -> Table:
+        for column in ("job", "name", "state", "GPUs", "VC", "user", "prio", "age", "limit", "starts"):
+            # an id is what people copy into the next command: never cut (80-column terminals included)
+            table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=24 if column == "name" else None,
+                             min_width=id_width if column == "job" else None)
+        return table
+
+    def cells(row: dict) -> list:
+        return [row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),
+                str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["limit"], row["estimate"]]
+
+    style = dict(title=title, expand=False, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    fields = fields_table(Table(**style))
+    table = fields_table(JobsTable(fields=fields, reasons=[(r["id"], r["reason"]) for r in rows if r["reason"]],
+                                   **style))
     table.add_column("reason / where", overflow="fold", ratio=1, min_width=16)
-    for row in job_rows(jobs, me):
-        table.add_row(row["id"], row["name"], Text(row["state"], style=STATE_STYLES.get(row["state"], "")),
-                      str(row["gpus"]), row["vc"], row["user"], row["priority"], row["age"], row["limit"],
-                      row["estimate"],
-                      row["reason"])
+    for row in rows:
+        fields.add_row(*cells(row))
+        table.add_row(*cells(row), row["reason"])
     if not jobs:
-        table.caption = "no jobs"
+        table.caption = fields.caption = "no jobs"
     return table
 
 
 def what_if_table(answers: list[dict]) -> Table:
     """Dry-run answers side by side, one column per variant (e.g. 2 GPUs vs 4 GPUs)."""
-    from .format import limit_text, placement_text
+    from .format import limit_text, placement_text, when_text
 
     table = Table(title="what if (nothing was submitted)", header_style="bold", box=box.SIMPLE_HEAD,
                   pad_edge=False)
@@ -49,7 +86,7 @@ def what_if_table(answers: list[dict]) -> Table:
                                "refused": "never fits"}.get(a.get("outcome"), "?")),
         ("where", lambda a: placement_text(a.get("placement")) or "-"),
         ("preempts", lambda a: ", ".join(a.get("preempts") or []) or "-"),
-        ("estimated start", lambda a: a.get("estimated_start") or "-"),
+        ("estimated start", lambda a: when_text(a.get("estimated_start"))),
         ("time limit", lambda a: limit_text(a.get("time_limit_s"))),
         ("reason", lambda a: a.get("reason") or "-"),
     ]
@@ -60,7 +97,7 @@ def what_if_table(answers: list[dict]) -> Table:
 
 def vcs_table(vcs: list[dict]) -> Table:
     table = Table(title="virtual clusters", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("VC", "guaranteed", "used", "borrowed", "bad", "running", "queued", "usage", "yours"):
+    for column in ("VC", "guaranteed", "used", LENT_GPUS, "bad", "running", "queued", "usage", "yours"):
         table.add_column(column, justify="right" if column not in ("VC", "usage") else "left")
     for row in vc_rows(vcs):
         table.add_row(row["name"], str(row["guaranteed"]), str(row["used"]), str(row["borrowed"]),
@@ -70,14 +107,14 @@ def vcs_table(vcs: list[dict]) -> Table:
 
 
 def usage_bar(row: dict, width: int = 20) -> Text:
-    """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, borrowed."""
+    """``███████░░░░ ▒▒`` used within guarantee, rest of guarantee, opportunistic."""
     used = round(width * row["used_pct"] / 100) + round(width * row["over_pct"] / 100)
     guaranteed = round(width * row["guaranteed_pct"] / 100)
-    borrowed = round(width * row["borrowed_pct"] / 100)
+    lent = round(width * row["borrowed_pct"] / 100)
     text = Text()
     text.append("█" * used, style="green")
     text.append("░" * max(guaranteed - used, 0), style="dim")
-    text.append("▒" * borrowed, style="magenta")
+    text.append("▒" * lent, style="magenta")
     return text
 
 

@@ -32,7 +32,7 @@ def run(args) -> int:
             print_json(job)
         else:
             from .. import tables
-            from ..format import status_line
+            from ..format import status_line, when_text
 
             console = tables.console()
             console.print(status_line(job))
@@ -40,7 +40,7 @@ def run(args) -> int:
                 from ..format import time_limit_text
 
                 console.print(f"  time limit: {time_limit_text(job)}"
-                              + (f" (deadline {job['deadline']})" if job.get("deadline") else ""))
+                              + (f" (deadline {when_text(job['deadline'])})" if job.get("deadline") else ""))
             from ..format import environment_text, progress_text
 
             where = environment_text(job)
@@ -51,7 +51,8 @@ def run(args) -> int:
             if progress:
                 console.print(f"  progress: {progress}", markup=False)
             for h in job.get("history") or []:
-                console.print(f"  {h.get('at', '')}  {h.get('state', ''):<10} {h.get('reason') or ''}")
+                console.print(f"  {when_text(h.get('at'))}  {h.get('state', ''):<10} {h.get('reason') or ''}",
+                              markup=False)
         return 0
     user = args.user or (None if args.all else "me")
     if user not in (None, "me"):

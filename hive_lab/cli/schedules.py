@@ -56,14 +56,16 @@ def _table(schedules: list[dict]):
     from rich import box
     from rich.table import Table
 
+    from ..format import when_text
+
     table = Table(title="schedules", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("ID", "name", "user", "cron", "time zone", "policy", "next run", "last run"):
         table.add_column(column)
     for s in schedules:
         last = s["runs"][0] if s["runs"] else None
-        last_text = "" if last is None else f"{last['due_at']} {last['job_id'] or last['outcome']}"
+        last_text = "" if last is None else f"{when_text(last['due_at'])} {last['job_id'] or last['outcome']}"
         table.add_row(s["id"], s["name"], s["user"], s["cron"], s["timezone"], s["policy"],
-                      "paused" if s["paused"] else s["next_run_at"], last_text)
+                      "paused" if s["paused"] else when_text(s["next_run_at"]), last_text)
     return table
 
 

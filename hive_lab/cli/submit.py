@@ -114,6 +114,12 @@ def build_spec(args) -> dict:
                 spec[key] = getattr(args, key)
         if command:
             spec["command"] = command
+        if not spec.get("name"):  # not the server's "job" for every job: what it runs (train.py)
+            from ..submission import command_name
+
+            named = command_name(spec.get("command") if isinstance(spec.get("command"), str) else None)
+            if named:
+                spec["name"] = named
         tasks = spec.get("tasks") or [{"name": "main"}]
         spec["tasks"] = tasks
         first = tasks[0]

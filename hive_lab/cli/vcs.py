@@ -1,4 +1,4 @@
-"""``hive-lab vcs``: virtual clusters with guaranteed, used and borrowed GPUs."""
+"""``hive-lab vcs``: virtual clusters with guaranteed, used and opportunistic GPUs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from ._common import add_server_args, client_from, print_json, reports_errors
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("vcs", help="virtual clusters: guaranteed vs used vs borrowed GPUs, queues")
+    p = subparsers.add_parser("vcs", help="virtual clusters: guaranteed vs used vs opportunistic GPUs, queues")
     add_server_args(p)
     p.set_defaults(func=run)
 

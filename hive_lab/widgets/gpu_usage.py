@@ -37,7 +37,10 @@ def my_gpus(cluster: dict, me: str | None) -> list[dict]:
 
 
 def gpu_label(gpu: dict) -> str:
-    return f"{gpu.get('node')} #{gpu.get('index')}"
+    """``node-0 GPU 3``: the one GPU-list form (hive_lab.format.gpu_name)."""
+    from ..format import gpu_name
+
+    return gpu_name(gpu.get("node"), gpu.get("index"))
 
 
 class GpuUsageHistory:

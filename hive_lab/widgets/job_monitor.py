@@ -14,7 +14,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 
-from ..format import FINISHED, LogTail, status_line
+from ..format import FINISHED, LogTail, status_line, when_text
 from .lab_views import VIEW_MIME
 
 STATE_COLORS = {"running": "#2ca02c", "succeeded": "#2ca02c", "failed": "#d62728", "cancelled": "#7f7f7f"}
@@ -36,7 +36,13 @@ def status_html(job: dict, now: datetime | None = None) -> str:
 
 
 def as_of_text(at: datetime) -> str:
-    return f"as of {at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    """``as of 2026-11-27 12:42 CET``: local with zone, every surface's form (hive_lab.format.when_text)."""
+    return f"as of {when_text(at)}"
+
+
+def log_continues_text(job_id: str) -> str:
+    """The line under a log tail that the job goes on writing after (as the panel's cell view says it)."""
+    return f"log continues: hive-lab logs {job_id}"
 
 
 def job_bundle(job: dict, log_tail: str = "", as_of: datetime | None = None) -> dict:
@@ -52,6 +58,12 @@ def job_bundle(job: dict, log_tail: str = "", as_of: datetime | None = None) -> 
         text += "\n" + log_tail.rstrip("\n")
         body += (f'<pre class="hive-log" style="max-height:300px;overflow:auto;margin:2px 0;background:#f7f7f7;'
                  f'padding:4px">{html.escape(log_tail)}</pre>')
+        if as_of is not None and job.get("state") not in FINISHED and job.get("id"):
+            # a notebook saved now and reopened later holds only this much of a log that goes on
+            more = log_continues_text(job["id"])
+            text += "\n" + more
+            body += (f'<div class="hive-log-continues" style="color:#7f7f7f;font-size:smaller">'
+                     f'{html.escape(more)}</div>')
     bundle = {"text/plain": text, "text/html": body}
     if job.get("id"):
         # JupyterLab's extension draws this: the saved lines, with the status line refreshed from the

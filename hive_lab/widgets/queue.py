@@ -176,7 +176,9 @@ def snapshot_table(rows: list[dict], whose: str, now) -> str:
     head = "".join(f"<th style='text-align:left'>{html.escape(HEADERS[c])}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(row[c]))}</td>" for c in COLUMNS)
                    + "</tr>" for row in rows)
-    stamp = now.strftime("%Y-%m-%d %H:%M UTC")
+    from ..format import when_text
+
+    stamp = when_text(now)
     return (f"<div><b>{len(rows)} of {whose} jobs</b> as of {stamp} (a snapshot: open the notebook in "
             f"JupyterLab with hive-lab for the live view)<table>{head and '<tr>' + head + '</tr>'}{body}</table></div>")
 

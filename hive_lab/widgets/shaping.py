@@ -8,7 +8,7 @@ from __future__ import annotations
 import zlib
 from datetime import datetime
 
-from ..format import (FINISHED, age_text, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
+from ..format import (FINISHED, LENT_GPUS, age_text, gpu_name, gpus_text, placement_text, priority_text, seconds_between, short_estimate,
                       time_limit_text)
 from .layout import Layout, compute_layout
 
@@ -143,7 +143,7 @@ def share_columns(cluster: dict, layout: Layout | None = None) -> dict[str, list
             cols["job"].append(s["job"])
             cols["user"].append(s.get("user") or "")
             cols["share"].append(f"{s['share']:g} GPU")
-            cols["gpu"].append(f"{g.get('node', '')} #{g.get('index', i)}")
+            cols["gpu"].append(gpu_name(g.get("node", ""), g.get("index", i)))
             util = s.get("utilization")  # its own processes' SM utilisation (NVML per-process)
             cols["util"].append("" if util is None else f"{util:g}%")
     return cols
@@ -231,20 +231,20 @@ def merge_job(jobs: list[dict], job: dict) -> list[dict]:
 # -- VCs -> usage rows ------------------------------------------------------------------------------
 
 def vc_rows(vcs: list[dict]) -> list[dict]:
-    """Per VC: guaranteed vs used vs borrowed GPUs, as numbers and bar percentages (of the VC's own
+    """Per VC: guaranteed vs used vs opportunistic GPUs, as numbers and bar percentages (of the VC's own
     scale: max(guaranteed, used + borrowed))."""
     rows = []
     for vc in vcs:
         g = int(vc.get("guaranteed_gpus", 0))
         used = int(vc.get("used_gpus", 0))
-        borrowed = int(vc.get("opportunistic_gpus", 0))
+        lent = int(vc.get("opportunistic_gpus", 0))  # GPUs of other VCs running its opportunistic work
         doomed = int(vc.get("doomed_gpus", 0))
-        scale = max(g, used + borrowed, 1)
+        scale = max(g, used + lent, 1)
         rows.append({
             "name": vc.get("name", ""),
             "guaranteed": g,
             "used": used,
-            "borrowed": borrowed,
+            "borrowed": lent,
             "doomed": doomed,
             "free": max(g - used - doomed, 0),
             "queue": int(vc.get("queue_length", 0)),
@@ -252,11 +252,11 @@ def vc_rows(vcs: list[dict]) -> list[dict]:
             "mine": bool(vc.get("mine", False)),
             "used_pct": 100.0 * min(used, g) / scale,
             "over_pct": 100.0 * max(used - g, 0) / scale,
-            "borrowed_pct": 100.0 * borrowed / scale,
+            "borrowed_pct": 100.0 * lent / scale,
             "doomed_pct": 100.0 * doomed / scale,
             "guaranteed_pct": 100.0 * g / scale,
             "summary": (f"{used}/{g} guaranteed GPUs used"
-                        + (f", {borrowed} borrowed" if borrowed else "")
+                        + (f", {lent} {LENT_GPUS}" if lent else "")
                         + (f", {doomed} bad" if doomed else "")
                         + f"; {vc.get('running_jobs', 0)} running, {vc.get('queue_length', 0)} queued"),
         })

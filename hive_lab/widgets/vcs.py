@@ -1,4 +1,4 @@
-"""VC usage view: per VC a bar of guaranteed vs used vs borrowed GPUs, and the queue length."""
+"""VC usage view: per VC a bar of guaranteed vs used vs opportunistic GPUs, and the queue length."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .shaping import STATE_COLORS, vc_rows
 
 
 def bar_html(row: dict) -> str:
-    """A stacked bar: used (green) and over-guarantee, borrowed (purple), bad (red) on the guarantee's
+    """A stacked bar: used (green) and over-guarantee, opportunistic (purple), bad (red) on the guarantee's
     grey track; the guarantee's end is marked."""
     seg = lambda pct, color: (f'<div style="width:{pct:.1f}%;background:{color};height:100%"></div>'  # noqa: E731
                               if pct > 0 else "")

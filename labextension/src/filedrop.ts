@@ -4,7 +4,7 @@
  * its format); a notification says what became of it, with what hive-lab did not apply, or the
  * server's sentence when it refused it.
  */
-import { Notification } from '@jupyterlab/apputils';
+import { notify } from './notify';
 
 import { ClusterModel } from './model';
 
@@ -30,14 +30,14 @@ export async function submitDroppedFile(model: ClusterModel, file: File): Promis
       ? `an array of ${answer.count} jobs (${answer.id})`
       : `job ${answer.id} (${answer.state})`;
     const format = source?.format ? ` as ${source.format}` : '';
-    Notification.emit(
+    notify(
       `${file.name}: submitted${format}, ${what}` + (notes.length ? `; not applied: ${notes.join('; ')}` : ''),
       notes.length ? 'warning' : 'success',
       { autoClose: notes.length ? false : 8000 }
     );
     void model.refresh();
   } catch (error) {
-    Notification.emit(`${file.name} was not submitted: ${(error as Error).message}`, 'error', {
+    notify(`${file.name} was not submitted: ${(error as Error).message}`, 'error', {
       autoClose: false
     });
   }

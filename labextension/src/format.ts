@@ -30,24 +30,71 @@ export function gpusText(gpus: number | null | undefined, gpuType?: string | nul
   return `${n}${kind} GPU${n === 1 || (n > 0 && n < 1) ? '' : 's'}`;
 }
 
+/** The one word for idle GPUs lent to other VCs' opportunistic work: hive_lab.format.LENT_GPUS. */
+export const LENT_GPUS = 'opportunistic';
+
+/** One GPU, `node-0 GPU 3`: hive_lab.format.gpu_name (the heatmap's, the idle lists', the charts'). */
+export function gpuName(node: string, index: number | string): string {
+  return `${node} GPU ${index}`;
+}
+
+/** A node's GPUs, `node-0 GPU 2,3` / `node-0 GPU 0-7` / `node-0 (no GPU)`: hive_lab.format.gpu_list_text. */
+export function gpuListText(node: string, all: number[]): string {
+  const gpus = Array.from(new Set(all)).sort((a, b) => a - b);
+  if (gpus.length === 0) {
+    return `${node} (no GPU)`;
+  }
+  if (gpus.length > 2 && gpus[gpus.length - 1] - gpus[0] === gpus.length - 1) {
+    return `${node} GPU ${gpus[0]}-${gpus[gpus.length - 1]}`;
+  }
+  return `${node} GPU ${gpus.join(',')}`;
+}
+
+/** The zone names the browser and the tz database agree on: hive_lab.format.ZONE_NAMES. */
+const ZONE_NAMES = new Set([
+  'UTC', 'GMT', 'BST', 'WET', 'WEST', 'CET', 'CEST', 'EET', 'EEST', 'EST',
+  'EDT', 'CST', 'CDT', 'MST', 'MDT', 'PST', 'PDT', 'AKST', 'AKDT', 'HST'
+]);
+
+/** The local zone at `at`: `CET`, `UTC`, or the offset `UTC+5:30`: hive_lab.format.zone_text. */
+export function zoneText(at: Date): string {
+  for (const locale of ['en-GB', 'en-US']) {
+    const name = new Intl.DateTimeFormat(locale, { timeZoneName: 'short' })
+      .formatToParts(at)
+      .find(p => p.type === 'timeZoneName')?.value;
+    if (name && ZONE_NAMES.has(name)) {
+      return name;
+    }
+  }
+  const minutes = -at.getTimezoneOffset();
+  const abs = Math.abs(minutes);
+  const mins = abs % 60;
+  return `UTC${minutes >= 0 ? '+' : '-'}${Math.floor(abs / 60)}${mins ? `:${String(mins).padStart(2, '0')}` : ''}`;
+}
+
+/** A moment as every surface says it, `2026-11-27 12:42 CET` (local, with zone); `-` when unknown: hive_lab.format.when_text. */
+export function whenText(value: string | number | null | undefined): string {
+  if (value === null || value === undefined || value === '') {
+    return '-';
+  }
+  const at = new Date(typeof value === 'number' ? value * 1000 : value);
+  if (isNaN(at.getTime())) {
+    return String(value);
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return (
+    `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ` +
+    `${pad(at.getHours())}:${pad(at.getMinutes())} ${zoneText(at)}`
+  );
+}
+
 /** `node-0 GPU 2,3` / `node-0 GPU 0-7; node-1 GPU 0-7` / `node-0 (no GPU)`: hive_lab.format.placement_text's. */
 export function placementText(placement: { node: string; gpus: number[] }[] | null | undefined): string {
   const byNode = new Map<string, number[]>();
   for (const task of placement ?? []) {
     byNode.set(task.node, [...(byNode.get(task.node) ?? []), ...(task.gpus ?? [])]);
   }
-  const parts: string[] = [];
-  for (const [node, all] of byNode) {
-    const gpus = Array.from(new Set(all)).sort((a, b) => a - b);
-    if (gpus.length === 0) {
-      parts.push(`${node} (no GPU)`);
-    } else if (gpus.length > 2 && gpus[gpus.length - 1] - gpus[0] === gpus.length - 1) {
-      parts.push(`${node} GPU ${gpus[0]}-${gpus[gpus.length - 1]}`);
-    } else {
-      parts.push(`${node} GPU ${gpus.join(',')}`);
-    }
-  }
-  return parts.join('; ');
+  return Array.from(byNode, ([node, all]) => gpuListText(node, all)).join('; ');
 }
 
 /**

@@ -3,6 +3,7 @@
  * memory (in the spirit of jupyterlab-nvdashboard), drawn from the readings the model keeps of
  * `GET cluster` (the server's NVML sampler). Shown under the heatmap.
  */
+import { gpuName } from './format';
 import { IGpu } from './api';
 import { ClusterModel, IGpuReading } from './model';
 import { el } from './dom';
@@ -79,7 +80,7 @@ export class GpuCharts {
 
     const head = el('div', 'jp-HiveCharts-head');
     head.append(
-      el('span', 'jp-HiveCharts-gpu', `${gpu.node} #${gpu.index}${gpu.type ? ` ${gpu.type}` : ''}`),
+      el('span', 'jp-HiveCharts-gpu', `${gpuName(gpu.node, gpu.index)}${gpu.type ? ` ${gpu.type}` : ''}`),
       el('span', 'jp-HiveCharts-job', gpu.job ?? '')
     );
     const values = el('div', 'jp-HiveCharts-values');

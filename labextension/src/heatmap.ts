@@ -3,6 +3,7 @@
  * coloured by VC, job, user or state, with hover details. Drawing is a single pass of
  * fillRect calls, so thousands of GPUs render in a few milliseconds.
  */
+import { gpuName } from './format';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
@@ -221,7 +222,7 @@ export class HeatmapWidget extends Widget {
       const c = layout.cells[i];
       ctx.fillRect(c.x + 2, c.y + 2, c.w - 4, c.h - 4);
     }
-    // Opportunistic (borrowed) GPUs: a white dot in the middle.
+    // Opportunistic GPUs: a white dot in the middle.
     ctx.fillStyle = '#ffffff';
     for (const i of borrowed) {
       const c = layout.cells[i];
@@ -395,7 +396,7 @@ function fitText(ctx: CanvasRenderingContext2D, text: string, width: number): st
 
 function tooltipLines(gpu: IGpu): HTMLElement[] {
   const rows: [string, string][] = [
-    ['GPU', `${gpu.node} #${gpu.index}${gpu.type ? ` (${gpu.type})` : ''}`],
+    ['GPU', `${gpuName(gpu.node, gpu.index)}${gpu.type ? ` (${gpu.type})` : ''}`],
     ['state', gpuState(gpu)],
     ['VC', gpu.vc ?? '—'],
     ['job', gpu.job ?? '—'],

@@ -17,6 +17,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 
 import { HiveApi, IJob } from './api';
 import { HeatmapWidget } from './heatmap';
@@ -62,7 +63,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const openHeatmap = () => void commands.execute(CommandIDs.openHeatmap);
 
-    const panel = new ClusterPanel(model, openHeatmap, notebookOpener(app, model));
+    // the log viewer is a main-area tab: log lines need the width the sidebar lacks
+    const placeLogs = (widget: Widget) => {
+      if (!widget.isAttached) {
+        shell.add(widget, 'main');
+      }
+      shell.activateById(widget.id);
+    };
+    const panel = new ClusterPanel(model, openHeatmap, notebookOpener(app, model), placeLogs);
     panel.title.icon = gpuIcon;
     shell.add(panel, 'left', { rank: 600 });
     const showLogs = (job: IJob) => {
@@ -112,7 +120,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'GPU cluster: submit current notebook as a job',
       caption: 'Run the notebook with nbconvert --execute on cluster GPUs',
       icon: gpuIcon,
-      execute: () => submitCurrentNotebook(app, model)
+      execute: () => submitCurrentNotebook(app, model, showLogs)
     });
 
     if (palette) {

@@ -3,6 +3,7 @@
  * VC, see who holds GPUs idle (the sampler's utilisation), and a per-user usage table for the
  * chosen (course) VC from `GET usage?since=7d&by=user`.
  */
+import { gpuName } from './format';
 import { IGpu, IUsageRow } from './api';
 import { age, ClusterModel, IGpuReading } from './model';
 import { el } from './dom';
@@ -185,7 +186,7 @@ export class InstructorView {
       item.append(
         el('span', 'jp-HivePanel-user', gpu.user ?? '?'),
         el('span', 'jp-HivePanel-jobId', gpu.job ?? ''),
-        el('span', 'jp-HivePanel-idleGpuName', `${gpu.node} #${gpu.index}`),
+        el('span', 'jp-HivePanel-idleGpuName', gpuName(gpu.node, gpu.index)),
         el(
           'span',
           'jp-HivePanel-idleFor',

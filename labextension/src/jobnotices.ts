@@ -4,12 +4,11 @@
  * GPU kernels have their own notices (kernelnotices.ts), and a notebook submitted from the palette
  * its own toast (submit.ts adds it to `announcedElsewhere`).
  */
-import { Notification } from '@jupyterlab/apputils';
-
 import { ACTIVE_STATES, IJob } from './api';
 import { FINAL_STATES } from './jobStates';
 import { ClusterModel } from './model';
 import { duration } from './format';
+import { notify } from './notify';
 
 export const announcedElsewhere = new Set<string>();
 
@@ -48,9 +47,9 @@ export function announceJobEnds(model: ClusterModel, showLog: (job: IJob) => voi
       return;
     }
     const ok = job.state === 'succeeded';
-    Notification.emit(endedText(job), ok ? 'success' : job.state === 'cancelled' ? 'info' : 'error', {
+    notify(endedText(job), ok ? 'success' : job.state === 'cancelled' ? 'info' : 'error', {
       autoClose: ok ? 8000 : false,
-      actions: [{ label: 'Show log', callback: () => showLog(job) }]
+      actions: [{ label: 'Show log', caption: `Show the log of ${job.id}`, callback: () => showLog(job) }]
     });
   });
 }

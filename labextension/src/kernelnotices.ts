@@ -11,6 +11,7 @@ import { IJob } from './api';
 import { capitalized, estimateText } from './format';
 import { PLACED_STATES, WAITING_STATES } from './jobStates';
 import { ClusterModel } from './model';
+import { notify, notifyUpdate } from './notify';
 
 const STOPPED = /idle kernel culled|preempt/i;
 
@@ -96,12 +97,15 @@ export class KernelNotices {
       const notice = kernelNotice(job, previous, fresh);
       const waitingId = this._waiting.get(job.id);
       if (notice?.kind === 'waiting') {
-        if (waitingId && Notification.update({ id: waitingId, message: notice.message, type: notice.type })) {
+        if (waitingId && notifyUpdate(waitingId, notice.message, notice.type, {
+          autoClose: false,
+          actions: this._actions(job, notice.type === 'warning')
+        })) {
           continue;
         }
         this._waiting.set(
           job.id,
-          Notification.emit(notice.message, notice.type, {
+          notify(notice.message, notice.type, {
             autoClose: false,
             actions: this._actions(job, notice.type === 'warning')
           })
@@ -113,7 +117,7 @@ export class KernelNotices {
         this._waiting.delete(job.id);
       }
       if (notice) {
-        Notification.emit(notice.message, notice.type, {
+        notify(notice.message, notice.type, {
           autoClose: notice.kind === 'started' ? 5000 : false,
           actions: this._actions(job, notice.kind === 'ended')
         });

@@ -1,7 +1,11 @@
 /**
  * Log viewer for one job: reads `jobs/{id}/logs` from an offset and keeps reading while the
- * task runs (follow), appending only the new bytes, auto-scrolling while at the bottom.
+ * task runs (follow), appending only the new bytes, auto-scrolling while at the bottom. It opens in
+ * the main area (LogsWidget): log lines need the width, the ~210 px sidebar wrapped them per character.
  */
+import { Message } from '@lumino/messaging';
+import { Widget } from '@lumino/widgets';
+
 import { ACTIVE_STATES, IJob } from './api';
 import { ClusterModel } from './model';
 
@@ -31,7 +35,10 @@ export class LogViewer {
     close.className = 'jp-HiveLogs-close';
     close.textContent = '×';
     close.title = 'Close the log viewer';
-    close.onclick = () => this.close();
+    close.onclick = () => {
+      this.close();
+      this.closed?.();
+    };
     bar.append(this._title, this._tasks, this._status, close);
     this._pre = document.createElement('pre');
     this._pre.className = 'jp-HiveLogs-text';
@@ -41,6 +48,9 @@ export class LogViewer {
   }
 
   readonly node: HTMLDivElement;
+  /** Told when the viewer shows a job (its tab's label) and when its × is pressed. */
+  shown?: (job: IJob) => void;
+  closed?: () => void;
 
   get jobId(): string | null {
     return this._job?.id ?? null;
@@ -50,7 +60,9 @@ export class LogViewer {
     this.close();
     this._job = job;
     this._title.textContent = `${job.name || job.id} · ${job.id}`;
+    this._title.title = this._title.textContent;
     this.node.hidden = false;
+    this.shown?.(job);
     this._switchTask(null);
     void this._showOutputs(this._generation);
   }
@@ -196,4 +208,32 @@ export class LogViewer {
   private _status: HTMLSpanElement;
   private _pre: HTMLPreElement;
   private _outputs: HTMLUListElement;
+}
+
+/** The log viewer as a main-area tab (one, reused): `app.shell.add(widget, 'main')` by whoever opens it. */
+export class LogsWidget extends Widget {
+  constructor(readonly viewer: LogViewer) {
+    super();
+    this.id = 'hive-lab-logs';
+    this.addClass('jp-HiveLogsWidget');
+    this.title.label = 'Job log';
+    this.title.closable = true;
+    this.node.appendChild(viewer.node);
+    viewer.shown = job => {
+      this.title.label = `Log: ${job.name || job.id}`;
+      this.title.caption = `${job.name || job.id} · ${job.id}`;
+    };
+    viewer.closed = () => this.close();
+  }
+
+  /** Closing the tab stops following (the widget is kept, to be shown again). */
+  protected onCloseRequest(msg: Message): void {
+    this.viewer.close();
+    super.onCloseRequest(msg);
+  }
+
+  dispose(): void {
+    this.viewer.dispose();
+    super.dispose();
+  }
 }

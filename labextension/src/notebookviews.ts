@@ -14,7 +14,7 @@ import { Widget } from '@lumino/widgets';
 import { ACTIVE_STATES, IJob, IVc } from './api';
 import { HeatmapWidget } from './heatmap';
 import { age, ClusterModel, sortJobs } from './model';
-import { capitalized, estimateText, gpusText, placementText, statusLine } from './format';
+import { capitalized, estimateText, gpusText, LENT_GPUS, placementText, statusLine } from './format';
 import { el } from './dom';
 
 export const VIEW_MIME = 'application/vnd.hive-lab.view+json';
@@ -201,7 +201,13 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     line.style.fontFamily = 'monospace';
     status.replaceChildren(icon, document.createTextNode(' '), line);
     status.setAttribute('data-state', job.state);
-    this._lines.querySelector('.hive-as-of')?.remove();  // this line is true now: no stamp
+    const asOf = this._lines.querySelector('.hive-as-of');
+    const tail = this._lines.querySelector('.hive-log');
+    if (asOf && tail && !this._lines.querySelector('.hive-log-continues')) {
+      // the tail was saved while the job ran: it wrote on after it (hive_lab.widgets.job_monitor's line)
+      tail.after(el('div', 'hive-log-continues', logContinuesText(job.id)));
+    }
+    asOf?.remove();  // this line is true now: no stamp
   }
 
   private _onJobEvent(_: ClusterModel, job: IJob): void {
@@ -215,7 +221,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     box.appendChild(el('div', 'jp-HiveView-subtitle', 'Virtual clusters'));
     const table = el('table', 'jp-HiveView-table');
     const head = el('tr');
-    for (const h of ['VC', 'guaranteed', 'used', 'opportunistic', 'queued', 'running jobs']) {
+    for (const h of ['VC', 'guaranteed', 'used', LENT_GPUS, 'queued', 'running jobs']) {
       head.appendChild(el('th', undefined, h));
     }
     table.appendChild(head);
@@ -333,4 +339,9 @@ export function viewRendererFactory(model: ClusterModel, openLogs: (job: IJob) =
     defaultRank: VIEW_RANK,
     createRenderer: options => new HiveNotebookView(model, openLogs, options.sanitizer)
   };
+}
+
+/** `log continues: hive-lab logs J`: hive_lab.widgets.job_monitor.log_continues_text. */
+export function logContinuesText(jobId: string): string {
+  return `log continues: hive-lab logs ${jobId}`;
 }

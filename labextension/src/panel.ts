@@ -11,8 +11,18 @@ import { ACTIVE_STATES, arrayCountsText, describeLimits, IArray, IArrayElement, 
 import { InstructorView, JobFilterBar } from './instructor';
 import { PENDING_STATES } from './jobStates';
 import { acceptJobFiles } from './filedrop';
-import { LogViewer } from './logs';
-import { capitalized, duration, estimateText, gpusText, progressShort, statusLine, timeLimitText } from './format';
+import { LogsWidget, LogViewer } from './logs';
+import {
+  capitalized,
+  duration,
+  estimateText,
+  gpusText,
+  LENT_GPUS,
+  progressShort,
+  statusLine,
+  timeLimitText,
+  whenText
+} from './format';
 import { age, ClusterModel } from './model';
 
 export { duration };
@@ -28,7 +38,8 @@ export class ClusterPanel extends Widget {
   constructor(
     readonly model: ClusterModel,
     private readonly _openHeatmap: () => void,
-    openNotebook?: (job: IJob, path: string) => Promise<unknown>
+    openNotebook?: (job: IJob, path: string) => Promise<unknown>,
+    private readonly _placeLogs: (widget: Widget) => void = () => undefined
   ) {
     super();
     this.id = 'hive-lab-panel';
@@ -91,6 +102,7 @@ export class ClusterPanel extends Widget {
     this._vcs = el('div', 'jp-HivePanel-vcs');
     this._error = el('div', 'jp-HivePanel-error');
     this._logs = new LogViewer(model, openNotebook);
+    this._logsWidget = new LogsWidget(this._logs);
     this._schedules = new ScheduleList(model);
 
     this.node.append(
@@ -100,7 +112,6 @@ export class ClusterPanel extends Widget {
       tabs,
       this._filters.node,
       this._jobs,
-      this._logs.node,
       this._instructor.node,
       el('h3', 'jp-HivePanel-section', 'Virtual clusters'),
       this._vcs,
@@ -116,16 +127,22 @@ export class ClusterPanel extends Widget {
   dispose(): void {
     window.clearInterval(this._ageTimer);
     this.model.changed.disconnect(this.render, this);
-    this._logs.dispose();
+    this._logsWidget.dispose();
     this._schedules.dispose();
     this._instructor.dispose();
     super.dispose();
   }
 
-  /** Shows (and follows) a job's log in the panel's log viewer. */
+  /** Shows (and follows) a job's log in the log viewer, a tab in the main area. */
   showLogs(job: IJob): void {
     this._logs.show(job);
+    this._placeLogs(this._logsWidget);
     this._renderJobs();
+  }
+
+  /** The main-area log viewer (for the shell and tests). */
+  get logsWidget(): LogsWidget {
+    return this._logsWidget;
   }
 
   protected onAfterShow(msg: Message): void {
@@ -182,11 +199,8 @@ export class ClusterPanel extends Widget {
       this._tab === 'mine'
         ? m.myArrays.filter(a => state === 'all' || (state === 'active') === (a.state !== 'ended'))
         : [];
-    for (const array of arrays) {
-      list.appendChild(this._arrayItem(array));
-    }
-    for (const job of shown) {
-      list.appendChild(this._jobItem(job, now));
+    for (const row of activeFirst(arrays, shown)) {
+      list.appendChild('count' in row ? this._arrayItem(row as IArray) : this._jobItem(row as IJob, now));
     }
     // a selection only holds jobs still shown and still cancellable
     const cancellable = new Set(shown.filter(j => ACTIVE_STATES.has(j.state)).map(j => j.id));
@@ -259,7 +273,8 @@ export class ClusterPanel extends Widget {
     toggle.title = open ? 'Hide the elements' : 'Show the elements';
     toggle.setAttribute('aria-expanded', String(open));
     const name = el('span', 'jp-HivePanel-jobName', `${array.name} [${array.count}]`);
-    name.title = `${array.id}: ${array.count} elements` + (array.throttle ? `, at most ${array.throttle} at once` : '');
+    name.title =
+      `${array.name} · ${array.id}: ${array.count} elements` + (array.throttle ? `, at most ${array.throttle} at once` : '');
     const badge = el('span', `jp-HivePanel-state jp-HivePanel-state-${array.state}`, array.state);
     top.append(toggle, name, el('span', 'jp-HivePanel-jobId', array.id), badge);
     top.onclick = () => {
@@ -391,13 +406,14 @@ export class ClusterPanel extends Widget {
     const vc = el('span', 'jp-HivePanel-vc', job.vc);
     vc.title = 'virtual cluster';
     const user = el('span', 'jp-HivePanel-user', job.user);
-    const ageText = el('span', 'jp-HivePanel-age', age(job.submitted_at, now));
-    ageText.title = `submitted ${job.submitted_at ?? ''}`;
+    // labelled as the CLI's column is ("age"), with the moment itself on hover
+    const ageText = el('span', 'jp-HivePanel-age', `age ${age(job.submitted_at, now)}`);
+    ageText.title = `submitted ${whenText(job.submitted_at)}`;
     meta.append(gpus, vc, user, ageText);
     if (job.time_limit_s !== null && job.time_limit_s !== undefined) {
       const words = timeLimitText(job, now);  // the CLI's and the cell's words
       const limit = el('span', 'jp-HivePanel-limit', job.state === 'running' ? words : `limit ${words}`);
-      limit.title = job.deadline ? `time limit reached at ${job.deadline}` : 'run time limit';
+      limit.title = job.deadline ? `time limit reached at ${whenText(job.deadline)}` : 'run time limit';
       meta.appendChild(limit);
     }
 
@@ -407,8 +423,7 @@ export class ClusterPanel extends Widget {
       logs.title = "Show (and follow) this job's logs";
       logs.onclick = event => {
         event.stopPropagation();
-        this._logs.show(job);
-        this._renderJobs();
+        this.showLogs(job);
       };
       actions.appendChild(logs);
     }
@@ -448,7 +463,7 @@ export class ClusterPanel extends Widget {
     if (estimate && PENDING_STATES.has(job.state)) {
       const line = el('div', 'jp-HivePanel-estimate', capitalized(estimate));
       if (job.estimated_start) {
-        line.title = `about ${new Date(job.estimated_start).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' })}`;
+        line.title = `about ${whenText(job.estimated_start)}`;
       }
       item.appendChild(line);
     }
@@ -470,7 +485,7 @@ export class ClusterPanel extends Widget {
         name.classList.add('jp-mod-mine');
         name.title = 'You may submit to this VC';
       }
-      // used_gpus counts the guarantee in use; opportunistic_gpus are borrowed beyond it.
+      // used_gpus counts the guarantee in use; opportunistic_gpus run opportunistic work beyond it.
       const guaranteedUsed = vc.used_gpus;
       const usage = el(
         'span',
@@ -486,7 +501,7 @@ export class ClusterPanel extends Widget {
       fill.style.width = `${Math.round(share * 100)}%`;
       track.appendChild(fill);
       const meta = el('div', 'jp-HivePanel-vcMeta');
-      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `borrowed ${vc.opportunistic_gpus}`);
+      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `${LENT_GPUS} ${vc.opportunistic_gpus}`);
       borrowed.title = 'GPUs used beyond the guarantee by opportunistic jobs';
       const queue = el('span', 'jp-HivePanel-vcQueue', `queue ${vc.queue_length}`);
       queue.dataset.queue = String(vc.queue_length);
@@ -524,10 +539,22 @@ export class ClusterPanel extends Widget {
   private _vcs: HTMLDivElement;
   private _error: HTMLDivElement;
   private _logs: LogViewer;
+  private _logsWidget: LogsWidget;
   private _schedules: ScheduleList;
   private _ageTimer: number;
 }
 
+
+/**
+ * Work that is running or waiting first, then what has ended (arrays and jobs alike); each group keeps
+ * the model's order (newest first). An array is active until its state is `ended`.
+ */
+export function activeFirst(arrays: IArray[], jobs: IJob[]): (IArray | IJob)[] {
+  const ended = (row: IArray | IJob) =>
+    'count' in row ? (row as IArray).state === 'ended' : !ACTIVE_STATES.has((row as IJob).state);
+  const rows: (IArray | IJob)[] = [...arrays, ...jobs];
+  return [...rows.filter(r => !ended(r)), ...rows.filter(ended)];
+}
 
 /** What a new user sees instead of an empty list: two lines to try, each with a copy button. */
 function emptyState(): HTMLLIElement {

@@ -3,6 +3,7 @@
  * expression, time zone, next run and last run (docs/pipelines.md). Fetched from `GET schedules`
  * when the panel's model changes (at most every few seconds) and on Refresh.
  */
+import { whenText } from './format';
 import { HiveApiError } from './api';
 import { ClusterModel } from './model';
 
@@ -28,12 +29,9 @@ export interface ISchedule {
 
 const MIN_FETCH_MS = 3000;
 
-/** "2026-09-21 16:00 UTC" from an ISO time (the panel shows times in UTC, as the API gives them). */
+/** "2026-09-21 18:00 CEST" from an ISO time: local with zone, as every surface says times (format.whenText). */
 export function shortTime(iso: string | null): string {
-  if (!iso) {
-    return '';
-  }
-  return iso.replace('T', ' ').replace(/:\d\d(\.\d+)?Z$/, ' UTC');
+  return iso ? whenText(iso) : '';
 }
 
 export function lastRunText(s: ISchedule): string {

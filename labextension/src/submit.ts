@@ -11,6 +11,8 @@ import { IJob } from './api';
 import { FINAL_STATES } from './jobStates';
 import { announcedElsewhere } from './jobnotices';
 import { ClusterModel } from './model';
+import { notify, notifyUpdate } from './notify';
+import { notebookOpener } from './outputs';
 
 interface IDocumentLike {
   context?: { path: string; save: () => Promise<void> };
@@ -115,7 +117,8 @@ class SubmitForm extends Widget {
 
 export async function submitCurrentNotebook(
   app: JupyterFrontEnd,
-  model: ClusterModel
+  model: ClusterModel,
+  showLog?: (job: IJob) => void
 ): Promise<IJob | null> {
   const path = currentNotebookPath(app);
   if (!path) {
@@ -147,7 +150,7 @@ export async function submitCurrentNotebook(
       )
     );
     void model.refresh();
-    announceWhenDone(model, job);
+    announceWhenDone(model, job, notebookOpener(app, model), showLog);
     return job;
   } catch (error) {
     await showErrorMessage('Could not submit the notebook', (error as Error).message);
@@ -155,10 +158,19 @@ export async function submitCurrentNotebook(
   }
 }
 
-/** A toast once the notebook job has ended: where its executed notebook is, or why it failed. */
-export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
+/**
+ * A toast once the notebook job has ended: done, with an Open button (its executed notebook, copied
+ * into your files) and Show log; or why it failed, with Show log. Short message, the actions as buttons
+ * (a toast cuts a message beyond 140 characters, notify.ts).
+ */
+export function announceWhenDone(
+  model: ClusterModel,
+  submitted: IJob,
+  open?: (job: IJob, path: string) => Promise<unknown>,
+  showLog?: (job: IJob) => void
+): void {
   announcedElsewhere.add(submitted.id); // this toast says it; no second one from jobnotices.ts
-  const waiting = Notification.emit(`${submitted.name}: submitted as ${submitted.id}`, 'in-progress', {
+  const waiting = notify(`${submitted.name}: submitted as ${submitted.id}`, 'in-progress', {
     autoClose: false
   });
   const onJob = (_: ClusterModel, job: IJob) => {
@@ -168,14 +180,30 @@ export function announceWhenDone(model: ClusterModel, submitted: IJob): void {
     model.jobEvent.disconnect(onJob);
     const ok = job.state === 'succeeded';
     const executed = `${submitted.name}.executed.ipynb`;
-    Notification.update({
-      id: waiting,
-      type: ok ? 'success' : 'error',
-      autoClose: false,
-      message: ok
-        ? `${submitted.name} (${job.id}) is done: ${executed} is among its outputs (open it from the job's log viewer, or hive-lab outputs ${job.id} --download DIR)`
-        : `${submitted.name} (${job.id}) ${job.state}${job.reason ? `: ${job.reason}` : ''}`
-    });
+    const actions: Notification.IAction[] = [];
+    if (ok && open) {
+      actions.push({
+        label: 'Open',
+        caption: `Open ${executed} (copied into hive-outputs/${job.id}/ in your files)`,
+        displayType: 'accent',
+        callback: () => {
+          open(job, executed).catch(error =>
+            notify(`Could not open ${executed}: ${(error as Error).message}`, 'error', { autoClose: false })
+          );
+        }
+      });
+    }
+    if (showLog) {
+      actions.push({ label: 'Show log', caption: `Show the log of ${job.id}`, callback: () => showLog(job) });
+    }
+    notifyUpdate(
+      waiting,
+      ok
+        ? `${submitted.name} (${job.id}) is done: ${executed} is ready`
+        : `${submitted.name} (${job.id}) ${job.state}${job.reason ? `: ${job.reason}` : ''}`,
+      ok ? 'success' : 'error',
+      { autoClose: false, actions }
+    );
   };
   model.jobEvent.connect(onJob);
 }

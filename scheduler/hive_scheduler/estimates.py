@@ -26,6 +26,7 @@ from typing import Mapping
 from .errors import RequestError
 from .jobs import PREEMPTING, RUNNING, WAITING, Job
 from .recovery import resolve_placement
+from .words import limit_text
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,8 @@ _BEYOND = StartEstimate(None, BEYOND)
 
 
 def _duration(s: float) -> str:
-    s = float(s)
-    if s >= 3600 and s % 3600 == 0:
-        return f"{s / 3600:g} h"
-    if s >= 60 and s % 60 == 0:
-        return f"{s / 60:g} min"
-    return f"{s:g} s"
+    """A limit in the words every surface uses for limits (``2h``, ``1h30m``: words.limit_text)."""
+    return limit_text(float(s))
 
 
 class RuntimeHistory:

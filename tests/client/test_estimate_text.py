@@ -13,14 +13,14 @@ NOW = datetime(2026, 1, 2, 10, 0, 0, tzinfo=timezone.utc)
 BASE = {"id": "j-000002", "name": "eval", "state": "queued", "gpus": 1, "vc": "a", "user": "ann", "priority": 0,
         "submitted_at": "2026-01-02T09:59:00Z", "reason": "VC a is using 4/4 guaranteed GPUs and the job needs 1"}
 KNOWN = dict(BASE, estimated_start="2026-01-02T12:03:00Z",
-             estimated_start_basis="when j-000001 ends (its time limit of 2 h)")
+             estimated_start_basis="when j-000001 ends (its time limit of 2h)")
 UNKNOWN = dict(BASE, estimated_start=None, estimated_start_basis="running jobs have no time limit")
 
 
 def test_status_line_says_when_and_why():
     assert status_line(KNOWN, NOW) == (
         "j-000002 eval: queued for 1 min 00 s — VC a is using 4/4 guaranteed GPUs and the job needs 1; "
-        "starts in ~2 h 03 min (when j-000001 ends (its time limit of 2 h))")
+        "starts in ~2 h 03 min (when j-000001 ends (its time limit of 2h))")
     assert status_line(UNKNOWN, NOW).endswith("; start unknown (running jobs have no time limit)")
     # an older server (no estimate fields) and a running job: nothing added
     assert status_line(BASE, NOW) == "j-000002 eval: queued for 1 min 00 s — " + BASE["reason"]

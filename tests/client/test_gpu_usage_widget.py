@@ -29,19 +29,19 @@ def test_the_chart_keeps_one_line_per_gpu_i_hold_and_follows_readings():
     view.add_cluster(cluster({0: (10, 1024), 1: (50, 2048), 2: (99, 4096)}, owners), at=100.0)
     view.add_cluster(cluster({0: (20, 1024), 1: (60, 2048), 2: (99, 4096)}, owners), at=105.0)
     data = view.util_source.data
-    assert data["gpu"] == ["ws #0", "ws #1"]  # bob's GPU is not charted
+    assert data["gpu"] == ["ws GPU 0", "ws GPU 1"]  # bob's GPU is not charted
     assert data["xs"] == [[100_000.0, 105_000.0]] * 2
     assert data["ys"] == [[10, 20], [50, 60]]
     assert view.mem_source.data["ys"] == [[1.0, 1.0], [2.0, 2.0]]
     assert view.mem_figure.y_range.end == 49140 / 1024
-    assert "ws #0</b> j-1: 20%, 1.0 / 48 GiB" in view.values.value
+    assert "ws GPU 0</b> j-1: 20%, 1.0 / 48 GiB" in view.values.value
     # the history is bounded
     for t in (110.0, 115.0):
         view.add_cluster(cluster({0: (30, 1024), 1: (70, 2048)}, owners), at=t)
     assert view.util_source.data["xs"][0] == [105_000.0, 110_000.0, 115_000.0]
     # GPU 1 released, GPU 0 now runs another job of ann's: a new line for it, none for GPU 1
     view.add_cluster(cluster({0: (5, 512)}, {0: ("j-3", "ann")}), at=120.0)
-    assert view.util_source.data["gpu"] == ["ws #0"]
+    assert view.util_source.data["gpu"] == ["ws GPU 0"]
     assert view.util_source.data["job"] == ["j-3"]
     assert view.util_source.data["ys"] == [[5]]
     view.add_cluster(cluster({}, {}), at=125.0)
@@ -56,7 +56,7 @@ def test_unread_gpus_are_gaps_not_zeros():
     view = GpuUsageView(None, me="ann", live=False)
     view.add_cluster(cluster({0: (None, None)}, {0: ("j-1", "ann")}), at=1.0)
     assert view.util_source.data["ys"] == [[]]
-    assert "ws #0</b> j-1: —, —" in view.values.value
+    assert "ws GPU 0</b> j-1: —, —" in view.values.value
 
 
 def test_the_heatmap_names_its_nodes_fits_a_small_machine_and_charts_my_gpus():
@@ -101,7 +101,7 @@ def test_live_charts_follow_the_samplers_readings(live_server_factory, fake_hard
     view = GpuUsageView(ann, interval_s=0.2)
     try:
         wait_until(lambda: view.util_source.data["ys"] and view.util_source.data["ys"][0][-1:] == [64], ignoring=(Exception,))
-        assert view.me == "ann" and view.util_source.data["gpu"] == [f"ws #{gpu}"]
+        assert view.me == "ann" and view.util_source.data["gpu"] == [f"ws GPU {gpu}"]
         assert view.util_source.data["job"] == [job["id"]]
         assert view.mem_source.data["ys"][0][-1] == 6.0
         # no event happens now: the view polls, and the next reading shows up

@@ -300,7 +300,7 @@ def test_a_running_jobs_line_says_its_progress_in_a_few_words():
 
 
 def test_progress_text():
-    from hive_lab.format import progress_text
+    from hive_lab.format import progress_text, when_text
 
     assert progress_text({"progress": None}) is None
     assert progress_text({"progress": {"steps": 3, "at": 1.0, "gpu_type": None, "rates": {},
@@ -313,4 +313,4 @@ def test_progress_text():
                                   "V100 40 steps/s (over 1.0 s); Gavel's figures: k80 1.26, v100 7.92 steps/s")
     job["progress"].update(total_steps=5000, remaining_steps=3800, estimated_finish=0.0)
     assert progress_text(job).startswith("1200 steps of 5000 (last on V100); 3800 to go, "
-                                         "estimated finish 1970-01-01 00:00:00 UTC; measured: ")
+                                         f"estimated finish {when_text(0.0)}; measured: ")  # local, with zone

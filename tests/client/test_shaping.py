@@ -129,7 +129,7 @@ def test_vc_rows(recorded):
     r = rows["research"]
     assert (r["guaranteed"], r["used"], r["borrowed"], r["doomed"], r["queue"]) == (8, 2, 1, 1, 2)
     assert r["used_pct"] == 25.0 and r["borrowed_pct"] == 12.5 and r["guaranteed_pct"] == 100.0
-    assert r["summary"] == "2/8 guaranteed GPUs used, 1 borrowed, 1 bad; 1 running, 2 queued"
+    assert r["summary"] == "2/8 guaranteed GPUs used, 1 opportunistic, 1 bad; 1 running, 2 queued"
     assert rows["teaching"]["free"] == 4 and not rows["teaching"]["mine"]
 
 

@@ -21,7 +21,7 @@ def test_a_shared_gpu_is_drawn_as_its_shares_in_their_eighths():
     x0 = layout.x[0]
     # strips inside the GPU's 0.9-wide cell: j-1 on eighths 0-1, j-2 on eighths 4-7
     assert abs(cols["x"][0] - (x0 + 0.05 + 0.225 / 2)) < 1e-9 and abs(cols["x"][1] - (x0 + 0.05 + 0.45 + 0.225)) < 1e-9
-    assert cols["w"][1] > cols["w"][0] and set(cols["gpu"]) == {"ws #0"}
+    assert cols["w"][1] > cols["w"][0] and set(cols["gpu"]) == {"ws GPU 0"}
     assert cols["util"] == ["40%", ""]  # each share's own GPU utilisation, where NVML gives it
 
 

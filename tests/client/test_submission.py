@@ -65,3 +65,22 @@ def test_cli_spec_file_and_flags(tmp_path, monkeypatch):
     (tmp_path / "bad.yaml").write_text("- a\n- b\n")
     with pytest.raises(BadRequest, match="must hold a mapping"):
         build_spec(_args([str(tmp_path / "bad.yaml")]))
+
+
+def test_default_names_come_from_the_cell_or_the_command():
+    """Issue 8: lists full of ``cell [4]`` and ``job [3]``: without --name a job is named after the cell's
+    first comment, else the notebook, else 'cell'; the CLI's after the script it runs."""
+    from hive_lab.submission import cell_name, cell_spec, command_name
+
+    assert cell_name("# train resnet on CIFAR\nimport torch\n") == "train resnet on CIFAR"
+    assert cell_name("\n#   tune   the lr  \n# more words\nx = 1") == "tune the lr"
+    assert cell_name("#!/usr/bin/env python\n#\n# second line\n") == "second line"
+    assert cell_name("x = 1  # not a title\n# below the code", "/home/ann/resnet-sweep.ipynb") == "resnet-sweep"
+    assert cell_name("x = 1") == "cell"
+    assert len(cell_name("# " + "word " * 40)) == 60
+    assert cell_spec("# fit the model\nprint(1)")["name"] == "fit the model"
+    assert cell_spec("# fit the model\nprint(1)", name="given")["name"] == "given"
+    assert command_name("python -u train.py --lr 0.1") == "train.py"
+    assert command_name("bash scripts/run.sh") == "run.sh"
+    assert command_name("/usr/bin/nvidia-smi -L") == "nvidia-smi"
+    assert command_name("") is None and command_name(None) is None

@@ -43,7 +43,7 @@ def test_vc_usage_view(recorded):
     view = VCUsageView(None, vcs=recorded["vcs"]["vcs"], live=False)
     assert [r["name"] for r in view.rows] == ["research", "teaching"]
     html = [c.value for c in view.table.children]
-    assert "2/8 guaranteed GPUs used, 1 borrowed, 1 bad; 1 running, 2 queued" in html
+    assert "2/8 guaranteed GPUs used, 1 opportunistic, 1 bad; 1 running, 2 queued" in html
     assert "width:25.0%" in html[1] and "width:12.5%" in html[1]   # used, borrowed
     assert "3 GPUs in use, 12 guaranteed" in view.title.value
 
@@ -120,12 +120,33 @@ def test_a_saved_status_says_when_it_was_true(recorded):
     as if now: it carries "as of <time>" until the job has ended (issue 30)."""
     from datetime import datetime, timezone
 
+    from hive_lab.format import when_text
+
     at = datetime(2026, 3, 1, 9, 30, 5, tzinfo=timezone.utc)
     monitor = JobMonitor(wall_clock=lambda: at)
     job = dict(recorded["jobs"]["jobs"][2])  # queued
     monitor.update(job)
     bundle = monitor.bundle()
-    assert bundle["text/plain"].splitlines()[0].endswith("(as of 2026-03-01 09:30:05 UTC)")
-    assert "as of 2026-03-01 09:30:05 UTC" in bundle["text/html"] and "◷" in bundle["text/html"]
+    stamp = f"as of {when_text(at)}"  # local time with its zone, as every surface says times
+    assert bundle["text/plain"].splitlines()[0].endswith(f"({stamp})")
+    assert stamp in bundle["text/html"] and "◷" in bundle["text/html"]
     monitor.update(dict(job, state="succeeded", exit_code=0, reason=None))
     assert "as of" not in monitor.bundle()["text/plain"]  # the final state is true for ever
+
+
+def test_a_saved_log_tail_of_a_running_job_says_the_log_goes_on(recorded):
+    """Issue 9: a notebook reopened later showed the tail it was saved with as if it were the whole log;
+    while the job runs the tail ends with 'log continues: hive-lab logs J' (the cell view's words)."""
+    from datetime import datetime, timezone
+
+    from hive_lab.widgets.job_monitor import job_bundle
+
+    at = datetime(2026, 3, 1, 9, 30, 5, tzinfo=timezone.utc)
+    job = dict(recorded["jobs"]["jobs"][0], state="running")
+    bundle = job_bundle(job, "step 1\nstep 2\n", as_of=at)
+    more = f"log continues: hive-lab logs {job['id']}"
+    assert bundle["text/plain"].splitlines()[-1] == more
+    assert f'<div class="hive-log-continues"' in bundle["text/html"] and more in bundle["text/html"]
+    ended = job_bundle(dict(job, state="succeeded", exit_code=0), "step 1\nstep 2\n", as_of=at)
+    assert "log continues" not in ended["text/plain"]  # an ended job's tail is all it will write
+    assert "log continues" not in job_bundle(job, "", as_of=at)["text/plain"]  # no tail, nothing cut

@@ -135,7 +135,7 @@ async def test_count_gres_mismatch_never_runs_on_the_wrong_gpus(cluster, tmp_pat
         task(tmp_path, "wrong", "main-0", 0, "n1", [2, 3], f"touch {marker}"),)))
     [e] = await collect(l, 1)
     assert e.exit_code is None  # lost -> the service requeues it (when retries remain)
-    assert "Slurm gave main-0 GPUs [0,1] on n1, hive-lab placed GPUs [2,3] on n1" in e.reason
+    assert "Slurm gave main-0 n1 GPU 0,1, hive-lab placed it on n1 GPU 2,3" in e.reason
     assert not marker.exists()
     assert "the task was not run" in log_of(tmp_path, "wrong", "main-0")
 

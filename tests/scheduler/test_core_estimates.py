@@ -33,9 +33,9 @@ def test_estimates_solved_by_hand():
     before = [v.to_dict() for v in s.jobs()]
     est = s.estimate_starts(40.0)
     assert est == {
-        "w1": StartEstimate(100.0, "when r1 ends (its time limit of 100 s)"),
-        "w2": StartEstimate(220.0, "when r2 ends (its time limit of 200 s)"),
-        "w3": StartEstimate(150.0, "when w1 ends (its time limit of 50 s)"),
+        "w1": StartEstimate(100.0, "when r1 ends (its time limit of 1m40s)"),
+        "w2": StartEstimate(220.0, "when r2 ends (its time limit of 3m20s)"),
+        "w3": StartEstimate(150.0, "when w1 ends (its time limit of 50s)"),
     }
     # a query: the live scheduler is as it was, and the twin came back empty
     assert [v.to_dict() for v in s.jobs()] == before

@@ -122,7 +122,7 @@ def test_start_estimates_treat_a_job_and_its_shadow_as_one():
     est = s.estimate_starts(0, expected)
     assert sorted(est) == ["a2", "a3"]
     assert est["a2"].start == 50.0
-    assert est["a2"].basis == "when b1 ends (its time limit of 50 s), in idle GPUs outside VC a (overflow)"
+    assert est["a2"].basis == "when b1 ends (its time limit of 50s), in idle GPUs outside VC a (overflow)"
     assert est["a3"].start == 100.0 and est["a3"].basis.startswith("when a1 ends"), est["a3"]
     assert "@overflow" not in repr(est)
     # the core keeps both requests of each job waiting: the estimate changed nothing

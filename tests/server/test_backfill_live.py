@@ -39,7 +39,7 @@ def test_short_job_backfills_long_job_waits(srv):
     assert got["state"] == "queued", got
     assert got["reason"].startswith(f"waits behind {gang['id']}'s reservation (needs 4 GPUs"), got["reason"]
     est = estimated(srv, gang["id"])
-    assert est["estimated_start_basis"] == f"when {holder['id']} ends (its time limit of 1 h)", est
+    assert est["estimated_start_basis"] == f"when {holder['id']} ends (its time limit of 1h)", est
     for job in (long, gang, short, holder):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
     for job in (short, holder):

@@ -50,7 +50,7 @@ def test_queued_job_shows_estimate_from_time_limit(srv):
     waiting = submit(srv, {"vc": "a", "command": "true", "tasks": [{"gpus": 1}]})
     assert waiting["state"] == "queued"
     got = estimated(srv, waiting["id"])
-    assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2 h)", got
+    assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2h)", got
     # the core's start (at the scheduling decision) + 2 h; the stored start is the launch, a moment later
     assert abs(when(got["estimated_start"]) - (when(running["started_at"]) + 7200)) < 30, (got, running)
     listed = srv.request("GET", "jobs", user="ann", params={"state": "queued"}).json()["jobs"]
@@ -85,7 +85,7 @@ def test_behind_a_kernel_without_a_limit_the_vcs_default_limit_gives_an_estimate
     assert told["state"] == "queued"
     got = estimated(srv, told["id"])
     assert got["estimated_start_basis"] == (f"when {kernel['id']} ends (if it runs VC b's default time "
-                                            f"limit of 1 h)"), got
+                                            f"limit of 1h)"), got
     assert got["estimated_start"] is not None
     for job in (told, kernel):
         srv.request("DELETE", f"jobs/{job['id']}", user="ann")
@@ -99,12 +99,12 @@ def test_no_estimate_to_give_says_nothing():
     from hive_lab_server.jobs.lifecycle.presentation import estimate_fields
     from hive_scheduler.estimates import NO_LIMIT, StartEstimate
 
-    answers = {"j-1": StartEstimate(None, NO_LIMIT), "j-2": StartEstimate(7200.0, "when j-0 ends (its time limit of 2 h)")}
+    answers = {"j-1": StartEstimate(None, NO_LIMIT), "j-2": StartEstimate(7200.0, "when j-0 ends (its time limit of 2h)")}
     svc = SimpleNamespace(start_estimates=SimpleNamespace(get=lambda job_id, fresh=True: answers[job_id]))
     assert estimate_fields(svc, {"id": "j-1", "state": "queued"}) == {"estimated_start": None,
                                                                       "estimated_start_basis": None}
     told = estimate_fields(svc, {"id": "j-2", "state": "queued"})
-    assert told["estimated_start_basis"] == "when j-0 ends (its time limit of 2 h)" and told["estimated_start"]
+    assert told["estimated_start_basis"] == "when j-0 ends (its time limit of 2h)" and told["estimated_start"]
 
 
 def test_estimate_from_the_owners_last_runs_of_the_same_command(srv):
@@ -152,7 +152,7 @@ def test_live_views_are_told_when_a_queued_jobs_estimate_appears(srv):
             if message["type"] == "estimates":
                 told += message["jobs"]
         got = srv.request("GET", f"jobs/{waiting['id']}", user="ann").json()
-        assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2 h)", got
+        assert got["estimated_start_basis"] == f"when {running['id']} ends (its time limit of 2h)", got
     finally:
         ws.close()
         for job in reversed(jobs):

@@ -127,7 +127,7 @@ def test_a_notification_says_when_my_job_ends_and_opens_its_log(lone_page):
     expect(toast).to_be_visible(timeout=30_000)
     expect(toast).to_contain_text("exited with code 3")
     toast.locator("button", has_text="Show log").click()
-    expect(page.locator("#hive-lab-panel .jp-HiveLogs-text")).to_contain_text("all done", timeout=15_000)
+    expect(page.locator("#hive-lab-logs .jp-HiveLogs-text")).to_contain_text("all done", timeout=15_000)
 
 
 DROP = """([text, name]) => {

@@ -80,9 +80,9 @@ def test_panel_lists_my_jobs_and_all_jobs_with_their_states(lab_page):
     expect(item.locator(".jp-HivePanel-jobName")).to_have_text("train-big")
     expect(item.locator(".jp-HivePanel-gpus")).to_have_attribute("data-gpus", "4")
     expect(item.locator(".jp-HivePanel-vc")).to_have_text("default")
-    # an age in the CLI's words (hive_lab.format.duration): one voice
+    # an age in the CLI's words (hive_lab.format.duration), labelled as the CLI's column is: one voice
     expect(item.locator(".jp-HivePanel-age")).to_have_text(
-        re.compile(r"^(\d+(\.\d)? s|\d+ min \d\d s|\d+ h \d\d min|\d+ d \d+ h)$"))
+        re.compile(r"^age (\d+(\.\d)? s|\d+ min \d\d s|\d+ h \d\d min|\d+ d \d+ h)$"))
     # VC usage: guaranteed / used / queue as the REST API reports them.
     vc = srv.request("GET", "vcs").json()["vcs"][0]
     row = panel.locator(f".jp-HivePanel-vcRow[data-vc='{vc['name']}']")
@@ -158,7 +158,7 @@ def test_log_viewer_follows_a_running_job(lab_page):
     lab_page.open_panel()
     item = job_item(lab_page, job["id"])
     item.locator(".jp-HivePanel-logsButton").click()
-    logs = lab_page.page.locator("#hive-lab-panel .jp-HiveLogs")
+    logs = lab_page.page.locator("#hive-lab-logs .jp-HiveLogs")
     expect(logs).to_be_visible()
     expect(logs.locator(".jp-HiveLogs-text")).to_contain_text("line-1", timeout=15_000)
     # Lines written after the viewer opened arrive without a click.
@@ -296,15 +296,19 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     assert [f["path"] for f in outputs] == ["submit-me.executed.ipynb"]
     executed = srv.request("GET", f"jobs/{job['id']}/outputs/submit-me.executed.ipynb").json()
     assert "answer 42" in "".join(executed["cells"][-1]["outputs"][0]["text"])
-    expect(lab_page.page.get_by_text(f"submit-me ({job['id']}) is done").first).to_be_visible(timeout=30_000)
+    toast = lab_page.page.locator(".Toastify__toast", has_text=f"submit-me ({job['id']}) is done")
+    expect(toast).to_be_visible(timeout=30_000)
+    # issue 9: the toast's action is a button, not a sentence cut at 140 characters
+    expect(toast.locator("button", has_text="Open")).to_be_visible()
+    expect(toast.locator("button", has_text="Show log")).to_be_visible()
     # the job's details (its log view in the panel) list the outputs as download links
     job_item(lab_page, job["id"]).locator(".jp-HivePanel-logsButton").click()
-    link = lab_page.page.locator("#hive-lab-panel a.jp-HiveLogs-output", has_text="submit-me.executed.ipynb")
+    link = lab_page.page.locator("#hive-lab-logs a.jp-HiveLogs-output", has_text="submit-me.executed.ipynb")
     expect(link).to_be_visible(timeout=30_000)
     got = lab_page.page.request.get(link.get_attribute("href"))
     assert got.status == 200 and "answer 42" in got.text()
-    # ... and open the executed notebook in Lab: copied into the user's files, opened in a tab
-    link.locator("xpath=..").locator("button.jp-HiveLogs-open").click()
+    # ... and the toast's Open opens the executed notebook in Lab: copied into the user's files, in a tab
+    toast.locator("button", has_text="Open").click()
     copy = f"hive-outputs/{job['id']}/submit-me.executed.ipynb"
     expect(lab_page.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab",
                                  has_text="submit-me.executed.ipynb")).to_be_visible(timeout=30_000)

@@ -32,7 +32,7 @@ def test_queued_job_shows_its_estimated_start(lab_page):
         # the cell's and the CLI's words (hive_lab.format.estimate_text), the clock time on hover
         expect(estimate).to_have_text(re.compile(r"^Starts in ~1 h 5\d min \("))
         expect(estimate).to_have_attribute("title", re.compile(r"^about "))
-        expect(estimate).to_contain_text(f"(when {running['id']} ends (its time limit of 2 h))")
+        expect(estimate).to_contain_text(f"(when {running['id']} ends (its time limit of 2h))")
         # the running job has none
         running_item = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{running['id']}']")
         expect(running_item.locator(".jp-HivePanel-estimate")).to_have_count(0)

@@ -27,6 +27,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from hive_scheduler.words import gpu_list_text
 from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 
 MISMATCH_EXIT = 219
@@ -180,7 +181,7 @@ def _task_function(fn: str, t: TaskLaunch, *, in_step: bool, base_env: dict[str,
     if t.gpu_indices:
         gpu_check = f"""  got=$(printf '%s' "${{{gpu_var}:-}}" | /usr/bin/tr ',' '\\n' | /usr/bin/sort -n | /usr/bin/paste -sd, -)
   if [ "$got" != {_q(want)} ]; then
-    hive_mismatch "Slurm gave {t.task} GPUs [$got] on ${{SLURMD_NODENAME:-?}}, hive-lab placed GPUs [{want}] on {t.node}"
+    hive_mismatch "Slurm gave {t.task} ${{SLURMD_NODENAME:-?}} GPU $got, hive-lab placed it on {gpu_list_text(t.node, t.gpu_indices)}"
   fi
   slurm_cvd=${{CUDA_VISIBLE_DEVICES:-}}
 """

@@ -21,6 +21,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from hive_scheduler import RequestError
+from hive_scheduler.words import gpu_list_text
 
 from hive_lab_server.errors import StoreUnavailable
 from hive_lab_server.execution.launchers.base import LaunchError, TaskExit
@@ -250,7 +251,8 @@ class UnitOfWork:
             if d.event == "started":
                 job.placement = list(d.placement)
                 job.opportunistic = bool(d.opportunistic) or job.request.priority < 0
-                where = "; ".join(f"{p.task} on {p.node} GPUs {list(p.gpus)}" for p in job.placement)
+                # "main-0 on node-0 GPU 0,1": the GPU-list form of every surface (hive_scheduler.words)
+                where = "; ".join(f"{p.task} on {gpu_list_text(p.node, p.gpus)}" for p in job.placement)
                 overflow = bool(d.reason) and "(overflow)" in d.reason
                 facts.append((job_id, m.Placed(tuple(p.task for p in job.placement),
                                                where + (f" ({d.reason})" if overflow else

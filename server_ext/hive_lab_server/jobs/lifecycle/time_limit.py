@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from hive_scheduler.words import limit_text as core_limit_text
+
 MAX_LIMIT_S = 366 * 86400  # the largest limit anyone may ask for (a year): beyond is a typo
 
 
@@ -22,14 +24,7 @@ def limit_text(seconds: float | None) -> str:
     """``7200`` -> ``2h``, ``5400`` -> ``1h30m``, ``90`` -> ``1m30s``, ``1`` -> ``1s``, ``0.5`` -> ``0.5s``."""
     if seconds is None:
         return "none"
-    if seconds < 60 and seconds != int(seconds):
-        return f"{seconds:g}s"
-    total = int(round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
-    return "".join(parts) or "0s"
+    return core_limit_text(seconds)  # the core's words: the estimates' bases say limits the same way
 
 
 class TimeLimitError(ValueError):
