@@ -172,12 +172,15 @@ class Client:
     def schedule(self, schedule_id: str) -> dict:
         return self._request("GET", f"schedules/{schedule_id}")
 
-    def add_schedule(self, cron: str, job: dict, *, name: str = "schedule", timezone: str = "UTC",
+    def add_schedule(self, cron: str, job: dict, *, name: str | None = None, timezone: str = "UTC",
                      policy: str = "skip", paused: bool = False, inherit_env: bool = True) -> dict:
         """Submit ``job`` (a JobSpec) as you at each time ``cron`` names in ``timezone``; ``policy``: skip,
-        queue_one or run_all (for a run still going, or runs missed while the server was down)."""
-        body = {"name": name, "cron": cron, "timezone": timezone, "policy": policy, "paused": paused,
+        queue_one or run_all (for a run still going, or runs missed while the server was down). A schedule
+        of yours named ``name`` is replaced (the answer has ``"replaced": true``); no name: its id."""
+        body = {"cron": cron, "timezone": timezone, "policy": policy, "paused": paused,
                 "job": self._body(job, {}, inherit_env)}
+        if name:
+            body["name"] = name
         return self._request("POST", "schedules", json=body)
 
     def pause_schedule(self, schedule_id: str) -> dict:

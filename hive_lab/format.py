@@ -59,9 +59,31 @@ def three_digits(x: float) -> str:
 
 
 def schedule_line(schedule: dict) -> str:
-    """``s-000001 grade: 0 0 * * * (Europe/Berlin), next run 2026-11-26T00:00:00+01:00`` (or ``paused``)."""
-    return (f"{schedule['id']} {schedule['name']}: {schedule['cron']} ({schedule['timezone']}), next run "
-            f"{schedule.get('next_run_at') or 'paused'}")
+    """``schedule nightly: every day at 00:00 Europe/Berlin (next: Sat 28 Nov 00:00 CET); replaced the
+    previous one``: one line, times in the schedule's own zone (a server without ``when`` gives the cron)."""
+    when = schedule.get("when") or schedule["cron"]
+    if schedule.get("paused"):
+        nxt = "paused"
+    else:
+        nxt = "next: " + local_time_text(schedule.get("next_run_local") or schedule.get("next_run_at"),
+                                         schedule["timezone"])
+    tail = "; replaced the previous one" if schedule.get("replaced") else ""
+    return f"schedule {schedule['name']}: {when} {schedule['timezone']} ({nxt}){tail}"
+
+
+def local_time_text(iso_time: str | None, zone: str) -> str:
+    """``Sat 28 Nov 00:00 CET``: an ISO time shown in ``zone`` with the zone's abbreviation."""
+    import datetime as dt
+    import zoneinfo
+
+    if not iso_time:
+        return "none"
+    when = dt.datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    try:
+        when = when.astimezone(zoneinfo.ZoneInfo(zone))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass  # the server's offset as it gave it
+    return f"{when:%a} {when.day} {when:%b %H:%M} {when.tzname() or ''}".rstrip()
 
 
 def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:
