@@ -139,10 +139,12 @@ class Client:
 
         return self.submit(notebook_job_spec(path, parameters, **options))
 
-    def submit_file(self, text: str, content_type: str, *, dry_run: bool = False) -> dict:
+    def submit_file(self, text: str, content_type: str, *, dry_run: bool = False, no_image: bool = False) -> dict:
         """Send a job file as it is (an OpenPAI job, an sbatch script, a Kubernetes manifest, or hive-lab's
-        own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer."""
-        return self._request("POST", "jobs", params={"dry_run": "true"} if dry_run else None,
+        own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer. ``no_image``
+        (a server without containers): the images it names are not applied; its commands run as processes."""
+        params = {k: "true" for k, on in (("dry_run", dry_run), ("no_image", no_image)) if on}
+        return self._request("POST", "jobs", params=params or None,
                              data=text.encode("utf-8"), headers={"Content-Type": content_type})
 
     def what_if(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:

@@ -63,6 +63,9 @@ class HiveLabMagics(Magics):
     @argument("--vc", default=None, help="virtual cluster (default: your first)")
     @argument("--priority", default=None, help="0..1000 or 'opportunistic'")
     @argument("--image", default=None, help="container image (default: run locally)")
+    @argument("--no-image", action="store_true",
+              help="with --file, on a server without containers: run the commands of a job file that names an "
+                   "image as processes (the job lists image as not applied)")
     @argument("--name", default=None, help="job name (default: cell)")
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
     @argument("--file", default=None, metavar="PATH",
@@ -181,9 +184,9 @@ class HiveLabMagics(Magics):
                                  "or drop --file")
             text, ctype, _ = read_job_file(args.file)
             if args.dry_run:
-                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True)))
+                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True, no_image=args.no_image)))
                 return None
-            job = Job(self.client, self.client.submit_file(text, ctype))
+            job = Job(self.client, self.client.submit_file(text, ctype, no_image=args.no_image))
         except HiveLabError as exc:
             return self._fail(exc)
         self._show(job, block=args.wait or args.follow, follow=args.follow)

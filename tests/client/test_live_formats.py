@@ -64,3 +64,68 @@ def test_magic_submit_file_takes_a_path(ann_env, tmp_path, monkeypatch, capsys):
     assert "rank 1 local 1 of 2" in job.logs()
     with pytest.raises(UsageError, match="leave the cell empty"):
         ip.run_cell_magic("submit", "--file train.sbatch", "print('a cell too')")
+
+
+# Issue 40, 6: job files that name an image, on a personal install (local launcher, no containers)
+PAI_V2 = """protocolVersion: 2
+name: hello-pai
+type: job
+prerequisites:
+  - name: image
+    type: dockerimage
+    uri: python:3.12-slim
+taskRoles:
+  worker:
+    instances: 2
+    dockerImage: image
+    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 1}
+    commands:
+      - echo "worker $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX of $PAI_TASK_ROLE_TASK_COUNT_worker"
+"""
+
+K8S_JOB = """apiVersion: batch/v1
+kind: Job
+metadata:
+  name: hello-k8s
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: main
+          image: python:3.12-slim
+          command: ["sh", "-c"]
+          args: ["echo k8s says $GREETING"]
+          env:
+            - name: GREETING
+              value: hello
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+
+@pytest.mark.parametrize("name, text, image_field", [
+    ("hello.pai.yaml", PAI_V2, "taskRoles.*.dockerImage"),
+    ("hello-job.yaml", K8S_JOB, "spec.template.spec.containers[0].image"),
+])
+def test_a_job_file_with_an_image_runs_with_no_image(hive_server, tmp_path, name, text, image_field):
+    path = tmp_path / name
+    path.write_text(text)
+    refused = cli(hive_server, "submit", str(path), check=False)  # the first refusal names the way out
+    assert refused.returncode == 1 and "submit with --no-image" in refused.stderr, refused.stderr
+    assert "python:3.12-slim" in refused.stderr
+    flag = cli(hive_server, "submit", str(path), "--image", "", check=False)  # was "edit the file instead"
+    assert flag.returncode == 1 and "add --no-image" in flag.stderr, flag.stderr
+    job = json.loads(cli(hive_server, "submit", str(path), "--no-image", "--wait", "--json").stdout)
+    assert job["state"] == "succeeded", job
+    assert job["spec"].get("image") is None
+    note = f"{image_field}: 'python:3.12-slim' not applied (--no-image): the commands run as processes on this server"
+    assert note in job["spec"]["source"]["not_applied"], job["spec"]["source"]
+    shown = cli(hive_server, "jobs", job["id"]).stdout
+    assert f"not applied: {note}" in " ".join(shown.split()), shown  # `hive-lab jobs J` says so (rich may wrap)
+    tasks = {"worker-0": "worker 0 of 2", "worker-1": "worker 1 of 2"} if "pai" in name else {"pod-0": "k8s says hello"}
+    for task, line in tasks.items():
+        log = cli(hive_server, "logs", job["id"], "--task", task).stdout
+        assert line in log, (task, log)

@@ -16,8 +16,8 @@ import copy
 import re
 from typing import Any
 
-from hive_lab_server.api.formats.common import (ABSENT, SECRET_MASK, Translation, completion_count, env_value, fail, is_int, job_name, task_name,
-                     vc_from, want_dict, want_int, want_list, want_str)
+from hive_lab_server.api.formats.common import (ABSENT, NO_IMAGE_HINT, SECRET_MASK, Translation, completion_count, env_value, fail, is_int, job_name, task_name,
+                     vc_from, want_dict, want_int, want_list, want_str, image_not_applied)
 
 TOP_FIELDS = {"protocolVersion", "name", "type", "version", "contributor", "description", "prerequisites",
               "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras"}
@@ -190,7 +190,8 @@ def _plugins(extras: dict, notes: list[str]) -> dict[str, dict[str, list[str]]]:
     return hooks
 
 
-def translate(doc: dict) -> Translation:
+def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
+    """``ignore_image``: the roles' dockerImage is not applied (noted); the commands run as processes."""
     notes: list[str] = []
     original_doc = doc
     if is_draft(doc):
@@ -272,12 +273,13 @@ def translate(doc: dict) -> Translation:
         ports[str(rname)] = {str(k): max(1, want_int(v, f"{field}.resourcePerInstance.ports.{k}", 0))
                              for k, v in role_ports.items()}
         image_ref = role.get("dockerImage")
-        if image_ref is None:
-            raise fail(f"{field}.dockerImage", "name the dockerimage prerequisite this role runs in")
-        image = prereqs.get(str(image_ref))
-        if image is None or image.get("type") != "dockerimage":
+        if image_ref is None and not ignore_image:
+            raise fail(f"{field}.dockerImage", f"name the dockerimage prerequisite this role runs in, {NO_IMAGE_HINT}")
+        image = prereqs.get(str(image_ref)) if image_ref is not None else None
+        if image_ref is not None and (image is None or image.get("type") != "dockerimage"):
             raise fail(f"{field}.dockerImage", f"{image_ref!r:.60} is not a dockerimage in prerequisites")
-        images[str(rname)] = want_str(image.get("uri"), f"prerequisites.{image_ref}.uri")
+        if image is not None:
+            images[str(rname)] = want_str(image.get("uri"), f"prerequisites.{image_ref}.uri")
         scope: dict[str, Any] = {"parameters": params}
         for kind in ("data", "script", "output"):
             ref = role.get(kind)
@@ -323,6 +325,9 @@ def translate(doc: dict) -> Translation:
         tasks.append({"name": str(rname), "count": count, "gpus": gpus, "cpus": cpus, "memory_mb": memory,
                       "command": command, **policy,
                       **({"gpu_type": hive["gpu_type"]} if hive.get("gpu_type") else {})})
+    if ignore_image:
+        notes.append(image_not_applied("taskRoles.*.dockerImage", list(images.values())))
+        images = {}
     if len(set(images.values())) > 1:
         first = next(iter(images))
         other = next(r for r in images if images[r] != images[first])
@@ -337,8 +342,8 @@ def translate(doc: dict) -> Translation:
                      "largest of jobRetryCount and taskRetryCount)")
     max_retries = min(100, max([job_retries, *retries.values()]))
     request: dict[str, Any] = {
-        "name": job_name(name), "image": next(iter(images.values())), "tasks": tasks,
-        "env": {"PAI_JOB_NAME": str(name)},
+        "name": job_name(name), "tasks": tasks, "env": {"PAI_JOB_NAME": str(name)},
+        **({"image": next(iter(images.values()))} if images else {}),
     }
     if doc.get("jobRetryCount") is not None or any(r.get("taskRetryCount") is not None for r in roles.values()
                                                    if isinstance(r, dict)):
