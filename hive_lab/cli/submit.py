@@ -295,6 +295,8 @@ def _run_document(args, client, text: str, ctype: str) -> int:
         print_json(answer) if args.json else print(what_if_text(answer))
         return 0
     job = client.submit_file(text, ctype, no_image=args.no_image)
+    if str(job.get("id", "")).startswith("a-"):  # an array (#SBATCH --array, an OpenPAI role without gang)
+        return _document_array(args, client, job)
     if not args.json:
         print(status_line(job))
         for note in ((job.get("spec") or {}).get("source") or {}).get("not_applied", []):
@@ -307,6 +309,27 @@ def _run_document(args, client, text: str, ctype: str) -> int:
         return 0
     code = job.get("exit_code")
     return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0
+
+
+def _document_array(args, client, array: dict) -> int:
+    """A job file that became an array: its line (and what was not applied); with --wait, once it ended."""
+    from ..format import array_line
+
+    if not args.json:
+        print(array_line(array))
+        for note in ((array.get("spec") or {}).get("source") or {}).get("not_applied", []):
+            print(f"  not applied: {note}", file=sys.stderr)
+    if args.wait or args.follow:
+        from ..watch import wait_for_array
+
+        array = wait_for_array(client, array["id"])
+        if not args.json:
+            print(array_line(array))
+    if args.json:
+        print_json(array)
+    if not (args.wait or args.follow):
+        return 0
+    return 1 if array["counts"].get("failed") else 0
 
 
 def wait_with_progress(client, job: dict, *, follow: bool, quiet: bool = False) -> dict:

@@ -233,8 +233,6 @@ def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
     extras = want_dict(doc.get("extras") or {}, "extras")
     priority, hived = _hived(extras, roles, notes) if ("hivedScheduler" in extras or "hivedscheduler" in extras) else (None, {})
     hooks = _plugins(extras, notes)
-    if extras.get("gangAllocation") is False:
-        notes.append("extras.gangAllocation: false is not applied: hive-lab starts a job's tasks all together")
     for k in sorted(set(extras) - {"hivedScheduler", "hivedscheduler", "com.microsoft.pai.runtimeplugin",
                                    "gangAllocation", "submitFrom"}):
         notes.append(f"extras.{k}: not applied")
@@ -356,5 +354,30 @@ def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
     if hived.get("*", {}).get("pinned_cell"):
         request["pinned_cell"] = hived["*"]["pinned_cell"]  # checked against the VC's pinned cells at submit
     secret_env = {f"PAI_SECRET_{k}": env_value(v) for k, v in secrets.items()}
+    runtime: dict[str, Any] = {"platform": "openpai", "ports": ports}
+    if extras.get("gangAllocation") is False:
+        runtime.update(_without_gang(tasks, notes))
     return Translation(format="openpai-v2", request=request, original=masked(original_doc, set(secrets)),
-                       not_applied=notes, runtime={"platform": "openpai", "ports": ports}, secrets=secret_env)
+                       not_applied=notes, runtime=runtime, secrets=secret_env)
+
+
+def _without_gang(tasks: list[dict], notes: list[str]) -> dict[str, Any]:
+    """``extras.gangAllocation: false``: OpenPAI starts the tasks as resources allow, not all at once. A
+    role's instances become a job array here (one element per instance, released as they fit), and the
+    role's completion counts end it: ``minFailedInstances`` failed elements cancel the rest (the job
+    failed), ``minSucceededInstances`` succeeded ones too (the job succeeded). Returns the runtime fields
+    (``array``, ``instances``, ``completion``) and changes the one task group to one task per element."""
+    if len(tasks) != 1:
+        notes.append("extras.gangAllocation: false is not applied to a job of several task roles: hive-lab "
+                     "starts their tasks all together (a job of one role runs its instances as they fit)")
+        return {}
+    task = tasks[0]
+    count = task["count"]
+    if count == 1:
+        return {}
+    completion = {"min_failed": task.pop("min_failed", 1), "min_succeeded": task.pop("min_succeeded", None)}
+    task["count"] = 1
+    notes.append(f"extras.gangAllocation: false: the {count} instances of {task['name']} start as they fit, each "
+                 f"its own job in an array (PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX is its index); the role's "
+                 f"completion counts end the array")
+    return {"array": f"0-{count - 1}", "instances": count, "completion": completion}
