@@ -192,8 +192,11 @@ def test_a_schedule_of_the_same_name_replaces_the_first(srv, clock):
     assert again["cron"] == "30 1 * * *" and again["job"]["command"] == "echo tock"
     mine = srv.request("GET", "schedules", user="ann").json()["schedules"]
     assert [(s["id"], s["name"]) for s in mine] == [(first["id"], "nightly")]  # one schedule, not two
-    bobs = create(srv, "bob", {"name": "nightly", "cron": "0 0 * * *", "job": JOB})  # names are per owner
-    assert bobs["replaced"] is False and bobs["id"] != first["id"]
+    # names are per owner: bob's "nightly" is his own; it must not replace ann's (her runs would be his job)
+    bobs = create(srv, "bob", {"name": "nightly", "cron": "0 0 * * *", "job": {**JOB, "command": "echo bob"}})
+    assert bobs["replaced"] is False and bobs["id"] != first["id"] and bobs["user"] == "bob"
+    hers = srv.request("GET", f"schedules/{first['id']}", user="ann").json()
+    assert hers["user"] == "ann" and hers["job"]["command"] == "echo tock" and hers["cron"] == "30 1 * * *"
     unnamed = [create(srv, "ann", {"cron": "@hourly", "job": JOB}) for _ in range(2)]  # no name: its id
     assert [s["name"] for s in unnamed] == [s["id"] for s in unnamed]
     clock.set(T0 + 12 * 3600)  # 2026-09-22 02:13:20 UTC: past 01:30 Berlin (23:30 UTC) once
