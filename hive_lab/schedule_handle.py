@@ -61,8 +61,13 @@ def cell_schedule_name(shell: Any, code: str) -> str:
 
 
 def _cell_id(shell: Any) -> str | None:
-    """The id JupyterLab sent with the cell being run (``metadata.cellId`` of the execute request)."""
-    header = getattr(shell, "parent_header", None) if shell is not None else None
-    metadata = header.get("metadata") if isinstance(header, dict) else None
+    """The id JupyterLab sent with the cell being run (``metadata.cellId`` of the execute request, which
+    ipykernel keeps as the kernel's parent message)."""
+    get_parent = getattr(getattr(shell, "kernel", None), "get_parent", None)
+    try:
+        parent = get_parent() if callable(get_parent) else None
+    except Exception:  # (an ipykernel without it for this channel)
+        parent = None
+    metadata = parent.get("metadata") if isinstance(parent, dict) else None
     cell = metadata.get("cellId") if isinstance(metadata, dict) else None
     return cell if isinstance(cell, str) and cell else None
