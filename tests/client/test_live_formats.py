@@ -167,6 +167,8 @@ def test_a_role_without_gang_runs_its_tasks_as_they_fit(hive_server, tmp_path):
     path = tmp_path / "many.yaml"
     path.write_text(_role_without_gang(6, ['echo "task $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX of '
                                            '$PAI_TASK_ROLE_TASK_COUNT_taskrole"']))
+    dry = cli(hive_server, "submit", str(path), "--no-image", "--dry-run", check=False)
+    assert dry.returncode == 1 and "this openpai-v2 file runs as a job array" in dry.stderr, dry.stderr
     out = cli(hive_server, "submit", str(path), "--no-image", "--wait", "--json")
     array = json.loads(out.stdout)
     counts = {k: v for k, v in array["counts"].items() if v}
