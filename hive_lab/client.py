@@ -139,10 +139,12 @@ class Client:
 
         return self.submit(notebook_job_spec(path, parameters, **options))
 
-    def submit_file(self, text: str, content_type: str, *, dry_run: bool = False) -> dict:
+    def submit_file(self, text: str, content_type: str, *, dry_run: bool = False, no_image: bool = False) -> dict:
         """Send a job file as it is (an OpenPAI job, an sbatch script, a Kubernetes manifest, or hive-lab's
-        own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer."""
-        return self._request("POST", "jobs", params={"dry_run": "true"} if dry_run else None,
+        own spec): ``POST jobs`` with the file as the body; with ``dry_run`` the what-if answer. ``no_image``
+        (a server without containers): the images it names are not applied; its commands run as processes."""
+        params = {k: "true" for k, on in (("dry_run", dry_run), ("no_image", no_image)) if on}
+        return self._request("POST", "jobs", params=params or None,
                              data=text.encode("utf-8"), headers={"Content-Type": content_type})
 
     def what_if(self, spec: dict | None = None, inherit_env: bool = True, **fields: Any) -> dict:
@@ -172,12 +174,15 @@ class Client:
     def schedule(self, schedule_id: str) -> dict:
         return self._request("GET", f"schedules/{schedule_id}")
 
-    def add_schedule(self, cron: str, job: dict, *, name: str = "schedule", timezone: str = "UTC",
+    def add_schedule(self, cron: str, job: dict, *, name: str | None = None, timezone: str = "UTC",
                      policy: str = "skip", paused: bool = False, inherit_env: bool = True) -> dict:
         """Submit ``job`` (a JobSpec) as you at each time ``cron`` names in ``timezone``; ``policy``: skip,
-        queue_one or run_all (for a run still going, or runs missed while the server was down)."""
-        body = {"name": name, "cron": cron, "timezone": timezone, "policy": policy, "paused": paused,
+        queue_one or run_all (for a run still going, or runs missed while the server was down). A schedule
+        of yours named ``name`` is replaced (the answer has ``"replaced": true``); no name: its id."""
+        body = {"cron": cron, "timezone": timezone, "policy": policy, "paused": paused,
                 "job": self._body(job, {}, inherit_env)}
+        if name:
+            body["name"] = name
         return self._request("POST", "schedules", json=body)
 
     def pause_schedule(self, schedule_id: str) -> dict:

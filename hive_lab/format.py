@@ -109,10 +109,29 @@ def three_digits(x: float) -> str:
 
 
 def schedule_line(schedule: dict) -> str:
-    """``s-000001 grade: 0 0 * * * (Europe/Berlin), next run 2026-11-26 00:00 CET`` (or ``paused``)."""
-    nxt = schedule.get("next_run_at")
-    return (f"{schedule['id']} {schedule['name']}: {schedule['cron']} ({schedule['timezone']}), next run "
-            f"{when_text(nxt) if nxt else 'paused'}")
+    """``schedule nightly: every day at 00:00 Europe/Berlin (next: 2026-11-28 00:00 CET); replaced the
+    previous one``: one line, times in the schedule's own zone (a server without ``when`` gives the cron)."""
+    when = schedule.get("when") or schedule["cron"]
+    if schedule.get("paused"):
+        nxt = "paused"
+    else:
+        nxt = "next: " + schedule_when_text(schedule.get("next_run_local") or schedule.get("next_run_at"),
+                                            schedule["timezone"])
+    tail = "; replaced the previous one" if schedule.get("replaced") else ""
+    return f"schedule {schedule['name']}: {when} {schedule['timezone']} ({nxt}){tail}"
+
+
+def schedule_when_text(iso_time: str | None, zone: str) -> str:
+    """A schedule's time as every surface says times (:func:`when_text`), in the schedule's own zone:
+    ``2026-11-28 00:00 CET`` for a Europe/Berlin schedule, wherever it is read."""
+    import zoneinfo
+
+    if not iso_time:
+        return "-"
+    try:
+        return when_text(iso_time, zoneinfo.ZoneInfo(zone))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return when_text(iso_time)
 
 
 def gpus_text(gpus: float | int | None, gpu_type: str | None = None) -> str:

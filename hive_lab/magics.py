@@ -64,6 +64,9 @@ class HiveLabMagics(Magics):
     @argument("--vc", default=None, help="virtual cluster (default: your first)")
     @argument("--priority", default=None, help="0..1000 or 'opportunistic'")
     @argument("--image", default=None, help="container image (default: run locally)")
+    @argument("--no-image", action="store_true",
+              help="with --file, on a server without containers: run the commands of a job file that names an "
+                   "image as processes (the job lists image as not applied)")
     @argument("--name", default=None,
               help="job name (default: the cell's first comment, else the notebook's name)")
     @argument("--files", nargs="+", default=None, help="files, globs or directories to stage (comma or space separated)")
@@ -89,7 +92,8 @@ class HiveLabMagics(Magics):
                    "variable holding a Job, or the name of your newest job so named; repeatable or comma-separated")
     @argument("--cron", default=None, metavar="EXPR",
               help="run this cell as a recurring job instead: at each time the cron expression names, e.g. "
-                   "'0 0 * * *' (returns the schedule; docs/pipelines.md)")
+                   "'0 0 * * *' (returns the schedule, one line; running the cell again replaces it: a schedule is "
+                   "named after --name, else the notebook and cell; docs/pipelines.md)")
     @argument("--tz", default="UTC", help="with --cron: the IANA time zone, e.g. Europe/Berlin (default UTC)")
     @argument("--policy", default="skip", choices=("skip", "queue_one", "run_all"),
               help="with --cron: what to do when a run is still going or was missed")
@@ -143,15 +147,15 @@ class HiveLabMagics(Magics):
                 if args.array or args.sweep or args.after or args.dry_run or args.wait or args.follow:
                     raise BadRequest("--cron makes a schedule of this cell; --array, --sweep, --after, --dry-run, "
                                      "--wait and --follow are for one submit", field="cron")
-                from .format import schedule_line
+                from .schedule_handle import Schedule, cell_schedule_name
 
                 cron = args.cron.strip()
                 if len(cron) > 1 and cron[0] == cron[-1] and cron[0] in "'\"":  # IPython keeps the quotes
                     cron = cron[1:-1]
-                schedule = self.client.add_schedule(cron, spec, name=spec.get("name") or "schedule",
-                                                    timezone=args.tz, policy=args.policy)
-                print(schedule_line(schedule))
-                return schedule
+                # named after --name, else this notebook and cell: running the cell again replaces its schedule
+                name = args.name or cell_schedule_name(self.shell, cell or "")
+                schedule = self.client.add_schedule(cron, spec, name=name, timezone=args.tz, policy=args.policy)
+                return Schedule(self.client, schedule)  # shown as one line: what, when in its zone, next run
             fields = array_fields(args.array, args.sweep)
             if fields:  # one request makes the array; its handle is returned (hive_lab.arrays.JobArray)
                 if args.dry_run or args.wait or args.follow:
@@ -184,9 +188,9 @@ class HiveLabMagics(Magics):
                                  "or drop --file")
             text, ctype, _ = read_job_file(args.file)
             if args.dry_run:
-                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True)))
+                print(what_if_text(self.client.submit_file(text, ctype, dry_run=True, no_image=args.no_image)))
                 return None
-            job = Job(self.client, self.client.submit_file(text, ctype))
+            job = Job(self.client, self.client.submit_file(text, ctype, no_image=args.no_image))
         except HiveLabError as exc:
             return self._fail(exc)
         self._show(job, block=args.wait or args.follow, follow=args.follow)

@@ -50,6 +50,11 @@ def run(args) -> int:
             progress = progress_text(job)
             if progress:
                 console.print(f"  progress: {progress}", markup=False)
+            source = (job.get("spec") or {}).get("source") or {}
+            if source.get("format"):  # a job file of another platform: what of it was not applied (e.g. --no-image)
+                console.print(f"  from: {source['format']} job file", markup=False)
+                for note in source.get("not_applied") or []:
+                    console.print(f"  not applied: {note}", markup=False)
             for h in job.get("history") or []:
                 console.print(f"  {when_text(h.get('at'))}  {h.get('state', ''):<10} {h.get('reason') or ''}",
                               markup=False)

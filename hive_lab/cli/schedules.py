@@ -1,13 +1,15 @@
 """``hive-lab schedules [list|add|show|pause|resume|delete]``: recurring jobs (docs/schedules.md).
 
     hive-lab schedules                                   # yours: next run, last run
-    hive-lab schedules add --cron '0 2 * * *' --timezone Europe/Berlin --name grade --gpus 1 -- python grade.py
+    hive-lab schedules add --cron '0 2 * * *' --timezone Europe/Berlin --name grade --gpus 1 --file grade.py -- python grade.py
     hive-lab schedules add --cron @hourly job.yaml --policy queue_one
     hive-lab schedules pause s-000003 ; hive-lab schedules resume s-000003 ; hive-lab schedules delete s-000003
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 
 from ..errors import BadRequest
@@ -36,7 +38,11 @@ def register(subparsers) -> None:
     add.add_argument("--timezone", "--tz", default="UTC", help="IANA time zone, e.g. Europe/Berlin (default UTC)")
     add.add_argument("--policy", choices=POLICIES, default="skip",
                      help="a run still going or runs missed: skip (default), queue_one, run_all")
-    add.add_argument("--name", help="the schedule's name (its jobs' name too)")
+    add.add_argument("--name", help="the schedule's name (its jobs' name too); a schedule of yours with this name is "
+                                    "replaced (default: the job's name, else the script's, e.g. grade for grade.py)")
+    add.add_argument("--file", action="append", default=[], metavar="PATH",
+                     help="stage a text file (or glob, or directory) with each run, e.g. the script the command "
+                          "runs (each run starts in its own new directory); repeatable")
     add.add_argument("--vc")
     add.add_argument("--gpus", type=float, help="GPUs of the job's task")
     add.add_argument("-c", "--command", help="shell command (or give it after --)")
@@ -56,7 +62,7 @@ def _table(schedules: list[dict]):
     from rich import box
     from rich.table import Table
 
-    from ..format import when_text
+    from ..format import schedule_when_text
 
     table = Table(title="schedules", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("ID", "name", "user", "cron", "time zone", "policy", "next run", "last run"):
@@ -65,7 +71,8 @@ def _table(schedules: list[dict]):
         last = s["runs"][0] if s["runs"] else None
         last_text = "" if last is None else f"{when_text(last['due_at'])} {last['job_id'] or last['outcome']}"
         table.add_row(s["id"], s["name"], s["user"], s["cron"], s["timezone"], s["policy"],
-                      "paused" if s["paused"] else when_text(s["next_run_at"]), last_text)
+                      "paused" if s["paused"] else schedule_when_text(s.get("next_run_local") or s["next_run_at"],
+                                                                      s["timezone"]), last_text)
     return table
 
 
@@ -92,6 +99,10 @@ def _job(args) -> dict:
         job["command"] = command
     if args.name:
         job.setdefault("name", args.name)
+    if args.file:
+        from ..submission import collect_files
+
+        job["files"] = {**(job.get("files") or {}), **collect_files(args.file)}  # relative to the current directory
     if args.vc:
         job["vc"] = args.vc
     if args.gpus is not None:
@@ -104,10 +115,27 @@ def _job(args) -> dict:
     return job
 
 
+def default_name(job: dict) -> str:
+    """A schedule's name when --name is not given (names are unique per owner: adding the same job again
+    replaces it): the job's name, else its script's (``grade`` for ``python grade.py``), else its first word."""
+    if job.get("name"):
+        return str(job["name"])
+    command = job.get("command") or next((t.get("command") for t in job.get("tasks") or [] if t.get("command")), "")
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    interpreter = bool(words) and re.fullmatch(r"(python[0-9.]*|bash|sh|Rscript|julia)", os.path.basename(words[0]))
+    script = next((w for w in words[1:] if not w.startswith("-")), None) if interpreter else None
+    chosen = script or (words[0] if words else "schedule")
+    return os.path.splitext(os.path.basename(chosen))[0] or "schedule"
+
+
 @reports_errors
 def run_add(args) -> int:
     client = client_from(args)
-    created = client.add_schedule(args.cron, _job(args), name=args.name or "schedule", timezone=args.timezone,
+    job = _job(args)
+    created = client.add_schedule(args.cron, job, name=args.name or default_name(job), timezone=args.timezone,
                                   policy=args.policy, paused=args.paused)
     if args.json:
         print_json(created)

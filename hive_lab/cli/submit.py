@@ -44,6 +44,9 @@ def register(subparsers) -> None:
     p.add_argument("--memory-mb", type=int)
     p.add_argument("--priority", help="0..1000 or 'opportunistic'")
     p.add_argument("--image")
+    p.add_argument("--no-image", action="store_true",
+                   help="on a server without containers (a personal install): run the commands of a job file that "
+                        "names an image as processes; the job lists image as not applied")
     p.add_argument("--max-retries", type=int)
     p.add_argument("--working-dir")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
@@ -159,6 +162,10 @@ def build_spec(args) -> dict:
         raise BadRequest("-p/--param sets a notebook's parameters; add --notebook PATH.ipynb", field="notebook")
     if args.notebook:
         _apply_notebook(spec, args, command, openpai)
+    if getattr(args, "no_image", False):
+        if args.image is not None:
+            raise BadRequest("--image and --no-image contradict each other; keep one", field="image")
+        spec.pop("image", None)  # the commands run as processes, in this environment (the client sends it)
     if not openpai and not spec.get("command") and not spec.get("notebook") \
             and not any(t.get("command") for t in spec["tasks"]):
         raise BadRequest("no command: give -c 'python train.py', put it after --, or set command in the spec",
@@ -210,8 +217,10 @@ def _foreign_file(args):
     if extra or flags or args.env or args.file or args.param or args.after:
         what = "--" + flags[0].replace("_", "-") if flags else "--env" if args.env else "--file" if args.file else \
             "--after" if args.after else "a command"
+        hint = ("; to run its commands as processes on a server without containers, keep the file's image and "
+                "add --no-image" if flags and flags[0] == "image" else "")
         raise BadRequest(f"{path} is another platform's job file, sent as it is; {what} does not apply to it "
-                         "(edit the file instead)")
+                         f"(edit the file instead{hint})")
     return text, ctype
 
 
@@ -288,10 +297,12 @@ def _run_document(args, client, text: str, ctype: str) -> int:
     from ..format import FINISHED, status_line, what_if_text
 
     if args.dry_run:
-        answer = client.submit_file(text, ctype, dry_run=True)
+        answer = client.submit_file(text, ctype, dry_run=True, no_image=args.no_image)
         print_json(answer) if args.json else print(what_if_text(answer))
         return 0
-    job = client.submit_file(text, ctype)
+    job = client.submit_file(text, ctype, no_image=args.no_image)
+    if str(job.get("id", "")).startswith("a-"):  # an array (#SBATCH --array, an OpenPAI role without gang)
+        return _document_array(args, client, job)
     if not args.json:
         print(status_line(job))
         for note in ((job.get("spec") or {}).get("source") or {}).get("not_applied", []):
@@ -304,6 +315,27 @@ def _run_document(args, client, text: str, ctype: str) -> int:
         return 0
     code = job.get("exit_code")
     return code if isinstance(code, int) and 0 < code < 256 else 1 if job.get("state") in FINISHED else 0
+
+
+def _document_array(args, client, array: dict) -> int:
+    """A job file that became an array: its line (and what was not applied); with --wait, once it ended."""
+    from ..format import array_line
+
+    if not args.json:
+        print(array_line(array))
+        for note in ((array.get("spec") or {}).get("source") or {}).get("not_applied", []):
+            print(f"  not applied: {note}", file=sys.stderr)
+    if args.wait or args.follow:
+        from ..watch import wait_for_array
+
+        array = wait_for_array(client, array["id"])
+        if not args.json:
+            print(array_line(array))
+    if args.json:
+        print_json(array)
+    if not (args.wait or args.follow):
+        return 0
+    return 1 if array["counts"].get("failed") else 0
 
 
 def wait_with_progress(client, job: dict, *, follow: bool, quiet: bool = False) -> dict:

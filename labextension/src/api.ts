@@ -345,8 +345,12 @@ export class HiveApi {
    * A job file sent as it is (an OpenPAI job, an sbatch script, a Kubernetes/Volcano manifest or
    * hive-lab's own spec): the server reads its format. Answers the job, or the array (`#SBATCH --array`).
    */
-  submitFile(text: string, contentType: string): Promise<IJob & Partial<IArray>> {
-    return this.request<IJob & Partial<IArray>>('jobs', {
+  /**
+   * Send a job file as it is. `noImage` (`--no-image`, a server without containers): the images it
+   * names are not applied (the job lists them as such) and its commands run as processes.
+   */
+  submitFile(text: string, contentType: string, noImage = false): Promise<IJob & Partial<IArray>> {
+    return this.request<IJob & Partial<IArray>>(noImage ? 'jobs?no_image=true' : 'jobs', {
       method: 'POST',
       headers: { 'Content-Type': contentType },
       body: text

@@ -4,9 +4,37 @@
  * its format); a notification says what became of it, with what hive-lab did not apply, or the
  * server's sentence when it refused it.
  */
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { notify } from './notify';
 
+import { HiveApiError } from './api';
 import { ClusterModel } from './model';
+
+/**
+ * Whether a refusal is about the file's container image on a server that runs processes (the local
+ * or Slurm launcher): its sentence names `--no-image`, which the drop then offers (issue 40).
+ */
+export function offersNoImage(error: unknown): boolean {
+  return (
+    error instanceof HiveApiError &&
+    error.status === 400 &&
+    /(^|\.)(image|dockerImage)$/.test(error.field ?? '') &&
+    error.message.includes('--no-image')
+  );
+}
+
+/** Ask whether to run the file's commands as processes, its image not applied. */
+async function askNoImage(name: string, why: string): Promise<boolean> {
+  const answer = await showDialog({
+    title: `${name} names a container image`,
+    body: `${why}`,
+    buttons: [
+      Dialog.cancelButton(),
+      Dialog.okButton({ label: 'Run as processes (--no-image)' })
+    ]
+  });
+  return answer.button.accept;
+}
 
 /** The content type `POST jobs` reads a file of this name as. */
 export function contentTypeOf(name: string): string {
@@ -23,7 +51,15 @@ export function contentTypeOf(name: string): string {
 export async function submitDroppedFile(model: ClusterModel, file: File): Promise<void> {
   try {
     const text = await file.text();
-    const answer = await model.api.submitFile(text, contentTypeOf(file.name));
+    let answer: Awaited<ReturnType<typeof model.api.submitFile>>;
+    try {
+      answer = await model.api.submitFile(text, contentTypeOf(file.name));
+    } catch (error) {
+      if (!offersNoImage(error) || !(await askNoImage(file.name, (error as Error).message))) {
+        throw error;
+      }
+      answer = await model.api.submitFile(text, contentTypeOf(file.name), true);
+    }
     const source = (answer as any).spec?.source;
     const notes: string[] = source?.not_applied ?? [];
     const what = answer.id.startsWith('a-')

@@ -24,6 +24,10 @@ export interface ISchedule {
   policy: string;
   paused: boolean;
   next_run_at: string | null;
+  /** The next run in the schedule's own zone, ISO 8601 with its offset (servers since issue 40). */
+  next_run_local?: string | null;
+  /** The cron expression in words, e.g. "every day at 00:00". */
+  when?: string;
   runs: IScheduleRun[];
 }
 
@@ -32,6 +36,16 @@ const MIN_FETCH_MS = 3000;
 /** "2026-09-21 18:00 CEST" from an ISO time: local with zone, as every surface says times (format.whenText). */
 export function shortTime(iso: string | null): string {
   return iso ? whenText(iso) : '';
+}
+
+/**
+ * "2026-11-28 00:00 Europe/Berlin": the next run in the schedule's own zone (a `0 0 * * *` schedule in
+ * Berlin is shown at midnight, not as 23:00 UTC); UTC from a server that does not send it.
+ */
+export function nextRunText(s: ISchedule): string {
+  const local = s.next_run_local;
+  const m = local ? /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)/.exec(local) : null;
+  return m ? `${m[1]} ${m[2]} ${s.timezone}` : shortTime(s.next_run_at);
 }
 
 export function lastRunText(s: ISchedule): string {
@@ -92,14 +106,15 @@ export class ScheduleList {
       row.dataset.scheduleId = s.id;
       const title = document.createElement('div');
       title.className = 'jp-HivePanel-scheduleTitle';
-      title.textContent = `${s.name} · ${s.cron} (${s.timezone})` + (s.user !== me ? ` · ${s.user}` : '');
+      title.textContent =
+        `${s.name} · ${s.when || s.cron} (${s.timezone})` + (s.user !== me ? ` · ${s.user}` : '');
       const next = document.createElement('div');
       next.className = 'jp-HivePanel-scheduleNext';
-      next.textContent = s.paused ? 'paused' : `next ${shortTime(s.next_run_at)}`;
+      next.textContent = s.paused ? 'paused' : `next ${nextRunText(s)}`;
       const last = document.createElement('div');
       last.className = 'jp-HivePanel-scheduleLast';
       last.textContent = lastRunText(s);
-      row.title = `${s.id}, policy ${s.policy}`;
+      row.title = `${s.id}, cron ${s.cron}, policy ${s.policy}`;
       row.append(title, next, last);
       this.node.append(row);
     }

@@ -69,10 +69,29 @@ def test_a_cell_becomes_a_recurring_job(shell, capsys, ann_env):
 
         at = datetime.fromisoformat(schedule["next_run_at"].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Berlin"))
         assert (at.hour, at.minute) == (0, 0)  # midnight in Berlin, whatever the date and its offset
-        assert f"{schedule['id']} nightly-27: 0 0 * * * (Europe/Berlin), next run" in capsys.readouterr().out
+        zone = at.tzname()  # CET or CEST, as the date has it
+        line = f"schedule nightly-27: every day at 00:00 Europe/Berlin (next: {at:%Y-%m-%d} 00:00 {zone})"
+        assert repr(schedule) == line and capsys.readouterr().out == ""  # the cell's output: that one line
         from IPython.core.error import UsageError
 
         with pytest.raises(UsageError, match="--cron makes a schedule"):
             shell.run_cell_magic("submit", "--cron '* * * * *' --wait", "print(1)\n")
     finally:
         Client(ann_env.url, ann_env.tokens["ann"]).delete_schedule(schedule["id"])
+
+
+def test_a_cron_cell_run_twice_keeps_one_schedule(shell, ann_env):
+    """Issue 40, 5: running a ``%%submit --cron`` cell again added a second schedule (both fired). The cell
+    names its schedule (after --name, else the notebook and cell; here, a terminal shell: its code)."""
+    ann = Client(ann_env.url, ann_env.tokens["ann"])
+    try:
+        for args in ("--cron '0 0 * * *'", "--cron '0 0 * * *' --tz Europe/Berlin"):  # the same cell, run twice
+            schedule = shell.run_cell_magic("submit", args, "print('grading')\n")
+        assert repr(schedule).endswith("; replaced the previous one") and schedule["timezone"] == "Europe/Berlin"
+        assert [s["id"] for s in ann.schedules()] == [schedule["id"]]
+        other = shell.run_cell_magic("submit", "--cron '0 0 * * *'", "print('another cell')\n")
+        assert other["id"] != schedule["id"] and not repr(other).endswith("replaced the previous one")
+        assert len(ann.schedules()) == 2
+    finally:
+        for s in ann.schedules():
+            ann.delete_schedule(s["id"])

@@ -158,7 +158,9 @@ def test_the_date_form_names_the_zone():
     assert as_of_text(at) == f"as of {fmt.when_text(at)}"
     line = fmt.schedule_line({"id": "s-000001", "name": "grade", "cron": "0 0 * * *", "timezone": "Europe/Berlin",
                               "next_run_at": "2026-11-27T23:00:00Z"})
-    assert line.endswith(f"next run {fmt.when_text('2026-11-27T23:00:00Z')}")
+    # (a schedule's times are in its own zone, whoever reads them)
+    assert line == "schedule grade: 0 0 * * * Europe/Berlin (next: 2026-11-28 00:00 CET)"
+    assert line.endswith(f"(next: {fmt.when_text('2026-11-27T23:00:00Z', berlin)})")
 
 
 def test_gpu_lists_read_the_same_in_the_core_the_client_and_the_extension():

@@ -137,3 +137,14 @@ def test_an_sbatch_dependency_waits_for_hive_lab_jobs(api, run):
             break
         run(asyncio.sleep(0.1))
     assert got["state"] == "succeeded", got
+
+
+def test_no_image_is_refused_where_the_launcher_runs_images(api):
+    """Issue 40, 6: --no-image (no_image=true) is for servers without containers; the docker launcher
+    runs the file's image, so it is a 400 naming the flag, and a missing image still names the way out."""
+    code, answer = _post(api, "jobs?dry_run=true&no_image=true", "kubernetes/job.yaml")
+    assert code == 400 and answer["field"] == "no_image" and "without --no-image" in answer["error"], answer
+    body = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: a, command: [x]}\n"
+    code, answer = api("POST", "jobs?dry_run=true", body, headers={"Content-Type": "application/yaml"})
+    assert code == 400 and answer["field"] == "spec.containers[0].image" and "--no-image" in answer["error"], answer
+    assert api("GET", "jobs")[1]["total"] == 0

@@ -180,3 +180,53 @@ def test_a_run_passes_the_owners_limits_of_now_and_a_refusal_is_recorded(srv, cl
     assert run["outcome"] == "refused" and run["job_id"] is None
     refused = srv.request("POST", "jobs", user="ann", json={"command": "true", "tasks": [{"gpus": 1}]})
     assert refused.status_code == 403 and run["reason"] == refused.json()["error"], refused.text  # as POST jobs
+
+
+def test_a_schedule_of_the_same_name_replaces_the_first(srv, clock):
+    """Issue 40, 5: re-running a ``%%submit --cron`` cell (the same name) replaced nothing; both fired."""
+    first = create(srv, "ann", {"name": "nightly", "cron": "0 0 * * *", "job": JOB})
+    assert first["replaced"] is False
+    again = create(srv, "ann", {"name": "nightly", "cron": "30 1 * * *", "timezone": "Europe/Berlin",
+                                "job": {**JOB, "command": "echo tock"}}, status=200)
+    assert again["replaced"] is True and again["id"] == first["id"]
+    assert again["cron"] == "30 1 * * *" and again["job"]["command"] == "echo tock"
+    mine = srv.request("GET", "schedules", user="ann").json()["schedules"]
+    assert [(s["id"], s["name"]) for s in mine] == [(first["id"], "nightly")]  # one schedule, not two
+    # names are per owner: bob's "nightly" is his own; it must not replace ann's (her runs would be his job)
+    bobs = create(srv, "bob", {"name": "nightly", "cron": "0 0 * * *", "job": {**JOB, "command": "echo bob"}})
+    assert bobs["replaced"] is False and bobs["id"] != first["id"] and bobs["user"] == "bob"
+    hers = srv.request("GET", f"schedules/{first['id']}", user="ann").json()
+    assert hers["user"] == "ann" and hers["job"]["command"] == "echo tock" and hers["cron"] == "30 1 * * *"
+    unnamed = [create(srv, "ann", {"cron": "@hourly", "job": JOB}) for _ in range(2)]  # no name: its id
+    assert [s["name"] for s in unnamed] == [s["id"] for s in unnamed]
+    clock.set(T0 + 12 * 3600)  # 2026-09-22 02:13:20 UTC: past 01:30 Berlin (23:30 UTC) once
+    runs = runs_when(srv, first["id"], "ann", lambda r: len(r) == 1, "the replaced schedule's run")["runs"]
+    job = srv.wait_for_job(runs[0]["job_id"], "succeeded", user="ann")
+    assert job["spec"]["command"] == "echo tock"  # the replacement ran, once
+
+
+def test_times_are_shown_in_the_schedules_own_zone(srv):
+    """Issue 40, 5: ``0 0 * * *`` in Europe/Berlin was shown only as 23:00 UTC."""
+    sched = create(srv, "ann", {"name": "midnight", "cron": "0 0 * * *", "timezone": "Europe/Berlin", "job": JOB})
+    assert sched["when"] == "every day at 00:00"
+    assert sched["next_run_local"] == "2026-09-22T00:00:00+02:00"  # T0 is 21 Sep 16:13 in Berlin (CEST)
+    assert sched["next_run_at"] == "2026-09-21T22:00:00.000Z"
+
+
+def test_a_script_that_is_not_staged_is_refused(srv):
+    """Issue 40, 5: ``schedules add -- python grade.py`` took a script that no run would find."""
+    body = {"name": "grade", "cron": "@daily", "job": {"command": "python3 grade.py --all", "tasks": [{"gpus": 1}]}}
+    r = srv.request("POST", "schedules", user="ann", json=body)
+    assert r.status_code == 400 and r.json()["field"] == "job.command", r.text
+    assert r.json()["error"].startswith("job.command: grade.py is not staged with the job") and \
+        "--file grade.py" in r.json()["error"]
+    assert srv.request("GET", "schedules", user="ann").json()["schedules"] == []
+    tasks = {**body, "job": {"tasks": [{"gpus": 1, "command": "cd . && bash ./run.sh"}]}}
+    r = srv.request("POST", "schedules", user="ann", json=tasks)
+    assert r.status_code == 400 and r.json()["field"] == "job.tasks[0].command", r.text
+    staged = {**body["job"], "files": {"grade.py": "print('graded')\n"}}
+    assert create(srv, "ann", {**body, "job": staged})["name"] == "grade"
+    inside = {**staged, "working_dir": "sub", "files": {"sub/grade.py": "print('graded')\n"}}
+    assert create(srv, "ann", {**body, "name": "grade-sub", "job": inside})["name"] == "grade-sub"
+    for command in ("python3 -c 'print(1)'", "python3 -m http.server --help", "python3 /opt/grade.py", "echo hi"):
+        create(srv, "ann", {"cron": "@daily", "job": {"command": command, "tasks": [{"gpus": 1}]}})

@@ -157,3 +157,36 @@ def test_a_job_file_dropped_on_the_panel_runs_as_it_is(lone_page):
     refused = page.locator(".Toastify__toast", has_text="bad.sbatch was not submitted")
     expect(refused).to_be_visible(timeout=30_000)
     expect(refused).to_contain_text("unknown sbatch option")
+
+
+IMAGE_JOB = """apiVersion: batch/v1
+kind: Job
+metadata: {name: dropped-k8s}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - {name: main, image: "python:3.12-slim", command: [sh, -c, "echo from a dropped manifest"]}
+"""
+
+
+def test_a_dropped_file_with_an_image_is_offered_no_image(lone_page):
+    """Issue 40, 6: on a server without containers a dropped file naming an image was refused with no way
+    out; the drop now says why and offers --no-image, and the job says that image was not applied."""
+    srv, page = lone_page.server, lone_page.page
+    lone_page.open_panel()
+    page.evaluate(DROP, [IMAGE_JOB, "train-job.yaml"])
+    dialog = page.locator(".jp-Dialog", has_text="train-job.yaml names a container image")
+    expect(dialog).to_be_visible(timeout=30_000)
+    expect(dialog).to_contain_text("submit with --no-image")
+    dialog.locator("button", has_text="Run as processes (--no-image)").click()
+    toast = page.locator(".Toastify__toast", has_text="train-job.yaml: submitted as kubernetes")
+    expect(toast).to_be_visible(timeout=30_000)
+    expect(toast).to_contain_text("not applied: spec.template.spec.containers[0].image: 'python:3.12-slim'")
+    jobs = [j for j in srv.request("GET", "jobs").json()["jobs"] if j["name"] == "dropped-k8s"]
+    assert len(jobs) == 1
+    notes = srv.request("GET", f"jobs/{jobs[0]['id']}").json()["spec"]["source"]["not_applied"]
+    assert any("'python:3.12-slim' not applied (--no-image)" in n for n in notes), notes
+    assert srv.wait_for_job(jobs[0]["id"], "succeeded", "failed", timeout=60)["state"] == "succeeded"

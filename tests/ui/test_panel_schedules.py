@@ -21,10 +21,10 @@ def test_panel_lists_schedules_with_their_next_run(lab_page):
     try:
         lab_page.open_panel()
         row = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-schedule[data-schedule-id='{sid}']")
-        expect(row.locator(".jp-HivePanel-scheduleTitle")).to_have_text("nightly-grade · 0 0 * * * (Europe/Berlin)",
-                                                                        timeout=15_000)
-        expect(row.locator(".jp-HivePanel-scheduleNext")).to_have_text(
-            re.compile(r"^next \d{4}-\d\d-\d\d (22|23):00 UTC$"))  # midnight in Berlin
+        expect(row.locator(".jp-HivePanel-scheduleTitle")).to_have_text(
+            "nightly-grade · every day at 00:00 (Europe/Berlin)", timeout=15_000)
+        expect(row.locator(".jp-HivePanel-scheduleNext")).to_have_text(  # in its own zone, not 23:00 UTC (issue 40)
+            re.compile(r"^next \d{4}-\d\d-\d\d 00:00 Europe/Berlin$"))
         expect(row.locator(".jp-HivePanel-scheduleLast")).to_have_text("no run yet")
         held = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-schedule[data-schedule-id='{paused}']")
         expect(held.locator(".jp-HivePanel-scheduleNext")).to_have_text("paused")

@@ -117,7 +117,11 @@ def _paths() -> dict[str, Any]:
                 "a JobSpec with array or sweep makes a job array (201 with the Array, as POST arrays)",
                 (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
                 (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
-                        "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),),
+                        "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),
+                 _query("no_image", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                        "true (--no-image), on a server whose launcher has no containers: the images a job file "
+                        "names are not applied (listed in spec.source.not_applied); its commands run as processes. "
+                        "400 on a server that runs images")),
                 body={"oneOf": [{"$ref": REF.format(model="JobSpec")}, {"$ref": REF.format(model="PaiJob")}]})),
         },
         "/jobs/{job_id}": {

@@ -30,6 +30,15 @@ class ScheduleStore:
             row = conn.execute(select(_schedules).where(_schedules.c.id == schedule_id)).mappings().first()
             return dict(row) if row else None
 
+    def named(self, user: str, name: str) -> dict[str, Any] | None:
+        """The user's oldest schedule of this name (names are unique per owner since issue 40; older
+        stores may hold several: the oldest is the one a new one of that name replaces)."""
+        stmt = (select(_schedules).where(_schedules.c.user == user, _schedules.c.name == name)
+                .order_by(_schedules.c.seq).limit(1))
+        with self.engine.connect() as conn:
+            row = conn.execute(stmt).mappings().first()
+            return dict(row) if row else None
+
     def list(self, users: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Oldest first; ``users`` None: everyone's."""
         stmt = select(_schedules).order_by(_schedules.c.seq)

@@ -24,12 +24,15 @@ _TRANSLATORS: dict[str, Callable[[Any], Translation]] = {
 }
 
 
-def translate(doc: Any) -> Translation | None:
-    """The translation of a foreign document (None for hive-lab's own JobSpec)."""
+def translate(doc: Any, *, ignore_image: bool = False) -> Translation | None:
+    """The translation of a foreign document (None for hive-lab's own JobSpec). ``ignore_image``
+    (``--no-image``): the images the document names are not applied, and noted as such."""
     fmt = detect(doc)
     if fmt == "hive-lab":
         return None
-    return _TRANSLATORS[fmt](doc)
+    if fmt == "sbatch":  # a batch script names no image
+        return _TRANSLATORS[fmt](doc)
+    return _TRANSLATORS[fmt](doc, ignore_image=ignore_image)
 
 
 def _original_field(t: Translation, field: str | None) -> str | None:
@@ -67,13 +70,17 @@ def read_job(raw: bytes, content_type: str | None = None,
     """The ``JobSpec`` of a request body in any supported format; ``seal(values)`` encrypts secrets."""
     return from_document(read_body(raw, content_type), seal)
 
-def from_document(doc: Any, seal: Callable[[dict[str, str]], dict[str, str]] | None = None) -> JobSpec:
-    """The ``JobSpec`` of a parsed document in any supported format."""
+def from_document(doc: Any, seal: Callable[[dict[str, str]], dict[str, str]] | None = None, *,
+                  ignore_image: bool = False) -> JobSpec:
+    """The ``JobSpec`` of a parsed document in any supported format; ``ignore_image``: run its commands
+    as processes, whatever image it names (the caller checks that the launcher has no containers)."""
     bad = ("script", _text_problem(doc)) if isinstance(doc, str) else _bad_text(doc)
     if bad and bad[1]:  # text no store or process can hold (NUL, lone surrogates), named before anything else
         raise SpecError(f"{bad[0]}: {bad[1]}", bad[0])
-    t = translate(doc)
+    t = translate(doc, ignore_image=ignore_image)
     if t is None:
+        if ignore_image and isinstance(doc, dict):
+            doc = {k: v for k, v in doc.items() if k != "image"}
         return parse_job_spec(doc)
     _shell(t)
     if t.secrets:

@@ -27,6 +27,16 @@ class Translation:
     secrets: dict[str, str] = dataclasses.field(default_factory=dict)  # env name -> clear value (never stored)
 
 
+NO_IMAGE_HINT = ("or, on a server without containers, submit the file with --no-image "
+                 "(hive-lab submit FILE --no-image) to run its commands as processes")
+
+
+def image_not_applied(field: str, images: list[str]) -> str:
+    """The note a job sent with ``--no-image`` keeps about the images its file names."""
+    named = ", ".join(repr(i) for i in dict.fromkeys(images)) or "none given"
+    return f"{field}: {named} not applied (--no-image): the commands run as processes on this server"
+
+
 def fail(field: str, why: str) -> SpecError:
     return SpecError(f"{field}: {why}", field)
 

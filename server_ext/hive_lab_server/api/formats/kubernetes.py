@@ -16,7 +16,8 @@ import shlex
 from typing import Any
 
 from hive_lab_server.api.spec import GPU_SHARES
-from hive_lab_server.api.formats.common import Translation, env_value, fail, job_name, task_name, vc_from, want_dict, want_int, want_list
+from hive_lab_server.api.formats.common import (NO_IMAGE_HINT, Translation, env_value, fail, image_not_applied, job_name,
+                                                task_name, vc_from, want_dict, want_int, want_list)
 
 POD_FIELDS_APPLIED = {"containers", "restartPolicy"}
 
@@ -76,16 +77,19 @@ def _gpus(res: dict, field: str, notes: list[str]) -> tuple[Any, int | None]:
     return share, gpu_mem
 
 
-def pod_task(pod: dict, field: str, notes: list[str]) -> dict[str, Any]:
-    """One task group (without name/count) from a pod spec: image, command, GPUs, CPUs, memory, env."""
+def pod_task(pod: dict, field: str, notes: list[str], ignore_image: bool = False) -> dict[str, Any]:
+    """One task group (without name/count) from a pod spec: image, command, GPUs, CPUs, memory, env.
+    ``ignore_image``: the image is not applied (noted; ``image`` None), the command runs as processes."""
     pod = want_dict(pod, field)
     containers = want_list(pod.get("containers"), f"{field}.containers") if pod.get("containers") is not None else []
     if len(containers) != 1:
         raise fail(f"{field}.containers", f"hive-lab runs one container per task; this pod has {len(containers)}")
     c = want_dict(containers[0], f"{field}.containers[0]")
     cf = f"{field}.containers[0]"
-    if not c.get("image"):
-        raise fail(f"{cf}.image", "give the image the task runs in")
+    if not c.get("image") and not ignore_image:
+        raise fail(f"{cf}.image", f"give the image the task runs in, {NO_IMAGE_HINT}")
+    if ignore_image:
+        notes.append(image_not_applied(f"{cf}.image", [str(c["image"])] if c.get("image") else []))
     command = [str(x) for x in want_list(c.get("command") or [], f"{cf}.command")]
     args = [str(x) for x in want_list(c.get("args") or [], f"{cf}.args")]
     if not command:
@@ -112,7 +116,7 @@ def pod_task(pod: dict, field: str, notes: list[str]) -> dict[str, Any]:
             "command": shlex.join(command + args)}
     if gpu_mem is not None:
         task["gpu_memory_mb"] = gpu_mem
-    return {"task": task, "image": str(c["image"]), "env": env}
+    return {"task": task, "image": None if ignore_image else str(c["image"]), "env": env}
 
 
 def _name(meta: dict) -> str:
@@ -124,14 +128,15 @@ def _meta_notes(meta: dict, notes: list[str]) -> None:
         notes.append(f"metadata.{key}: not applied")
 
 
-def translate(doc: dict) -> Translation:
+def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
+    """``ignore_image``: the containers' images are not applied (noted); the commands run as processes."""
     kind, api = doc.get("kind"), doc.get("apiVersion")
     meta = want_dict(doc.get("metadata") or {}, "metadata")
     notes: list[str] = []
     _meta_notes(meta, notes)
     spec = want_dict(doc.get("spec") or {}, "spec")
     if kind == "Pod" and api == "v1":
-        one = pod_task(spec, "spec", notes)
+        one = pod_task(spec, "spec", notes, ignore_image)
         policy = spec.get("restartPolicy", "Always")
         if policy == "Always":
             notes.append("spec.restartPolicy: Always is not applied; the pod runs as a batch job, once")
@@ -141,7 +146,7 @@ def translate(doc: dict) -> Translation:
         return Translation("kubernetes", request, doc, notes, runtime={"platform": "kubernetes"})
     if kind == "Job" and api == "batch/v1":
         template = want_dict(spec.get("template") or {}, "spec.template")
-        one = pod_task(template.get("spec") or {}, "spec.template.spec", notes)
+        one = pod_task(template.get("spec") or {}, "spec.template.spec", notes, ignore_image)
         parallelism = want_int(spec.get("parallelism", 1), "spec.parallelism", 1)
         completions = spec.get("completions")
         if completions is not None and want_int(completions, "spec.completions", 1) != parallelism:
@@ -162,7 +167,7 @@ def translate(doc: dict) -> Translation:
             t = want_dict(t, field)
             tname = task_name(str(t.get("name") or f"task{i}"), f"{field}.name")
             template = want_dict(t.get("template") or {}, f"{field}.template")
-            one = pod_task(template.get("spec") or {}, f"{field}.template.spec", notes)
+            one = pod_task(template.get("spec") or {}, f"{field}.template.spec", notes, ignore_image)
             images[tname] = one["image"]
             for k, v in one["env"].items():
                 if env.get(k, v) != v:
@@ -184,7 +189,7 @@ def translate(doc: dict) -> Translation:
             tasks.append({"name": tname, "count": count, **one["task"], **policy})
         if not tasks:
             raise fail("spec.tasks", "give at least one task")
-        if len(set(images.values())) > 1:
+        if len(set(images.values())) > 1 and not ignore_image:
             other = [n for n in images if images[n] != images[tasks[0]["name"]]][0]
             raise fail(f"spec.tasks[{[t['name'] for t in tasks].index(other)}].template.spec.containers[0].image",
                        "hive-lab runs a job's tasks in one image")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hive_lab_server.api.formats.common import (ABSENT, Translation, completion_count, env_value, fail, is_int, job_name, task_name, vc_from,
+from hive_lab_server.api.formats.common import (ABSENT, Translation, completion_count, image_not_applied, env_value, fail, is_int, job_name, task_name, vc_from,
                      want_dict, want_int, want_list, want_str)
 
 TOP_FIELDS = {"jobName", "image", "authFile", "dataDir", "outputDir", "codeDir", "virtualCluster", "taskRoles",
@@ -29,7 +29,8 @@ def _opt_str(doc: dict, key: str) -> str | None:
     return want_str(value, key)
 
 
-def translate(doc: dict) -> Translation:
+def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
+    """``ignore_image``: ``image`` is not applied (noted); the commands run as processes."""
     notes: list[str] = []
     for key in sorted(set(doc) - TOP_FIELDS):
         raise fail(key, f"unknown field of OpenPAI's protocol v1; remove it (fields: {', '.join(sorted(TOP_FIELDS))})")
@@ -122,7 +123,9 @@ def translate(doc: dict) -> Translation:
     if doc.get("retryCount") not in (None, ""):  # else hive-lab's default (opportunistic jobs retry)
         request["max_retries"] = max_retries
     image = _opt_str(doc, "image")
-    if image:
+    if image and ignore_image:
+        notes.append(image_not_applied("image", [image]))
+    elif image:
         request["image"] = image
     vc = vc_from(doc.get("virtualCluster"), "virtualCluster", notes)
     if vc:

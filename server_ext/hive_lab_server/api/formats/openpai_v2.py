@@ -16,8 +16,8 @@ import copy
 import re
 from typing import Any
 
-from hive_lab_server.api.formats.common import (ABSENT, SECRET_MASK, Translation, completion_count, env_value, fail, is_int, job_name, task_name,
-                     vc_from, want_dict, want_int, want_list, want_str)
+from hive_lab_server.api.formats.common import (ABSENT, NO_IMAGE_HINT, SECRET_MASK, Translation, completion_count, env_value, fail, is_int, job_name, task_name,
+                     vc_from, want_dict, want_int, want_list, want_str, image_not_applied)
 
 TOP_FIELDS = {"protocolVersion", "name", "type", "version", "contributor", "description", "prerequisites",
               "parameters", "secrets", "jobRetryCount", "taskRoles", "deployments", "defaults", "extras"}
@@ -190,7 +190,8 @@ def _plugins(extras: dict, notes: list[str]) -> dict[str, dict[str, list[str]]]:
     return hooks
 
 
-def translate(doc: dict) -> Translation:
+def translate(doc: dict, *, ignore_image: bool = False) -> Translation:
+    """``ignore_image``: the roles' dockerImage is not applied (noted); the commands run as processes."""
     notes: list[str] = []
     original_doc = doc
     if is_draft(doc):
@@ -232,8 +233,6 @@ def translate(doc: dict) -> Translation:
     extras = want_dict(doc.get("extras") or {}, "extras")
     priority, hived = _hived(extras, roles, notes) if ("hivedScheduler" in extras or "hivedscheduler" in extras) else (None, {})
     hooks = _plugins(extras, notes)
-    if extras.get("gangAllocation") is False:
-        notes.append("extras.gangAllocation: false is not applied: hive-lab starts a job's tasks all together")
     for k in sorted(set(extras) - {"hivedScheduler", "hivedscheduler", "com.microsoft.pai.runtimeplugin",
                                    "gangAllocation", "submitFrom"}):
         notes.append(f"extras.{k}: not applied")
@@ -272,12 +271,13 @@ def translate(doc: dict) -> Translation:
         ports[str(rname)] = {str(k): max(1, want_int(v, f"{field}.resourcePerInstance.ports.{k}", 0))
                              for k, v in role_ports.items()}
         image_ref = role.get("dockerImage")
-        if image_ref is None:
-            raise fail(f"{field}.dockerImage", "name the dockerimage prerequisite this role runs in")
-        image = prereqs.get(str(image_ref))
-        if image is None or image.get("type") != "dockerimage":
+        if image_ref is None and not ignore_image:
+            raise fail(f"{field}.dockerImage", f"name the dockerimage prerequisite this role runs in, {NO_IMAGE_HINT}")
+        image = prereqs.get(str(image_ref)) if image_ref is not None else None
+        if image_ref is not None and (image is None or image.get("type") != "dockerimage"):
             raise fail(f"{field}.dockerImage", f"{image_ref!r:.60} is not a dockerimage in prerequisites")
-        images[str(rname)] = want_str(image.get("uri"), f"prerequisites.{image_ref}.uri")
+        if image is not None:
+            images[str(rname)] = want_str(image.get("uri"), f"prerequisites.{image_ref}.uri")
         scope: dict[str, Any] = {"parameters": params}
         for kind in ("data", "script", "output"):
             ref = role.get(kind)
@@ -323,6 +323,9 @@ def translate(doc: dict) -> Translation:
         tasks.append({"name": str(rname), "count": count, "gpus": gpus, "cpus": cpus, "memory_mb": memory,
                       "command": command, **policy,
                       **({"gpu_type": hive["gpu_type"]} if hive.get("gpu_type") else {})})
+    if ignore_image:
+        notes.append(image_not_applied("taskRoles.*.dockerImage", list(images.values())))
+        images = {}
     if len(set(images.values())) > 1:
         first = next(iter(images))
         other = next(r for r in images if images[r] != images[first])
@@ -337,8 +340,8 @@ def translate(doc: dict) -> Translation:
                      "largest of jobRetryCount and taskRetryCount)")
     max_retries = min(100, max([job_retries, *retries.values()]))
     request: dict[str, Any] = {
-        "name": job_name(name), "image": next(iter(images.values())), "tasks": tasks,
-        "env": {"PAI_JOB_NAME": str(name)},
+        "name": job_name(name), "tasks": tasks, "env": {"PAI_JOB_NAME": str(name)},
+        **({"image": next(iter(images.values()))} if images else {}),
     }
     if doc.get("jobRetryCount") is not None or any(r.get("taskRetryCount") is not None for r in roles.values()
                                                    if isinstance(r, dict)):
@@ -351,5 +354,30 @@ def translate(doc: dict) -> Translation:
     if hived.get("*", {}).get("pinned_cell"):
         request["pinned_cell"] = hived["*"]["pinned_cell"]  # checked against the VC's pinned cells at submit
     secret_env = {f"PAI_SECRET_{k}": env_value(v) for k, v in secrets.items()}
+    runtime: dict[str, Any] = {"platform": "openpai", "ports": ports}
+    if extras.get("gangAllocation") is False:
+        runtime.update(_without_gang(tasks, notes))
     return Translation(format="openpai-v2", request=request, original=masked(original_doc, set(secrets)),
-                       not_applied=notes, runtime={"platform": "openpai", "ports": ports}, secrets=secret_env)
+                       not_applied=notes, runtime=runtime, secrets=secret_env)
+
+
+def _without_gang(tasks: list[dict], notes: list[str]) -> dict[str, Any]:
+    """``extras.gangAllocation: false``: OpenPAI starts the tasks as resources allow, not all at once. A
+    role's instances become a job array here (one element per instance, released as they fit), and the
+    role's completion counts end it: ``minFailedInstances`` failed elements cancel the rest (the job
+    failed), ``minSucceededInstances`` succeeded ones too (the job succeeded). Returns the runtime fields
+    (``array``, ``instances``, ``completion``) and changes the one task group to one task per element."""
+    if len(tasks) != 1:
+        notes.append("extras.gangAllocation: false is not applied to a job of several task roles: hive-lab "
+                     "starts their tasks all together (a job of one role runs its instances as they fit)")
+        return {}
+    task = tasks[0]
+    count = task["count"]
+    if count == 1:
+        return {}
+    completion = {"min_failed": task.pop("min_failed", 1), "min_succeeded": task.pop("min_succeeded", None)}
+    task["count"] = 1
+    notes.append(f"extras.gangAllocation: false: the {count} instances of {task['name']} start as they fit, each "
+                 f"its own job in an array (PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX is its index); the role's "
+                 f"completion counts end the array")
+    return {"array": f"0-{count - 1}", "instances": count, "completion": completion}

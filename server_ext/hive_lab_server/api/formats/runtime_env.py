@@ -53,8 +53,24 @@ def _openpai(spec: dict, placement: list, address: Callable[[str], str], free_po
         for label, nums in own.items():
             if label != "default":
                 env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, nums))
+        env.update(_openpai_element(spec, p.group))
         out[task] = env
     return out
+
+
+def _openpai_element(spec: dict, role: str) -> dict[str, str]:
+    """An instance of a role run without gang (``extras.gangAllocation: false``, an array element): its
+    index and its role's instance count as OpenPAI gives them, from hive-lab's array variables."""
+    env = spec.get("env") or {}
+    runtime = (spec.get("source") or {}).get("runtime") or {}
+    if "HIVE_ARRAY_INDEX" not in env or not runtime.get("instances"):
+        return {}
+    index = env["HIVE_ARRAY_INDEX"]
+    completion = runtime.get("completion") or {}
+    return {"PAI_TASK_INDEX": index, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": index,
+            f"PAI_TASK_ROLE_TASK_COUNT_{role}": str(runtime["instances"]),
+            f"PAI_MIN_FAILED_TASK_COUNT_{role}": str(completion.get("min_failed") or -1),
+            f"PAI_MIN_SUCCEEDED_TASK_COUNT_{role}": str(completion.get("min_succeeded") or -1)}
 
 
 def _slurm(spec: dict, placement: list, address: Callable[[str], str]) -> dict[str, dict[str, str]]:

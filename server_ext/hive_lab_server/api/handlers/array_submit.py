@@ -24,6 +24,10 @@ async def submit_array(handler, spec, caller, vc: str) -> None:
         raise HiveError(400, "give array (e.g. \"0-49%8\") or sweep (e.g. {\"lr\": [0.1, 0.01]}) to make an "
                              "array; POST jobs submits one job", "array")
     if (handler.get_argument("dry_run", None) or "").lower() in ("1", "true", "yes"):
+        if spec.source is not None:  # #SBATCH --array, an OpenPAI role without gang: the file makes an array
+            raise HiveError(400, f"dry_run answers for one job, and this {spec.source.format} file runs as a job "
+                                 "array (one job per task or index, each started as it fits); submit it without "
+                                 "dry_run (hive-lab jobs ARRAY shows its elements)", "dry_run")
         raise HiveError(400, "dry_run answers for one job: drop array/sweep to ask what would happen to one "
                              "element", "dry_run")
     try:

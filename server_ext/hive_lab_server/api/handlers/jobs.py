@@ -62,13 +62,20 @@ class JobsHandler(HiveHandler):
     def job_spec(self):
         """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or
         Volcano manifest (YAML/JSON), an sbatch script (text/plain) as ``formats`` reads them."""
+        no_image = _flag(self.get_argument("no_image", None), "no_image")
+        if no_image and self.service.launcher.supports_images:
+            raise HiveError(400, f"no_image: this server's {self.service.launcher.name} launcher runs jobs in their "
+                                 "images; submit the file without --no-image", "no_image")
         try:
             doc = formats.read_body(self.request.body or b"", self.request.headers.get("Content-Type"))
             if json_depth(doc) > MAX_JSON_DEPTH:
                 raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels")
             # a job array / sweep: the fields that make many elements of one spec (arrays/spec.py)
             self.array_fields = {k: doc.pop(k) for k in ("array", "sweep") if k in doc} if isinstance(doc, dict) else {}
-            spec = formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root))
+            # no_image (--no-image): a file naming an image runs its commands as processes on a server
+            # without containers; the image is listed in the job as not applied
+            spec = formats.from_document(doc, seal=lambda values: seal(values, self.service.jobs_root),
+                                         ignore_image=no_image)
             platform_array = spec.source.runtime.get("array") if spec.source is not None else None
             if platform_array and not self.array_fields:  # e.g. #SBATCH --array=0-9%2
                 self.array_fields = {"array": platform_array}

@@ -44,7 +44,8 @@ class SchedulesHandler(HiveHandler):
         body = self.json_body()
         if not isinstance(body, dict):
             raise HiveError(400, "send a JSON object describing the schedule: name, cron, timezone, policy, job")
-        self.reply_model(ScheduleOut, _answer(self.hive.schedules.create, self.caller(), body), 201)
+        schedule = _answer(self.hive.schedules.create, self.caller(), body)
+        self.reply_model(ScheduleOut, schedule, 200 if schedule.get("replaced") else 201)
 
 
 class ScheduleHandler(HiveHandler):
@@ -83,14 +84,15 @@ def openapi_paths(op, json) -> dict[str, Any]:
     param = {"name": "schedule_id", "in": "path", "required": True,
              "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}}
     one = (200, "the schedule with its next run and its last runs", json(ScheduleOut))
-    return {
+    paths = {
         "/schedules": {
             "get": op("listSchedules", "Recurring jobs with their next run time and last runs (yours; admins: "
                                        "everyone's, or user=...)", (200, "the schedules", json(ScheduleList)), (403,),
                       ({"name": "user", "in": "query", "required": False, "schema": {"type": "string"},
                         "description": "comma-separated user names (admins); `me` is the caller"},)),
             "post": op("createSchedule", "A job submitted as you at each time a cron expression names in a time "
-                                         "zone (docs/schedules.md)", (201, "the schedule", json(ScheduleOut)),
+                                         "zone (docs/schedules.md); a schedule of yours with the same name is "
+                                         "replaced (200, replaced: true)", (201, "the schedule", json(ScheduleOut)),
                        (400, 403), body={"$ref": "#/components/schemas/ScheduleBody"}),
         },
         "/schedules/{schedule_id}": {
@@ -105,3 +107,7 @@ def openapi_paths(op, json) -> dict[str, Any]:
             "resumeSchedule", "Runs again from the next due time after now; missed times are not run (owner or "
                               "admin)", one, (404,))},
     }
+    paths["/schedules"]["post"]["responses"]["200"] = {
+        "description": "your schedule of that name, replaced by this one (replaced: true; same id, its runs kept)",
+        "content": json(ScheduleOut)}
+    return paths

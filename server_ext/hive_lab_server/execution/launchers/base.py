@@ -113,7 +113,9 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
         run, so it is refused with a 400 instead of failing (or being silently changed) at launch."""
         if spec.image is not None and not self.supports_images:
             raise UnsupportedSpec("image", f"the {self.name} launcher runs tasks as processes, not in container "
-                                  f"images; remove image ({spec.image!r}) or ask an admin for the docker launcher")
+                                  f"images: submit with --no-image (hive-lab submit FILE --no-image; the panel's "
+                                  f"drop offers it) to run the commands as processes here, image ({spec.image!r}) "
+                                  f"listed as not applied; or remove image, or ask an admin for the docker launcher")
 
     @abc.abstractmethod
     async def start(self, request: LaunchRequest) -> None:

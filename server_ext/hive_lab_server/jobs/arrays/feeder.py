@@ -57,6 +57,8 @@ class LiveArray:
     open: dict[str, str]  # job id -> state, of released elements not ended
     next_pos: int = 0  # indices[:next_pos] were released or cancelled (a cursor: feeding is O(window))
     blocked: str = ""  # why the last release stopped early (a refusal), '' when it did not
+    ended: dict[str, int] = dataclasses.field(default_factory=dict)  # end state -> elements (completion counts)
+    completed: str = ""  # the completion count that ended the array ('' while none did)
 
     @property
     def id(self) -> str:
@@ -68,6 +70,11 @@ class LiveArray:
 
     def finished(self) -> bool:
         return not self.open and self.next_pos >= len(self.row["indices"])
+
+
+def completion_of(spec: JobSpec) -> dict[str, Any] | None:
+    """The completion counts an array's elements end it by (``min_failed``, ``min_succeeded``; None: none)."""
+    return spec.source.runtime.get("completion") if spec.source is not None else None
 
 
 class ArrayFeeder:
@@ -104,6 +111,9 @@ class ArrayFeeder:
             released_rows = row.pop("released")
             live = self._live(row, {i: jid for i, (jid, _) in released_rows.items()},
                               {jid: st for jid, st in released_rows.values() if st not in ENDED})
+            for _, st in released_rows.values():
+                if st in ENDED:
+                    live.ended[st] = live.ended.get(st, 0) + 1
             self._advance(live)
             self.live[live.id] = live
             for job_id in live.open:
@@ -156,6 +166,14 @@ class ArrayFeeder:
             if live.open or live.next_pos < len(live.row["indices"]):
                 return "pending", row["user"]
         states = self.store.array_states([ref])[ref]
+        completion = completion_of(JobSpec.model_validate(row["spec"]))
+        if completion:  # OpenPAI's counts decide (an array of a role run without gang)
+            if completion.get("min_failed") is not None and states.get("failed", 0) >= completion["min_failed"]:
+                return "failed", row["user"]
+            if completion.get("min_succeeded") is not None and \
+                    states.get("succeeded", 0) >= completion["min_succeeded"]:
+                return "succeeded", row["user"]
+            return ("cancelled" if row["cancelled"] or states.get("cancelled") else "succeeded"), row["user"]
         if states.get("failed"):
             return "failed", row["user"]
         if set(states) == {"succeeded"} and not row["cancelled"]:
@@ -226,11 +244,38 @@ class ArrayFeeder:
         if state in ENDED:
             live.open.pop(job_id, None)
             self.element_of.pop(job_id, None)
+            live.ended[state] = live.ended.get(state, 0) + 1
+            self._complete_if_reached(live)
         elif job_id in live.open:
             live.open[job_id] = state
         if not self._dirty:
             asyncio.get_running_loop().call_soon(self._feed_dirty)
         self._dirty.add(array_id)
+
+    def _complete_if_reached(self, live: LiveArray) -> None:
+        """An array with completion counts (an OpenPAI role run without gang, ``runtime.completion``): once
+        ``min_failed`` elements failed, or ``min_succeeded`` succeeded, the rest is cancelled, as OpenPAI
+        ends a job at its role's minFailedInstances / minSucceededInstances."""
+        completion = completion_of(live.spec)
+        if not completion or live.completed:
+            return
+        for state, key, protocol in (("failed", "min_failed", "minFailedInstances"),
+                                     ("succeeded", "min_succeeded", "minSucceededInstances")):
+            wanted = completion.get(key)
+            if wanted is not None and live.ended.get(state, 0) >= wanted:
+                live.completed = f"{live.ended[state]} {state} ({protocol}: {wanted})"
+                break
+        else:
+            return
+        if live.pending() or live.open:
+            by = f"the job's completion policy: {live.completed}"
+            asyncio.get_running_loop().create_task(self._cancel_rest(live.row, by))
+
+    async def _cancel_rest(self, row: dict[str, Any], by: str) -> None:
+        try:
+            await self.cancel(row, None, by)
+        except Exception:
+            log.exception("hive-lab: ending %s at its completion count failed", row["id"])
 
     def _feed_dirty(self) -> None:
         dirty, self._dirty = sorted(self._dirty), set()
@@ -241,7 +286,7 @@ class ArrayFeeder:
                 log.exception("hive-lab: releasing elements of %s failed", array_id)
 
     def _room(self, live: LiveArray) -> int:
-        if live.row["held"]:
+        if live.row["held"] or live.completed:  # (completed: the rest is being cancelled)
             return 0
         waiting = sum(1 for st in live.open.values() if st in WAITING)
         room = self.window - waiting

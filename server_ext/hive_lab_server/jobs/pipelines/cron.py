@@ -7,6 +7,7 @@ repeats follow cronsim (a skipped time runs once, at the change; a repeated one 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zoneinfo
 
 from cronsim import CronSim, CronSimError
@@ -66,3 +67,20 @@ def latest_at_or_before(expr: str, tz: str, t: float) -> float | None:
     start = dt.datetime.fromtimestamp(int(t) + 1, zone(tz))
     found = next(iter(CronSim(expression(expr), start, reverse=True)), None)
     return found.timestamp() if found is not None else None
+
+
+def explain(expr: str) -> str:
+    """``expr`` in words, as a person says it: ``every day at 00:00``, ``on Monday through Friday at 02:30``,
+    ``every 15th minute of every hour`` (cronsim's English, the time moved after the days)."""
+    text = CronSim(expression(expr), dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)).explain()
+    m = re.fullmatch(r"At (\d\d:\d\d) (every day|on .+)", text)
+    if m:
+        return f"{m.group(2)} at {m.group(1)}"
+    return text[:1].lower() + text[1:]
+
+
+def local_iso(t: float | None, tz: str) -> str | None:
+    """UNIX time ``t`` as an ISO time in the zone ``tz`` with its offset (``2026-11-28T00:00:00+01:00``)."""
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, zone(tz)).isoformat(timespec="seconds")

@@ -20,7 +20,9 @@ class ScheduleBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1, max_length=128)] = "schedule"
+    name: Annotated[str, Field(min_length=1, max_length=128, description="unique per owner: a schedule of "
+                                                                         "yours with this name is replaced; "
+                                                                         "left out: the schedule's id")] | None = None
     cron: Annotated[str, Field(min_length=1, max_length=256, description="five fields (minute hour day month "
                                                                          "weekday) or @hourly, @daily, @weekly, @monthly, @yearly")]
     timezone: Annotated[str, Field(min_length=1, max_length=64, description="an IANA time zone, e.g. Europe/Berlin")] = "UTC"
@@ -48,6 +50,11 @@ class ScheduleOut(_Out):
     job: dict[str, Any]
     created_at: IsoTime = Field(json_schema_extra={"format": "date-time"})
     next_run_at: IsoTime | None = Field(None, description="null while paused", json_schema_extra={"format": "date-time"})
+    next_run_local: str | None = Field(None, description="the next run in the schedule's own time zone, ISO 8601 "
+                                                         "with its offset (null while paused)")
+    when: str = Field("", description="the cron expression in words, e.g. 'every day at 00:00' (in timezone)")
+    replaced: bool = Field(False, description="POST schedules only: true when this request replaced your schedule "
+                                              "of the same name (names are unique per owner)")
     runs: list[ScheduleRunOut] = Field(description="the last runs, newest first")
 
 

@@ -28,6 +28,7 @@ from hive_lab_server.api.spec import SpecError, parse_job_spec
 from hive_lab_server.jobs.submit_checks import checked_submission
 from hive_lab_server.jobs.pipelines import cron
 from hive_lab_server.jobs.pipelines.schedule_models import ScheduleBody
+from hive_lab_server.jobs.pipelines.staged_script import missing_script
 
 log = logging.getLogger("hive_lab_server")
 
@@ -49,7 +50,9 @@ class Schedules:
     # requests (the handlers authorize the caller first)
 
     def create(self, caller: Any, body: Any) -> dict[str, Any]:
-        """ServiceError(400/403) for what could never run; nothing is stored then."""
+        """ServiceError(400/403) for what could never run; nothing is stored then. A schedule of the
+        caller's with the same name is replaced (same id, its runs kept; ``"replaced": true``): running
+        a ``%%submit --cron`` cell again changes its schedule instead of adding a second one."""
         try:
             req = ScheduleBody.model_validate(body)
         except Exception as exc:  # pydantic: name the field and what to change
@@ -60,6 +63,9 @@ class Schedules:
         except cron.CronError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
         spec = self._spec(req.job)
+        missing = missing_script(spec)
+        if missing:
+            raise ServiceError(400, f"job.{missing[1]}", f"job.{missing[0]}")
         if spec.depends_on:
             raise ServiceError(400, "job.depends_on: a recurring job's runs cannot depend on fixed jobs; leave it "
                                     "out (policy queue_one makes a run wait for the previous one)", "job.depends_on")
@@ -71,11 +77,18 @@ class Schedules:
                 raise ServiceError(exc.status, _in_job(exc.message, exc.field),
                                    f"job.{exc.field}" if exc.field else "job") from None
         now = self.service.now()
+        fields = {"owner_groups": list(caller.groups), "cron": req.cron.strip(), "timezone": tz,
+                  "policy": req.policy, "spec": req.job, "paused": req.paused, "updated_at": now,
+                  "next_run_at": cron.next_after(expr, tz, now)}
+        existing = self.store.named(caller.user, req.name) if req.name else None
+        if existing is not None:  # a name is the schedule's identity per owner: the same name replaces it
+            self.store.update(existing["id"], **fields)
+            self._next_due = None
+            return {**self.view(existing["id"]), "replaced": True}
         self._seq += 1
-        row = {"seq": self._seq, "id": f"s-{self._seq:06d}", "name": req.name, "user": caller.user,
-               "owner_groups": list(caller.groups), "cron": req.cron.strip(), "timezone": tz, "policy": req.policy,
-               "spec": req.job, "paused": req.paused, "created_at": now, "updated_at": now,
-               "next_run_at": cron.next_after(expr, tz, now)}
+        sid = f"s-{self._seq:06d}"
+        row = {"seq": self._seq, "id": sid, "name": req.name or sid, "user": caller.user,
+               "created_at": now, **fields}
         try:
             self.store.insert(row)
         except Exception:
@@ -120,6 +133,8 @@ class Schedules:
             "id": row["id"], "name": row["name"], "user": row["user"], "cron": row["cron"],
             "timezone": row["timezone"], "policy": row["policy"], "paused": bool(row["paused"]), "job": row["spec"],
             "created_at": iso(row["created_at"]), "next_run_at": None if row["paused"] else iso(row["next_run_at"]),
+            "when": cron.explain(row["cron"]), "replaced": False,
+            "next_run_local": None if row["paused"] else cron.local_iso(row["next_run_at"], row["timezone"]),
             "runs": [{"due_at": iso(r["due_at"]), "fired_at": iso(r["fired_at"]), "job_id": r["job_id"],
                       "outcome": r["outcome"], "reason": r["reason"]} for r in runs],
         }
