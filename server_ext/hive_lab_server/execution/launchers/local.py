@@ -12,8 +12,10 @@ runs as its owner's Unix account (the wrapper stays root to join the task's cgro
 then ``setpriv`` drops to the account), never as root unless the admin allows it; each task gets its
 own cgroup (limits from its request, other GPUs' device nodes denied, killed as a whole when the task
 ends or is stopped, so ``setsid`` daemons die with it); a task granted GPUs gets its own device nodes
-of them in its mount namespace, never a group (``isolation/gpu_access.py``); its output reaches its log
-through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
+of them in its mount namespace, never a group (``isolation/gpu_access.py``), and when it ends whatever
+still holds one of its GPUs without the right to (a descriptor taken out of it) is killed before its exit
+is reported; ``sweep_gpus`` does the same for every GPU when the service's loop asks
+(``isolation/gpu_holders.py``); its output reaches its log through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
 as the server's own user, as before.
 """
 
