@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from fixtures.unix_accounts import ACCOUNTS
-from hive_lab_server.execution.isolation import Isolation, gpu_access
+from hive_lab_server.execution.isolation import Isolation, cgroups, gpu_access
 from hive_lab_server.execution.isolation.gpu_holders import GpuNode, Holding, TaskGrant, verdict
 from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
@@ -48,17 +48,31 @@ open("stop").read()
 print("task still holds", os.major(os.fstat(node).st_rdev), os.minor(os.fstat(node).st_rdev), flush=True)
 """
 
-# The student's own process, outside any job: takes the GPU out of the task, says "held", keeps it.
-OUTSIDE = """import os, signal, socket, sys
+# The student's own process, outside any job: takes the GPU out of the task (through /proc/<pid>/root, or
+# over the task's socket), says "held", keeps it. "thread-table": a thread of it makes itself a descriptor
+# table of its own (unshare CLONE_FILES) and keeps the descriptor there, and the process closes its own:
+# nothing in /proc/PID/fd shows it any more.
+OUTSIDE = """import ctypes, os, signal, socket, sys, threading
 how, where = sys.argv[1], sys.argv[2]
-if how == "proc-root":
-    fd = os.open(where, os.O_RDWR)
-else:
+if how == "scm-rights":
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(where)
     fd = socket.recv_fds(sock, 16, 1)[1][0]
     sock.close()
-print("held", os.minor(os.fstat(fd).st_rdev), flush=True)
+else:
+    fd = os.open(where, os.O_RDWR)
+minor = os.minor(os.fstat(fd).st_rdev)
+if how == "thread-table":
+    kept = threading.Event()
+    def keep():
+        assert ctypes.CDLL(None, use_errno=True).unshare(0x400) == 0
+        kept.set()
+        threading.Event().wait()
+    threading.Thread(target=keep, daemon=True).start()
+    kept.wait()
+    os.close(fd)
+    assert not any(os.path.realpath(f"/proc/self/fd/{n}").endswith("nvidia0") for n in os.listdir("/proc/self/fd"))
+print("held", minor, flush=True)
 signal.pause()
 """
 
@@ -107,10 +121,23 @@ def processes():
         p.wait()
 
 
-def _launcher(jobs_root, dev, logger, interval=0.0) -> LocalLauncher:
+@pytest.fixture
+async def launchers():
+    """The launchers a test makes; whatever their tasks left (a task a failed test never told to end) is
+    killed with their cgroups at the end."""
+    made: list[LocalLauncher] = []
+    yield made
+    for launcher in made:
+        cgroups.remove_scope(launcher.isolation.cgroup_name, launcher.cgroup_scope)
+        await launcher.close()
+
+
+def _launcher(launchers, jobs_root, dev, logger, interval=0.0) -> LocalLauncher:
     iso = Isolation(run_as="owner", cgroups="auto", gpu_device_glob=str(dev / "nvidia[0-9]*"),
                     gpu_control_globs=[str(dev / "nvidiactl")], gpu_sweep_interval_s=interval)
-    return LocalLauncher(jobs_root / ".local-launcher", isolation=iso, jobs_root=str(jobs_root), log=logger)
+    launcher = LocalLauncher(jobs_root / ".local-launcher", isolation=iso, jobs_root=str(jobs_root), log=logger)
+    launchers.append(launcher)
+    return launcher
 
 
 def _gpu_task(launcher, jobs_root, dev, job_id, mode) -> tuple[LaunchRequest, object]:
@@ -158,7 +185,7 @@ def _as_student(unix_accounts, *argv: str) -> list[str]:
 
 def _take_gpu_out(how, processes, unix_accounts, launcher, job_id, wd, dev) -> subprocess.Popen:
     """The student's own process takes the task's GPU: through /proc/<pid>/root, or over its socket."""
-    where = f"/proc/{_task_python(launcher, job_id)}/root{dev}/nvidia0" if how == "proc-root" else str(wd / "sock")
+    where = str(wd / "sock") if how == "scm-rights" else f"/proc/{_task_python(launcher, job_id)}/root{dev}/nvidia0"
     return _start(processes, _as_student(unix_accounts, "/usr/bin/python3", "-c", OUTSIDE, how, where))
 
 
@@ -178,14 +205,14 @@ def _killed_and_logged(proc, caplog, dev, unix_accounts):
     assert f"of user {A}" in lines[0] and "(python3)" in lines[0] and f"{dev}/nvidia0 (GPU {GPU})" in lines[0], lines
 
 
-@pytest.mark.parametrize("how", ["proc-root", "scm-rights"])
+@pytest.mark.parametrize("how", ["proc-root", "scm-rights", "thread-table"])
 async def test_a_gpu_descriptor_taken_out_of_a_task_dies_when_the_task_ends(
-        how, jobs_root, gpu_dev, sweep_log, caplog, processes, unix_accounts):
+        how, jobs_root, gpu_dev, sweep_log, caplog, processes, launchers, unix_accounts):
     """The gap: the student's own process opens the running task's node through /proc/<pid>/root (or gets
-    its descriptor over a Unix socket) and holds it. When the task ends, the sweep of its GPUs kills that
-    process (SIGKILL) and the log names it; a root process holding the node is left alone. (No periodic
-    sweep here: the one at the task's end does it.)"""
-    launcher = _launcher(jobs_root, gpu_dev, sweep_log)
+    its descriptor over a Unix socket, or keeps it in a thread's own descriptor table) and holds it. When
+    the task ends, the sweep of its GPUs kills that process (SIGKILL) and the log names it; a root process
+    holding the node is left alone. (No periodic sweep here: the one at the task's end does it.)"""
+    launcher = _launcher(launchers, jobs_root, gpu_dev, sweep_log)
     job_id = f"j-out-{how}"
     request, wd = _gpu_task(launcher, jobs_root, gpu_dev, job_id, "send" if how == "scm-rights" else "keep")
     await launcher.start(request)
@@ -202,11 +229,11 @@ async def test_a_gpu_descriptor_taken_out_of_a_task_dies_when_the_task_ends(
 
 
 async def test_the_periodic_sweep_kills_a_taken_descriptor_and_spares_the_task_and_root(
-        jobs_root, gpu_dev, sweep_log, caplog, processes, unix_accounts):
+        jobs_root, gpu_dev, sweep_log, caplog, processes, launchers, unix_accounts):
     """While the task runs: a sweep (what the service's loop runs every gpu_sweep_interval_s) kills the
     student's process holding the task's GPU outside any job; the task's own process holding its own GPU
     is not touched (it ends normally, still holding it), nor is root's."""
-    launcher = _launcher(jobs_root, gpu_dev, sweep_log, interval=5)
+    launcher = _launcher(launchers, jobs_root, gpu_dev, sweep_log, interval=5)
     assert launcher.gpu_sweep_interval_s == 5
     request, wd = _gpu_task(launcher, jobs_root, gpu_dev, "j-periodic", "keep")
     await launcher.start(request)
@@ -227,7 +254,7 @@ async def test_the_periodic_sweep_kills_a_taken_descriptor_and_spares_the_task_a
 
 
 async def test_the_service_loop_sweeps_every_interval(tmp_path, jobs_root, gpu_dev, sweep_log, caplog, processes,
-                                                      unix_accounts):
+                                                      launchers, unix_accounts):
     """The service's loop runs the sweep by itself every c.Isolation.gpu_sweep_interval_s: a student's
     process that holds a GPU descriptor outside any job (here: handed to it at its start) dies, no job
     ending needed."""
@@ -235,7 +262,7 @@ async def test_the_service_loop_sweeps_every_interval(tmp_path, jobs_root, gpu_d
     from hive_lab_server.store import Store
     from hive_scheduler import Scheduler, load_cluster_config
 
-    launcher = _launcher(jobs_root, gpu_dev, sweep_log, interval=0.05)
+    launcher = _launcher(launchers, jobs_root, gpu_dev, sweep_log, interval=0.05)
     cfg = load_cluster_config({"nodes": 1, "gpus_per_node": 1, "gpu_type": "T4", "vcs": {"default": 1}})
     svc = HiveService(scheduler=Scheduler(cfg), config=cfg, store=Store(f"sqlite:///{tmp_path / 's.sqlite'}"),
                       launcher=launcher, jobs_root=jobs_root, poll_interval_s=0.02)

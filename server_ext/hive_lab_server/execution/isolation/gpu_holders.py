@@ -8,8 +8,9 @@ allowed), be handed a descriptor by the task over a Unix socket (``SCM_RIGHTS``)
 (Slurm's ``ConstrainDevices`` has the same gap). So the server looks, and kills:
 
 - ``holdings``: the processes holding a GPU's device node (an open descriptor whose file is a character
-  device with the numbers of a node matching ``Isolation.gpu_device_glob`` / ``gpu_control_globs``, or a
-  memory mapping of one), read from ``/proc`` only. Files are examined with ``statx(AT_STATX_DONT_SYNC)``
+  device with the numbers of a node matching ``Isolation.gpu_device_glob`` / ``gpu_control_globs``, in
+  any of its descriptor tables (a thread may have its own), or a memory mapping of one), read from
+  ``/proc`` only. Files are examined with ``statx(AT_STATX_DONT_SYNC)``
   so a descriptor of a file on a user's FUSE (or a dead NFS) mount cannot hold a sweep up.
 - ``verdict``: a holder may keep its node when it is root (every uid 0: the driver's daemons, the server,
   MPS) or a member of a running task granted that GPU (any GPU, for a control node). Anything else, a
@@ -23,7 +24,8 @@ The local launcher runs a sweep of a GPU task's nodes when the task ends (before
 so its GPUs are free of strangers before the next job gets them) and the service's loop a full one every
 ``Isolation.gpu_sweep_interval_s``. What remains: a descriptor taken out of a running task is usable until
 the next sweep; one in flight in a socket (sent, not yet received) is in no process's table and is caught
-by the first sweep after it is received.
+by the first sweep after it is received (so a process that keeps one parked in a socket and takes it out
+only between sweeps is not caught), and a file registered in an io_uring's fixed-file table is not seen.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import concurrent.futures
 import ctypes
 import logging
 import os
+import platform
 import pwd
 import signal
 import stat
@@ -94,23 +97,47 @@ def char_rdev(path: str) -> int | None:
     return os.makedev(int.from_bytes(buf.raw[128:132], "little"), int.from_bytes(buf.raw[132:136], "little"))
 
 
-def process_status(pid: int, proc: str = PROC) -> tuple[tuple[int, ...], str] | None:
-    """(real, effective, saved, filesystem uid) and the command name of ``pid``; None when it is gone.
-    (``/proc/PID``'s owner is no guide: a process that made itself non-dumpable shows as root's.)"""
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+_KCMP_FILES = 2
+
+
+def process_status(pid: int, proc: str = PROC) -> tuple[tuple[int, ...], str, int] | None:
+    """(real, effective, saved, filesystem uid), the command name and the thread count of ``pid``; None
+    when it is gone. (``/proc/PID``'s owner is no guide: a process that made itself non-dumpable shows as
+    root's.)"""
     try:
         with open(f"{proc}/{pid}/status", "rb") as f:
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return None
     uids: tuple[int, ...] = ()
-    name = "?"
+    name, threads = "?", 1
     for line in text.splitlines():
         if line.startswith("Name:"):
             name = line[5:].strip()
         elif line.startswith("Uid:"):
             uids = tuple(int(x) for x in line[4:].split())
+        elif line.startswith("Threads:"):
+            threads = int(line[8:])
             break
-    return (uids, name) if uids else None
+    return (uids, name, threads) if uids else None
+
+
+def _fd_tables(pid: int, threads: int, proc: str) -> list[tuple[str, str]]:
+    """(dir, label) of each descriptor table of ``pid``: its own, and that of each thread that has one of
+    its own (``unshare(CLONE_FILES)``: invisible in ``/proc/PID/fd``, as is everything once the first
+    thread exited), told apart with ``kcmp`` (every thread's when ``kcmp`` is not there)."""
+    tables = [(f"{proc}/{pid}/fd", "")]
+    if threads <= 1:
+        return tables
+    try:
+        tids = [int(t) for t in os.listdir(f"{proc}/{pid}/task") if t.isdigit() and int(t) != pid]
+    except OSError:
+        return tables
+    for tid in tids:
+        if _SYS_KCMP is None or _libc.syscall(_SYS_KCMP, pid, tid, _KCMP_FILES, 0, 0) != 0:
+            tables.append((f"{proc}/{pid}/task/{tid}/fd", f" of thread {tid}"))
+    return tables
 
 
 @dataclass
@@ -148,17 +175,18 @@ def holdings(nodes: dict[int, GpuNode], *, proc: str = PROC, skip_root: bool = T
         if status is None or (skip_root and not any(status[0])):
             continue
         counts.judged += 1
-        uids, command = status
-        try:
-            fds = os.listdir(f"{proc}/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            counts.fds += 1
-            ref = f"{proc}/{pid}/fd/{fd}"
-            node = nodes.get(char_rdev(ref))
-            if node is not None:
-                found.append(Holding(pid, uids, command, node, f"fd {fd}", ref))
+        uids, command, threads = status
+        for table, label in _fd_tables(pid, threads, proc):
+            try:
+                fds = os.listdir(table)
+            except OSError:
+                continue
+            for fd in fds:
+                counts.fds += 1
+                ref = f"{table}/{fd}"
+                node = nodes.get(char_rdev(ref))
+                if node is not None:
+                    found.append(Holding(pid, uids, command, node, f"fd {fd}{label}", ref))
         if maps:
             found.extend(_mapped(pid, uids, command, nodes, mapped, proc, counts))
     return found
