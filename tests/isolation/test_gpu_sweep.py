@@ -30,6 +30,7 @@ from waiting import wait_until, wait_until_async
 
 A = ACCOUNTS[0]
 GPU = 7  # the fake GPU's index: its node is char 1:7
+MAPPABLE_GPU = 5  # a second fake GPU, char 1:5 (the kernel's "zero": a private mapping keeps its file)
 CTL = (1, 8)  # the fake control node's device numbers
 
 # The task: holds its own GPU node (and, asked to, sends the descriptor to whoever connects to ./sock),
@@ -51,7 +52,7 @@ print("task still holds", os.major(os.fstat(node).st_rdev), os.minor(os.fstat(no
 # The student's own process, outside any job: takes the GPU out of the task (through /proc/<pid>/root, or
 # over the task's socket), says "held", keeps it. "thread-table": a thread of it makes itself a descriptor
 # table of its own (unshare CLONE_FILES) and keeps the descriptor there, and the process closes its own:
-# nothing in /proc/PID/fd shows it any more.
+# nothing in /proc/PID/fd shows it any more. "mapping": it maps the node and closes the descriptor.
 OUTSIDE = """import ctypes, os, signal, socket, sys, threading
 how, where = sys.argv[1], sys.argv[2]
 if how == "scm-rights":
@@ -62,6 +63,12 @@ if how == "scm-rights":
 else:
     fd = os.open(where, os.O_RDWR)
 minor = os.minor(os.fstat(fd).st_rdev)
+if how == "mapping":  # a mapping keeps the device file (and the GPU) once the descriptor is closed
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    assert libc.mmap(None, 4096, 3, 2, fd, 0) not in (None, ctypes.c_void_p(-1).value)  # rw, MAP_PRIVATE
+    os.close(fd)  # (Python's own mmap would keep a duplicate of the descriptor)
 if how == "thread-table":
     kept = threading.Event()
     def keep():
@@ -97,6 +104,7 @@ def gpu_dev(shared_tmp, unix_accounts):
     dev = shared_tmp / "dev"
     dev.mkdir(mode=0o755)
     os.mknod(dev / "nvidia0", stat.S_IFCHR | 0o600, os.makedev(1, GPU))
+    os.mknod(dev / "nvidia1", stat.S_IFCHR | 0o600, os.makedev(1, MAPPABLE_GPU))
     os.mknod(dev / "nvidiactl", stat.S_IFCHR | 0o600, os.makedev(*CTL))
     report = gpu_access.lock_down([str(dev / "nvidia[0-9]*"), str(dev / "nvidiactl")])
     assert not report.problems, report
@@ -140,7 +148,7 @@ def _launcher(launchers, jobs_root, dev, logger, interval=0.0) -> LocalLauncher:
     return launcher
 
 
-def _gpu_task(launcher, jobs_root, dev, job_id, mode) -> tuple[LaunchRequest, object]:
+def _gpu_task(launcher, jobs_root, dev, job_id, mode, gpu=GPU) -> tuple[LaunchRequest, object]:
     """A 1-GPU task of hive-stu-a running TASK in its job dir (with the FIFO it waits on)."""
     wd = jobs_root / job_id
     owner = launcher.task_owner(A)
@@ -150,11 +158,15 @@ def _gpu_task(launcher, jobs_root, dev, job_id, mode) -> tuple[LaunchRequest, ob
     os.mkfifo(wd / "stop", 0o600)
     os.chown(wd / "stop", *owner)
     task = TaskLaunch(job_id=job_id, task="main-0", group="main", index=0, rank=0, node="node-0",
-                      gpu_indices=(GPU,), gpu_uuids=None,
-                      command=f"exec /usr/bin/python3 task.py {dev}/nvidia0 {mode}",
+                      gpu_indices=(gpu,), gpu_uuids=None,
+                      command=f"exec /usr/bin/python3 task.py {_node(dev, gpu)} {mode}",
                       env={"HIVE_JOB_ID": job_id}, working_dir=str(wd), log_path=str(wd / "logs" / "main-0.log"),
                       user=A)
     return LaunchRequest(job_id=job_id, user=A, kind="batch", tasks=(task,)), wd
+
+
+def _node(dev, gpu) -> str:
+    return f"{dev}/nvidia{0 if gpu == GPU else 1}"
 
 
 def _task_python(launcher, job_id) -> int:
@@ -183,9 +195,9 @@ def _as_student(unix_accounts, *argv: str) -> list[str]:
     return ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups", "--", *argv]
 
 
-def _take_gpu_out(how, processes, unix_accounts, launcher, job_id, wd, dev) -> subprocess.Popen:
+def _take_gpu_out(how, processes, unix_accounts, launcher, job_id, wd, dev, gpu=GPU) -> subprocess.Popen:
     """The student's own process takes the task's GPU: through /proc/<pid>/root, or over its socket."""
-    where = str(wd / "sock") if how == "scm-rights" else f"/proc/{_task_python(launcher, job_id)}/root{dev}/nvidia0"
+    where = str(wd / "sock") if how == "scm-rights" else f"/proc/{_task_python(launcher, job_id)}/root{_node(dev, gpu)}"
     return _start(processes, _as_student(unix_accounts, "/usr/bin/python3", "-c", OUTSIDE, how, where))
 
 
@@ -198,33 +210,36 @@ async def _finish(launcher, wd, job_id):
     return await wait_until_async(exited, f"{job_id} to end")
 
 
-def _killed_and_logged(proc, caplog, dev, unix_accounts):
+def _killed_and_logged(proc, caplog, dev, unix_accounts, gpu=GPU):
     assert proc.wait(timeout=60) == -signal.SIGKILL, proc.stderr.read()
     lines = [r.getMessage() for r in caplog.records if f"killed pid {proc.pid} " in r.getMessage()]
     assert len(lines) == 1, caplog.text
-    assert f"of user {A}" in lines[0] and "(python3)" in lines[0] and f"{dev}/nvidia0 (GPU {GPU})" in lines[0], lines
+    assert f"of user {A}" in lines[0] and "(python3)" in lines[0] and f"{_node(dev, gpu)} (GPU {gpu}, " in lines[0], lines
+    return lines[0]
 
 
-@pytest.mark.parametrize("how", ["proc-root", "scm-rights", "thread-table"])
+@pytest.mark.parametrize("how", ["proc-root", "scm-rights", "thread-table", "mapping"])
 async def test_a_gpu_descriptor_taken_out_of_a_task_dies_when_the_task_ends(
         how, jobs_root, gpu_dev, sweep_log, caplog, processes, launchers, unix_accounts):
     """The gap: the student's own process opens the running task's node through /proc/<pid>/root (or gets
     its descriptor over a Unix socket, or keeps it in a thread's own descriptor table) and holds it. When
     the task ends, the sweep of its GPUs kills that process (SIGKILL) and the log names it; a root process
     holding the node is left alone. (No periodic sweep here: the one at the task's end does it.)"""
+    gpu = MAPPABLE_GPU if how == "mapping" else GPU
     launcher = _launcher(launchers, jobs_root, gpu_dev, sweep_log)
     job_id = f"j-out-{how}"
-    request, wd = _gpu_task(launcher, jobs_root, gpu_dev, job_id, "send" if how == "scm-rights" else "keep")
+    request, wd = _gpu_task(launcher, jobs_root, gpu_dev, job_id, "send" if how == "scm-rights" else "keep", gpu)
     await launcher.start(request)
     wait_until(lambda: (wd / "ready").exists(), "the task holding its GPU")
-    outside = _take_gpu_out(how, processes, unix_accounts, launcher, job_id, wd, gpu_dev)
-    root = _start(processes, [sys.executable, "-c", ROOT_HOLDER, str(gpu_dev / "nvidia0")])
+    outside = _take_gpu_out(how, processes, unix_accounts, launcher, job_id, wd, gpu_dev, gpu)
+    root = _start(processes, [sys.executable, "-c", ROOT_HOLDER, _node(gpu_dev, gpu)])
 
     ended = await _finish(launcher, wd, job_id)
     log = (wd / "logs" / "main-0.log").read_text()
-    assert ended.exit_code == 0 and f"task still holds 1 {GPU}" in log, log
-    _killed_and_logged(outside, caplog, gpu_dev, unix_accounts)
-    assert "outside any job" in caplog.text
+    assert ended.exit_code == 0 and f"task still holds 1 {gpu}" in log, log
+    line = _killed_and_logged(outside, caplog, gpu_dev, unix_accounts, gpu)
+    assert "outside any job" in line
+    assert ("a memory mapping)" in line) == (how == "mapping") and (" fd " in line) != (how == "mapping"), line
     assert root.poll() is None, "a root process holding the node was killed"
 
 

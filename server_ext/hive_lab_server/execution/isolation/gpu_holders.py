@@ -55,8 +55,9 @@ class GpuNode:
     rdev: int  # its device numbers (a task's own node has the same)
     gpu: int | None  # the GPU's index (the node's minor number); None for a control node (nvidiactl, ...)
 
-    def describe(self) -> str:
-        return self.path if self.gpu is None else f"{self.path} (GPU {self.gpu})"
+    def describe(self, how: str) -> str:
+        """``/dev/nvidia0 (GPU 0, fd 3)``: the node and how it is held."""
+        return f"{self.path} ({how})" if self.gpu is None else f"{self.path} (GPU {self.gpu}, {how})"
 
 
 def gpu_nodes(device_glob: str, control_globs: Iterable[str]) -> dict[int, GpuNode]:
@@ -248,13 +249,12 @@ class Kill:
     pid: int
     user: str
     command: str
-    device: str
-    via: str
+    held: tuple[str, ...]  # each node and how: "/dev/nvidia0 (GPU 0, fd 3)"
     why: str
 
     def sentence(self) -> str:
-        return (f"hive-lab: killed pid {self.pid} ({self.command}) of user {self.user}: it held {self.device} "
-                f"({self.via}) {self.why}; a GPU is used only by the job it was granted to")
+        return (f"hive-lab: killed pid {self.pid} ({self.command}) of user {self.user}: it held "
+                f"{' and '.join(self.held)} {self.why}; a GPU is used only by the job it was granted to")
 
 
 def _user(uid: int) -> str:
@@ -299,8 +299,7 @@ def sweep(nodes: dict[int, GpuNode], grants: Callable[[], list[TaskGrant]], *, p
             except ProcessLookupError:
                 continue
             h, why = bad[0]
-            kills.append(Kill(pid, _user(h.uids[0]), h.command, ", ".join(b.node.describe() for b, _ in bad),
-                              ", ".join(b.via for b, _ in bad), why))
+            kills.append(Kill(pid, _user(h.uids[0]), h.command, tuple(b.node.describe(b.via) for b, _ in bad), why))
     finally:
         for fd in pidfds.values():
             os.close(fd)
