@@ -6,7 +6,10 @@ node through ``/proc/<task pid>/root/...`` or is handed a descriptor by the task
 would keep the GPU after the task ended. Fake NVIDIA nodes of 195:N answer ENXIO and cannot be held, so
 the fake GPU here is a node of the kernel's ``full`` device (char 1:7: it opens and stays open; nobody
 holds it otherwise), GPU index 7 (a GPU's index is its node's minor number), and the fake ``nvidiactl``
-one of ``random`` (1:8). Needs root (the fixtures skip otherwise)."""
+one of ``random`` (1:8); a second fake GPU, index 5, is ``zero`` (1:5), whose private mapping keeps its
+file. A sweep judges every process on the machine: two runs of this module at once kill each other's
+holders of these device numbers (as two servers on one machine would). Needs root (the fixtures skip
+otherwise)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import signal
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -316,3 +320,31 @@ def test_who_may_hold_which_node():
     assert why(999, gpu7) == "outside any job"
     assert why(999, gpu7, uids=(0, 0, 0, 0)) is None
     assert why(999, gpu7, uids=(1000, 0, 0, 0)) == "outside any job"  # a set-uid root program run by a user
+
+
+async def test_a_job_holding_a_gpu_it_was_not_granted_loses_that_process(
+        jobs_root, gpu_dev, sweep_log, caplog, launchers, unix_accounts):
+    """Two GPU jobs of the same student: the one granted GPU 5 hands its descriptor over a Unix socket to
+    the one granted GPU 7. A sweep kills the process of the GPU 7 job that holds GPU 5 (the log says it
+    was not granted GPU 5); the GPU 5 job keeps its own and ends normally."""
+    launcher = _launcher(launchers, jobs_root, gpu_dev, sweep_log)
+    giver, giver_wd = _gpu_task(launcher, jobs_root, gpu_dev, "j-giver", "send", MAPPABLE_GPU)
+    await launcher.start(giver)
+    wait_until(lambda: (giver_wd / "ready").exists(), "the GPU 5 job holding its GPU")
+    taker, taker_wd = _gpu_task(launcher, jobs_root, gpu_dev, "j-taker", "keep", GPU)
+    (taker_wd / "outside.py").write_text(OUTSIDE)
+    taker = LaunchRequest(job_id=taker.job_id, user=A, kind="batch", tasks=(
+        replace(taker.tasks[0], command=f"exec /usr/bin/python3 outside.py scm-rights {giver_wd / 'sock'}"),))
+    await launcher.start(taker)
+    taker_log = taker_wd / "logs" / "main-0.log"
+    wait_until(lambda: f"held {MAPPABLE_GPU}" in taker_log.read_text(), "the GPU 7 job holding GPU 5")
+
+    await launcher.sweep_gpus()
+    async def exits():
+        return {e.job_id: e for e in await launcher.poll()}.get("j-taker")
+    taken = await wait_until_async(exits, "the GPU 7 job's process killed")
+    assert taken.exit_code == 128 + signal.SIGKILL, taker_log.read_text()
+    assert "in job j-taker (task main-0), which was not granted GPU 5" in caplog.text, caplog.text
+    ended = await _finish(launcher, giver_wd, "j-giver")
+    giver_log = (giver_wd / "logs" / "main-0.log").read_text()
+    assert ended.exit_code == 0 and f"task still holds 1 {MAPPABLE_GPU}" in giver_log, giver_log
