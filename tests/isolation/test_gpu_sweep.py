@@ -218,7 +218,8 @@ def _killed_and_logged(proc, caplog, dev, unix_accounts, gpu=GPU):
     assert proc.wait(timeout=60) == -signal.SIGKILL, proc.stderr.read()
     lines = [r.getMessage() for r in caplog.records if f"killed pid {proc.pid} " in r.getMessage()]
     assert len(lines) == 1, caplog.text
-    assert f"of user {A}" in lines[0] and "(python3)" in lines[0] and f"{_node(dev, gpu)} (GPU {gpu}, " in lines[0], lines
+    assert f"of user {A}" in lines[0] and "(python3)" in lines[0], lines
+    assert f"{_node(dev, gpu)} (GPU {gpu}, " in lines[0], lines
     return lines[0]
 
 

@@ -15,8 +15,8 @@ ends or is stopped, so ``setsid`` daemons die with it); a task granted GPUs gets
 of them in its mount namespace, never a group (``isolation/gpu_access.py``), and when it ends whatever
 still holds one of its GPUs without the right to (a descriptor taken out of it) is killed before its exit
 is reported; ``sweep_gpus`` does the same for every GPU when the service's loop asks
-(``isolation/gpu_holders.py``); its output reaches its log through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
-as the server's own user, as before.
+(``isolation/gpu_holders.py``); its output reaches its log through a size-limiting copier. Constructed
+directly (tests) without ``isolation``/``parent`` it runs everything as the server's own user, as before.
 """
 
 from __future__ import annotations
