@@ -341,7 +341,11 @@ async def test_a_queued_kernel_whose_server_died_never_holds_the_gpu(live_server
     (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
     srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)},
                               config={"HiveProvisioner": {"heartbeat_lease_s": 3}})
-    blocker = srv.request("POST", "jobs", json={"command": "sleep 8", "tasks": [{"name": "main", "count": 1, "gpus": 1}]})
+    # the blocker holds the GPU until the test lets it go (a fixed "sleep 8" ended first when the restart
+    # below took longer than that on a busy machine, and the kernel then ran: the test's race, not the product's)
+    go = tmp_path / "go"
+    blocker = srv.request("POST", "jobs", json={"command": f"while [ ! -e {go} ]; do sleep 0.1; done",
+                                                "tasks": [{"name": "main", "count": 1, "gpus": 1}]})
     assert blocker.status_code == 201
     r = srv.request("POST", "/api/kernels", json={"name": "hive-gpu"})
     assert r.status_code == 201, r.text  # returns while the kernel waits
@@ -352,6 +356,7 @@ async def test_a_queued_kernel_whose_server_died_never_holds_the_gpu(live_server
     job = await wait_job(srv, kernel["id"], "succeeded", "failed", "cancelled", timeout=60)
     assert job["state"] == "cancelled" and "no heartbeat for" in job["reason"], job
     assert "running" not in [h["state"] for h in srv.request("GET", f"jobs/{job['id']}").json()["history"]]
+    go.touch()
     await wait_job(srv, blocker.json()["id"], "succeeded")
     assert srv.request("GET", "cluster").json()["gpus_free"] == 1  # nobody's kernel took it
 

@@ -124,6 +124,7 @@ class HiveService(Admission, UnitOfWork):
         self._ops: dict[str, asyncio.Task] = {}
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._loop_task: asyncio.Task | None = None
+        self._gpu_sweep_task: asyncio.Task | None = None  # the launcher's GPU descriptor sweep, when one runs
         self._stopping = False
         self._state_listeners: list[Callable[[str, str, str], None]] = []
         self._ready = asyncio.Event()  # set once recovery is over (binds to the running loop on first use)
@@ -227,6 +228,8 @@ class HiveService(Admission, UnitOfWork):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
         self.kernel_idle.close()
+        if self._gpu_sweep_task:
+            self._gpu_sweep_task.cancel()
         for task in list(self._ops.values()):
             task.cancel()
         with contextlib.suppress(Exception):
@@ -234,7 +237,7 @@ class HiveService(Admission, UnitOfWork):
         self.store.close()
 
     async def _loop(self) -> None:
-        last_error, last_logged, last_progress, last_leases = "", 0.0, 0.0, 0.0
+        last_error, last_logged, last_progress, last_leases, last_sweep = "", 0.0, 0.0, 0.0, 0.0
         while True:
             try:
                 async with self._poll_lock:  # (see UnitOfWork._stop)
@@ -251,6 +254,10 @@ class HiveService(Admission, UnitOfWork):
                     last_leases = time.monotonic()
                     self.end_unreachable_kernels()
                     self.end_idle_kernels()
+                sweep_every = self.launcher.gpu_sweep_interval_s
+                if sweep_every > 0 and time.monotonic() - last_sweep >= sweep_every:
+                    last_sweep = time.monotonic()
+                    self._sweep_gpus()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # e.g. the Docker daemon is down: say so once a minute, keep going
@@ -259,6 +266,20 @@ class HiveService(Admission, UnitOfWork):
                     log.exception("hive-lab: polling the %s launcher failed", self.launcher.name)
                     last_error, last_logged = repr(exc), now
             await asyncio.sleep(self.poll_interval_s)
+
+    def _sweep_gpus(self) -> None:
+        """Start the launcher's GPU descriptor sweep (no GPU descriptor outlives its task; it reads /proc off
+        the event loop) unless the previous one still runs; the loop does not wait for it."""
+        if self._gpu_sweep_task is not None and not self._gpu_sweep_task.done():
+            return
+
+        async def sweep() -> None:
+            try:
+                await self.launcher.sweep_gpus()
+            except Exception:  # noqa: BLE001 - the next sweep tries again
+                log.exception("hive-lab: the GPU descriptor sweep failed")
+
+        self._gpu_sweep_task = asyncio.create_task(sweep(), name="hive-lab-gpu-sweep")
 
     def _restore_usage(self) -> None:
         """Fair share: the core's decayed usage, derived from the stored usage records (so it survives

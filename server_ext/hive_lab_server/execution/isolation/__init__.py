@@ -9,6 +9,8 @@
 - ``gpu_access``: GPUs only through the scheduler, per task and never a standing right (host nodes
   root:root 0600; a local task granted GPUs gets its own nodes of them in its mount namespace, no group;
   Docker's group only with nosuid writable mounts).
+- ``gpu_holders``: no GPU descriptor outlives its task: the sweep that kills processes holding a GPU's node
+  (open or mapped) without the right to, when a GPU task ends and every ``gpu_sweep_interval_s``.
 - ``safe_files``: reading files a job wrote without following its symlinks or hard links out.
 - ``log_limit``: the process that copies a task's output into its log, up to a size limit (as nobody).
 - ``authorizer``: in the token-map shared mode, only hive-lab's API for non-admins.

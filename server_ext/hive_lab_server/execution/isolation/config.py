@@ -5,13 +5,14 @@
     c.Isolation.allow_root = False
     c.Isolation.cgroups = "auto"           # auto | v2 | v1 | off
     c.Isolation.max_log_bytes = 256 * 2**20
+    c.Isolation.gpu_sweep_interval_s = 5   # kill GPU descriptors held outside their task (0: at task end only)
 """
 
 from __future__ import annotations
 
 import os
 
-from traitlets import Bool, Dict, Enum, Int, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from hive_lab_server.execution.isolation.accounts import Account, AccountError, resolve_account
@@ -58,6 +59,14 @@ class Isolation(Configurable):
         make the GPU device nodes root:root 0600 (root:<gpu_group> 0660 and a nosuid jobs root with the
         Docker launcher), so users' own processes cannot open them""",
     )
+    gpu_sweep_interval_s = Float(
+        5.0, config=True,
+        help="""No GPU descriptor outlives its task: how often (seconds) a server that isolates jobs (root, with
+        lock_gpu_devices) kills the processes that hold a GPU's device node open or mapped without the right
+        to (not root, not in a running local task granted that GPU), e.g. a descriptor a user's own process
+        took out of a running task through /proc/PID/root or a Unix socket. The nodes of a GPU task are also
+        swept when it ends, whatever this says; 0: only then. isolation/gpu_holders.py, docs/isolation.md""",
+    )
     namespaces = Bool(
         True, config=True,
         help="""each local task in its own PID and mount namespace (as root): it sees only its own processes,
@@ -78,6 +87,13 @@ class Isolation(Configurable):
         256 * 2**20, config=True,
         help="largest log of one task (bytes); output beyond it is dropped after a truncation note. 0 = no limit",
     )
+
+    @validate("gpu_sweep_interval_s")
+    def _sweep_interval_not_negative(self, proposal):
+        if proposal["value"] < 0:
+            raise TraitError(f"c.Isolation.gpu_sweep_interval_s is {proposal['value']}: give a number of seconds, "
+                             f"or 0 to sweep the GPUs' nodes only when a GPU task ends")
+        return proposal["value"]
 
     @classmethod
     def server_identity(cls) -> "Isolation":

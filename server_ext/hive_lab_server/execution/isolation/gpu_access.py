@@ -20,6 +20,10 @@ the GPUs from the user's own terminal for ever. So, in two layers:
    copy carries no group that opens anything, a hard link of the node crosses mounts (``EXDEV``), and
    making a node needs ``CAP_MKNOD``. The nodes of GPUs it was not granted are covered by a node it
    cannot open (``mask_node``), plus the cgroup v1 devices rule where that controller is mounted.
+
+Neither layer revokes a descriptor already open (a same-account process can take one out of a running
+task through ``/proc/PID/root`` or a Unix socket): the third layer, ``gpu_holders``, finds and kills such
+holders when the task ends and every ``Isolation.gpu_sweep_interval_s``.
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
     #: nodes are then root:<group> 0660 and the jobs root nosuid; else root:root 0600 (isolation/gpu_access.py)
     needs_gpu_group: bool = False
 
+    #: how often (seconds) the service's loop calls ``sweep_gpus``; 0: never (nothing to sweep)
+    gpu_sweep_interval_s: float = 0.0
+
     def validate(self, spec: Any) -> None:
         """Raise ``UnsupportedSpec`` at submit for a job spec (``spec.JobSpec``) this launcher can never
         run, so it is refused with a 400 instead of failing (or being silently changed) at launch."""
@@ -149,6 +152,11 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
 
         Used after a restart to adopt what still runs and to mark the rest lost.
         """
+
+    async def sweep_gpus(self) -> None:
+        """Kill the processes that hold a GPU's device node without the right to (no GPU descriptor
+        outlives its task: isolation/gpu_holders.py); called by the service's loop every
+        ``gpu_sweep_interval_s``. A launcher whose tasks reach GPUs some other way does nothing."""
 
     def task_owner(self, user: str) -> tuple[int, int] | None:
         """(uid, gid) the tasks of ``user``'s jobs run as when that is not the server's own Unix user,

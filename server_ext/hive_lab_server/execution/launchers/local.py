@@ -12,9 +12,11 @@ runs as its owner's Unix account (the wrapper stays root to join the task's cgro
 then ``setpriv`` drops to the account), never as root unless the admin allows it; each task gets its
 own cgroup (limits from its request, other GPUs' device nodes denied, killed as a whole when the task
 ends or is stopped, so ``setsid`` daemons die with it); a task granted GPUs gets its own device nodes
-of them in its mount namespace, never a group (``isolation/gpu_access.py``); its output reaches its log
-through a size-limiting copier. Constructed directly (tests) without ``isolation``/``parent`` it runs everything
-as the server's own user, as before.
+of them in its mount namespace, never a group (``isolation/gpu_access.py``), and when it ends whatever
+still holds one of its GPUs without the right to (a descriptor taken out of it) is killed before its exit
+is reported; ``sweep_gpus`` does the same for every GPU when the service's loop asks
+(``isolation/gpu_holders.py``); its output reaches its log through a size-limiting copier. Constructed
+directly (tests) without ``isolation``/``parent`` it runs everything as the server's own user, as before.
 """
 
 from __future__ import annotations
@@ -87,6 +89,9 @@ TASK_EXEC = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "
 # Server secrets the tasks must not inherit.
 SECRET_ENV = ("JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN_FILE", "JUPYTERHUB_OAUTH_CLIENT_SECRET")
 
+# how long the exits of GPU tasks wait for the sweep of their GPUs (isolation/gpu_holders.py) at most
+END_SWEEP_WAIT_S = 10.0
+
 log = logging.getLogger(__name__)
 _TIMES = re.compile(r"(\d+)m([\d.]+)s")  # "0m1.250000s" in the output of the shell's ``times``
 
@@ -99,6 +104,7 @@ class _Task:
     create_time: float
     proc: subprocess.Popen | None  # None when adopted after a restart (not our child)
     copier: int = 0  # pid of the log copier (isolation/log_limit.py), 0 when output goes to the log directly
+    gpus: tuple[int, ...] | None = None  # the GPUs it was granted (None: a record of an older server)
 
 
 def _nobody() -> tuple[int, int]:
@@ -147,6 +153,14 @@ class LocalLauncher(Launcher):
         # a PID and mount namespace per task needs root; the log copier runs as nobody (never as root)
         self._namespaces = isolation.namespaces and os.geteuid() == 0 and isolation.run_as != "server"
         self._copier_ids = _nobody()
+        # no GPU descriptor outlives its task (isolation/gpu_holders.py): where the nodes are locked down
+        self._gpu_sweep = None
+        if os.geteuid() == 0 and isolation.isolates() and isolation.lock_gpu_devices:
+            from hive_lab_server.execution.isolation.gpu_holders import GpuSweep, gpu_nodes
+
+            self._gpu_sweep = GpuSweep(lambda: gpu_nodes(isolation.gpu_device_glob, isolation.gpu_control_globs),
+                                       self._task_grants, self.log)
+            self.gpu_sweep_interval_s = isolation.gpu_sweep_interval_s
 
     # --- files --------------------------------------------------------------------------------
 
@@ -386,11 +400,14 @@ class LocalLauncher(Launcher):
                     ctime = psutil.Process(proc.pid).create_time()
                 except psutil.NoSuchProcess:  # already gone: still ours to reap
                     ctime = 0.0
-                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc, copier)
+                t = _Task(request.job_id, tl.task, proc.pid, ctime, proc, copier, tuple(tl.gpu_indices))
                 started.append(t)
                 tmp = info.with_suffix(".json.tmp")
+                # (its GPUs too: the GPU sweep reads who may hold which GPU from these records, which exist
+                # before any task runs)
                 tmp.write_text(json.dumps({"job_id": request.job_id, "task": tl.task, "pid": proc.pid,
-                                           "create_time": ctime, "log_path": tl.log_path, "copier": copier}))
+                                           "create_time": ctime, "log_path": tl.log_path, "copier": copier,
+                                           "gpus": list(tl.gpu_indices)}))
                 os.replace(tmp, info)
             for fd in go:  # every task has its record: all of them may run now
                 os.write(fd, b"go\n")
@@ -490,9 +507,10 @@ class LocalLauncher(Launcher):
 
     async def poll(self) -> list[TaskExit]:
         out, self._pending = self._pending, []
+        ended: list[_Task] = []
         if not self._scanned:
             self._scanned = True
-            out.extend(self._scan_orphan_exits())
+            out.extend(self._scan_orphan_exits(ended))
         for job_id in list(self._tasks):
             tasks = self._tasks[job_id]
             for name in list(tasks):
@@ -504,27 +522,70 @@ class LocalLauncher(Launcher):
                 except (ProcessLookupError, PermissionError):
                     pass
                 out.append(self._exit_of(t))
+                ended.append(t)
                 del tasks[name]  # its records stay until the service acknowledges the exit (ack)
             if not tasks:
                 del self._tasks[job_id]
+        if self._gpu_sweep is not None and any(t.gpus is None or t.gpus for t in ended):
+            unknown = any(t.gpus is None for t in ended)  # a record of an older server: sweep every GPU
+            await self._sweep_after(None if unknown else {g for t in ended for g in t.gpus})
         return out
+
+    async def _sweep_after(self, gpus: set[int] | None) -> None:
+        """The GPUs of tasks that just ended: whatever still holds one (a descriptor a process of the owner
+        took out of the task) is killed before the exits are reported, so the next job gets GPUs nobody
+        else holds. Bounded: a sweep held up (a process's memory map that cannot be read) only delays it."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._gpu_sweep.run(gpus)), END_SWEEP_WAIT_S)
+        except asyncio.TimeoutError:
+            self.log.warning("hive-lab: the GPU sweep after a task's end takes over %s s; reporting the exit meanwhile",
+                             END_SWEEP_WAIT_S)
+        except Exception:  # noqa: BLE001 - a failed sweep never loses an exit
+            self.log.exception("hive-lab: the GPU sweep after a task's end failed")
+
+    async def sweep_gpus(self) -> None:
+        if self._gpu_sweep is not None:
+            await self._gpu_sweep.run()
+
+    def _task_grants(self):
+        """Who may hold which GPU now (run in the sweep's thread): every recorded task with its GPUs and
+        its processes (its cgroup's, or without cgroups its wrapper's descendants). Records exist before a
+        task runs anything and stay until its exit is acknowledged (its cgroup is empty by then)."""
+        from hive_lab_server.execution.isolation.gpu_holders import TaskGrant
+
+        grants = []
+        for t in self._records():
+            cg = self.cgroup(t.job_id, t.task)
+            pids = cg.pids() if cg is not None else set()
+            if cg is None and self._alive(t):
+                try:
+                    wrapper = psutil.Process(t.pid)
+                    pids = {t.pid, *(c.pid for c in wrapper.children(recursive=True))}
+                except psutil.Error:
+                    pids = set()
+            if pids:
+                grants.append(TaskGrant(t.job_id, t.task, None if t.gpus is None else frozenset(t.gpus),
+                                        frozenset(pids)))
+        return grants
 
     def _records(self):
         for info in sorted(self.state_dir.glob("*/*.json")):
             try:
                 rec = json.loads(info.read_text())
+                gpus = rec.get("gpus")
                 yield _Task(rec["job_id"], rec["task"], int(rec["pid"]), float(rec["create_time"]), None,
-                            int(rec.get("copier") or 0))
+                            int(rec.get("copier") or 0), None if gpus is None else tuple(int(g) for g in gpus))
             except (OSError, ValueError, KeyError):
                 continue
 
-    def _scan_orphan_exits(self) -> list[TaskExit]:
-        """Exits of tasks started by an earlier server process that nobody adopted."""
+    def _scan_orphan_exits(self, ended: list[_Task]) -> list[TaskExit]:
+        """Exits of tasks started by an earlier server process that nobody adopted (added to ``ended``)."""
         out = []
         for t in self._records():
             if t.task in self._tasks.get(t.job_id, {}) or self._alive(t):
                 continue
             out.append(self._exit_of(t))
+            ended.append(t)
             self._reported.add((t.job_id, t.task))
         return out
 
@@ -553,7 +614,7 @@ class LocalLauncher(Launcher):
             try:
                 rec = json.loads(info.read_text())
                 t = _Task(request.job_id, tl.task, int(rec["pid"]), float(rec["create_time"]), None,
-                          int(rec.get("copier") or 0))
+                          int(rec.get("copier") or 0), tuple(tl.gpu_indices))
             except (OSError, ValueError, KeyError):
                 self._pending.append(TaskExit(request.job_id, tl.task, None, "lost"))
                 continue
@@ -567,3 +628,5 @@ class LocalLauncher(Launcher):
 
     async def close(self) -> None:
         """Tasks keep running (a restarted server adopts them)."""
+        if self._gpu_sweep is not None:
+            self._gpu_sweep.close()
