@@ -3,7 +3,7 @@
 Like a job cell (``job_monitor``), not an ipywidget: an ordinary display bundle updated in place through
 its display id while the kernel lives, so the saved notebook holds the last state (no "Error displaying
 widget: model not found" after a restart). The bundle has ``text/plain`` and ``text/html`` (the line and
-the table, for any frontend) and ``VIEW_MIME`` ``{"view": "array", "id": ..., "chart": <Bokeh JSON>}``,
+the table, for any frontend) and ``VIEW_MIME`` ``{"view": "array", "id": ..., "chart": "<Bokeh JSON as a string>"}``,
 which hive-lab's JupyterLab extension draws: the saved table, the Bokeh charts, and the line refreshed
 from the server when the notebook is opened again.
 """
@@ -11,6 +11,7 @@ from the server when the notebook is opened again.
 from __future__ import annotations
 
 import html
+import json
 import threading
 import uuid
 from datetime import datetime, timezone
@@ -55,7 +56,10 @@ def array_bundle(array: dict, table: ResultTable | None, chart: dict | None = No
         body += results_html(table)
     bundle = {"text/plain": text, "text/html": body}
     if array.get("id"):
-        bundle[VIEW_MIME] = {"view": "array", "id": array["id"], "ended": ended, "chart": chart}
+        # the chart as a JSON string: Bokeh's JSON defines a model where it first occurs, and a saved
+        # notebook's keys are sorted (nbformat), which would put references before definitions
+        bundle[VIEW_MIME] = {"view": "array", "id": array["id"], "ended": ended,
+                             "chart": None if chart is None else json.dumps(chart)}
     return bundle
 
 

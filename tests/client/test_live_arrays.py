@@ -115,7 +115,7 @@ def test_results_are_rounded_for_display_and_charted(ann):
     assert "8 succeeded" in bundle["text/plain"].splitlines()[0]
     view = bundle[VIEW_MIME]
     assert view["view"] == "array" and view["id"] == array.id and view["ended"] is True
-    names = {r.get("attributes", {}).get("name") for r in walk(view["chart"]["doc"])}
+    names = {r.get("attributes", {}).get("name") for r in walk(json.loads(view["chart"])["doc"])}
     assert {"loss-by-a", "loss-by-b", "loss-by-opt", "acc-by-a", "parallel-coordinates"} <= names
 
 
