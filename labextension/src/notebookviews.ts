@@ -66,6 +66,56 @@ export function arrayLine(array: IArray): string {
   return `${array.id} ${array.name} [${array.count} elements${throttle}]: ${array.state}${held}: ${arrayCountsText(array.counts)}${reason}`;
 }
 
+/**
+ * A click on a header sorts the rows by that column (numbers as numbers, run times by their seconds,
+ * empty cells last); a second click reverses. The table arrives sorted by its first metric.
+ */
+export function sortableTable(table: HTMLTableElement): void {
+  const headers = Array.from(table.querySelectorAll('thead th'));
+  headers.forEach((th, column) => {
+    th.setAttribute('title', 'Sort by this column');
+    th.addEventListener('click', () => {
+      const descending = th.getAttribute('data-sorted') === 'asc';
+      headers.forEach(h => h.removeAttribute('data-sorted'));
+      th.setAttribute('data-sorted', descending ? 'desc' : 'asc');
+      const body = table.tBodies[0];
+      const rows = Array.from(body.rows);
+      const key = (row: HTMLTableRowElement): number | string | null => {
+        const text = (row.cells[column]?.textContent ?? '').trim();
+        if (!text) {
+          return null;
+        }
+        const seconds = runTimeSeconds(text);
+        if (seconds !== null) {
+          return seconds;
+        }
+        const n = Number(text);
+        return Number.isNaN(n) ? text : n;
+      };
+      rows.sort((a, b) => {
+        const x = key(a);
+        const y = key(b);
+        if (x === null || y === null) {
+          return x === y ? 0 : x === null ? 1 : -1;
+        }
+        const order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+        return descending ? -order : order;
+      });
+      body.append(...rows);
+    });
+  });
+}
+
+/** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h` (hive_lab.format.duration) in seconds; null for other text. */
+function runTimeSeconds(text: string): number | null {
+  const match = /^(?:(\d+) d )?(?:(\d+) h ?)?(?:(\d+) min ?)?(?:([\d.]+) s)?$/.exec(text);
+  if (!match || !match.slice(1).some(Boolean)) {
+    return null;
+  }
+  const [d, h, m, s] = match.slice(1).map(v => Number(v ?? 0));
+  return ((d * 24 + h) * 60 + m) * 60 + s;
+}
+
 /** Where a job runs, or why it waits: the panel's words. */
 function whereOrWhy(job: IJob): string {
   if (job.state === 'running' && job.placement && job.placement.length > 0) {
@@ -240,6 +290,10 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private async _renderArray(savedHtml: string, trusted: boolean): Promise<void> {
     this._title.hidden = true;
     this._lines.innerHTML = this.sanitizer ? this.sanitizer.sanitize(savedHtml) : '';
+    const results = this._lines.querySelector('table.hive-array-results');
+    if (results) {
+      sortableTable(results as HTMLTableElement);
+    }
     if (!this._charts.isConnected) {
       this.node.replaceChildren(this._error, this._lines, this._charts);
     }

@@ -150,3 +150,19 @@ def test_cli_jobs_array_prints_the_results_table_with_metrics(hive_server):
     assert [(r[0], r[1], r[-2]) for r in rows] == [("1", "3", "0.3333"), ("2", "2", "0.5"), ("0", "1", "1")]
     shown = json.loads(cli(hive_server, "jobs", array["id"], "--json").stdout)
     assert [r["loss"] for r in shown["results"]] == [1 / 3, 0.5, 1.0]
+
+
+def test_bokehjs_is_served_to_logged_in_users_only_and_only_its_own_files(hive_server):
+    """The extension draws saved charts with the server's BokehJS: served to a logged-in user; nobody
+    else gets it, and no other name reaches the file system."""
+    import requests
+
+    url = hive_server.url + "hive_lab/static/bokeh/"
+    ok = requests.get(url + "bokeh.min.js", headers={"Authorization": f"token {hive_server.tokens['ann']}"},
+                      timeout=30)
+    assert ok.status_code == 200 and "javascript" in ok.headers["Content-Type"] and "Bokeh" in ok.text[:5000]
+    anonymous = requests.get(url + "bokeh.min.js", timeout=30, allow_redirects=False)
+    assert anonymous.status_code in (302, 403) and "Bokeh" not in anonymous.text
+    for name in ("bokeh.js", "..%2f..%2f__init__.py", "%2e%2e/%2e%2e/server/server.py"):
+        r = requests.get(url + name, headers={"Authorization": f"token {hive_server.tokens['ann']}"}, timeout=30)
+        assert r.status_code == 404, (name, r.status_code)

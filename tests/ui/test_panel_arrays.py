@@ -127,6 +127,13 @@ def test_an_array_cell_is_live_and_keeps_its_table_and_charts_after_save_reload_
         # the cell ended at once; its display follows the elements to the end with no kernel action
         shows_the_end(out)
         expect(out.locator(".jp-OutputArea-output")).to_have_count(1)
+        table = out.locator("table.hive-array-results")
+        expect(table.locator("tbody tr").first.locator("td").nth(5)).to_have_text("0.008213")  # the best first
+        table.locator("th", has_text="duration").click()  # sortable: by run time, then reversed
+        table.locator("th", has_text="lr").click()
+        expect(table.locator("tbody tr").first.locator("td").nth(2)).to_have_text("0.001")
+        table.locator("th", has_text="lr").click()
+        expect(table.locator("tbody tr").first.locator("td").nth(2)).to_have_text("0.1")
         page.screenshot(path=str(RESULTS / "array-cell.png"), full_page=True)
         page.keyboard.press("Control+s")
         wait_until(lambda: "20 succeeded" in path.read_text(), "the notebook saved with the final state")
