@@ -87,7 +87,7 @@ class JobArray:
         """The results table and charts as a display that follows the array until it ends."""
         from .widgets.array_results import ArrayResults
 
-        return ArrayResults(self.client, self.id, metrics_file=metrics_file)
+        return ArrayResults(self.refresh(), metrics_file=metrics_file)
 
     def __repr__(self) -> str:
         from .format import array_line

@@ -152,11 +152,10 @@ class ArrayResults:
     """``JobArray.show_results()``: the results table and charts, live until the array has ended (the
     same display as the array cell's). ``refresh()`` reads them anew and returns the rows."""
 
-    def __init__(self, client, array_id: str, *, metrics_file: str = METRICS_FILE):
-        from ..arrays import JobArray
-
-        self.array = JobArray(client, client.array(array_id, limit=1))
-        self.monitor = ArrayMonitor(client, self.array.info, metrics_file=metrics_file)
+    def __init__(self, array, *, metrics_file: str = METRICS_FILE):
+        """``array``: the ``hive_lab.arrays.JobArray`` (its watcher, if it runs, is shared)."""
+        self.array = array
+        self.monitor = ArrayMonitor(array.client, array.info, metrics_file=metrics_file)
 
     def refresh(self) -> list[dict]:
         return self.monitor.refresh(self.array.refresh().info).rows

@@ -89,6 +89,13 @@ def test_submit_magic_sweep_and_its_results_table(shell, capsys, caplog, monkeyp
     assert list(frame["steps"]) == [20, 20, 40, 40]
     assert list(array.results(sort_by="loss", ascending=False).index) == [2, 0, 3, 1]
 
+    # show_results(): the cell's display (table and charts) for this array, no widget
+    shown = array.show_results()
+    assert [r["index"] for r in shown.refresh()] == [1, 0, 3, 2]
+    bundle = shown._repr_mimebundle_()
+    assert bundle[VIEW_MIME]["view"] == "array" and "4 succeeded" in bundle["text/plain"].splitlines()[0]
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+
     # the same rows as records, as without pandas
     monkeypatch.setitem(__import__("sys").modules, "pandas", None)  # "import pandas" fails from here on
     rows = array.results()

@@ -97,7 +97,8 @@ def test_an_array_cell_follows_its_elements_to_the_end_and_saves_the_table_and_c
 
     go = tmp_path / "go"
     tmp_path.chmod(0o777)  # the elements may run as another account
-    cells = ["%load_ext hive_lab", f"GO = {str(go)!r}", SWEEP_CELL.replace("{go!r}", repr(str(go))), GO_AND_JOIN_CELL]
+    cells = ["%load_ext hive_lab", f"GO = {str(go)!r}", SWEEP_CELL.replace("{go!r}", repr(str(go))), GO_AND_JOIN_CELL,
+             "_.show_results()"]
     nb, raw = execute_with_nbconvert(tmp_path, cells)
     assert WIDGET_VIEW not in raw and "widgets" not in nb.metadata  # nothing that needs a live kernel
     assert "Traceback" not in raw and "error" not in [o["output_type"] for c in nb.cells for o in c.outputs]
@@ -113,3 +114,6 @@ def test_an_array_cell_follows_its_elements_to_the_end_and_saves_the_table_and_c
     assert data["text/html"].count("<tr>") == 21 and ">loss</th>" in data["text/html"]
     view = data[VIEW_MIME]
     assert view["view"] == "array" and view["ended"] is True and json.loads(view["chart"])["doc"]  # Bokeh's charts
+    shown = nb.cells[4].outputs  # show_results(): the same display, no widget
+    assert [o["output_type"] for o in shown] == ["display_data"]
+    assert shown[0]["data"]["text/plain"] == data["text/plain"] and shown[0]["data"][VIEW_MIME]["view"] == "array"
