@@ -303,9 +303,13 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     this.model.start();
     const chart = this._request?.chart;
     this._chartToDraw = null;
-    if (!chart) {
+    if (chart && chart === this._chartDrawn && this._charts.isConnected) {
+      // a live update with the same charts (only the counts changed): nothing to redraw
+    } else if (!chart) {
+      this._chartDrawn = null;
       this._charts.replaceChildren();
     } else if (!trusted) {
+      this._chartDrawn = null;
       this._charts.replaceChildren(el('div', 'jp-HiveView-untrusted',
         'The charts are not drawn: this notebook is not trusted (run its cells, or trust it: "Trust Notebook" in the command palette).'));
     } else {
@@ -322,7 +326,9 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
       return;
     }
     this._chartToDraw = null;
+    this._chartDrawn = chart;
     embedChart(this.model.api.settings, chart, this._charts).catch(error => {
+      this._chartDrawn = null;
       this._charts.replaceChildren(el('div', 'jp-HiveView-error', `The charts could not be drawn: ${(error as Error).message}`));
     });
   }
@@ -472,6 +478,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private readonly _lines = el('div', 'jp-HiveView-lines');
   private readonly _charts = el('div', 'jp-HiveView-charts');
   private _chartToDraw: string | null = null;
+  private _chartDrawn: string | null = null;
   private readonly _vcs: HTMLDivElement;
   private readonly _heatmapHost: HTMLDivElement;
   private readonly _jobsBox: HTMLDivElement;
