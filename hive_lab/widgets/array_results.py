@@ -50,7 +50,8 @@ def array_bundle(array: dict, table: ResultTable | None, chart: dict | None = No
             f'<span style="font-family:monospace">{html.escape(line)}</span></div>')
     if as_of is not None and not ended:
         text += f" ({as_of_text(as_of)})"
-        body += f'<div class="hive-as-of" style="color:#7f7f7f;font-size:smaller">{html.escape(as_of_text(as_of))}</div>'
+        body += (f'<div class="hive-as-of" style="color:#7f7f7f;font-size:smaller">'
+                 f'{html.escape(as_of_text(as_of))}</div>')
     if table is not None and table.rows:
         text += "\n" + results_text(table)
         body += results_html(table)

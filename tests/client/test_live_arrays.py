@@ -110,7 +110,8 @@ def test_results_are_rounded_for_display_and_charted(ann):
     """A sweep of 3 parameters: the table rounds (0.3333, not 0.3333333333333333), the bundle carries the
     Bokeh charts (each metric by each parameter, and parallel coordinates) for the extension."""
     cell = ("import json, os; p = json.load(open(os.environ['HIVE_PARAMS_FILE']))\n"
-            "json.dump({'loss': p['a'] / 3, 'acc': 1 - p['b'] / 7}, open(os.environ['HIVE_OUTPUT_DIR'] + '/metrics.json', 'w'))\n")
+            "json.dump({'loss': p['a'] / 3, 'acc': 1 - p['b'] / 7},\n"
+            "          open(os.environ['HIVE_OUTPUT_DIR'] + '/metrics.json', 'w'))\n")
     array = JobArray(ann, ann.submit_array({"command": f"python3 -c \"{cell}\"", "tasks": [{"gpus": 0}]},
                                            sweep={"a": [1, 2], "b": [1, 2], "opt": ["adam", "sgd"]}))
     array.wait(timeout=120)
