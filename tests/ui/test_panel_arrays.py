@@ -127,6 +127,10 @@ def test_an_array_cell_is_live_and_keeps_its_table_and_charts_after_save_reload_
         # the cell ended at once; its display follows the elements to the end with no kernel action
         shows_the_end(out)
         expect(out.locator(".jp-OutputArea-output")).to_have_count(1)
+        # one notice for the sweep, none per element
+        expect(page.locator(".Toastify__toast", has_text="readme-sweep (a-")).to_contain_text(
+            "ended: 20 succeeded", timeout=30_000)
+        expect(page.locator(".Toastify__toast", has_text="readme-sweep[")).to_have_count(0)
         table = out.locator("table.hive-array-results")
         expect(table.locator("tbody tr").first.locator("td").nth(5)).to_have_text("0.008213")  # the best first
         table.locator("th", has_text="duration").click()  # sortable: by run time, then reversed
