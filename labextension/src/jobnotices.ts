@@ -2,14 +2,14 @@
  * A notification when one of my batch jobs ends (issue 30): its result in words and a button that
  * opens its log. Only jobs this page saw waiting or running are announced (not every old job at load);
  * GPU kernels have their own notices (kernelnotices.ts), and a notebook submitted from the palette
- * its own toast (submit.ts adds it to `announcedElsewhere`). An array's elements that succeed are not
- * announced one by one (a sweep of 20 would be 20 toasts): the array is, once all of them have ended.
+ * its own toast (submit.ts adds it to `announcedElsewhere`).
  */
 import { Notification } from '@jupyterlab/apputils';
 
-import { ACTIVE_STATES, arrayCountsText, IArray, IJob } from './api';
+import { ACTIVE_STATES, IJob } from './api';
 import { FINAL_STATES } from './jobStates';
 import { ClusterModel } from './model';
+import { announceArrayEnds } from './arraynotices';
 import { duration } from './format';
 
 export const announcedElsewhere = new Set<string>();
@@ -27,27 +27,14 @@ export function endedText(job: IJob): string {
   return `${name} ${job.state}${ran}${job.reason ? `: ${job.reason}` : ''}`;
 }
 
-/** `sweep (a-000003) ended: 18 succeeded, 2 failed`. */
-export function arrayEndedText(array: IArray): string {
-  return `${array.name || array.id} (${array.id}) ended: ${arrayCountsText(array.counts)}`;
-}
-
 export function announceJobEnds(model: ClusterModel, showLog: (job: IJob) => void): void {
+  announceArrayEnds(model); // an array's succeeded elements are announced as one, when it ends
   const watching = new Set<string>();
-  const watchingArrays = new Set<string>();
   const mine = (job: IJob) => !!model.me && job.user === model.me.user && job.kind !== 'kernel';
   model.changed.connect(() => {
     for (const job of model.myJobs) {
       if (ACTIVE_STATES.has(job.state) && mine(job)) {
         watching.add(job.id);
-      }
-    }
-    for (const array of model.myArrays) {
-      if (array.state !== 'ended') {
-        watchingArrays.add(array.id);
-      } else if (watchingArrays.delete(array.id)) {
-        const ok = Object.keys(array.counts).every(s => s === 'succeeded' || !array.counts[s]);
-        Notification.emit(arrayEndedText(array), ok ? 'success' : 'warning', { autoClose: ok ? 8000 : false });
       }
     }
   });
@@ -63,8 +50,9 @@ export function announceJobEnds(model: ClusterModel, showLog: (job: IJob) => voi
       return;
     }
     if (job.array_id && job.state === 'succeeded') {
-      return; // its array is announced when it ends
+      return; // announced with its array (arraynotices.ts)
     }
+
     const ok = job.state === 'succeeded';
     Notification.emit(endedText(job), ok ? 'success' : job.state === 'cancelled' ? 'info' : 'error', {
       autoClose: ok ? 8000 : false,
