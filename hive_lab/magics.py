@@ -162,7 +162,13 @@ class HiveLabMagics(Magics):
                     raise BadRequest("--dry-run/--wait/--follow are for one job; with --array or --sweep use "
                                      "the returned array's .wait() and .results()")
                 array = JobArray(self.client, self.client.submit_array(spec, **fields))
-                print(array_line(array.info))
+                if _in_kernel(self.shell):  # the result is its live display (JobArray._ipython_display_)
+                    from .widgets.array_results import ArrayMonitor, follow_array_in_background
+
+                    array._monitor = ArrayMonitor(self.client, array.info)
+                    self.watchers[array.id] = array._watcher = follow_array_in_background(array, array._monitor)
+                else:
+                    print(array_line(array.info))
                 return array
             if args.dry_run:  # printed, so the answer stays in the saved notebook; nothing is submitted
                 return self._what_if(spec, args.compare or [])

@@ -98,9 +98,11 @@ def _read_logs(client, job_id: str, offset: int, on_log: Callable[[str], None]) 
     return offset, False
 
 
-def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_events: bool = True) -> dict:
+def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_events: bool = True,
+                   on_change: Callable[[dict], None] | None = None) -> dict:
     """Wait until every element of the array ended (its state is ``ended``); returns the array. Wakes on
-    its elements' events (their ``array_id``), with a slow timed re-check as a fallback."""
+    its elements' events (their ``array_id``), with a slow timed re-check as a fallback. ``on_change(array)``
+    is called whenever its state or counts change before it has ended (the first reading included)."""
     import time
 
     wake = threading.Event()
@@ -118,12 +120,17 @@ def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_e
         except Exception:  # noqa: BLE001 - timed re-checks still work
             unsubscribe = None
     deadline = None if timeout is None else time.monotonic() + timeout
+    last = None
     try:
         while True:
             wake.clear()
             array = client.array(array_id, limit=1)
             if array.get("state") == "ended":
                 return array
+            key = (array.get("state"), array.get("reason"), sorted((array.get("counts") or {}).items()))
+            if on_change is not None and key != last:
+                last = key
+                on_change(array)
             if deadline is not None and time.monotonic() >= deadline:
                 return array
             wake.wait(2.0 if unsubscribe else 0.5)

@@ -91,20 +91,24 @@ ARRAY_ID = re.compile(r"^a-[0-9]+$")
 
 
 def _show_array(client, args) -> int:
-    """``hive-lab jobs a-000001``: the array's line, then one line per element (index, job, state, params)."""
+    """``hive-lab jobs a-000001``: the array's line, then its results table (``hive_lab.array_results``: one
+    row per element with its parameters, state, run time and metrics, sorted by the first metric)."""
+    from ..array_results import collect_results, results_text
     from ..format import array_line
 
     array = client.array(args.job, limit=1)
-    elements = client.array_elements(args.job)
+    table = collect_results(client, args.job)
     if args.state:
         wanted = set(args.state.split(","))
-        elements = [e for e in elements if e["state"] in wanted]
+        table.rows = [r for r in table.rows if r["state"] in wanted]
     if args.json:
-        print_json({**array, "elements": elements})
+        elements = client.array_elements(args.job)
+        if args.state:
+            elements = [e for e in elements if e["state"] in wanted]
+        print_json({**array, "elements": elements, "results": table.rows})
         return 0
     print(array_line(array))
-    for e in elements:
-        params = " ".join(f"{k}={v}" for k, v in (e.get("params") or {}).items())
-        code = "" if e.get("exit_code") is None else f"exit {e['exit_code']}"
-        print(f"  [{e['index']}] {e.get('job_id') or '-':<10} {e['state']:<10} {code:<8} {params}".rstrip())
+    text = results_text(table)
+    if text:
+        print(text)
     return 0

@@ -7,6 +7,7 @@
 import { ACTIVE_STATES, IJob } from './api';
 import { FINAL_STATES } from './jobStates';
 import { ClusterModel } from './model';
+import { announceArrayEnds } from './arraynotices';
 import { duration } from './format';
 import { notify } from './notify';
 
@@ -26,6 +27,7 @@ export function endedText(job: IJob): string {
 }
 
 export function announceJobEnds(model: ClusterModel, showLog: (job: IJob) => void): void {
+  announceArrayEnds(model); // an array's succeeded elements are announced as one, when it ends
   const watching = new Set<string>();
   const mine = (job: IJob) => !!model.me && job.user === model.me.user && job.kind !== 'kernel';
   model.changed.connect(() => {
@@ -46,6 +48,10 @@ export function announceJobEnds(model: ClusterModel, showLog: (job: IJob) => voi
     if (!FINAL_STATES.has(job.state) || !watching.delete(job.id) || announcedElsewhere.has(job.id)) {
       return;
     }
+    if (job.array_id && job.state === 'succeeded') {
+      return; // announced with its array (arraynotices.ts)
+    }
+
     const ok = job.state === 'succeeded';
     notify(endedText(job), ok ? 'success' : job.state === 'cancelled' ? 'info' : 'error', {
       autoClose: ok ? 8000 : false,

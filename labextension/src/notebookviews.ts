@@ -11,7 +11,8 @@ import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { ACTIVE_STATES, IJob, IVc } from './api';
+import { ACTIVE_STATES, arrayCountsText, IArray, IJob, IVc } from './api';
+import { embedChart } from './bokehjs';
 import { HeatmapWidget } from './heatmap';
 import { age, ClusterModel, sortJobs } from './model';
 import { capitalized, estimateText, gpusText, LENT_GPUS, placementText, statusLine } from './format';
@@ -24,9 +25,13 @@ export const VIEW_RANK = -20;
 
 /** What the kernel put in the bundle (hive_lab.widgets.base.LiveView.lab_view). */
 export interface IViewRequest {
-  view: 'jobs' | 'status' | 'job';
-  /** view "job" (a %%submit cell's line): the job */
+  view: 'jobs' | 'status' | 'job' | 'array';
+  /** view "job" (a %%submit cell's line): the job; view "array" (a %%submit --array/--sweep cell): the array */
   id?: string;
+  /** view "array": whether every element had ended when the kernel drew it */
+  ended?: boolean;
+  /** view "array": the results' charts, Bokeh's JSON as a string (hive_lab/array_charts.py), null without any */
+  chart?: string | null;
   all?: boolean;
   states?: string[] | null;
   vc?: string | null;
@@ -51,6 +56,64 @@ function stateIcon(state: string): string {
     return '✖';
   }
   return state === 'running' ? '▶' : '◷';
+}
+
+/** An array's line (hive_lab.format.array_line's words, the panel's count order). */
+export function arrayLine(array: IArray): string {
+  const throttle = array.throttle ? `, at most ${array.throttle} at once` : '';
+  const held = array.held ? ' (paused)' : '';
+  const reason = array.reason ? `; ${array.reason}` : '';
+  return `${array.id} ${array.name} [${array.count} elements${throttle}]: ${array.state}${held}: ${arrayCountsText(array.counts)}${reason}`;
+}
+
+/**
+ * A click on a header sorts the rows by that column (numbers as numbers, run times by their seconds,
+ * empty cells last); a second click reverses. The table arrives sorted by its first metric.
+ */
+export function sortableTable(table: HTMLTableElement): void {
+  const headers = Array.from(table.querySelectorAll('thead th'));
+  headers.forEach((th, column) => {
+    th.setAttribute('title', 'Sort by this column');
+    th.addEventListener('click', () => {
+      const descending = th.getAttribute('data-sorted') === 'asc';
+      headers.forEach(h => h.removeAttribute('data-sorted'));
+      th.setAttribute('data-sorted', descending ? 'desc' : 'asc');
+      const body = table.tBodies[0];
+      const rows = Array.from(body.rows);
+      const key = (row: HTMLTableRowElement): number | string | null => {
+        const text = (row.cells[column]?.textContent ?? '').trim();
+        if (!text) {
+          return null;
+        }
+        const seconds = runTimeSeconds(text);
+        if (seconds !== null) {
+          return seconds;
+        }
+        const n = Number(text);
+        return Number.isNaN(n) ? text : n;
+      };
+      rows.sort((a, b) => {
+        const x = key(a);
+        const y = key(b);
+        if (x === null || y === null) {
+          return x === y ? 0 : x === null ? 1 : -1;
+        }
+        const order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+        return descending ? -order : order;
+      });
+      body.append(...rows);
+    });
+  });
+}
+
+/** `3.2 s`, `4 min 05 s`, `2 h 03 min`, `3 d 4 h` (hive_lab.format.duration) in seconds; null for other text. */
+function runTimeSeconds(text: string): number | null {
+  const match = /^(?:(\d+) d )?(?:(\d+) h ?)?(?:(\d+) min ?)?(?:([\d.]+) s)?$/.exec(text);
+  if (!match || !match.slice(1).some(Boolean)) {
+    return null;
+  }
+  const [d, h, m, s] = match.slice(1).map(v => Number(v ?? 0));
+  return ((d * 24 + h) * 60 + m) * 60 + s;
 }
 
 /** Where a job runs, or why it waits: the panel's words. */
@@ -86,6 +149,9 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     if (this._request.view === 'job') {
       return this._renderJobLine(String(mimeModel.data['text/html'] ?? ''));
     }
+    if (this._request.view === 'array') {
+      return this._renderArray(String(mimeModel.data['text/html'] ?? ''), mimeModel.trusted);
+    }
     if (this._request.view === 'status' && !this._heatmap) {
       this._heatmap = new HeatmapWidget(this.model);
       this._heatmap.id = '';
@@ -99,7 +165,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   /** Fetches this view's jobs (the panel's model holds the counts, VCs and GPUs). */
   async refresh(): Promise<void> {
     const r = this._request;
-    if (!r || r.view === 'job') {
+    if (!r || r.view === 'job' || r.view === 'array') {
       return;
     }
     const query: Record<string, string | number> = { limit: r.limit ?? 50, elements: 'false' };
@@ -123,7 +189,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
 
   render(): void {
     const r = this._request;
-    if (!r || this.isDisposed || r.view === 'job') {
+    if (!r || this.isDisposed || r.view === 'job' || r.view === 'array') {
       return;
     }
     const m = this.model;
@@ -165,6 +231,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
 
   protected onAfterAttach(): void {
     this.render();
+    this._drawChart();
   }
 
   /**
@@ -213,6 +280,95 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private _onJobEvent(_: ClusterModel, job: IJob): void {
     if (this._request?.view === 'job' && job.id === this._request.id) {
       this._showJob(job);
+    }
+    if (this._request?.view === 'array' && job.array_id === this._request.id) {
+      window.clearTimeout(this._debounce);  // a burst of its elements' events: one refetch
+      this._debounce = window.setTimeout(() => void this._fetchArray(), 300);
+    }
+  }
+
+  /**
+   * A %%submit --array/--sweep cell: the table as the kernel last drew it, its charts drawn with BokehJS,
+   * and the array's line then taken from the server (live while open: its elements' events refetch it).
+   * Charts are Bokeh documents, which may hold code: only a trusted output's are drawn (a notebook run or
+   * saved by its reader), as Jupyter runs only trusted outputs' scripts.
+   */
+  private async _renderArray(savedHtml: string, trusted: boolean): Promise<void> {
+    this._title.hidden = true;
+    this._lines.innerHTML = this.sanitizer ? this.sanitizer.sanitize(savedHtml) : '';
+    const results = this._lines.querySelector('table.hive-array-results');
+    if (results) {
+      sortableTable(results as HTMLTableElement);
+    }
+    if (!this._charts.isConnected) {
+      this.node.replaceChildren(this._error, this._lines, this._charts);
+    }
+    this._error.hidden = true;
+    this.model.jobEvent.disconnect(this._onJobEvent, this);
+    this.model.jobEvent.connect(this._onJobEvent, this);
+    this.model.start();
+    const chart = this._request?.chart;
+    this._chartToDraw = null;
+    if (chart && chart === this._chartDrawn && this._charts.isConnected) {
+      // a live update with the same charts (only the counts changed): nothing to redraw
+    } else if (!chart) {
+      this._chartDrawn = null;
+      this._charts.replaceChildren();
+    } else if (!trusted) {
+      this._chartDrawn = null;
+      this._charts.replaceChildren(el('div', 'jp-HiveView-untrusted',
+        'The charts are not drawn: this notebook is not trusted (run its cells, or trust it: "Trust Notebook" in the command palette).'));
+    } else {
+      this._chartToDraw = chart;
+      this._drawChart();
+    }
+    await this._fetchArray();
+  }
+
+  /** BokehJS draws only into the page: a chart rendered before the output is attached waits for it. */
+  private _drawChart(): void {
+    const chart = this._chartToDraw;
+    if (!chart || !this._charts.isConnected) {
+      return;
+    }
+    this._chartToDraw = null;
+    this._chartDrawn = chart;
+    embedChart(this.model.api.settings, chart, this._charts).catch(error => {
+      this._chartDrawn = null;
+      this._charts.replaceChildren(el('div', 'jp-HiveView-error', `The charts could not be drawn: ${(error as Error).message}`));
+    });
+  }
+
+  private async _fetchArray(): Promise<void> {
+    const r = this._request;
+    if (!r || r.view !== 'array' || this.isDisposed) {
+      return;
+    }
+    let array: IArray;
+    try {
+      array = await this.model.api.array(r.id ?? '', 1);
+    } catch {
+      return; // not an array of this server (a notebook from elsewhere), or the server is away: the saved lines stand
+    }
+    const line = this._lines.querySelector('.hive-array-status');
+    if (!line) {
+      return;
+    }
+    const ended = array.state === 'ended';
+    const icon = el('span', 'jp-HiveView-icon', ended ? '✔' : array.state === 'running' ? '▶' : '◷');
+    icon.style.color = ended || array.state === 'running' ? '#2ca02c' : array.state === 'held' ? '#7f7f7f' : '#ff9f1c';
+    icon.style.fontWeight = 'bold';
+    const text = el('span', 'jp-HiveView-line', arrayLine(array));
+    text.style.fontFamily = 'monospace';
+    line.replaceChildren(icon, document.createTextNode(' '), text);
+    line.setAttribute('data-state', array.state);
+    const stamp = this._lines.querySelector('.hive-as-of');
+    if (stamp && ended && !r.ended && !stamp.classList.contains('hive-stale')) {
+      // the table below was drawn before the end: say so, and how to get the final one
+      stamp.textContent = `The table is ${stamp.textContent}; the array has ended since: run its .show_results() for the final one.`;
+      stamp.classList.add('hive-stale');
+    } else if (stamp && !ended) {
+      stamp.remove(); // the line is true now
     }
   }
 
@@ -326,6 +482,9 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private readonly _title: HTMLDivElement;
   private readonly _error: HTMLDivElement;
   private readonly _lines = el('div', 'jp-HiveView-lines');
+  private readonly _charts = el('div', 'jp-HiveView-charts');
+  private _chartToDraw: string | null = null;
+  private _chartDrawn: string | null = null;
   private readonly _vcs: HTMLDivElement;
   private readonly _heatmapHost: HTMLDivElement;
   private readonly _jobsBox: HTMLDivElement;

@@ -441,6 +441,10 @@ class HiveLabApp(ExtensionApp):
                 "simulated": simulated}
 
     def initialize_handlers(self) -> None:
+        from hive_lab_server.api.handlers.bokeh_js import ROUTE as BOKEH_JS_ROUTE, BokehJsHandler
+
+        # BokehJS for the extension's charts, served by every server the extension runs in (not the REST API)
+        self.handlers.append((BOKEH_JS_ROUTE, BokehJsHandler))
         if self.mode == "client":
             from hive_lab_server.hub.client_mode import CLIENT_ROUTES
 

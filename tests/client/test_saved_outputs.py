@@ -71,3 +71,49 @@ def test_without_wait_the_result_follows_the_job_to_its_end(ann_env, tmp_path):
     assert "bg: succeeded (exit code 0)" in data["text/plain"]  # updated in place after the cell ended
     assert "bg output" in data["text/plain"] and "bg output" in data["text/html"]
     assert "scheduled" not in json.dumps(outputs)
+
+
+SWEEP_CELL = (  # the README's sweep, 20 runs at most 4 at once; each waits for the file "go"
+    "%%submit --sweep lr=0.1,0.03,0.01,0.003,0.001 --sweep bs=16,32,64,128 --array %4 --name sweep\n"
+    "import json, os, pathlib, time\n"
+    "go = pathlib.Path({go!r})\n"
+    "while not go.exists():\n"
+    "    time.sleep(0.05)\n"
+    "lr, bs = float(os.environ['HIVE_PARAM_LR']), int(os.environ['HIVE_PARAM_BS'])\n"
+    "json.dump({'loss': (lr - 0.05) ** 2 + 1 / bs}, open(os.environ['HIVE_OUTPUT_DIR'] + '/metrics.json', 'w'))\n"
+)
+GO_AND_JOIN_CELL = (  # the sweep cell has ended with its elements waiting; only now may they finish
+    "import pathlib\n"
+    "assert _.info['state'] != 'ended', _.info\n"
+    "pathlib.Path(GO).touch()\n"
+    "m = get_ipython().magics_manager.registry['HiveLabMagics']\n"
+    "m.watchers[_.id].join(240)\n"
+    "assert not m.watchers[_.id].is_alive()\n"
+)
+
+
+def test_an_array_cell_follows_its_elements_to_the_end_and_saves_the_table_and_charts(ann_env, tmp_path):
+    from hive_lab.widgets.lab_views import VIEW_MIME
+
+    go = tmp_path / "go"
+    tmp_path.chmod(0o777)  # the elements may run as another account
+    cells = ["%load_ext hive_lab", f"GO = {str(go)!r}", SWEEP_CELL.replace("{go!r}", repr(str(go))), GO_AND_JOIN_CELL,
+             "_.show_results()"]
+    nb, raw = execute_with_nbconvert(tmp_path, cells)
+    assert WIDGET_VIEW not in raw and "widgets" not in nb.metadata  # nothing that needs a live kernel
+    assert "Traceback" not in raw and "error" not in [o["output_type"] for c in nb.cells for o in c.outputs]
+    outputs = nb.cells[2].outputs
+    assert [o["output_type"] for o in outputs] == ["display_data"]  # one display, updated in place
+    data = outputs[0]["data"]
+    first, header, *rows = data["text/plain"].splitlines()
+    assert "[20 elements, at most 4 at once]: ended: 20 succeeded" in first and "as of" not in first
+    assert header.split() == ["index", "bs", "lr", "state", "duration", "loss", "job_id"]
+    assert len(rows) == 20 and all("succeeded" in r for r in rows)
+    losses = [float(r.split()[-2]) for r in rows]
+    assert losses == sorted(losses) and losses[0] == 0.008213  # (0.03-0.05)^2 + 1/128 = 0.0082125, to 4 digits
+    assert data["text/html"].count("<tr>") == 21 and ">loss</th>" in data["text/html"]
+    view = data[VIEW_MIME]
+    assert view["view"] == "array" and view["ended"] is True and json.loads(view["chart"])["doc"]  # Bokeh's charts
+    shown = nb.cells[4].outputs  # show_results(): the same display, no widget
+    assert [o["output_type"] for o in shown] == ["display_data"]
+    assert shown[0]["data"]["text/plain"] == data["text/plain"] and shown[0]["data"][VIEW_MIME]["view"] == "array"
