@@ -3,10 +3,9 @@
  * succeed are not announced one by one (jobnotices.ts skips them; a sweep of 20 made 20 toasts), a failed
  * one still is. Only arrays this page saw before they ended are announced.
  */
-import { Notification } from '@jupyterlab/apputils';
-
 import { arrayCountsText, IArray } from './api';
 import { ClusterModel } from './model';
+import { notify } from './notify';
 
 /** `sweep (a-000003) ended: 18 succeeded, 2 failed`. */
 export function arrayEndedText(array: IArray): string {
@@ -21,7 +20,7 @@ export function announceArrayEnds(model: ClusterModel): void {
         watching.add(array.id);
       } else if (watching.delete(array.id)) {
         const ok = Object.keys(array.counts).every(s => s === 'succeeded' || !array.counts[s]);
-        Notification.emit(arrayEndedText(array), ok ? 'success' : 'warning', { autoClose: ok ? 8000 : false });
+        notify(arrayEndedText(array), ok ? 'success' : 'warning', { autoClose: ok ? 8000 : false });
       }
     }
   });

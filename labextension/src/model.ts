@@ -407,21 +407,30 @@ export class ClusterModel {
     this._changed.emit();
   }
 
+  /**
+   * One refetch 250 ms after the first message of a burst, however many follow: a timer restarted by each
+   * message never fired while messages kept coming (a sweep's elements ending one after another left the
+   * panel as it was until the last one, and its notice was never given).
+   */
   private _refreshSoon(): void {
-    window.clearTimeout(this._debounce);
+    if (this._debounce) {
+      return;
+    }
     // The per-GPU view follows events through _refreshClusterSoon; counts come with the events.
-    this._debounce = window.setTimeout(
-      () => void this.refresh(this.gpusTotal === null),
-      250
-    );
+    this._debounce = window.setTimeout(() => {
+      this._debounce = 0;
+      void this.refresh(this.gpusTotal === null);
+    }, 250);
   }
 
   private _refreshClusterSoon(): void {
-    if (this._clusterWatchers <= 0) {
+    if (this._clusterWatchers <= 0 || this._clusterDebounce) {
       return;
     }
-    window.clearTimeout(this._clusterDebounce);
-    this._clusterDebounce = window.setTimeout(() => void this.refreshCluster(), 150);
+    this._clusterDebounce = window.setTimeout(() => {
+      this._clusterDebounce = 0;
+      void this.refreshCluster();
+    }, 150);
   }
 
   private _changed = new Signal<this, void>(this);

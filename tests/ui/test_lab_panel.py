@@ -249,7 +249,7 @@ def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(events_o
     tooltip = lab_page.page.locator(".jp-HiveHeatmap-tooltip")
     expect(tooltip).to_be_visible()
     expect(tooltip.locator("[data-key='job']")).to_contain_text(job["id"])
-    expect(tooltip.locator("[data-key='GPU']")).to_contain_text(f"{target['node']} #{target['index']}")
+    expect(tooltip.locator("[data-key='GPU']")).to_contain_text(f"{target['node']} GPU {target['index']}")  # one GPU form (one voice)
     lab_page.screenshot("heatmap")
 
 

@@ -163,6 +163,7 @@ def test_an_array_cell_is_live_and_keeps_its_table_and_charts_after_save_reload_
         expect(view.locator(".jp-HiveView-charts canvas")).to_have_count(0)
         assert not [m for m in console if m.startswith("pageerror")], console
     finally:
+        print("CONSOLE", "\n".join(console[-80:]))
         context.close()
         for s in array_lab.request("GET", "/api/sessions").json():
             array_lab.request("DELETE", f"/api/sessions/{s['id']}")
