@@ -403,6 +403,10 @@ class HiveLabApp(ExtensionApp):
                 "simulated": simulated}
 
     def initialize_handlers(self) -> None:
+        from hive_lab_server.kernels.session_handlers import SESSION_ROUTES
+
+        # a GPU kernel the service refuses: its 4xx and sentence, not jupyter_server's 500 (either mode)
+        self.handlers.extend(SESSION_ROUTES)
         if self.mode == "client":
             from hive_lab_server.hub.client_mode import CLIENT_ROUTES
 
