@@ -11,10 +11,12 @@ if has 'self[- ]signed certificate|unable to get local issuer certificate|UNABLE
 elif has 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|getaddrinfo|network error|Network request failed'; then
   echo "cause: the npm registry cannot be reached from this machine;" \
        "fix: allow it (or set HTTPS_PROXY / a registry mirror: jlpm config set npmRegistryServer URL) and run again, or build the wheel elsewhere with scripts/build-wheel.sh"
-elif has 'jlpm: (command )?not found|No such file or directory: .jlpm|node: (command )?not found|No such file or directory: .node|Cannot find module|engine "node" is incompatible|Unsupported engine|requires Node'; then
+elif has 'Please install Node.js|jlpm: (command )?not found|No such file or directory: .jlpm|node: (command )?not found|No such file or directory: .node|Cannot find module|engine "node" is incompatible|Unsupported engine|requires Node'; then
   echo "cause: Node >= 18 is missing or too old (node --version: $(node --version 2>/dev/null || echo none));" \
        "fix: install Node >= 18 (Debian: apt-get install nodejs) and run again"
 else
-  line=$(grep -E 'YN0001|YN0035|YN0028|npm ERR!|Error:|ERROR:|error:' "$log" | head -n 1 | cut -c1-300)
+  # the first error of yarn, npm, tsc or a Python exception; not pip's generic wrapping of it
+  line=$(grep -E 'YN0001|YN0035|YN0028|npm ERR!|error TS[0-9]+|[A-Za-z]+Error: ' "$log" \
+         | grep -vE 'CalledProcessError|subprocess-exited-with-error' | head -n 1 | sed 's/^ *//' | cut -c1-300)
   echo "cause: ${line:-unknown (see the log)}"
 fi
