@@ -65,6 +65,7 @@ def test_the_docs_commands_are_marked_and_install_the_built_wheel():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # pip installs JupyterLab, JupyterHub and the rest into the new venv (minutes)
 def test_docs_jupyterhub_install_commands_run_as_written_in_a_fresh_checkout(tmp_path):
     if not os.access(DEBIAN_PYTHON, os.X_OK):
         pytest.skip(f"{DEBIAN_PYTHON} (Debian's Python) is not here")
@@ -81,7 +82,7 @@ def test_docs_jupyterhub_install_commands_run_as_written_in_a_fresh_checkout(tmp
     script = "\n".join(line.replace("/opt/hive", str(venv)) for line in install_commands(DOC.read_text()))
     env = clean_env(tmp_path)
     run = subprocess.run(["bash", "-euo", "pipefail", "-c", "command -v python3\n" + script], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=1200)
+                         capture_output=True, text=True, timeout=1100)
     assert run.returncode == 0, f"the doc's install commands failed:\n{script}\n--- output:\n{run.stdout[-4000:]}{run.stderr[-4000:]}"
     assert run.stdout.splitlines()[0] == DEBIAN_PYTHON, run.stdout  # Debian's python3 made the venv
     assert (venv / "bin" / "python").resolve() == pathlib.Path(DEBIAN_PYTHON).resolve()
