@@ -13,4 +13,18 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 echo "hive-lab: installing hive-lab${extra} into .venv (editable)"
-.venv/bin/pip install -q -e ".${extra}"
+if [ ! -f hive_lab/labextension/static/style.js ]; then
+  echo "hive-lab: building the JupyterLab extension (needs Node and the npm registry)"
+  if ! node --version >/dev/null 2>&1; then
+    echo "hive-lab: Node is not installed; install Node >= 18 (Debian: apt-get install nodejs) and run again" >&2
+    exit 1
+  fi
+fi
+# pip's output on a failed extension build is thousands of lines of yarn: kept in a file, the cause in one line
+log=$(mktemp "${TMPDIR:-/tmp}/hive-lab-setup.XXXXXX.log")
+if ! .venv/bin/pip install -q -e ".${extra}" >"$log" 2>&1; then
+  echo "hive-lab: installing hive-lab failed; $(scripts/node-build-cause.sh "$log") (the whole output: $log)" >&2
+  exit 1
+fi
+cat "$log"  # (warnings, if any)
+rm -f "$log"

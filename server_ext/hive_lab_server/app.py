@@ -442,9 +442,12 @@ class HiveLabApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         from hive_lab_server.api.handlers.bokeh_js import ROUTE as BOKEH_JS_ROUTE, BokehJsHandler
+        from hive_lab_server.kernels.session_handlers import SESSION_ROUTES
 
         # BokehJS for the extension's charts, served by every server the extension runs in (not the REST API)
         self.handlers.append((BOKEH_JS_ROUTE, BokehJsHandler))
+        # a GPU kernel the service refuses: its 4xx and sentence, not jupyter_server's 500 (either mode)
+        self.handlers.extend(SESSION_ROUTES)
         if self.mode == "client":
             from hive_lab_server.hub.client_mode import CLIENT_ROUTES
 

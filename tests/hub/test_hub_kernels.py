@@ -159,3 +159,25 @@ def wait_final(hub, job_id: str, timeout: float = 60) -> None:
     while hub.service("GET", f"jobs/{job_id}", IVY).json()["state"] not in ("succeeded", "cancelled", "failed"):
         assert time.monotonic() < deadline, f"job {job_id} did not end"
         time.sleep(0.2)
+
+
+def test_a_gpu_kernel_the_service_refuses_is_its_4xx_and_sentence_in_the_students_server(hub):
+    """ann (course cv-101) installs a GPU kernel of nlp-201's: her server's provisioner asks the service as
+    her, which refuses; her server answers what the service said (JupyterLab shows ``message``), not 500."""
+    import subprocess
+
+    account = pwd.getpwnam(ANN)
+    subprocess.run(
+        [str(hub.venv_bin / "python"), "-m", "hive_lab.cli", "kernelspec", "install", "--name", "hive-other-course",
+         "--gpus", "1", "--vc", "nlp-201", "--user"],
+        check=True, capture_output=True, user=account.pw_uid, group=account.pw_gid,
+        env={"HOME": account.pw_dir, "PATH": f"{hub.venv_bin}:/usr/bin:/bin"}, cwd=account.pw_dir)
+    sentence = f"hive-lab refused the kernel's GPU request: user {ANN} may not submit to VC nlp-201; your VCs: cv-101"
+    body = {"path": "other.ipynb", "name": "other.ipynb", "type": "notebook", "kernel": {"name": "hive-other-course"}}
+    for method, path, json_body in (("POST", f"/user/{ANN}/api/sessions", body),
+                                    ("POST", f"/user/{ANN}/api/kernels", {"name": "hive-other-course"})):
+        r = hub.request(method, path, user=ANN, json=json_body)
+        assert r.status_code == 403, (path, r.status_code, r.text)
+        assert r.json()["message"] == sentence, r.text
+    mine = hub.service("GET", "jobs", IVY, params={"user": ANN}).json()["jobs"]
+    assert not [j for j in mine if j["vc"] == "nlp-201"], mine  # nothing was queued for it

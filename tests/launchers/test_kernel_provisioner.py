@@ -17,6 +17,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from hive_lab.cli.kernelspec import kernel_json
+from hive_lab_server.kernels.refusal import KernelRefused
 
 ONE_GPU = {"nodes": 1, "gpus_per_node": 1, "gpu_type": "T4", "vcs": {"default": 1}}
 
@@ -298,14 +299,16 @@ async def test_a_request_the_cluster_cannot_grant_fails_with_the_reason(live_ser
     srv = live_server_factory(launcher="local")
     use_server(monkeypatch, srv)
     km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=64))
-    with pytest.raises(RuntimeError, match="refused the kernel's GPU request: .*") as err:
+    with pytest.raises(KernelRefused, match="refused the kernel's GPU request: .*") as err:
         await km.start_kernel()
+    assert err.value.status_code == 400  # the service's status: jupyter_server answers it, not a 500
     assert "64" in str(err.value) or "gpus" in str(err.value), err.value  # says what to change
     assert srv.request("GET", "jobs").json()["total"] == 0  # nothing half-applied
     monkeypatch.setenv("HIVE_LAB_URL", "http://127.0.0.1:9/")  # nobody listens there
     km = AsyncKernelManager(kernel_name=hive_kernelspec(gpus=1))
-    with pytest.raises(RuntimeError, match="cannot reach hive-lab at http://127.0.0.1:9/"):
+    with pytest.raises(KernelRefused, match="cannot reach hive-lab at http://127.0.0.1:9/") as err:
         await km.start_kernel()
+    assert err.value.status_code == 503
 
 
 async def test_a_kernel_whose_jupyter_server_died_stops_and_frees_its_gpu(live_server_factory, tmp_path):

@@ -16,6 +16,9 @@ process with ``CUDA_VISIBLE_DEVICES``.
   the kernel starts. While the job is queued the server log says why (warning, repeated every
   ``queue_log_interval_s``); the hive-lab panel shows the queued kernel job and its reason; and the
   first cell the kernel runs prints how long it waited, why, and which GPUs it holds.
+- A kernel the service refuses (a limit, a VC the user may not use, a GPU type the cluster lacks)
+  fails to start with the service's 4xx and sentence (``kernels.refusal``; the Lab's session routes
+  answer it too, ``kernels.session_handlers``); a service that cannot be asked is a 503 that says so.
 - Restart keeps the job, hence the GPUs (the job's supervisor reruns the kernel); shutdown ends the
   job (``DELETE jobs/{id}``), which releases them. If the service stops the job (cancel,
   preemption), the kernel dies and Jupyter sees it.
@@ -62,6 +65,7 @@ from hive_lab_server.kernels.job import (
     kernel_job_body,
     notice_lines,
 )
+from hive_lab_server.kernels.refusal import refused_by_service, unreachable
 from hive_lab_server.kernels.rest import HiveApiError, HiveRest, find_server
 from hive_lab_server.jobs.staging import private_dir, write_private
 
@@ -332,10 +336,10 @@ class HiveProvisioner(LocalProvisioner):
         self._submitted = time.monotonic()
         try:
             job = await rest.request("POST", "jobs", body)
-        except HiveApiError as exc:
-            raise RuntimeError(f"hive-lab refused the kernel's GPU request: {exc}") from None
+        except HiveApiError as exc:  # e.g. 403 "user ann may not submit to VC research; your VCs: cv-101"
+            raise refused_by_service(exc.status, str(exc)) from None
         except OSError as exc:
-            raise RuntimeError(f"hive kernel: cannot reach hive-lab at {rest.url} ({exc}); check HIVE_LAB_URL") from None
+            raise unreachable(rest.url, exc) from None
         if self._stop_requested is not None:
             # shut down while the request was on its way (e.g. within seconds of opening the page):
             # withdraw the job at once, or it would hold a GPU for a kernel nobody can see

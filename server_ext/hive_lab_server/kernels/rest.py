@@ -74,8 +74,9 @@ class HiveRest:
             message = str(exc)
             if exc.response is not None and exc.response.body:
                 try:
-                    message = json.loads(exc.response.body).get("error") or message
-                except ValueError:
+                    reply = json.loads(exc.response.body)  # hive-lab's {"error"}, or the Hub's {"message"}
+                    message = reply.get("error") or reply.get("message") or message
+                except (ValueError, AttributeError):
                     pass
             raise HiveApiError(exc.code, message) from None
         return json.loads(resp.body) if resp.body else {}

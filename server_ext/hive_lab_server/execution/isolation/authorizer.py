@@ -28,8 +28,10 @@ class HiveLabAuthorizer(Authorizer):
     )
 
     def is_authorized(self, handler, user, action: str, resource: str) -> bool:
-        if type(handler).__module__.startswith(HIVE_MODULE):
+        if type(handler).__module__.startswith(HIVE_MODULE) and not getattr(handler, "jupyter_server_api", False):
             return True  # hive-lab's handlers authorize each request against the job's owner
+        # (a hive-lab subclass of one of jupyter_server's own handlers, e.g. kernels.session_handlers,
+        # sets jupyter_server_api: it starts kernels as the server's user, so it is authorized like them)
         app = handler.settings.get("hive_lab")
         if app is None or not hasattr(app, "access"):
             return False
