@@ -128,3 +128,21 @@ def test_derived_and_written_private_baselines_agree_and_the_defaults_delay_no_j
     shared_starts = starts(hived)
     later = {j: (s, derived[j]) for j, s in shared_starts.items() if s > derived[j] + 1e-9 and subs[j].priority >= 0}
     assert not later, f"started later with the defaults than privately: {later}\n" + "\n".join(lines)
+
+
+def test_the_private_baseline_queues_by_the_rule_it_is_measured_against():
+    """``--queueing strict`` (a job that does not fit holds a reservation nobody passes): the private replay
+    the anomaly is measured against queues strictly too, so the bare core (which is its VC's private cluster
+    in each VC) has no anomaly. Before, the private replay always skipped: the 1-GPU job that strict order
+    holds behind the 4-GPU one counted as 58 s of sharing anomaly, the rule's cost, not sharing's."""
+    from test_sim_private import submit, two_nodes
+
+    lines = [submit(0, "long", "A", 2, duration=50), submit(1, "big", "A", 4, duration=10),
+             submit(2, "small", "A", 1, duration=10), submit(3, "other", "B", 4, duration=10)]
+    for queueing in ("strict", "skip"):
+        result = simulate(two_nodes(), parse_events(lines), "hived", overflow=False, queueing=queueing)
+        assert result.metrics.waits == result.private.metrics.waits
+        assert (result.metrics.sharing_anomaly_s, result.metrics.sharing_anomaly_jobs) == (0, 0)
+    strict = simulate(two_nodes(), parse_events(lines), "private", queueing="strict")
+    assert strict.metrics.waits["small"] == 58  # behind "big" (it runs 50-60 on the VC's one node)
+    assert simulate(two_nodes(), parse_events(lines), "private").metrics.waits["small"] == 0
