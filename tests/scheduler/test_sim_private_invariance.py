@@ -86,11 +86,11 @@ def shared_clusters(draw):
     return {"gpus_per_node": gpn, "levels": levels, "per_rack": per_rack, "vcs": vcs, "nodes": nodes}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(
     shape=shared_clusters(),
-    jobs=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(SHAPES), st.sampled_from([5, 60, 600, 2400, 7200])),
-                  min_size=5, max_size=60),
+    jobs=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(SHAPES), st.sampled_from([60, 600, 2400, 7200, 7200])),
+                  min_size=30, max_size=60),
     gaps=st.lists(st.sampled_from([0, 0, 1, 5, 30, 300]), min_size=60, max_size=60),
     renamed=st.booleans(),
 )
