@@ -174,6 +174,11 @@ class OverflowScheduler:
                 g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
                 reserving.discard(job)
                 continue
+            if event == "preempting" and job in reqs and self._runs(job):
+                # stale: a withdrawal earlier in this list (an overflowed job's shadow, as the job moved into
+                # its VC) freed this job's victims' GPUs and it started in a nested pass already; marking it
+                # waiting again would make its end look like a cancel (no ghost: its cells freed early)
+                continue
             out.append(d)
             if job not in reqs:
                 continue
@@ -310,6 +315,14 @@ class OverflowScheduler:
         return self._ghosts.held_gpu_s if self._ghosts is not None else 0.0
 
     # -- calls --------------------------------------------------------------------------------------
+    def _runs(self, job_id: str) -> bool:
+        """The core runs ``job_id`` (its guaranteed request) now."""
+        try:
+            view = self.inner.job(job_id)
+        except RequestError:
+            return False
+        return view is not None and view.state == "running"
+
     def _may_overflow(self, job: JobRequest) -> bool:
         """``may_overflow(job)`` and some GPU ``job`` may use lies outside its VC's guarantee."""
         if not may_overflow(job):
