@@ -16,7 +16,10 @@ VC's cells (``preempted`` by its own id, then ``started``, at once; the shadow i
 the job left the queue and, once preempted, came back at its old submit-time position ahead of jobs that
 had waited meanwhile: those then waited longer than on their private cluster (the sharing anomaly). The
 live server does not use it yet (its lifecycle has no move of a running job). A job pinned to a cell
-gets no shadow (it must run in that cell).
+gets no shadow (it must run in that cell), nor does a job whose VC owns every GPU it may use: there is no
+*elsewhere* (a one-VC cluster), and a shadow could only take the VC's own idle GPUs ahead of its own queue,
+so the cluster would not be the VC's private cluster any more (issue 41: a one-VC cluster written as a
+config replays exactly as ``private``).
 
 With ``hold_private_time`` too (the simulator's default; issue 25) the VC's cells keep the private
 cluster's timing: a job that ran T seconds outside as its shadow ends earlier than on its private
@@ -43,7 +46,7 @@ from .decisions import Decision
 from .errors import RequestError
 from .types import JobRequest
 
-__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "may_overflow", "shadow_of"]
+__all__ = ["OverflowScheduler", "SHADOW_SUFFIX", "gpus_outside_vc", "may_overflow", "shadow_of"]
 
 SHADOW_SUFFIX = "@overflow"
 _SHADOW_LEN = len(SHADOW_SUFFIX)
@@ -74,6 +77,7 @@ class OverflowScheduler:
         self._withdrawing: set[str] = set()  # ids whose "finished" we caused and swallow
         self._gone: set[str] = set()  # core ids withdrawn: later decisions about them in a list are stale
         self._requeue = True
+        self._elsewhere: dict[tuple, bool] = {}  # (vc, chains) -> GPUs outside the VC in those chains
 
     # -- decisions ----------------------------------------------------------------------------------
     def _withdraw(self, job_id: str, now: float, out: list) -> None:
@@ -169,6 +173,11 @@ class OverflowScheduler:
             if event == "rejected" and job in overflowed:  # its place in the VC is refused (e.g. a
                 g_waiting.discard(job)  # reconfiguration): it runs on in idle GPUs, preemptible
                 reserving.discard(job)
+                continue
+            if event == "preempting" and job in reqs and self._runs(job):
+                # stale: a withdrawal earlier in this list (an overflowed job's shadow, as the job moved into
+                # its VC) freed this job's victims' GPUs and it started in a nested pass already; marking it
+                # waiting again would make its end look like a cancel (no ghost: its cells freed early)
                 continue
             out.append(d)
             if job not in reqs:
@@ -306,9 +315,28 @@ class OverflowScheduler:
         return self._ghosts.held_gpu_s if self._ghosts is not None else 0.0
 
     # -- calls --------------------------------------------------------------------------------------
+    def _runs(self, job_id: str) -> bool:
+        """The core runs ``job_id`` (its guaranteed request) now."""
+        try:
+            view = self.inner.job(job_id)
+        except RequestError:
+            return False
+        return view is not None and view.state == "running"
+
+    def _may_overflow(self, job: JobRequest) -> bool:
+        """``may_overflow(job)`` and some GPU ``job`` may use lies outside its VC's guarantee."""
+        if not may_overflow(job):
+            return False
+        chains = tuple(self.inner.state.job_chains(job, None))
+        key = (job.vc, chains)
+        got = self._elsewhere.get(key)
+        if got is None:
+            got = self._elsewhere[key] = gpus_outside_vc(self.inner.config, job.vc, chains) > 0
+        return got
+
     def submit(self, job: JobRequest, now: float) -> list:
         decisions = self.inner.submit(job, now)  # a bad request raises before anything changed
-        if may_overflow(job):
+        if self._may_overflow(job):
             self._req[job.id] = job
         out: list = []
         self._translate(decisions, now, out)
@@ -364,6 +392,7 @@ class OverflowScheduler:
                 self._withdraw(job, now, out)
                 self._req.pop(job, None)
         self._translate(self.inner.reconfigure(config, now), now, out)
+        self._elsewhere.clear()  # (the new config's VCs own other cells)
         return out
 
     def schedule(self, now: float) -> list:
@@ -383,7 +412,7 @@ class OverflowScheduler:
         A job that may overflow is queued with its shadow, as ``submit`` does, only if the core would just
         queue both (the job cannot start in its VC and its shadow cannot start in idle GPUs); then its
         ``queued`` decision is returned. Otherwise nothing changes and None says: use ``submit``."""
-        if not may_overflow(job):
+        if not self._may_overflow(job):
             return self.inner.submit_if_waiting(job, now)
         decision = self.inner.submit_if_waiting(job, now)  # a bad request raises before anything changed
         if decision is None:
@@ -458,7 +487,7 @@ class OverflowScheduler:
         """The core's answer; a guaranteed job that would wait but whose shadow would start now is
         answered ``start`` (opportunistic, the overflow reason), as ``submit`` would do."""
         answer = self.inner.what_if(job, now)
-        if answer.outcome != "wait" or not may_overflow(job):
+        if answer.outcome != "wait" or not self._may_overflow(job):
             return answer
         shadow = self.inner.what_if(shadow_of(job), now)
         if shadow.outcome != "start":
@@ -656,6 +685,22 @@ def may_overflow(job: JobRequest) -> bool:
     """A guaranteed job that asks for GPUs and may run anywhere: a job pinned to a cell (HiveD's
     reservation) must run in that cell, so it gets no shadow and waits there as in the bare core."""
     return job.priority >= 0 and job.pinned_cell is None and any(t.gpus for t in job.tasks)
+
+
+def gpus_outside_vc(config: Any, vc: str, chains: tuple[str, ...] | list[str]) -> int:
+    """GPUs of ``chains`` in the cluster ``config`` that VC ``vc`` does not own (virtual or pinned cells):
+    where an overflowed job of ``vc`` could run without taking its own VC's place."""
+    chains = set(chains)
+    total = sum(1 for top in config.physical_cells if top.chain in chains
+                for c in top.walk() if c.gpu is not None)
+    spec = config.virtual_clusters.get(vc)
+    if spec is None:
+        return total
+    types = config.cell_types
+    own = sum(types[v.cell_type].leaf_count * v.number for v in spec.virtual_cells if v.chain in chains)
+    own += sum(types[config.pinned_cells[p].type].leaf_count for p in spec.pinned_cells
+               if config.pinned_cells[p].chain in chains)
+    return total - own
 
 
 def shadow_of(job: JobRequest) -> JobRequest:

@@ -173,7 +173,7 @@ def make_scheduler(policy: str, config: Any, order: str = "fifo", overflow: bool
 
         if isinstance(config, ClusterShape):
             raise ValueError("the private policy needs the cluster's cells (a ClusterConfig), not a ClusterShape")
-        return PrivateScheduler(config, order=order)
+        return PrivateScheduler(config, order=order, queueing=queueing)
     if policy in ("quota", "fifo"):
         from .baselines import make_baseline
 
@@ -375,7 +375,9 @@ def simulate(
     behaviour), which can reorder the VC's next jobs and make some wait longer than privately.
     ``queueing`` (``hived`` only): ``skip`` (the core's default: a job that does not fit is passed by
     those behind it), ``strict`` (it holds a reservation nobody passes) or ``backfill`` (only jobs whose
-    ``time_limit_s`` ends before the reservations ahead pass them). ``private`` always uses ``skip``.
+    ``time_limit_s`` ends before the reservations ahead pass them). ``private`` queues by the same rule, and
+    so does the private replay the anomaly is measured against (a baseline under another rule would count
+    the rule's difference as anomaly).
     """
     if queueing not in QUEUEING:
         raise ValueError(f"unknown queueing {queueing!r}; choose from {', '.join(QUEUEING)}")
@@ -411,7 +413,8 @@ def simulate(
                 reference, private = "self", None
             else:
                 if private is None:
-                    private = simulate(config, events, "private", grace=grace, order=order, anomaly=False)
+                    private = simulate(config, events, "private", grace=grace, order=order, anomaly=False,
+                                       queueing=queueing)
                 reference = private.metrics.waits
         else:
             private = None
@@ -461,6 +464,7 @@ def simulate_policies(
         raise ValueError(f"the private policy cannot run: {note}")
     if want_private or "private" in policies:
         reference = simulate(config, events, "private", grace=grace, order=order, anomaly=want_private,
+                             queueing=queueing,
                              out=out("private") if out and "private" in policies else None,
                              progress=progress("private", total) if progress else None)
         if "private" in policies:

@@ -130,12 +130,16 @@ def private_unavailable(config: ClusterConfig) -> str | None:
 
 
 class PrivateScheduler:
-    """One core ``Scheduler`` per VC, each on the VC's private cluster; calls go to the job's VC."""
+    """One core ``Scheduler`` per VC, each on the VC's private cluster; calls go to the job's VC.
+
+    ``queueing``: the rule inside each VC, as the shared cluster's (``skip``, ``strict`` or ``backfill``;
+    see ``Scheduler``): the baseline a policy is measured against queues as that policy does."""
 
     name = "private"
 
-    def __init__(self, config: Any, order: str = "fifo"):
+    def __init__(self, config: Any, order: str = "fifo", queueing: str = "skip"):
         self._order = order
+        self._queueing = queueing
         self._scheds: dict[str, Any] = {}
         self._vc_of: dict[str, str] = {}
         self._load(load_cluster_config(config), now=None)
@@ -152,7 +156,8 @@ class PrivateScheduler:
             if vc in self._scheds and now is not None:
                 out += self._scheds[vc].reconfigure(cfg, now)
             else:
-                self._scheds[vc] = Scheduler(cfg, policy=self._order)
+                self._scheds[vc] = Scheduler(cfg, policy=self._order, backfill=self._queueing == "backfill",
+                                             strict_order=self._queueing == "strict")
         # a VC that left the config keeps its scheduler: its running jobs run to their end there
         return out
 
