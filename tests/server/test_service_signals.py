@@ -6,10 +6,13 @@ terminal or from a script in the background (whose children inherit SIGINT ignor
 from __future__ import annotations
 
 import os
+import pathlib
 import pty
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import requests
@@ -32,8 +35,12 @@ def test_the_service_stops_on_sigint(tmp_path, started_from):
         stdin, preexec = terminal, None
     else:  # `jupyterhub &` in a script: no terminal, and SIGINT ignored from the start (inherited)
         stdin, preexec = subprocess.DEVNULL, lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # as root the service runs jobs as their owners: its jobs root must be reachable by them (it refuses to
+    # start otherwise), which pytest's 0700 tmp dirs are not
+    top = pathlib.Path(tempfile.mkdtemp(prefix="hive-signals-", dir="/tmp"))
+    os.chmod(top, 0o711)
     proc = subprocess.Popen([sys.executable, "-m", "hive_lab_server.hub.service_app",
-                             f"--HiveLabApp.jobs_root={tmp_path / 'jobs'}"],
+                             f"--HiveLabApp.jobs_root={top / 'jobs'}"],
                             env=env, stdin=stdin, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
                             preexec_fn=preexec)
     os.close(terminal)
@@ -53,3 +60,4 @@ def test_the_service_stops_on_sigint(tmp_path, started_from):
         proc.wait()
         log.close()
         os.close(master)
+        shutil.rmtree(top, ignore_errors=True)
