@@ -61,7 +61,8 @@ def register(subparsers: Any) -> None:
                         "(the live server's behaviour) instead of holding them as long as on its private cluster; "
                         "faster, but the VC's next jobs may then wait longer than privately (sharing anomaly)")
     p.add_argument("--queueing", choices=("skip", "strict", "backfill"), default="skip",
-                   help="hived inside a VC: skip (default: a job that does not fit is passed by those behind it), "
+                   help="inside a VC, for hived and the private baseline it is measured against (private, the "
+                        "anomaly's replay): skip (default: a job that does not fit is passed by those behind it), "
                         "strict (it holds a reservation nobody passes), backfill (only jobs whose time limit ends "
                         "before the reservation pass it)")
     p.add_argument("--backfill", action="store_true", help="the same as --queueing backfill")
