@@ -149,13 +149,11 @@ def gpu_name(node, index) -> str:
 
 
 def gpu_list_text(node, gpus) -> str:
-    """A node's GPUs: ``node-0 GPU 2`` / ``node-0 GPU 2,3`` / ``node-0 GPU 0-7`` / ``node-0 (no GPU)``."""
-    gpus = sorted(set(gpus))
-    if not gpus:
-        return f"{node} (no GPU)"
-    if len(gpus) > 2 and gpus == list(range(gpus[0], gpus[-1] + 1)):
-        return f"{node} GPU {gpus[0]}-{gpus[-1]}"
-    return f"{node} GPU {','.join(map(str, gpus))}"
+    """A node's GPUs: ``node-0 GPU 2`` / ``node-0 GPU 2,3`` / ``node-0 GPU 0-7`` / ``node-0 (no GPU)``: the
+    core's words (the server's reasons say it the same way)."""
+    from hive_scheduler.words import gpu_list_text as words
+
+    return words(node, gpus)
 
 
 def placement_text(placement: list[dict] | None) -> str:
@@ -229,13 +227,9 @@ def limit_text(seconds: float | None) -> str:
     """``7200`` -> ``2h``, ``5400`` -> ``1h30m``, ``90`` -> ``1m30s`` (as the server names limits)."""
     if seconds is None:
         return "-"
-    if seconds < 60 and seconds != int(seconds):
-        return f"{seconds:g}s"
-    total = int(round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "".join(f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v) or "0s"
+    from hive_scheduler.words import limit_text as words  # the core's words: the server's reasons say it so
+
+    return words(seconds)
 
 
 def time_limit_text(job: dict) -> str:

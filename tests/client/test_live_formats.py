@@ -7,6 +7,7 @@ import json
 import pytest
 from IPython.core.error import UsageError
 
+from fixtures.job_files import K8S_JOB, PAI_V2
 from test_live_cli import cli
 
 SCRIPT = """#!/bin/bash
@@ -67,43 +68,7 @@ def test_magic_submit_file_takes_a_path(ann_env, tmp_path, monkeypatch, capsys):
 
 
 # Issue 40, 6: job files that name an image, on a personal install (local launcher, no containers)
-PAI_V2 = """protocolVersion: 2
-name: hello-pai
-type: job
-prerequisites:
-  - name: image
-    type: dockerimage
-    uri: python:3.12-slim
-taskRoles:
-  worker:
-    instances: 2
-    dockerImage: image
-    resourcePerInstance: {cpu: 1, memoryMB: 512, gpu: 1}
-    commands:
-      - echo "worker $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX of $PAI_TASK_ROLE_TASK_COUNT_worker"
-"""
 
-K8S_JOB = """apiVersion: batch/v1
-kind: Job
-metadata:
-  name: hello-k8s
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - name: main
-          image: python:3.12-slim
-          command: ["sh", "-c"]
-          args: ["echo k8s says $GREETING"]
-          env:
-            - name: GREETING
-              value: hello
-          resources:
-            limits:
-              nvidia.com/gpu: 1
-"""
 
 
 @pytest.mark.parametrize("name, text, image_field", [

@@ -17,41 +17,13 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from fixtures.job_files import K8S_JOB, PAI_V2
 from fixtures.readme import python_blocks, section
 from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
 from test_first_hour import cell_output, her_lab, notebook, open_notebook, run_all, save  # noqa: F401 (her_lab)
 from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
-
-PAI_V2 = """protocolVersion: 2
-name: walk-pai
-type: job
-prerequisites:
-  - {name: image, type: dockerimage, uri: python:3.12-slim}
-taskRoles:
-  worker:
-    instances: 2
-    dockerImage: image
-    resourcePerInstance: {cpu: 1, memoryMB: 256, gpu: 1}
-    commands:
-      - echo "worker $PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX of $PAI_TASK_ROLE_TASK_COUNT_worker"
-"""
-
-K8S_JOB = """apiVersion: batch/v1
-kind: Job
-metadata: {name: walk-k8s}
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-        - name: main
-          image: python:3.12-slim
-          command: ["sh", "-c", "echo k8s says hello"]
-          resources: {limits: {nvidia.com/gpu: 1}}
-"""
 
 
 def readme_sweep() -> str:
