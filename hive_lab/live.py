@@ -100,10 +100,6 @@ class LiveFeed:
     def connected(self) -> bool:
         return self._stream is not None and self._stream.connected.is_set()
 
-    def wait_connected(self, timeout: float = 5.0) -> bool:
-        stream = self._stream
-        return bool(stream and stream.connected.wait(timeout))
-
     def _error(self, exc: Exception) -> None:
         self.last_error = exc
 

@@ -7,7 +7,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .format import LENT_GPUS, status_line
+from .format import LENT_GPUS
 from .widgets.shaping import gpu_state, job_rows, vc_rows
 
 STATE_STYLES = {"running": "green", "queued": "yellow", "submitted": "yellow", "scheduled": "cyan",
@@ -171,7 +171,3 @@ def print_table(renderable) -> None:
 
 def print_overview(client) -> None:
     console().print(overview(client))
-
-
-def print_status(job: dict) -> None:
-    console().print(status_line(job))

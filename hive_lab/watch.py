@@ -15,6 +15,25 @@ from .format import FINISHED
 from .live import LiveFeed
 
 
+def _wake_on_events(client, concerns_it: Callable[[str | None, object], bool], use_events: bool):
+    """An event set when the shared event stream says something that ``concerns_it(type, job)``, or says
+    hello/snapshot (events may have been missed), and the unsubscribe (None without the stream: the
+    waits' timed re-checks still work)."""
+    wake = threading.Event()
+    if not use_events:
+        return wake, None
+
+    def on_event(message: dict) -> None:
+        kind = message.get("type")
+        if kind in ("hello", "snapshot") or concerns_it(kind, message.get("job")):
+            wake.set()
+
+    try:
+        return wake, LiveFeed.for_client(client).subscribe(on_event)
+    except Exception:  # noqa: BLE001 - timed re-checks still work
+        return wake, None
+
+
 def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None = None,
               on_log: Callable[[str], None] | None = None, stop: threading.Event | None = None,
               timeout: float | None = None, use_events: bool = True, tick_s: float = 5.0) -> dict:
@@ -24,19 +43,11 @@ def watch_job(client, job_id: str, *, on_status: Callable[[dict], None] | None =
     or runs at least every ``tick_s`` (a quiet job's "running for 2 min" ticks on)."""
     import time
 
-    wake = threading.Event()
-    unsubscribe = None
-    if use_events:
-        def on_event(message: dict) -> None:
-            kind, job = message.get("type"), message.get("job")
-            # hello/snapshot: events may have been missed; state: one of its state changes (live or replayed)
-            if kind in ("hello", "snapshot") or (kind == "state" and job == job_id) or (
-                    isinstance(job, dict) and job.get("id") == job_id):
-                wake.set()
-        try:
-            unsubscribe = LiveFeed.for_client(client).subscribe(on_event)
-        except Exception:  # noqa: BLE001 - timed re-checks still work
-            unsubscribe = None
+    def concerns_it(kind, job) -> bool:
+        # state: one of its state changes (live or replayed); job: the job itself
+        return (kind == "state" and job == job_id) or (isinstance(job, dict) and job.get("id") == job_id)
+
+    wake, unsubscribe = _wake_on_events(client, concerns_it, use_events)
     deadline = None if timeout is None else time.monotonic() + timeout
     offset, last_key, job, finished_reads, last_told = 0, None, {}, 0, float("-inf")
     try:
@@ -105,20 +116,12 @@ def wait_for_array(client, array_id: str, *, timeout: float | None = None, use_e
     is called whenever its state or counts change before it has ended (the first reading included)."""
     import time
 
-    wake = threading.Event()
-    unsubscribe = None
-    if use_events:
-        def on_event(message: dict) -> None:
-            # "job" messages carry the job (with its array_id); "state" ones only its id: those of an element
-            # come with a "job" message too, so only hello/snapshot (events may have been missed) and the
-            # array's own jobs wake the wait
-            kind, job = message.get("type"), message.get("job")
-            if kind in ("hello", "snapshot") or (isinstance(job, dict) and job.get("array_id") == array_id):
-                wake.set()
-        try:
-            unsubscribe = LiveFeed.for_client(client).subscribe(on_event)
-        except Exception:  # noqa: BLE001 - timed re-checks still work
-            unsubscribe = None
+    def concerns_it(kind, job) -> bool:
+        # "job" messages carry the job (with its array_id); "state" ones only its id: those of an element
+        # come with a "job" message too, so only the array's own jobs wake the wait
+        return isinstance(job, dict) and job.get("array_id") == array_id
+
+    wake, unsubscribe = _wake_on_events(client, concerns_it, use_events)
     deadline = None if timeout is None else time.monotonic() + timeout
     last = None
     try:

@@ -51,3 +51,24 @@ def reports_errors(handler):
             return 130
 
     return wrapper
+
+
+def act_on_each(args, act) -> int:
+    """Runs ``act(client, job_id) -> (result, line)`` for each of ``args.jobs``: prints each line (or, with
+    ``--json``, every result at the end); a refusal is said as ``hive-lab: JOB: ...`` and the others go on.
+    The exit status is 1 when any was refused."""
+    client = client_from(args)
+    results, failed = [], 0
+    for job_id in args.jobs:
+        try:
+            result, line = act(client, job_id)
+            results.append(result)
+            if not args.json:
+                print(line)
+        except HiveLabError as exc:
+            failed += 1
+            results.append({"id": job_id, "error": str(exc), "status": exc.status})
+            print(f"hive-lab: {job_id}: {exc}", file=sys.stderr)
+    if args.json:
+        print_json({"jobs": results})
+    return 1 if failed else 0

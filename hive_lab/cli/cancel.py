@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-import sys
 
-from ..errors import HiveLabError
-from ._common import add_server_args, client_from, print_json, reports_errors
+from ._common import act_on_each, add_server_args, reports_errors
 
 
 ARRAY = re.compile(r"^(a-[0-9]+)(?:\[([^\]]+)\])?$")  # a-000001 or a-000001[3,5-7]
@@ -27,25 +25,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..format import array_line, status_line
 
-    client = client_from(args)
-    results, failed = [], 0
-    for job_id in args.jobs:
-        try:
-            array = ARRAY.match(job_id)
-            if array:
-                result = client.cancel_array(array.group(1), indices=array.group(2))
-                results.append(result)
-                if not args.json:
-                    print(array_line(result))
-                continue
-            job = client.cancel(job_id, reason=args.reason)
-            results.append(job)
-            if not args.json:
-                print(status_line(job))
-        except HiveLabError as exc:
-            failed += 1
-            results.append({"id": job_id, "error": str(exc), "status": exc.status})
-            print(f"hive-lab: {job_id}: {exc}", file=sys.stderr)
-    if args.json:
-        print_json({"jobs": results})
-    return 1 if failed else 0
+    def cancel(client, job_id):
+        array = ARRAY.match(job_id)
+        if array:
+            result = client.cancel_array(array.group(1), indices=array.group(2))
+            return result, array_line(result)
+        job = client.cancel(job_id, reason=args.reason)
+        return job, status_line(job)
+
+    return act_on_each(args, cancel)

@@ -7,10 +7,7 @@ printed as ``hive-lab: JOB: ...`` and the exit status is 1.
 
 from __future__ import annotations
 
-import sys
-
-from ..errors import HiveLabError
-from ._common import add_server_args, client_from, print_json, reports_errors
+from ._common import act_on_each, add_server_args, reports_errors
 
 
 def _positive_int(text: str) -> int:
@@ -58,23 +55,13 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from ..format import status_line
 
-    client = client_from(args)
-    results, failed = [], 0
-    for job_id in args.jobs:
-        try:
-            if args.action == "migrate":
-                job = client.migrate(job_id, args.gpu_type, args.reason)
-            elif args.action == "resize":
-                job = client.resize(job_id, args.gpus, args.reason)
-            else:
-                job = getattr(client, args.action)(job_id, args.reason)
-            results.append(job)
-            if not args.json:
-                print(status_line(job))
-        except HiveLabError as exc:
-            failed += 1
-            results.append({"id": job_id, "error": str(exc), "status": exc.status})
-            print(f"hive-lab: {job_id}: {exc}", file=sys.stderr)
-    if args.json:
-        print_json({"jobs": results})
-    return 1 if failed else 0
+    def act(client, job_id):
+        if args.action == "migrate":
+            job = client.migrate(job_id, args.gpu_type, args.reason)
+        elif args.action == "resize":
+            job = client.resize(job_id, args.gpus, args.reason)
+        else:
+            job = getattr(client, args.action)(job_id, args.reason)
+        return job, status_line(job)
+
+    return act_on_each(args, act)

@@ -94,11 +94,6 @@ def get_order(name: str) -> QueueOrder | None:
     return ORDERS.get(name)
 
 
-def static_key(policy: str) -> Callable:
-    """Compatible helper: the sort key of the order named ``policy`` (FIFO when unknown)."""
-    return ORDERS.get(policy, ORDERS["fifo"]).key
-
-
 def drf_order(jobs: list, usage: dict[str, list[float]], capacity: tuple[float, float, float],
               started: Callable[[object], bool] | None = None) -> Iterator:
     """Yield ``jobs`` (already FIFO-sorted) in DRF order.

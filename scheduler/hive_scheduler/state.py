@@ -249,10 +249,6 @@ class ClusterState:
         if dfree > 0:
             self.vcs[v.vc].dirty = True
 
-    @staticmethod
-    def vbad(v: VCell) -> bool:
-        return v.pcell is not None and not v.pcell.healthy
-
     def vhold(self, v: VCell, job_id: str, prio: int, txn=None) -> None:
         """Job ``job_id`` (of priority ``prio``) holds virtual GPU ``v``."""
         was_free = v.job is None and not (v.pcell is not None and not v.pcell.healthy)

@@ -226,6 +226,3 @@ class HardwareMonitor:
             "bad": key in self.state.bad,
             "bad_reason": self.state.bad.get(key),
         }
-
-    def is_bad(self, node: str, gpu: int) -> bool:
-        return (node, gpu) in self.state.bad

@@ -489,9 +489,6 @@ class HiveService(Admission, UnitOfWork):
                 for r in rows]
         return {"jobs": jobs, "total": total, "limit": limit, "offset": offset}
 
-    def job_active(self, job_id: str) -> bool:
-        return job_id in self.active
-
     def task_active(self, job_id: str, task: str) -> bool:
         """The task may still write to its log (not started yet, or running)."""
         job = self.active.get(job_id)

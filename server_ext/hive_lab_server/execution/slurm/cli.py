@@ -102,10 +102,6 @@ class SlurmCLI:
         """Every job slurmctld still knows (pending, running and recently ended), ``squeue --json``."""
         return json.loads(await self.run("squeue", "--json")).get("jobs", [])
 
-    async def job_detail(self, job_id: int) -> str:
-        """``scontrol show job -d`` (the allocated GRES indices, ``GRES=gpu:...(IDX:2-3)``)."""
-        return await self.run("scontrol", "show", "job", "-d", str(job_id))
-
     # --- nodes ---------------------------------------------------------------------------------
 
     async def nodes(self) -> list[dict[str, Any]]:

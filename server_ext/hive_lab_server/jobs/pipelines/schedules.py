@@ -41,7 +41,7 @@ NOT_STARTED = ("submitted", "queued")
 class Schedules:
     def __init__(self, *, store: Any, service: Any, access: Any):
         self.store = store  # store.schedules.ScheduleStore
-        self.service = service  # now, submit, job_active, store (jobs), launcher, dependencies
+        self.service = service  # now, submit, active, store (jobs), launcher, dependencies
         self.access = access
         self._seq = store.max_seq()
         self._next_due: float | None = None  # earliest next_run_at of the unpaused schedules (None: read it)
