@@ -29,8 +29,9 @@ child's status: the wrapper's ``times`` then still counts the task's CPU time.
 from __future__ import annotations
 
 import os
-import signal
 import sys
+
+import _signal as signal  # the C module: `signal` imports enum, which costs a task ~15 ms of start time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -40,19 +41,35 @@ MNT_DETACH = 2
 S_IFCHR = 0o020000
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 
-_libc = None  # ctypes is loaded only for the namespaces (each import costs a task's start time)
+_libc_fn = None  # libc's functions, bound on first use (only the namespaces need them)
+
+
+def _libc_function(name: str):
+    """``name`` from libc, returning a C int and keeping errno: the bare ``_ctypes`` module, since importing
+    the ``ctypes`` package (types, struct, ...) costs a task ~20 ms of start time."""
+    global _libc_fn
+    if _libc_fn is None:
+        import _ctypes
+
+        class CInt(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = CInt
+
+        class Libc:
+            _handle = _ctypes.dlopen(None, os.RTLD_NOW)
+
+        _libc_fn = lambda fn: Function((fn, Libc()))  # noqa: E731
+    return _libc_fn(name)
 
 
 def _call(name: str, *args) -> None:
-    global _libc
-    if _libc is None:
-        import ctypes
+    if _libc_function(name)(*args) != 0:
+        import _ctypes
 
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(_libc, name)(*args) != 0:
-        import ctypes
-
-        err = ctypes.get_errno()
+        err = _ctypes.get_errno()
         raise OSError(err, f"{name}{args[1:2] or ''}: {os.strerror(err)}")
 
 
