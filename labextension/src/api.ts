@@ -5,84 +5,39 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { JobState, JOB_STATES, PLACED_STATES, WAITING_STATES } from './jobStates';
+import { JOB_STATES, PLACED_STATES, WAITING_STATES } from './jobStates';
+import {
+  IArray,
+  ICluster,
+  IJob,
+  IJobList,
+  ILimits,
+  ILogChunk,
+  IMe,
+  IUsageRow,
+  IVc
+} from './wire';
 
 // the state vocabulary is generated from the service's (jobStates.ts); kept importable from here
 export type { JobState } from './jobStates';
 export { ACTIVE_STATES } from './jobStates';
-
-export interface IPlacement {
-  task: string;
-  node: string;
-  gpus: number[];
-  gpu_uuids?: string[];
-}
-
-export interface IJob {
-  id: string;
-  name: string;
-  user: string;
-  vc: string;
-  kind: string;
-  state: JobState | string;
-  reason: string | null;
-  /** queued: when the scheduler's forward simulation expects it to start (null: unknown) */
-  estimated_start?: string | null;
-  /** queued: one line saying what the estimate rests on */
-  estimated_start_basis?: string | null;
-  priority: number;
-  opportunistic: boolean;
-  gpus: number;
-  gpu_type: string | null;
-  submitted_at: string | null;
-  started_at: string | null;
-  finished_at: string | null;
-  exit_code: number | null;
-  placement?: IPlacement[];
-  /** run time limit in seconds (null: none); deadline/time_left_s while running with one */
-  time_limit_s?: number | null;
-  deadline?: string | null;
-  time_left_s?: number | null;
-  /** what the job reported with hive_lab.progress (docs/checkpoint.md) */
-  progress?: IProgress | null;
-  /** an element of this job array (absent otherwise) */
-  array_id?: string | null;
-  array_index?: number | null;
-}
-
-export interface IProgress {
-  steps: number | null;
-  total_steps?: number | null;
-  gpu_type?: string | null;
-  rates?: { [gpuType: string]: { steps_per_s: number | null; seconds?: number } };
-  estimated_finish?: number | null;
-}
-
-/** One element of a job array: `pending` until released as a job. */
-export interface IArrayElement {
-  index: number;
-  job_id: string | null;
-  state: string;
-  reason: string;
-  exit_code: number | null;
-  params: Record<string, unknown> | null;
-}
-
-/** A job array or sweep (`GET arrays`, `GET arrays/{id}` with a page of `elements`). */
-export interface IArray {
-  id: string;
-  name: string;
-  user: string;
-  vc: string;
-  state: 'waiting' | 'running' | 'held' | 'ended';
-  reason: string;
-  count: number;
-  throttle: number | null;
-  held: boolean;
-  counts: Record<string, number>;
-  submitted_at: string;
-  elements?: IArrayElement[];
-}
+// the answers' types are generated from the server's response models (wire.ts); kept importable from here
+export type {
+  IArray,
+  IArrayElement,
+  ICluster,
+  IGpu,
+  IGpuShare,
+  IJob,
+  IJobList,
+  ILimits,
+  ILogChunk,
+  IMe,
+  IPlacement,
+  IProgress,
+  IUsageRow,
+  IVc
+} from './wire';
 
 /**
  * The states an array's counts are shown in: those that hold GPUs first, then those waiting (the job
@@ -102,83 +57,6 @@ export function arrayCountsText(counts: Record<string, number>): string {
     .join(', ');
 }
 
-export interface IJobList {
-  jobs: IJob[];
-  total: number;
-  limit: number;
-  offset: number;
-}
-
-export interface IGpu {
-  node: string;
-  index: number;
-  uuid: string | null;
-  type: string | null;
-  state: string;
-  vc: string | null;
-  job: string | null;
-  user: string | null;
-  opportunistic: boolean;
-  utilization: number | null;
-  memory_used_mb: number | null;
-  memory_total_mb?: number | null;
-  bad: boolean;
-  drained: boolean;
-  path: string[];
-  /** A shared GPU: its shares (0.5 / 0.25 / 0.125) and who holds each. */
-  shares?: IGpuShare[] | null;
-  free_share?: number | null;
-}
-
-export interface IGpuShare {
-  job: string;
-  user: string | null;
-  /** Its first eighth of the GPU. */
-  slot: number;
-  share: number;
-  /** Its job's own GPU utilisation in percent; null when not measured. */
-  utilization?: number | null;
-}
-
-export interface ICluster {
-  gpus_total: number;
-  gpus_free: number;
-  gpus: IGpu[];
-  /** Where the GPUs come from; `simulated`: jobs run here and this machine has no GPU. */
-  hardware?: { source: string; gpus_seen_here: number; simulated: boolean } | null;
-}
-
-export interface IVc {
-  name: string;
-  guaranteed_gpus: number;
-  used_gpus: number;
-  opportunistic_gpus: number;
-  doomed_gpus: number;
-  queue_length: number;
-  running_jobs: number;
-  mine: boolean;
-}
-
-/** Per-user limits in one VC (only the keys that are set; docs/rest-api.md). */
-export interface ILimits {
-  max_gpus?: number;
-  max_running_jobs?: number;
-  max_kernels?: number;
-  max_queued_jobs?: number;
-  max_priority?: number;
-  max_time_limit_s?: number;
-}
-
-export interface IMe {
-  user: string;
-  admin: boolean;
-  vcs: string[];
-  /** VC -> the caller's limits in effect there. */
-  limits?: { [vc: string]: ILimits };
-  /** The server serves several people (JupyterHub, a token map): admin sections are shown only then. */
-  shared?: boolean;
-}
-
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
@@ -193,48 +71,31 @@ function duration(s: number): string {
   return `${s} s`;
 }
 
-/** "2 GPUs, 1 kernel" (empty when no limit is set). */
+/** "2 GPUs, 1 kernel" (empty when no limit is set; a missing key or null is no limit). */
 export function describeLimits(limits: ILimits | undefined): string {
   if (!limits) {
     return '';
   }
   const parts: string[] = [];
-  if (limits.max_gpus !== undefined) {
+  if (limits.max_gpus !== undefined && limits.max_gpus !== null) {
     parts.push(plural(limits.max_gpus, 'GPU'));
   }
-  if (limits.max_kernels !== undefined) {
+  if (limits.max_kernels !== undefined && limits.max_kernels !== null) {
     parts.push(plural(limits.max_kernels, 'kernel'));
   }
-  if (limits.max_running_jobs !== undefined) {
+  if (limits.max_running_jobs !== undefined && limits.max_running_jobs !== null) {
     parts.push(plural(limits.max_running_jobs, 'running job'));
   }
-  if (limits.max_queued_jobs !== undefined) {
+  if (limits.max_queued_jobs !== undefined && limits.max_queued_jobs !== null) {
     parts.push(plural(limits.max_queued_jobs, 'queued job'));
   }
-  if (limits.max_priority !== undefined) {
+  if (limits.max_priority !== undefined && limits.max_priority !== null) {
     parts.push(`priority ≤ ${limits.max_priority}`);
   }
-  if (limits.max_time_limit_s !== undefined) {
+  if (limits.max_time_limit_s !== undefined && limits.max_time_limit_s !== null) {
     parts.push(`≤ ${duration(limits.max_time_limit_s)} per job`);
   }
   return parts.join(', ');
-}
-
-/** One row of `GET usage?since=7d&by=user` (the accounting contract of issue 14). */
-export interface IUsageRow {
-  user: string;
-  gpu_seconds: number;
-  cpu_seconds?: number;
-  jobs?: number;
-}
-
-export interface ILogChunk {
-  task: string;
-  tasks: string[];
-  offset: number;
-  next_offset: number;
-  data: string;
-  eof: boolean;
 }
 
 /** An error answered by the API: carries the server's sentence saying what to change. */

@@ -60,7 +60,8 @@ export function gpuState(gpu: IGpu): string {
   if (gpu.state === 'used' && gpu.opportunistic) {
     return 'opportunistic';
   }
-  return gpu.state in STATE_COLORS ? gpu.state : gpu.job ? 'used' : 'free';
+  const state = gpu.state ?? '';
+  return state in STATE_COLORS ? state : gpu.job ? 'used' : 'free';
 }
 
 /** The key a GPU is coloured by in a mode (null: no owner, drawn with NONE_COLOR). */
@@ -73,9 +74,9 @@ export function colorKey(
     case 'state':
       return gpuState(gpu);
     case 'job':
-      return gpu.job;
+      return gpu.job ?? null;
     case 'user':
-      return gpu.user;
+      return gpu.user ?? null;
     case 'vc':
     default:
       // Opportunistic GPUs are bound to no VC: they show the VC of the job borrowing them.

@@ -118,10 +118,10 @@ export interface IJobWords {
   deadline?: string | null;
   time_left_s?: number | null;
   progress?: {
-    steps: number | null;
+    steps?: number | null;
     total_steps?: number | null;
     gpu_type?: string | null;
-    rates?: { [gpuType: string]: { steps_per_s: number | null } };
+    rates?: { [gpuType: string]: { steps_per_s?: number | null } };
     estimated_finish?: number | null;
   } | null;
 }

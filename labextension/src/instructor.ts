@@ -236,15 +236,15 @@ export class InstructorView {
       head.appendChild(el('th', undefined, title));
     }
     table.appendChild(head);
-    const rows = answer.rows.slice().sort((a, b) => b.gpu_seconds - a.gpu_seconds || a.user.localeCompare(b.user));
+    const rows = answer.rows.slice().sort((a, b) => b.gpu_seconds - a.gpu_seconds || (a.user ?? '').localeCompare(b.user ?? ''));
     for (const row of rows) {
       const tr = el('tr', 'jp-HivePanel-usageRow');
-      tr.dataset.user = row.user;
+      tr.dataset.user = row.user ?? '';
       tr.dataset.gpuSeconds = String(row.gpu_seconds);
       tr.append(
-        el('td', 'jp-HivePanel-user', row.user),
+        el('td', 'jp-HivePanel-user', row.user ?? ''),
         el('td', undefined, formatSeconds(row.gpu_seconds)),
-        el('td', undefined, row.cpu_seconds === undefined ? '—' : formatSeconds(row.cpu_seconds)),
+        el('td', undefined, row.cpu_seconds === null || row.cpu_seconds === undefined ? '—' : formatSeconds(row.cpu_seconds)),
         el('td', undefined, row.jobs === undefined ? '—' : String(row.jobs))
       );
       table.appendChild(tr);

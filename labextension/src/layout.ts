@@ -61,7 +61,7 @@ export function groupGpus(gpus: IGpu[]): ITopGroup[] {
   gpus.forEach((gpu, i) => {
     const path = gpu.path ?? [];
     const nodeAt = path.indexOf(gpu.node);
-    const topName = nodeAt > 0 ? path[0] : 'cluster';
+    const topName = (nodeAt > 0 ? path[0] : null) ?? 'cluster';
     let top = topIndex.get(topName);
     if (!top) {
       top = { name: topName, nodes: [] };
@@ -83,7 +83,7 @@ export function groupGpus(gpus: IGpu[]): ITopGroup[] {
 function parentCell(gpu: IGpu): string {
   const path = gpu.path ?? [];
   const nodeAt = path.indexOf(gpu.node);
-  return path.length > nodeAt + 1 ? path[path.length - 1] : gpu.node;
+  return (path.length > nodeAt + 1 ? path[path.length - 1] : null) ?? gpu.node;
 }
 
 /** Bigger cells for small clusters (a 4-GPU machine), smaller for thousands of GPUs. */

@@ -266,7 +266,7 @@ export class ClusterModel {
         utilization: gpu.utilization ?? null,
         memoryUsedMb: gpu.memory_used_mb ?? null,
         memoryTotalMb: gpu.memory_total_mb ?? null,
-        job: gpu.job
+        job: gpu.job ?? null
       });
       if (series.length > HISTORY_LENGTH) {
         series.splice(0, series.length - HISTORY_LENGTH);

@@ -501,12 +501,12 @@ export class ClusterPanel extends Widget {
       fill.style.width = `${Math.round(share * 100)}%`;
       track.appendChild(fill);
       const meta = el('div', 'jp-HivePanel-vcMeta');
-      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `${LENT_GPUS} ${vc.opportunistic_gpus}`);
+      const borrowed = el('span', 'jp-HivePanel-vcBorrowed', `${LENT_GPUS} ${vc.opportunistic_gpus ?? 0}`);
       borrowed.title = 'GPUs used beyond the guarantee by opportunistic jobs';
       const queue = el('span', 'jp-HivePanel-vcQueue', `queue ${vc.queue_length}`);
       queue.dataset.queue = String(vc.queue_length);
-      meta.append(borrowed, queue, el('span', undefined, `running ${vc.running_jobs}`));
-      if (vc.doomed_gpus > 0) {
+      meta.append(borrowed, queue, el('span', undefined, `running ${vc.running_jobs ?? 0}`));
+      if (vc.doomed_gpus) {
         meta.appendChild(el('span', 'jp-HivePanel-vcDoomed', `bad ${vc.doomed_gpus}`));
       }
       item.append(top, track, meta);

@@ -63,6 +63,10 @@ class Progress(_Out):
     rates: dict[str, Rate] = Field(default_factory=dict, description="learned online, per GPU type")
     known_rates: dict[str, float] | None = Field(None, description="steps/s per GPU type from the throughput file "
                                                                  "(the job's job_type at its GPU count)")
+    total_steps: int | None = Field(None, description="the job's declared total (hive_lab.progress(steps, total=))")
+    remaining_steps: int | None = Field(None, description="total_steps - steps, when the total is known")
+    estimated_finish: float | None = Field(None, description="when it should finish at its current rate (seconds "
+                                                             "since the epoch); null while unknown")
 
 
 class Job(_Out):
