@@ -19,22 +19,19 @@ def max_min_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
     w = throughput * problem.scale_factor[:, None] / (problem.priority_weight[:, None] * iso[:, None])
     a0, b0 = lp.base_rows(problem, 1)
     rows = lp.per_job_rows(problem, w, 0, np.ones(n), 1)  # t - sum_j w_ij x_ij <= 0
-    from scipy import sparse
-
-    a = sparse.vstack([a0, rows], format="csr")
+    a = np.vstack([a0, rows])
     b = np.concatenate([b0, np.zeros(n)])
-    bounds = [(0.0, 1.0)] * (n * k) + [(0.0, None)]
     c = np.zeros(n * k + 1)
     c[-1] = -1.0
-    v = lp.solve(c, a, b, bounds)
+    v = lp.solve(c, a, b, *lp.bounds(problem, [np.inf]))
     if v is None:
         raise lp.SolveError("max-min fairness LP infeasible")
     t_star = v[-1]
     # phase 2: keep everyone at >= t* (less a hair), maximise the total normalised throughput
     b2 = np.concatenate([b0, np.full(n, -t_star * (1 - 1e-6))])
     rows2 = lp.per_job_rows(problem, w, None, None, 0)
-    a2 = sparse.vstack([lp.base_rows(problem, 0)[0], rows2], format="csr")
-    v2 = lp.solve(-w.reshape(-1), a2, b2, [(0.0, 1.0)] * (n * k))
+    a2 = np.vstack([lp.base_rows(problem, 0)[0], rows2])
+    v2 = lp.solve(-w.reshape(-1), a2, b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 

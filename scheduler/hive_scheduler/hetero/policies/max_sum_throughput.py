@@ -14,8 +14,7 @@ class MaxSumThroughputPerf(Policy):
 
     def allocate(self, problem: Problem) -> np.ndarray:
         a, b = lp.base_rows(problem, 0)
-        n, k = problem.n, problem.k
-        v = lp.solve(-problem.throughput.reshape(-1), a, b, [(0.0, 1.0)] * (n * k))
+        v = lp.solve(-problem.throughput.reshape(-1), a, b, *lp.bounds(problem))
         if v is None:
             raise lp.SolveError("max-sum-throughput LP infeasible")
         return lp.to_allocation(v, problem)

@@ -10,7 +10,6 @@ fastest type's speed (Gavel: V100), and spreads each job's share over the types 
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
 from . import lp
 from .base import Policy, Problem, pooled, spread, agnostic
@@ -23,17 +22,17 @@ def min_makespan_allocation(problem: Problem, throughput: np.ndarray) -> np.ndar
     scale = float(np.median(rem / np.maximum(throughput.max(axis=1), 1e-12)))
     coeff = throughput * scale / rem[:, None]  # s' - sum_j coeff_ij x_ij <= 0
     a0, b0 = lp.base_rows(problem, 1)
-    a = sparse.vstack([a0, lp.per_job_rows(problem, coeff, 0, np.ones(n), 1)], format="csr")
+    a = np.vstack([a0, lp.per_job_rows(problem, coeff, 0, np.ones(n), 1)])
     b = np.concatenate([b0, np.zeros(n)])
     c = np.zeros(n * k + 1)
     c[-1] = -1.0
-    v = lp.solve(c, a, b, [(0.0, 1.0)] * (n * k) + [(0.0, None)])
+    v = lp.solve(c, a, b, *lp.bounds(problem, [np.inf]))
     if v is None:
         raise lp.SolveError("min-total-duration LP infeasible")
     s_star = v[-1]
-    a2 = sparse.vstack([lp.base_rows(problem, 0)[0], lp.per_job_rows(problem, coeff, None, None, 0)], format="csr")
+    a2 = np.vstack([lp.base_rows(problem, 0)[0], lp.per_job_rows(problem, coeff, None, None, 0)])
     b2 = np.concatenate([b0, np.full(n, -s_star * (1 - 1e-6))])
-    v2 = lp.solve(-coeff.reshape(-1), a2, b2, [(0.0, 1.0)] * (n * k))
+    v2 = lp.solve(-coeff.reshape(-1), a2, b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 
