@@ -34,6 +34,17 @@ def test_max_sum_throughput_prefers_the_larger_total():
     assert np.allclose(x, [[1, 0], [0, 1]], atol=1e-6)
 
 
+@pytest.mark.parametrize("short", [0, 1, 2])
+def test_max_sum_throughput_gives_ties_to_the_job_nearest_its_end(short):
+    # one GPU, three identical jobs: every split of the GPU has the same total throughput. Among
+    # those, the job with the least work left gets the GPU (it finishes first, the average JCT falls)
+    remaining = [1000.0, 1000.0, 1000.0]
+    remaining[short] = 100.0
+    x = make_policy("max_sum_throughput_perf").allocate(problem([[1.0], [1.0], [1.0]], [1], remaining=remaining))
+    assert x[short, 0] == pytest.approx(1.0, abs=1e-6)
+    assert x.sum() == pytest.approx(1.0, abs=1e-6)
+
+
 def test_min_total_duration_balances_finish_times():
     # one GPU, two jobs at 1 step/s, 100 and 300 steps left: the makespan is 400 s whatever the split,
     # and the long job must run 3/4 of the time to finish by then (phase 2 only adds slack to the short one)
