@@ -190,6 +190,21 @@ def test_cli_small_trace_json():
         assert {"makespan_s", "avg_jct_s", "gpu_utilisation", "avg_rho", "pauses", "migrations", "resizes"} <= set(m)
 
 
+def test_cli_simulate_imports_neither_other_subcommands_nor_scipy_optimize():
+    # the process's start-up is most of a Gavel-trace run: `hive-lab simulate` builds its own parser
+    # only, and the LP policies reach HiGHS without scipy.optimize's package (every optimiser scipy has)
+    code = ("import sys; from hive_lab.cli import main; "
+            f"rc = main(['simulate', '--trace', {SMALL!r}, '--cluster', {GAVEL_CLUSTER!r}, "
+            "'--policy', 'max_min_fairness_perf', '--json']); "
+            "print(sorted(m for m in sys.modules if m.startswith('hive_lab.cli.')), 'scipy.optimize' in sys.modules, "
+            "file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "['hive_lab.cli.simulate', 'hive_lab.cli.simulate_hetero', " \
+        "'hive_lab.cli.simulate_history'] False"
+    assert json.loads(r.stdout)["policies"]["max_min_fairness_perf"]["finished"] == 20
+
+
 def test_cli_table_and_order_name():
     r = hive_lab("simulate", "--trace", SMALL, "--cluster", GAVEL_CLUSTER, "--order", "gandiva", "--restart-overhead", "10")
     assert r.returncode == 0, r.stderr
