@@ -62,6 +62,26 @@ def test_max_min_fairness_splits_one_gpu_evenly_and_weights_priority():
     assert np.allclose(x, [[0.25], [0.75]], atol=1e-6)
 
 
+def test_agnostic_max_min_fairness_water_filling_reaches_the_lps_optimum():
+    # the closed form against the LP it replaces (one pool, each job at its own speed), on random
+    # clusters, scale factors and priorities: the same least normalised share, within the GPUs
+    from hive_scheduler.hetero.policies.base import agnostic, equal_share, pooled, spread
+    from hive_scheduler.hetero.policies.max_min_fairness import max_min_allocation
+
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        n = int(rng.integers(1, 25))
+        p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
+                    priority=rng.choice([1.0, 1.0, 5.0], n))
+        closed = make_policy("max_min_fairness").allocate(p)
+        speed = agnostic(p.throughput)
+        by_lp = spread(max_min_allocation(pooled(p, speed), speed[:, :1]), p)
+        weight = p.scale_factor / (p.priority_weight * equal_share(pooled(p, speed))[:, 0])
+        assert (weight * closed.sum(axis=1)).min() == pytest.approx((weight * by_lp.sum(axis=1)).min(), rel=1e-5)
+        assert (closed.sum(axis=1) <= 1 + 1e-9).all()
+        assert (per_type_gpus(closed, p.scale_factor) <= p.gpus + 1e-9).all()
+
+
 def test_max_min_fairness_counts_scale_factor():
     # a 2-GPU job and a 1-GPU job on 2 GPUs: each gets one GPU's worth, so the 1-GPU job runs all
     # the time and the 2-GPU job half of it
