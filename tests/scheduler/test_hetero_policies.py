@@ -53,6 +53,26 @@ def test_min_total_duration_balances_finish_times():
     assert x.sum() <= 1 + 1e-6
 
 
+def test_agnostic_min_total_duration_closed_form_matches_its_lps():
+    # one pool: the closed form against the two LPs it replaces, on random problems: the same
+    # slowest rate (1 / makespan), the same shares, within the GPUs
+    from hive_scheduler.hetero.policies.base import agnostic, pooled
+    from hive_scheduler.hetero.policies.min_total_duration import min_makespan_allocation, min_makespan_pooled
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 25))
+        p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
+                    remaining=rng.uniform(10, 1e5, n))
+        speed = agnostic(p.throughput)
+        closed = min_makespan_pooled(p, speed[:, 0])
+        by_lp = min_makespan_allocation(pooled(p, speed), speed[:, :1])[:, 0]
+        rate = speed[:, 0] / p.remaining_steps
+        assert (rate * closed).min() == pytest.approx((rate * by_lp).min(), rel=1e-6)
+        assert closed == pytest.approx(by_lp, abs=1e-6)
+        assert (p.scale_factor * closed).sum() <= p.gpus.sum() + 1e-9
+
+
 def test_max_min_fairness_splits_one_gpu_evenly_and_weights_priority():
     x = make_policy("max_min_fairness_perf").allocate(problem([[1.0], [1.0]], [1]))
     assert np.allclose(x, [[0.5], [0.5]], atol=1e-6)
