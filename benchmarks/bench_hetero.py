@@ -33,19 +33,20 @@ DEFAULT_CLUSTER = "v100:4,p100:4,k80:4"
 POLICIES = ("fifo", "fifo_perf", "gandiva", "max_min_fairness", "max_min_fairness_perf", "finish_time_fairness",
             "finish_time_fairness_perf", "min_total_duration", "min_total_duration_perf", "max_sum_throughput_perf")
 # Gavel's own simulator (its scheduler.py's simulation path, ECOS through cvxpy), poisson_96.trace on
-# 4 V100 + 4 P100 + 4 K80, 360 s rounds, seed 0: (average JCT s, makespan s), as measured by --gavel
+# 4 V100 + 4 P100 + 4 K80, 360 s rounds, seed 0, as measured by --gavel --runs 3 (docs/simulation.md):
+# (average JCT s, makespan s, median wall s, median CPU s); the times at load average 9-14
 RECORDED = {
     ("poisson_96.trace", DEFAULT_CLUSTER): {
-        "fifo": (43_025, 137_654),
-        "fifo_perf": (35_841, 101_604),
-        "gandiva": (37_848, 86_626),
-        "max_min_fairness": (47_811, 101_556),
-        "max_min_fairness_perf": (34_792, 81_300),
-        "finish_time_fairness": (48_810, 99_104),
-        "finish_time_fairness_perf": (37_049, 83_535),
-        "min_total_duration": (74_035, 96_950),
-        "min_total_duration_perf": (59_430, 78_253),
-        "max_sum_throughput_perf": (27_239, 88_488),
+        "fifo": (43_025, 137_654, 5.61, 1.90),
+        "fifo_perf": (35_841, 101_604, 5.73, 1.82),
+        "gandiva": (37_848, 86_626, 45.51, 12.95),
+        "max_min_fairness": (47_811, 101_556, 6.52, 1.83),
+        "max_min_fairness_perf": (34_792, 81_300, 3.80, 1.68),
+        "finish_time_fairness": (48_810, 99_104, 25.36, 7.42),
+        "finish_time_fairness_perf": (37_049, 83_535, 16.58, 5.60),
+        "min_total_duration": (74_035, 96_950, 9.41, 2.93),
+        "min_total_duration_perf": (59_430, 78_253, 8.51, 2.56),
+        "max_sum_throughput_perf": (27_239, 88_488, 4.14, 1.57),
     },
 }
 _GAVEL_JCT = re.compile(r"Average job completion time: ([0-9.]+) seconds")
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}")
     head = (f"{'policy':<26}{'JCT ours':>10}{'Gavel':>10}{'ratio':>7}{'span ours':>11}{'Gavel':>10}{'ratio':>7}"
             f"{'wall ours':>10}{'Gavel':>8}{'x':>6}{'cpu ours':>9}{'Gavel':>8}{'x':>6}")
+    if not gdir and recorded:
+        print("Gavel's columns: recorded (times at load average 9-14; --gavel measures both in one run)")
     print(head)
     for policy in args.policies.split(","):
         ours_w, ours_c, g_w, g_c = [], [], [], []
@@ -141,12 +144,13 @@ def main(argv: list[str] | None = None) -> int:
             doc = json.loads(out)["policies"][policy]
             ours_w.append(wall)
             ours_c.append(cpu)
-        if gavel is None and policy in recorded:
-            gavel = recorded[policy]
         jct, span = doc["avg_jct_s"], doc["makespan_s"]
-        gj, gs = gavel if gavel else (0.0, 0.0)
         w, c = statistics.median(ours_w), statistics.median(ours_c)
-        gw, gc = (statistics.median(g_w), statistics.median(g_c)) if g_w else (0.0, 0.0)
+        if gavel is not None:
+            gj, gs = gavel
+            gw, gc = statistics.median(g_w), statistics.median(g_c)
+        else:
+            gj, gs, gw, gc = recorded.get(policy, (0.0, 0.0, 0.0, 0.0))
         print(f"{policy:<26}{jct:>10,.0f}{gj:>10,.0f}{ratio(jct, gj):>7}{span:>11,.0f}{gs:>10,.0f}{ratio(span, gs):>7}"
               f"{w:>10.2f}{gw:>8.2f}{speed(gw, w):>6}{c:>9.2f}{gc:>8.2f}{speed(gc, c):>6}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
