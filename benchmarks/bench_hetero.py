@@ -1,11 +1,17 @@
-"""Gavel's figures side by side with hive-lab's round-based simulator, and its whole-process run time.
+"""Gavel's own simulator beside hive-lab's round-based simulator: JCT, makespan and whole-process time.
 
-    .venv/bin/python benchmarks/bench_hetero.py [--trace PATH] [--cluster v100:8,p100:16,k80:24] [--runs 3]
+    .venv/bin/python benchmarks/bench_hetero.py [--runs 3] [--policies fifo,gandiva,...]
+    .venv/bin/python benchmarks/bench_hetero.py --gavel /tmp/gavel --gavel-python /tmp/gavel-venv/bin/python --runs 3
 
-For each policy with a Gavel figure (Gavel's simulator at its defaults, seed 0, makespan of
-``minimize_makespan.trace`` on 8 V100 + 16 P100 + 24 K80), runs ``hive-lab simulate --json`` as a
-separate process ``--runs`` times and prints our makespan, Gavel's, and the median wall and CPU
-seconds of the whole process (start-up and imports included). A measurement, not a test.
+Default input: ``poisson_96.trace`` (96 jobs, Gavel's generator, Poisson arrivals) on 4 V100 + 4 P100
++ 4 K80, 360 s rounds, seed 0. Without ``--gavel`` it runs ``hive-lab simulate --json`` as a separate
+process ``--runs`` times per policy and prints our figures beside Gavel's recorded ones (the table in
+docs/simulation.md, measured with ``--gavel``). With ``--gavel DIR`` (a Gavel checkout: DIR or
+DIR/scheduler holds ``scripts/drivers/simulate_scheduler_with_trace.py``; ``--gavel-python`` is the
+interpreter that has its dependencies) it runs Gavel's process and ours in alternation on the same
+trace, cluster, seed and round length, and prints both side by side with ratios. Times are the whole
+process (start-up and imports included): median wall seconds and median CPU seconds (user + system).
+A measurement, not a test; the machine's load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -20,48 +27,133 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "scheduler", "hive_scheduler", "hetero", "data")
-GAVEL_MAKESPAN_S = {  # minimize_makespan.trace, 8 V100 + 16 P100 + 24 K80, Gavel's defaults, seed 0
-    "fifo": 274_228,
-    "gandiva": 75_994,
-    "min_total_duration": 76_635,
-    "min_total_duration_perf": 64_721,
+DATA = os.path.normpath(os.path.join(HERE, "..", "scheduler", "hive_scheduler", "hetero", "data"))
+DEFAULT_TRACE = os.path.join(DATA, "poisson_96.trace")
+DEFAULT_CLUSTER = "v100:4,p100:4,k80:4"
+POLICIES = ("fifo", "fifo_perf", "gandiva", "max_min_fairness", "max_min_fairness_perf", "finish_time_fairness",
+            "finish_time_fairness_perf", "min_total_duration", "min_total_duration_perf", "max_sum_throughput_perf")
+# Gavel's own simulator (its scheduler.py's simulation path, ECOS through cvxpy), poisson_96.trace on
+# 4 V100 + 4 P100 + 4 K80, 360 s rounds, seed 0, as measured by --gavel --runs 3 (docs/simulation.md):
+# (average JCT s, makespan s, median wall s, median CPU s); the times at load average 9-14
+RECORDED = {
+    ("poisson_96.trace", DEFAULT_CLUSTER): {
+        "fifo": (43_025, 137_654, 5.61, 1.90),
+        "fifo_perf": (35_841, 101_604, 5.73, 1.82),
+        "gandiva": (37_848, 86_626, 45.51, 12.95),
+        "max_min_fairness": (47_811, 101_556, 6.52, 1.83),
+        "max_min_fairness_perf": (34_792, 81_300, 3.80, 1.68),
+        "finish_time_fairness": (48_810, 99_104, 25.36, 7.42),
+        "finish_time_fairness_perf": (37_049, 83_535, 16.58, 5.60),
+        "min_total_duration": (74_035, 96_950, 9.41, 2.93),
+        "min_total_duration_perf": (59_430, 78_253, 8.51, 2.56),
+        "max_sum_throughput_perf": (27_239, 88_488, 4.14, 1.57),
+    },
 }
+_GAVEL_JCT = re.compile(r"Average job completion time: ([0-9.]+) seconds")
+_GAVEL_SPAN = re.compile(r"Total duration: ([0-9.]+) seconds")
 
 
-def one_run(cmd: list[str]) -> tuple[dict, float, float]:
+def timed(cmd: list[str], cwd: str | None = None) -> tuple[str, float, float]:
+    """(stdout, wall s, CPU s) of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return json.loads(out), wall, cpu
+    return done.stdout, wall, cpu
+
+
+def ours_cmd(trace: str, cluster: str, policy: str, seed: int, round_s: float) -> list[str]:
+    return [sys.executable, "-m", "hive_lab.cli", "simulate", "--trace", trace, "--cluster", cluster,
+            "--policy", policy, "--seed", str(seed), "--round-length", str(round_s), "--json"]
+
+
+def gavel_dir(path: str) -> str:
+    for d in (path, os.path.join(path, "scheduler")):
+        if os.path.isfile(os.path.join(d, "scripts", "drivers", "simulate_scheduler_with_trace.py")):
+            return d
+    raise SystemExit(f"--gavel {path}: no scripts/drivers/simulate_scheduler_with_trace.py in it or in its scheduler/")
+
+
+def gavel_cluster(cluster: str) -> str:
+    """``v100:4,p100:4,k80:4`` -> Gavel's ``4:4:4`` (V100:P100:K80)."""
+    counts = dict(part.split(":") for part in cluster.split(","))
+    extra = set(counts) - {"v100", "p100", "k80"}
+    if extra:
+        raise SystemExit(f"--cluster {cluster}: Gavel's driver knows v100, p100 and k80 only, not {', '.join(sorted(extra))}")
+    return ":".join(counts.get(t, "0") for t in ("v100", "p100", "k80"))
+
+
+def gavel_cmd(python: str, trace: str, cluster: str, policy: str, seed: int, round_s: float) -> list[str]:
+    return [python, os.path.join("scripts", "drivers", "simulate_scheduler_with_trace.py"), "-t", trace, "-p", policy,
+            "-c", gavel_cluster(cluster), "--seed", str(seed), "--time_per_iteration", str(int(round_s)),
+            "--throughputs_file", "simulation_throughputs.json"]
+
+
+def parse_gavel(out: str) -> tuple[float, float]:
+    jct, span = _GAVEL_JCT.search(out), _GAVEL_SPAN.search(out)
+    if jct is None or span is None:
+        raise SystemExit(f"Gavel printed no average JCT / total duration:\n{out[-1000:]}")
+    return float(jct.group(1)), float(span.group(1))
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.3f}" if b else "-"
+
+
+def speed(theirs: float, ours: float) -> str:
+    return f"{theirs / ours:.1f}" if theirs and ours else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trace", default=os.path.normpath(os.path.join(DATA, "minimize_makespan.trace")))
-    ap.add_argument("--cluster", default="v100:8,p100:16,k80:24")
-    ap.add_argument("--policies", default=",".join(GAVEL_MAKESPAN_S))
+    ap.add_argument("--trace", default=DEFAULT_TRACE)
+    ap.add_argument("--cluster", default=DEFAULT_CLUSTER)
+    ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--round-length", type=float, default=360.0)
+    ap.add_argument("--gavel", metavar="DIR", help="a Gavel checkout: run its simulator beside ours, alternating")
+    ap.add_argument("--gavel-python", default="python3", metavar="PY", help="the interpreter with Gavel's dependencies")
     args = ap.parse_args(argv)
-    load1, _, _ = os.getloadavg()
-    print(f"machine: {os.cpu_count()} CPUs, load average {load1:.1f} (wall times are only comparable on a quiet machine)")
-    print(f"{'policy':<26}{'ours (s)':>12}{'Gavel (s)':>12}{'wall median':>13}{'cpu median':>12}")
+    trace = os.path.abspath(args.trace)
+    gdir = gavel_dir(args.gavel) if args.gavel else None
+    recorded = RECORDED.get((os.path.basename(trace), args.cluster), {}) if args.seed == 0 and args.round_length == 360 else {}
+    print(f"{os.path.basename(trace)} on {args.cluster}, {args.round_length:g} s rounds, seed {args.seed}; "
+          f"{args.runs} runs each{', alternating with Gavel' if gdir else ''}; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    head = (f"{'policy':<26}{'JCT ours':>10}{'Gavel':>10}{'ratio':>7}{'span ours':>11}{'Gavel':>10}{'ratio':>7}"
+            f"{'wall ours':>10}{'Gavel':>8}{'x':>6}{'cpu ours':>9}{'Gavel':>8}{'x':>6}")
+    if not gdir and recorded:
+        print("Gavel's columns: recorded (times at load average 9-14; --gavel measures both in one run)")
+    print(head)
     for policy in args.policies.split(","):
-        cmd = [sys.executable, "-m", "hive_lab.cli", "simulate", "--trace", args.trace, "--cluster", args.cluster,
-               "--policy", policy, "--json"]
-        walls, cpus, doc = [], [], None
+        ours_w, ours_c, g_w, g_c = [], [], [], []
+        doc = gavel = None
         for _ in range(args.runs):
-            doc, wall, cpu = one_run(cmd)
-            walls.append(wall)
-            cpus.append(cpu)
-        ours = doc["policies"][policy]["makespan_s"]
-        same_setup = os.path.basename(args.trace) == "minimize_makespan.trace" and args.cluster == "v100:8,p100:16,k80:24"
-        gavel = GAVEL_MAKESPAN_S.get(policy) if same_setup else None
-        print(f"{policy:<26}{ours:>12,.0f}{'-' if gavel is None else format(gavel, ','):>12}"
-              f"{statistics.median(walls):>12.2f}s{statistics.median(cpus):>11.2f}s")
+            if gdir:
+                out, wall, cpu = timed(gavel_cmd(args.gavel_python, trace, args.cluster, policy, args.seed,
+                                                 args.round_length), cwd=gdir)
+                gavel = parse_gavel(out)
+                g_w.append(wall)
+                g_c.append(cpu)
+            out, wall, cpu = timed(ours_cmd(trace, args.cluster, policy, args.seed, args.round_length))
+            doc = json.loads(out)["policies"][policy]
+            ours_w.append(wall)
+            ours_c.append(cpu)
+        jct, span = doc["avg_jct_s"], doc["makespan_s"]
+        w, c = statistics.median(ours_w), statistics.median(ours_c)
+        if gavel is not None:
+            gj, gs = gavel
+            gw, gc = statistics.median(g_w), statistics.median(g_c)
+        else:
+            gj, gs, gw, gc = recorded.get(policy, (0.0, 0.0, 0.0, 0.0))
+        print(f"{policy:<26}{jct:>10,.0f}{gj:>10,.0f}{ratio(jct, gj):>7}{span:>11,.0f}{gs:>10,.0f}{ratio(span, gs):>7}"
+              f"{w:>10.2f}{gw:>8.2f}{speed(gw, w):>6}{c:>9.2f}{gc:>8.2f}{speed(gc, c):>6}")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 
 

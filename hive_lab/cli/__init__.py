@@ -30,11 +30,17 @@ SUBCOMMANDS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` (a module of SUBCOMMANDS) just that module's commands:
+    ``hive-lab simulate ...`` then imports what simulate needs, not every other subcommand's modules."""
+    return _build(only)[0]
+
+
+def _build(only: str | None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(prog="hive-lab", description="hive-lab: shared GPUs for JupyterLab")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in [only] if only else SUBCOMMANDS:
         try:
             module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
@@ -42,11 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # not built yet
             raise
         module.register(sub)
-    return parser
+    return parser, sub
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    first = (sys.argv[1:] if argv is None else argv)[:1]
+    parser = None
+    if first and first[0] in SUBCOMMANDS:  # a command named like its module: build its parser alone
+        parser, sub = _build(first[0])
+        if first[0] not in sub.choices:
+            parser = None
+    if parser is None:
+        parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
         from hive_lab import __version__

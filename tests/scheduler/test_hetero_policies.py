@@ -34,12 +34,43 @@ def test_max_sum_throughput_prefers_the_larger_total():
     assert np.allclose(x, [[1, 0], [0, 1]], atol=1e-6)
 
 
+@pytest.mark.parametrize("short", [0, 1, 2])
+def test_max_sum_throughput_gives_ties_to_the_job_nearest_its_end(short):
+    # one GPU, three identical jobs: every split of the GPU has the same total throughput. Among
+    # those, the job with the least work left gets the GPU (it finishes first, the average JCT falls)
+    remaining = [1000.0, 1000.0, 1000.0]
+    remaining[short] = 100.0
+    x = make_policy("max_sum_throughput_perf").allocate(problem([[1.0], [1.0], [1.0]], [1], remaining=remaining))
+    assert x[short, 0] == pytest.approx(1.0, abs=1e-6)
+    assert x.sum() == pytest.approx(1.0, abs=1e-6)
+
+
 def test_min_total_duration_balances_finish_times():
     # one GPU, two jobs at 1 step/s, 100 and 300 steps left: the makespan is 400 s whatever the split,
     # and the long job must run 3/4 of the time to finish by then (phase 2 only adds slack to the short one)
     x = make_policy("min_total_duration_perf").allocate(problem([[1.0], [1.0]], [1], remaining=[100, 300]))
     assert x[1, 0] >= 0.75 - 1e-6
     assert x.sum() <= 1 + 1e-6
+
+
+def test_agnostic_min_total_duration_closed_form_matches_its_lps():
+    # one pool: the closed form against the two LPs it replaces, on random problems: the same
+    # slowest rate (1 / makespan), the same shares, within the GPUs
+    from hive_scheduler.hetero.policies.base import agnostic, pooled
+    from hive_scheduler.hetero.policies.min_total_duration import min_makespan_allocation, min_makespan_pooled
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 25))
+        p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
+                    remaining=rng.uniform(10, 1e5, n))
+        speed = agnostic(p.throughput)
+        closed = min_makespan_pooled(p, speed[:, 0])
+        by_lp = min_makespan_allocation(pooled(p, speed), speed[:, :1])[:, 0]
+        rate = speed[:, 0] / p.remaining_steps
+        assert (rate * closed).min() == pytest.approx((rate * by_lp).min(), rel=1e-6)
+        assert closed == pytest.approx(by_lp, abs=1e-6)
+        assert (p.scale_factor * closed).sum() <= p.gpus.sum() + 1e-9
 
 
 def test_max_min_fairness_splits_one_gpu_evenly_and_weights_priority():
@@ -49,6 +80,26 @@ def test_max_min_fairness_splits_one_gpu_evenly_and_weights_priority():
     # (a weight-2 job needs half as much to reach the same normalised level)
     x = make_policy("max_min_fairness_perf").allocate(problem([[1.0], [1.0]], [1], priority=[1.0, 3.0]))
     assert np.allclose(x, [[0.25], [0.75]], atol=1e-6)
+
+
+def test_agnostic_max_min_fairness_water_filling_reaches_the_lps_optimum():
+    # the closed form against the LP it replaces (one pool, each job at its own speed), on random
+    # clusters, scale factors and priorities: the same least normalised share, within the GPUs
+    from hive_scheduler.hetero.policies.base import agnostic, equal_share, pooled, spread
+    from hive_scheduler.hetero.policies.max_min_fairness import max_min_allocation
+
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        n = int(rng.integers(1, 25))
+        p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
+                    priority=rng.choice([1.0, 1.0, 5.0], n))
+        closed = make_policy("max_min_fairness").allocate(p)
+        speed = agnostic(p.throughput)
+        by_lp = spread(max_min_allocation(pooled(p, speed), speed[:, :1]), p)
+        weight = p.scale_factor / (p.priority_weight * equal_share(pooled(p, speed))[:, 0])
+        assert (weight * closed.sum(axis=1)).min() == pytest.approx((weight * by_lp.sum(axis=1)).min(), rel=1e-5)
+        assert (closed.sum(axis=1) <= 1 + 1e-9).all()
+        assert (per_type_gpus(closed, p.scale_factor) <= p.gpus + 1e-9).all()
 
 
 def test_max_min_fairness_counts_scale_factor():

@@ -90,6 +90,33 @@ def test_what_a_job_missed_under_one_allocation_it_gets_under_the_next():
     assert m.allocations >= 2 and m.finished == 3
 
 
+@pytest.mark.parametrize("policy", ["fifo", "fifo_perf"])
+def test_a_strict_policy_solves_again_rather_than_leave_a_gpu_idle_while_a_job_waits(policy):
+    # two V100s; job 0 (long) at t=0 is solved and placed at once. Job 1 arrives at 10 s: the
+    # re-solve interval (1,920 s) has not passed at the first round's end (360 s), and a FIFO policy
+    # runs no job it has not placed, so the second V100 would idle until a solve at >= 1,920 s. It is
+    # solved at 360 s instead and job 1 (720 steps at 1 step/s) ends at 1,080 s
+    jobs = [TraceJob(job_id=0, job_type="A", total_steps=7200, scale_factor=1, arrival_time=0.0),
+            TraceJob(job_id=1, job_type="A", total_steps=720, scale_factor=1, arrival_time=10.0)]
+    table = Throughputs({"v100": {("A", 1): 1.0}})
+    cluster = GpuCluster({"v100": 2}, {"default": {"v100": 2}})
+    seen = []
+    m = simulate(jobs, table, cluster, policy, observer=lambda vc, t, chosen: seen.append((t, dict(chosen))))
+    assert seen[1] == (360.0, {(0,): 0, (1,): 0})
+    assert m.jct_s[1] == pytest.approx(1080.0 - 10.0)
+    assert m.allocations == 3  # at 0 s, 360 s, and after job 1's end once the interval has passed
+
+
+def test_a_strict_policy_does_not_solve_early_while_every_gpu_is_busy():
+    # one V100: job 1 arriving at 10 s could not run anyway, so no solve before the interval ends
+    jobs = [TraceJob(job_id=0, job_type="A", total_steps=3600, scale_factor=1, arrival_time=0.0),
+            TraceJob(job_id=1, job_type="A", total_steps=720, scale_factor=1, arrival_time=10.0)]
+    table = Throughputs({"v100": {("A", 1): 1.0}})
+    m = simulate(jobs, table, GpuCluster({"v100": 1}, {"default": {"v100": 1}}), "fifo")
+    assert m.allocations == 3  # at 0 s, at 2,160 s (the interval) and when job 0 ends: none at 360 s
+    assert m.jct_s[1] == pytest.approx(3600.0 + 720.0 - 10.0)
+
+
 def _packing_table():
     # one type; two jobs packed on a GPU each keep half their speed (Gavel's test: 0.5 + 0.5 >= 1)
     return Throughputs({"v100": {("A", 1): 1.0}}, paired={"v100": {(("A", 1), ("A", 1)): (0.5, 0.5)}})
@@ -161,6 +188,21 @@ def test_cli_small_trace_json():
     for m in doc["policies"].values():
         assert m["jobs"] == m["finished"] == 20
         assert {"makespan_s", "avg_jct_s", "gpu_utilisation", "avg_rho", "pauses", "migrations", "resizes"} <= set(m)
+
+
+def test_cli_simulate_imports_neither_other_subcommands_nor_scipy_optimize():
+    # the process's start-up is most of a Gavel-trace run: `hive-lab simulate` builds its own parser
+    # only, and the LP policies reach HiGHS without scipy.optimize's package (every optimiser scipy has)
+    code = ("import sys; from hive_lab.cli import main; "
+            f"rc = main(['simulate', '--trace', {SMALL!r}, '--cluster', {GAVEL_CLUSTER!r}, "
+            "'--policy', 'max_min_fairness_perf', '--json']); "
+            "print(sorted(m for m in sys.modules if m.startswith('hive_lab.cli.')), 'scipy.optimize' in sys.modules, "
+            "file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "['hive_lab.cli.simulate', 'hive_lab.cli.simulate_hetero', " \
+        "'hive_lab.cli.simulate_history'] False"
+    assert json.loads(r.stdout)["policies"]["max_min_fairness_perf"]["finished"] == 20
 
 
 def test_cli_table_and_order_name():

@@ -2,7 +2,9 @@
 
 Time advances in rounds (default 360 s). The policy is solved again only when jobs arrive or end
 (at the next round boundary, and at most every ``min_resolve_interval`` seconds, 1,920 s as
-Gavel); in between, the round mechanism (:mod:`.rounds`) realises its
+Gavel, except that a strict policy (FIFO) is solved at once when the coming round would leave GPUs
+idle that a job it has not placed could use: Gavel leaves them idle until the interval ends, but for
+its first re-solve after time 0); in between, the round mechanism (:mod:`.rounds`) realises its
 allocation. A round ends when its longest-running job's slice ends (as in Gavel's simulator), so a
 round whose jobs all finish early is short. Each VC is simulated on its own GPUs only, with its own rounds:
 HiveD's guarantee that a VC's GPUs are its own, whatever the order inside it.
@@ -269,6 +271,7 @@ def _simulate_vc(
 
         order = shuffler.sample(fixed_order, k) if shuffle_types else fixed_order
         slices: list[tuple[Unit, int]] = []
+        rounds_by_vc: dict[str, dict[Unit, int]] = {}
         for vc in sorted(active):
             act = active[vc]
             if not act:
@@ -292,6 +295,15 @@ def _simulate_vc(
             seeds = received[vc]
             chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, seed_row) for u in units]), usable,
                                   unit_sf, vc_gpus[vc], order, strict, unit_deficit)
+            rounds_by_vc[vc] = chosen
+        if strict and stale and any(_idle_while_waiting(chosen, layout[vc], vc_gpus[vc], allocation.get(vc, {}))
+                                    for vc, chosen in rounds_by_vc.items() if vc in stale):
+            # a strict policy never runs a job it has not allocated: rather than leave GPUs idle until
+            # the re-solve interval ends while an arrival waits, solve now (Gavel does so only until
+            # its first re-solve after time 0)
+            last_solve = float("-inf")
+            continue
+        for vc, chosen in rounds_by_vc.items():
             if observer is not None:
                 observer(vc, now, dict(chosen))
             running = {}
@@ -299,7 +311,7 @@ def _simulate_vc(
                 for u in unit:
                     running[u] = t
                 slices.append((unit, t))
-            for jid, j in act.items():
+            for jid, j in active[vc].items():
                 t = running.get(jid)
                 if t is None:
                     if j.ran_last_round:
@@ -352,6 +364,24 @@ def _simulate_vc(
         now += length
 
     return _Run(jobs, busy, rounds, allocations, pauses, resumes, migrations)
+
+
+def _idle_while_waiting(chosen: dict[Unit, int], layout: tuple, gpus: np.ndarray,
+                        allocation: dict[Unit, np.ndarray]) -> bool:
+    """True when the round leaves GPUs of some type idle that a job the allocation has not placed
+    (it arrived since the solve, or queued behind jobs that have ended since) could use: its gang
+    fits in them and it progresses there."""
+    units, _, usable, unit_sf, _ = layout
+    free = gpus.astype(int).copy()
+    for unit, t in chosen.items():
+        free[t] -= int(unit_sf[units.index(unit)])
+    if not (free > 0).any():
+        return False
+    placed = {u for unit, row in allocation.items() if row.sum() > 0 for u in unit}
+    for i, unit in enumerate(units):
+        if len(unit) == 1 and unit[0] not in placed and ((usable[i] > 0) & (free >= unit_sf[i])).any():
+            return True
+    return False
 
 
 def _whole_steps(fit: float) -> float:

@@ -9,7 +9,6 @@ fixed r (``thr_i(X) >= R_i / (r E_i - t_i)``), so r is found by bisection over H
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
 from . import lp
 from .base import Policy, Problem, pooled, spread, equal_share, isolated_throughput
@@ -25,16 +24,16 @@ def ftf_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
     e = t + rem / iso  # expected finish (from arrival) on the equal share
     a0, b0 = lp.base_rows(problem, 0)
     norm = throughput / np.maximum(rem[:, None], 1e-9)
-    a = sparse.vstack([a0, lp.per_job_rows(problem, norm, None, None, 0)], format="csr")
-    bounds = [(0.0, 1.0)] * (n * k)
-    objective = -norm.reshape(-1) / n
+    a = np.vstack([a0, lp.per_job_rows(problem, norm, None, None, 0)])
+    model = lp.Lp(-norm.reshape(-1) / n, a, np.concatenate([b0, np.zeros(n)]), *lp.bounds(problem))
 
     def feasible(r: float) -> np.ndarray | None:
         slack = r * e - t
         if np.any(slack <= 0):
             return None
         need = 1.0 / slack  # thr_i / R_i >= 1 / (r E_i - t_i)
-        return lp.solve(objective, a, np.concatenate([b0, -need]), bounds)
+        model.set_rhs(np.concatenate([b0, -need]))  # same LP, new bounds: HiGHS starts from the last basis
+        return model.solve()
 
     lo, hi = float(np.max(t / e)), 1.0
     best = feasible(hi)

@@ -1,4 +1,13 @@
-"""``max_sum_throughput_perf``: maximise the total steps/s of the cluster (Gavel's objective, unnormalised)."""
+"""``max_sum_throughput_perf``: maximise the total steps/s of the cluster (Gavel's objective, unnormalised).
+
+The LP's optimum is rarely unique (jobs of the same type are interchangeable, and a type's GPUs may
+be split between them in any proportion). A simplex solver returns one corner of that set, which
+may run one of two identical jobs full time and starve the other; Gavel's interior-point solver
+(ECOS) returns its centre. Neither choice is the policy's: a second LP keeps the maximum total and,
+among the allocations that reach it, takes the one that does the most of the jobs' *remaining* work
+per second (sum of steps/s over remaining steps), so jobs near their end finish first and the
+average JCT falls without costing throughput (the shortest-remaining-first rule, inside the optimum).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,8 @@ import numpy as np
 from . import lp
 from .base import Policy, Problem
 
+TOTAL_SLACK = 1e-7  # the second LP keeps the total throughput within this fraction of the maximum
+
 
 class MaxSumThroughputPerf(Policy):
     name = "max_sum_throughput_perf"
@@ -14,8 +25,14 @@ class MaxSumThroughputPerf(Policy):
 
     def allocate(self, problem: Problem) -> np.ndarray:
         a, b = lp.base_rows(problem, 0)
-        n, k = problem.n, problem.k
-        v = lp.solve(-problem.throughput.reshape(-1), a, b, [(0.0, 1.0)] * (n * k))
+        total = problem.throughput.reshape(-1)
+        v = lp.solve(-total, a, b, *lp.bounds(problem))
         if v is None:
             raise lp.SolveError("max-sum-throughput LP infeasible")
-        return lp.to_allocation(v, problem)
+        best = float(total @ v)
+        remaining = np.maximum(problem.remaining_steps.astype(float), 1e-9)
+        share_of_rest = (problem.throughput / remaining[:, None]).reshape(-1)
+        a2 = np.vstack([a, -total[None, :]])
+        b2 = np.concatenate([b, [-best * (1 - TOTAL_SLACK)]])
+        v2 = lp.solve(-share_of_rest, a2, b2, *lp.bounds(problem))
+        return lp.to_allocation(v if v2 is None else v2, problem)
