@@ -18,9 +18,7 @@ from .fit import FitCheck
 from .admission import AdmissionGate
 from .install import Installer
 from . import recovery as _recovery
-from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job, shape_key,
-)
+from .jobs import FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
 from .physical import place_opportunistic
@@ -922,8 +920,6 @@ class Scheduler:
                     j.fail = memo[j.shape]
                 elif self._attempt_opp(j, now, out, memo):
                     gate.started(j, held)
-
-    _shape = staticmethod(shape_key)
 
     def _attempt(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         """Try to start (or start preempting for) guaranteed job ``j``."""
