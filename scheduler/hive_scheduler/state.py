@@ -82,8 +82,7 @@ class Trial(list):
 
     def undo_to(self, mark: int = 0) -> None:
         """Undo the changes recorded after savepoint ``mark`` (the flags stay as they are now)."""
-        while len(self) > mark:
-            self.pop()()
+        rollback(self, mark)
 
     def forget_flags(self) -> None:
         """Changes outside the trial were made (e.g. victims demoted): the flags they raised stay on undo."""
@@ -91,8 +90,7 @@ class Trial(list):
 
     def undo(self) -> None:
         """Undo the whole trial now: the cells' changes, the flags, the bound cells' list and the job's entry."""
-        while self:
-            self.pop()()
+        rollback(self)
         if self.flags is not None:
             self.state.dirty_restore(self.flags)
         placement = self.placement
