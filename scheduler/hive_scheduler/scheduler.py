@@ -45,8 +45,10 @@ class Scheduler:
     (``preemption.PreemptionSearch``); shared GPUs (``self.shares``, a ``shares.SharedGPUs``); the one
     install path (``self.installer``, an ``install.Installer``); the queue order (a
     ``policies.QueueOrder``). The calls ``adopt``/``reconfigure`` (``recovery``), ``what_if`` and the
-    queries (``views``) are functions of the scheduler. This class holds the jobs, the queues, the
-    calls and the scheduling passes; the state-bound parts are made anew with each new state.
+    queries (``views``) are functions of the scheduler that use only its public view, ``trial()`` and
+    ``fork()`` (docs/core-api.md "The public view"); the start estimates (``self.estimator``) and the fit
+    check hold their own twins. This class holds the jobs, the calls and the scheduling passes; the
+    state-bound parts are made anew with each new state.
 
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
