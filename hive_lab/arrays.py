@@ -25,8 +25,8 @@ class JobArray:
     ``resume()``, ``set_throttle(n)``, ``wait()``, ``results()`` and ``show_results()`` (the table and
     charts, live). As a cell's result in a kernel it is a live display of its counts, results and charts."""
 
-    _monitor = None  # its live display in a kernel (hive_lab.widgets.array_results), once shown
-    _watcher = None  # the thread keeping that display current
+    monitor = None  # its live display in a kernel (hive_lab.widgets.array_results), once shown
+    watcher = None  # the thread keeping that display current
 
     def __init__(self, client, info: dict):
         self.client = client
@@ -107,4 +107,4 @@ class JobArray:
             return
         from .widgets.array_results import display_array
 
-        self._monitor = display_array(self, self._monitor)
+        self.monitor = display_array(self, self.monitor)

@@ -12,8 +12,8 @@ from .format import FINISHED, status_line
 class Job:
     """A job on the server. Attributes read the last fetched state; ``status`` fetches anew."""
 
-    _monitor = None  # its live display in a kernel (hive_lab.widgets.job_monitor), once shown
-    _watcher = None  # the thread keeping that display current
+    monitor = None  # its live display in a kernel (hive_lab.widgets.job_monitor), once shown
+    watcher = None  # the thread keeping that display current
 
     def __init__(self, client, job: str | dict):
         self.client = client

@@ -165,8 +165,8 @@ class HiveLabMagics(Magics):
                 if _in_kernel(self.shell):  # the result is its live display (JobArray._ipython_display_)
                     from .widgets.array_results import ArrayMonitor, follow_array_in_background
 
-                    array._monitor = ArrayMonitor(self.client, array.info)
-                    self.watchers[array.id] = array._watcher = follow_array_in_background(array, array._monitor)
+                    array.monitor = ArrayMonitor(self.client, array.info)
+                    self.watchers[array.id] = array.watcher = follow_array_in_background(array, array.monitor)
                 else:
                     print(array_line(array.info))
                 return array
@@ -240,8 +240,8 @@ class HiveLabMagics(Magics):
         monitor.update(job.info)
         if not block:
             if kernel:
-                job._monitor = monitor  # shown as the cell's result (Job._ipython_display_)
-                self.watchers[job.id] = job._watcher = follow_in_background(job, monitor)
+                job.monitor = monitor  # shown as the cell's result (Job._ipython_display_)
+                self.watchers[job.id] = job.watcher = follow_in_background(job, monitor)
             else:
                 print(status_line(job.info), flush=True)
             return
@@ -267,8 +267,8 @@ class HiveLabMagics(Magics):
                               on_log=print_log if follow else monitor.append_log)
         except KeyboardInterrupt:
             if kernel:  # the live display keeps following the job
-                job._monitor = monitor
-                self.watchers[job.id] = job._watcher = follow_in_background(job, monitor)
+                job.monitor = monitor
+                self.watchers[job.id] = job.watcher = follow_in_background(job, monitor)
             raise
         job.info = final
         monitor.clear()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from . import hub_config, student_access
-from .hub_config import _value
+from .hub_config import config_value
 
 SERVICE_FILE = "etc/hive-lab/hive_lab_config.py"
 HUB_FILE = "etc/jupyterhub/jupyterhub_config.py"
@@ -78,11 +78,11 @@ class _Course:
 
     @property
     def groups(self) -> dict:
-        return _value(self.hub.JupyterHub, "load_groups", {}) or {}
+        return config_value(self.hub.JupyterHub, "load_groups", {}) or {}
 
     def users(self) -> list[str]:
         """The course's people: allowed users and the members of the Hub groups it loads."""
-        names = set(_value(self.hub.Authenticator, "allowed_users", set()) or ())
+        names = set(config_value(self.hub.Authenticator, "allowed_users", set()) or ())
         for spec in self.groups.values():
             members = spec.get("users", []) if isinstance(spec, dict) else spec
             names.update(members or ())
@@ -90,13 +90,13 @@ class _Course:
 
     def isolates(self) -> bool:
         """Jobs run as their owners (the Hub runs the service as root; run_as "auto" then means "owner")."""
-        return _value(self.svc.Isolation, "run_as", "auto") in ("auto", "owner")
+        return config_value(self.svc.Isolation, "run_as", "auto") in ("auto", "owner")
 
     def account_mapping(self) -> dict:
-        return dict(_value(self.svc.Isolation, "accounts", {}) or {})
+        return dict(config_value(self.svc.Isolation, "accounts", {}) or {})
 
     def jobs_root(self) -> str:
-        configured = _value(self.app, "jobs_root", "")
+        configured = config_value(self.app, "jobs_root", "")
         if configured:
             return str(configured)
         from jupyter_core.paths import jupyter_data_dir
@@ -115,14 +115,14 @@ def course_report(root: pathlib.Path) -> CourseReport:
     hub_file, service_file = root / HUB_FILE, root / SERVICE_FILE
     report.problems += hub_config.check(hub_file)
     report.problems += hub_config.check_service(service_file)
-    hub, _ = hub_config._load_checked(hub_file)
-    svc, _ = hub_config._load_checked(service_file)
+    hub, _ = hub_config.load_checked(hub_file)
+    svc, _ = hub_config.load_checked(service_file)
     if hub is None or svc is None:
         return report
     try:
         from hive_lab_server.cluster import resolve_cluster
 
-        cluster = resolve_cluster(_value(svc.HiveLabApp, "cluster_config", "default"), "none").config
+        cluster = resolve_cluster(config_value(svc.HiveLabApp, "cluster_config", "default"), "none").config
     except Exception:  # check_service said why
         cluster = None
     course = _Course(root, hub, svc, cluster)
@@ -161,8 +161,8 @@ def _check_settings_names(course: _Course, report: CourseReport) -> None:
 
 def _check_vc_access(course: _Course, report: CourseReport) -> None:
     groups, users = course.groups, course.users()
-    vc_access = _value(course.app, "vc_access", {}) or {}
-    explicit_users = bool(_value(course.hub.Authenticator, "allowed_users", None)) and not _value(
+    vc_access = config_value(course.app, "vc_access", {}) or {}
+    explicit_users = bool(config_value(course.hub.Authenticator, "allowed_users", None)) and not config_value(
         course.hub.Authenticator, "allow_all", False)
     for key, vcs in vc_access.items():
         key = str(key)
@@ -193,7 +193,7 @@ def _check_limits(course: _Course, report: CourseReport) -> None:
 
     from hive_lab_server.jobs.limits import parse_config
 
-    limits = _value(course.app, "user_limits", {}) or {}
+    limits = config_value(course.app, "user_limits", {}) or {}
     table_keys = [f.name for f in fields(LimitTable)]
     limit_keys = [f.name for f in fields(UserLimits)]
     where = course.service_edit
@@ -247,7 +247,7 @@ def levels_for(gpus_per_node: int) -> list[str]:
 def _check_cells(course: _Course, report: CourseReport) -> None:
     if course.cluster is None:
         return
-    for vc, table in (_value(course.app, "user_limits", {}) or {}).items():
+    for vc, table in (config_value(course.app, "user_limits", {}) or {}).items():
         spec = course.cluster.virtual_clusters.get(vc)
         rules = (table or {}).values() if isinstance(table, dict) else ()
         try:
@@ -270,7 +270,7 @@ def _check_nodes(course: _Course, report: CourseReport) -> None:
         return
     from hive_lab_server.hardware.inventory import compare_with_config, detect_local_inventory
 
-    backend = str(_value(course.app, "nvml_backend", "auto"))
+    backend = str(config_value(course.app, "nvml_backend", "auto"))
     nodes = sorted(course.cluster.nodes)
     fix = (f"name the node after this machine in cluster_config (short form: \"nodes\": [{{}}]) in "
            f"{course.service_edit}")
@@ -350,7 +350,7 @@ def _needed_paths(course: _Course, report: CourseReport) -> list[student_access.
         python = (spec.get("argv") or [""])[0]
         if os.path.isabs(python):
             needs.append(student_access.Need(python, f"the Python of the kernelspec {spec_file.parent.name}", VENV_FIX))
-    env = _value(course.hub.Spawner, "environment", {})
+    env = config_value(course.hub.Spawner, "environment", {})
     path_dirs = [d for d in str(env.get("PATH", "") if isinstance(env, dict) else "").split(":") if os.path.isabs(d)]
     spawn_fix = (f"their servers do not start (the Hub answers 500 at spawn); {VENV_FIX}, and set that PATH in "
                  f"{course.hub_edit}")
@@ -362,7 +362,7 @@ def _needed_paths(course: _Course, report: CourseReport) -> list[student_access.
             exe = os.path.join(d, tool)
             if os.path.exists(exe):
                 needs.append(student_access.Need(exe, f"{tool} on their servers' PATH", spawn_fix))
-    if course.isolates() and _value(course.app, "launcher", "auto") != "docker":  # docker mounts each job's dir
+    if course.isolates() and config_value(course.app, "launcher", "auto") != "docker":  # docker mounts each job's dir
         jobs_root = course.jobs_root()
         if os.path.exists(jobs_root):
             needs.append(student_access.Need(jobs_root, "the jobs root (their jobs' working dirs are below it)",
@@ -381,8 +381,8 @@ def _check_accounts(course: _Course, report: CourseReport) -> None:
     from hive_lab_server.execution.isolation import AccountError, Isolation, resolve_account
 
     iso = course.svc.Isolation
-    min_uid = _value(iso, "min_uid", Isolation.min_uid.default_value)
-    allow_root = _value(iso, "allow_root", False)
+    min_uid = config_value(iso, "min_uid", Isolation.min_uid.default_value)
+    allow_root = config_value(iso, "allow_root", False)
     mapping = course.account_mapping()
     missing = []
     for user in course.users():

@@ -124,7 +124,7 @@ def write_private(path: str | os.PathLike, text: str, *, append: bool) -> pathli
     return path
 
 
-def _load_checked(path: str | os.PathLike):
+def load_checked(path: str | os.PathLike):
     """(config, None), or (None, what is wrong) when the file is missing or does not load."""
     if not pathlib.Path(path).is_file():
         return None, f"{path} does not exist"
@@ -140,15 +140,15 @@ def check_service(path: str | os.PathLike) -> list[str]:
     from hive_lab_server.cluster import resolve_cluster
     from hive_scheduler.errors import ConfigError
 
-    cfg, problem = _load_checked(path)
+    cfg, problem = load_checked(path)
     if problem:
         return [problem]
     app = cfg.HiveLabApp
     try:
-        cluster = resolve_cluster(_value(app, "cluster_config", "default"), "none")
+        cluster = resolve_cluster(config_value(app, "cluster_config", "default"), "none")
     except (ConfigError, OSError, ValueError) as exc:
         return [f"cluster_config is not valid: {exc}"]
-    problems = unknown_vcs(_value(app, "vc_access", {}), cluster.config.virtual_clusters)
+    problems = unknown_vcs(config_value(app, "vc_access", {}), cluster.config.virtual_clusters)
     mode = pathlib.Path(path).stat().st_mode & 0o777
     if mode & 0o077:
         problems.append(f"{path} is readable or writable by others (mode {mode:04o}): chmod 600 {path}")
@@ -193,7 +193,7 @@ def run(args) -> int:
 # --- checking ----------------------------------------------------------------------------------------
 
 
-def _value(section: Any, name: str, default: Any) -> Any:
+def config_value(section: Any, name: str, default: Any) -> Any:
     """A config value, with lazy ``.update()``/``.append()`` values resolved against ``default``."""
     if name not in section:
         return default
@@ -222,7 +222,7 @@ def _lets_anyone_in(cfg) -> bool:
 
 def check(path: str | os.PathLike) -> list[str]:
     """What is missing for hive-lab to run as one Hub service (empty: nothing)."""
-    cfg, problem = _load_checked(path)
+    cfg, problem = load_checked(path)
     if problem:
         return [problem]
     problems: list[str] = []
@@ -235,7 +235,7 @@ def check(path: str | os.PathLike) -> list[str]:
         problems.append("no c.Authenticator.allowed_users, allowed_groups or allow_all: on JupyterHub >= 5 nobody "
                         "can log in; list the students (c.Authenticator.allowed_users = {...}, as `hive-lab course "
                         "init` writes) or set c.Authenticator.allow_all = True")
-    services = [s for s in _value(hub, "services", []) if isinstance(s, dict) and s.get("name") == SERVICE]
+    services = [s for s in config_value(hub, "services", []) if isinstance(s, dict) and s.get("name") == SERVICE]
     if not services:
         problems.append(f'c.JupyterHub.services has no service named "{SERVICE}"')
         service = {}
@@ -252,24 +252,24 @@ def check(path: str | os.PathLike) -> list[str]:
         if not service.get("oauth_no_confirm"):
             problems.append(f'service "{SERVICE}": set "oauth_no_confirm": True (users are not asked to confirm '
                             "that hive-lab may identify them)")
-    scopes = _value(hub, "custom_scopes", {})
+    scopes = config_value(hub, "custom_scopes", {})
     if ADMIN_SCOPE not in scopes:
         problems.append(f'c.JupyterHub.custom_scopes does not declare "{ADMIN_SCOPE}" (instructors\' admin scope)')
-    roles = _value(hub, "load_roles", [])
+    roles = config_value(hub, "load_roles", [])
     granted = [r for r in roles if isinstance(r, dict) and any(
         s in (ACCESS_SCOPE, "access:services") for s in r.get("scopes", ()))]
-    if not granted and ACCESS_SCOPE not in set(_value(hub, "extra_user_scopes", set())):
+    if not granted and ACCESS_SCOPE not in set(config_value(hub, "extra_user_scopes", set())):
         problems.append(f'no role in c.JupyterHub.load_roles grants "{ACCESS_SCOPE}": users could not call the '
                         'service (add it to the "user" role)')
     if not any(ADMIN_SCOPE in r.get("scopes", ()) for r in roles if isinstance(r, dict)):
         problems.append(f'no role in c.JupyterHub.load_roles grants "{ADMIN_SCOPE}": nobody administers hive-lab')
-    token_scopes = _value(spawner, "server_token_scopes", None)
+    token_scopes = config_value(spawner, "server_token_scopes", None)
     if callable(token_scopes):
         pass  # computed per spawner: cannot be checked here
     elif not token_scopes or ACCESS_SCOPE not in token_scopes:
         problems.append(f'c.Spawner.server_token_scopes lacks "{ACCESS_SCOPE}": users\' servers could not forward '
                         "to the service")
-    env = _value(spawner, "environment", {})
+    env = config_value(spawner, "environment", {})
     service_url = env.get("HIVE_LAB_SERVICE_URL") if isinstance(env, dict) else None
     if not service_url:
         problems.append("c.Spawner.environment lacks HIVE_LAB_SERVICE_URL: users' servers would each start their "

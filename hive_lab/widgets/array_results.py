@@ -143,9 +143,9 @@ def display_array(array, monitor: ArrayMonitor | None = None) -> ArrayMonitor:
     if monitor is None:
         monitor = ArrayMonitor(array.client, array.info)
     monitor.show()
-    following = array._watcher is not None and array._watcher.is_alive()
+    following = array.watcher is not None and array.watcher.is_alive()
     if array.info.get("state") != "ended" and not following:
-        array._watcher = follow_array_in_background(array, monitor)
+        array.watcher = follow_array_in_background(array, monitor)
     return monitor
 
 

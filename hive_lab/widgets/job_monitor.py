@@ -199,14 +199,14 @@ def display_job(job) -> None:
     if not in_kernel():
         print(repr(job))
         return
-    monitor = getattr(job, "_monitor", None)
+    monitor = getattr(job, "monitor", None)
     if monitor is None:
         if job.done:
             from IPython.display import display
 
             display(job_bundle(job.info), raw=True)
             return
-        monitor = job._monitor = JobMonitor()
+        monitor = job.monitor = JobMonitor()
         monitor.update(job.info)
-        job._watcher = follow_in_background(job, monitor)
+        job.watcher = follow_in_background(job, monitor)
     monitor.show()

@@ -1,7 +1,7 @@
 """When will each waiting job start? A forward simulation of the live state (``Scheduler.estimate_starts``).
 
-The core replays the future on a *twin*: a second ``Scheduler`` over the same config that is kept
-between calls (building the cell trees is the expensive part). Each call puts the live state into it
+The core replays the future on a *twin*: a second ``Scheduler`` over the same config (``fork``) that
+``StartEstimates`` keeps between calls (building the cell trees is the expensive part). Each call puts the live state into it
 (health, the running jobs through ``adopt`` on their exact GPUs, the waiting jobs in their order),
 lets every running job end at its expected time (its ``time_limit_s``, else an expected duration the
 caller learned, e.g. from the user's history: ``RuntimeHistory``), records when each waiting job
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import RequestError
-from .jobs import PREEMPTING, RUNNING, WAITING, Job
+from .jobs import PREEMPTING, RUNNING, WAITING
 from .recovery import resolve_placement
 from .words import limit_text
 
@@ -92,6 +92,26 @@ class RuntimeHistory:
         return Expected(statistics.median(runs), "history", user, len(runs), kind)
 
 
+class StartEstimates:
+    """A core's start estimates (``core.estimator``): the twin they replay the future on, kept between
+    calls and made again when the core's config changes or a replay left it changed."""
+
+    def __init__(self, core):
+        self.core = core
+        self.twin = None
+
+    def replay_twin(self):
+        """The twin, empty, in step with the core's settings and per-user limits. Under backfill it keeps
+        to strict order (the estimate is the latest start backfill allows)."""
+        core = self.core
+        twin = self.twin
+        if twin is None or twin.config is not core.config:
+            twin = self.twin = core.fork(backfill=False, strict_order=core.backfill or core.strict_order,
+                                         trusted=True)
+        twin.set_limit_tables(core.limit_tables)  # the same per-user limits (the twin's own jobs count)
+        return twin
+
+
 def expected_of(req, expected: Mapping[str, Expected] | None) -> Expected | None:
     limit = getattr(req, "time_limit_s", None)
     if limit is not None:
@@ -120,8 +140,9 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     replay runs a scheduling pass over every waiting job, so the replay costs ~(waiting jobs)^2: 10,000
     waiting 1-GPU jobs took ~20 s of the server's event loop. Left out, the later jobs cannot pass the
     earlier ones in the replay (an earlier start for those is then not seen)."""
-    twin = core._estimate_twin()
-    jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
+    estimator = core.estimator
+    twin = estimator.replay_twin()
+    jobs = sorted(core.job_table.values(), key=lambda j: j.seq)
     if vc is not None:
         jobs = [j for j in jobs if j.req.vc == vc and not j.opp]
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
@@ -150,7 +171,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     ends: dict[str, float] = {}
     starts: dict[str, tuple[float, str | None]] = {}
     try:
-        twin._now = 0.0  # the twin runs on time relative to ``now``
+        twin.rewind_clock(0.0)  # the twin runs on time relative to ``now``
         for node in sorted(core.state.node_down):
             twin.set_node_health(node, False, 0.0)
         for node, gpu in sorted(core.state.gpu_down):
@@ -195,7 +216,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
                     if d.job in wanted and d.job not in starts:
                         starts[d.job] = (t, cause)
                     other = alternatives.get(d.job) if alternatives else None
-                    if other is not None and other in twin._jobs and twin._jobs[other].state == WAITING:
+                    if other is not None and other in twin.job_table and twin.job_table[other].state == WAITING:
                         pending += [x for x in twin.finish(other, t) if x.job != other]
                     e = exp.get(d.job)
                     if e is not None:
@@ -214,7 +235,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
             if len(starts) == len(wanted) or not heap or steps >= limit:
                 break
             end, _, jid = heapq.heappop(heap)
-            if ends.get(jid) != end or twin._jobs.get(jid) is None or twin._jobs[jid].state is not RUNNING:
+            if ends.get(jid) != end or twin.job_table.get(jid) is None or twin.job_table[jid].state is not RUNNING:
                 continue  # stale entry (preempted and started again)
             steps += 1
             t = end
@@ -222,7 +243,8 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
             del ends[jid]
             pending += twin.finish(jid, t)
     finally:
-        _empty(twin, core)
+        if not _empty(twin):
+            estimator.twin = None  # never trust a twin that did not come back empty
     out: dict[str, StartEstimate] = dict.fromkeys([j.req.id for j in waiting_only], _NO_ESTIMATE)  # (immutable)
     out.update(dict.fromkeys(beyond, _BEYOND))
     for j in waiting:
@@ -248,30 +270,19 @@ def _put_running(twin, j) -> bool:
         res = resolve_placement(twin.state, j.req, j.placement)
     except RequestError:
         return False
-    tj = Job(j.req, twin._seq)
-    twin._seq += 1
-    twin._jobs[j.req.id] = tj
+    tj = twin.enter_job(j.req)
     twin.installer.adopt_running(tj, res, j.opp, 0.0, [], "")
     return True
 
 
-def _empty(twin, core) -> None:
+def _empty(twin) -> bool:
     """Take every job out of the twin and make its hardware healthy again (ready for the next call):
-    each job's cells released through the state primitives, no scheduling passes in between."""
-    t = twin._now
-    for j in list(twin._jobs.values()):
-        if j.state == WAITING:
-            twin._dequeue(j)
-        twin._release(j)
-    twin._jobs.clear()
-    twin._flush_idle()
-    for vc in twin.state.vcs.values():
-        vc.dirty = True
-        vc.min_bypass = None
-    twin.state.opp_dirty = True
+    each job's cells released through the state primitives, no scheduling passes in between. False:
+    the twin did not come back empty."""
+    t = twin.now
+    twin.clear_jobs()
     for node in sorted(twin.state.node_down):
         twin.set_node_health(node, True, t)
     for node, gpu in sorted(twin.state.gpu_down):
         twin.set_gpu_health(node, gpu, True, t)
-    if twin._jobs or twin.free_gpu_count() != twin.gpu_count():
-        core._twin = None  # never trust a twin that did not come back empty
+    return not twin.job_table and twin.free_gpu_count() == twin.gpu_count()

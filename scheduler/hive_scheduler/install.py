@@ -12,7 +12,6 @@ from __future__ import annotations
 from .decisions import Decision
 from .jobs import PREEMPTING, RUNNING, Job
 from .shares import SharedGPUs, job_share
-from .state import rollback
 from .types import TaskPlacement
 
 
@@ -173,12 +172,15 @@ class Installer:
         ``coverable=False``: the caller knows they cannot (a reconfiguration moved them to another chain)."""
         req = j.req
         guaranteed = req.priority != -1 and not opportunistic
-        txn: list = []
         vleaves: list = []
         if guaranteed:
-            got = self.cover_with_vcells(j, res, detached, txn) if coverable else None
+            got = None
+            if coverable:
+                with self.state.trial(flags=False) as txn:
+                    got = self.cover_with_vcells(j, res, detached, txn)
+                    if got is not None:
+                        txn.commit()
             if got is None:
-                rollback(txn)
                 guaranteed = False
                 if not opportunistic:
                     j.demoted = True

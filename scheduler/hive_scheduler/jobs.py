@@ -128,6 +128,3 @@ def shape_key(req: JobRequest) -> tuple:
         return ((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb),), req.priority, req.within, req.pinned_cell
     return (tuple((t.gpus, t.count, t.gpu_type, t.cpus, t.memory_mb) for t in tasks),
             req.priority, req.within, req.pinned_cell)
-
-
-_Job = Job  # compatible alias (tests and older code import the private name)

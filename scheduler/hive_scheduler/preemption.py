@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Callable
 
 from .jobs import DISPLACE, Job
-from .state import rollback
 
 
 class PreemptionSearch:
@@ -49,23 +48,20 @@ class PreemptionSearch:
             # quick bound: even displacing every job of priority <= cutoff would not free enough
             if free + sum(n for r in roots for p, n in r.hp.items() if p <= cutoff) < req.total_gpus:
                 continue
-            sim: list = []
-            snap = state.dirty_snapshot()
-            placement.cut = cutoff
-            try:
-                res = placement.place(j, DISPLACE, sim)
-                stolen = list(dict.fromkeys(placement.stolen))
-                if res is not None and stopping:  # their GPUs are taken physically, not virtually
-                    for _, _, _, leaves in res:
-                        for leaf in leaves:
-                            x = leaf.job
-                            if x is not None and stopping.get(x, cutoff + 1) <= cutoff and x not in stolen:
-                                stolen.append(x)
-                rollback(sim)
-            finally:
-                placement.cut = -1
-                placement.stolen = []
-                state.dirty_restore(snap)
+            with state.trial() as sim:  # (undone: the search changes nothing)
+                placement.cut = cutoff
+                try:
+                    res = placement.place(j, DISPLACE, sim)
+                    stolen = list(dict.fromkeys(placement.stolen))
+                    if res is not None and stopping:  # their GPUs are taken physically, not virtually
+                        for _, _, _, leaves in res:
+                            for leaf in leaves:
+                                x = leaf.job
+                                if x is not None and stopping.get(x, cutoff + 1) <= cutoff and x not in stolen:
+                                    stolen.append(x)
+                finally:
+                    placement.cut = -1
+                    placement.stolen = []
             if res is not None:
                 if state.shared:
                     stolen = self.share_victims(stolen)

@@ -3,7 +3,9 @@
 Both keep running work running. A guaranteed job whose GPUs can no longer be covered by its VC's
 cells (bound where they are, or bindable from free buddy cells) continues as opportunistic
 (``demoted``); nothing running is ever killed by the core. Both are the scheduler's calls, written
-here as functions of it (as ``what_if``); the job's own installation is ``install.Installer``'s.
+here as functions of it (as ``what_if``), through its public calls (``begin_call``, ``enter_job``,
+``reset_state``, ``put_back``, ``enqueue``, ``run_passes``); the job's own installation is
+``install.Installer``'s: one install path for commit and recovery.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from .config import load_cluster_config
 from .decisions import Decision
 from .errors import ConfigError, RequestError
-from .jobs import PREEMPTING, RUNNING, WAITING, Job, Requeued
+from .jobs import PREEMPTING, RUNNING, WAITING, Requeued
 from .install import take_resources
 from .shares import job_share
 from .types import JobRequest, TaskPlacement
@@ -28,15 +30,13 @@ def adopt(core, job: JobRequest, placement: Any, opportunistic: bool, now: float
     validate_request(core, job, as_opportunistic=bool(opportunistic))
     res = resolve_placement(core.state, job, placement)
     slot = adopt_share_slot(job, placement, res, bool(opportunistic))
-    now = core._tick(now)
-    j = Job(job, core._seq)
-    core._seq += 1
-    core._jobs[job.id] = j
+    now = core.begin_call(now)
+    j = core.enter_job(job)
     out: list[Decision] = []
     core.installer.adopt_running(j, res, bool(opportunistic), now, out,
                                  "adopted as opportunistic: its GPUs are not within VC {vc}'s free guaranteed cells",
                                  share_slot=slot)
-    core._schedule(now, out)
+    core.run_passes(now, out)
     return out
 
 
@@ -137,9 +137,9 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
     longer counted in the guarantee): its VC has fewer cells of that shape, a task's GPUs would need
     two cells that are not one cell of the VC, or its GPUs moved to another chain (cells split)."""
     cfg = load_cluster_config(config)
-    now = core._tick(now)
+    now = core.begin_call(now)
     old_chain_gpu = dict(core.state.chain_gpu)
-    running = [j for j in core._jobs.values() if j.state == RUNNING]
+    running = [j for j in core.job_table.values() if j.state == RUNNING]
     # nodes that stay must still hold the CPUs/memory their running tasks use
     use: dict[str, list] = {}
     gpus_of = _gpu_map(cfg)
@@ -168,9 +168,9 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
     # split off into cells of another type) lost the virtual cells it held (HiveD lazy-preempts it)
     old_chain = {(leaf.node, leaf.gpu): leaf.chain for j in running for leaf in j.pleaves}
     node_down, gpu_down = core.state.node_down, core.state.gpu_down
-    jobs = sorted(core._jobs.values(), key=lambda j: j.seq)
+    jobs = sorted(core.job_table.values(), key=lambda j: j.seq)
     # a new state; bad hardware stays bad
-    core._new_state(cfg)
+    core.reset_state(cfg)
     state = core.state
     state.node_down = {n for n in node_down if n in state.nodes}
     state.gpu_down = {(n, g) for n, g in gpu_down if n in state.nodes and g in state.nodes[n].gpu_leaves}
@@ -181,7 +181,7 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
     out: list[Decision] = []
     order = sorted(running, key=lambda j: (j.opp, -j.req.priority, j.started_at or 0.0, j.seq))
     for j in order:
-        core._jobs[j.req.id] = j
+        core.put_back(j)
     for j in order:
         res, detached = [], []
         for p in j.placement:
@@ -234,16 +234,13 @@ def reconfigure(core, config: Any, now: float) -> list[Decision]:
         except RequestError as e:
             out.append(Decision("rejected", j.req.id, now, error=f"after reconfiguration: {e}"))
             continue
-        core._jobs[j.req.id] = j
-        core._enqueue(j)
+        core.put_back(j)
+        core.enqueue(j)
         if was_preempting:
             j.fail = Requeued("its reservation was dropped by a reconfiguration; waiting again")
             out.append(Decision("queued", j.req.id, now, reason=j.fail.reason))
-    # restore submission order of the job table (views and tie-breaks follow it)
-    ordered = sorted(core._jobs.items(), key=lambda kv: kv[1].seq)
-    core._jobs.clear()  # in place: the placement reads this very table
-    core._jobs.update(ordered)
-    core._schedule(now, out)
+    core.restore_submission_order()  # (views and tie-breaks follow it)
+    core.run_passes(now, out)
     return out
 
 

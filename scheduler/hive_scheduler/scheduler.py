@@ -8,17 +8,17 @@ config and calls always give the same decisions.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
 from .errors import ConfigError, RequestError
+from .fit import FitCheck
 from .admission import AdmissionGate
 from .install import Installer
 from . import recovery as _recovery
-from .jobs import (  # noqa: F401 (_Job: compatible alias)
-    FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved, _Job, shape_key,
-)
+from .jobs import FREE, NOFIT, OPPORTUNISTIC, PREEMPTING, RUNNING, WAITING, HeldBack, Job, Requeued, Reserved
 from .limits import LimitTable, UserLimits
 from . import estimates as _estimates
 from .physical import place_opportunistic
@@ -27,7 +27,7 @@ from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .shares import SharedGPUs, job_share, share_proxy
-from .state import ClusterState, rollback
+from .state import ClusterState, Trial
 from .types import JobRequest
 from .validation import validate_request
 from . import views as _views
@@ -45,8 +45,10 @@ class Scheduler:
     (``preemption.PreemptionSearch``); shared GPUs (``self.shares``, a ``shares.SharedGPUs``); the one
     install path (``self.installer``, an ``install.Installer``); the queue order (a
     ``policies.QueueOrder``). The calls ``adopt``/``reconfigure`` (``recovery``), ``what_if`` and the
-    queries (``views``) are functions of the scheduler. This class holds the jobs, the queues, the
-    calls and the scheduling passes; the state-bound parts are made anew with each new state.
+    queries (``views``) are functions of the scheduler that use only its public view, ``trial()`` and
+    ``fork()`` (docs/core-api.md "The public view"); the start estimates (``self.estimator``) and the fit
+    check hold their own twins. This class holds the jobs, the calls and the scheduling passes; the
+    state-bound parts are made anew with each new state.
 
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
@@ -70,7 +72,7 @@ class Scheduler:
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
                  fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False,
-                 private_placement: bool = False):
+                 private_placement: bool = False, trusted: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -78,7 +80,7 @@ class Scheduler:
         self.policy = policy
         self._order = order
         self.starvation_after = starvation_after
-        self._new_state(cfg)
+        self.reset_state(cfg)
         self._seq = 0
         self._now = 0.0
         self._qkey = order.key
@@ -91,25 +93,25 @@ class Scheduler:
         # reservations and nobody passes them (the estimates' twin under backfill; what backfill is measured against)
         self._strict = bool(strict_order)
         self._fair_share = fair_share
-        self._twin: Scheduler | None = None
+        self.estimator = _estimates.StartEstimates(self)  # estimate_starts (it holds the twin it replays on)
         self._reservations: dict | None = None   # backfill: this instant's estimates, until state changes
-        self._trusted = False  # the estimates' twin: replays validated jobs and needs no reasons
+        self._trusted = bool(trusted)  # a twin (``fork``): replays validated jobs and needs no reasons
         self.private_placement = bool(private_placement)
         self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
 
-    def _new_state(self, cfg: ClusterConfig) -> None:
-        """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration)."""
+    def reset_state(self, cfg: ClusterConfig) -> None:
+        """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration, which then
+        puts its running and waiting jobs back: ``put_back``, ``enqueue``)."""
         self.config = cfg
         self.state = ClusterState(cfg)
         self._jobs: dict[str, Job] = {}
-        self._opp_queue: list = []
+        self._job_table = MappingProxyType(self._jobs)
         self.placement = GuaranteedPlacement(self.state, self._jobs)
         self.shares = SharedGPUs(self.state, self._jobs)
         self.installer = Installer(self.state, self._jobs, self.shares)
-        self._preemption = PreemptionSearch(self.placement, self.shares.victims, self._stopping_in)
+        self.preemption = PreemptionSearch(self.placement, self.shares.victims, self._stopping_in)
         self._stopping: dict[str, None] = {}  # non-lazy victims being stopped (see ``_stopping_in``)
-        self._empty_twin: Scheduler | None = None  # check_can_ever_fit: this cluster with nothing on it
-        self._fit_memo: dict[Any, bool] = {}
+        self._fit = FitCheck(self)  # check_can_ever_fit (it holds an empty twin of this cluster)
 
     # ================================================================== calls
     def submit(self, job: JobRequest, now: float, *, explain: bool = True) -> list[Decision]:
@@ -120,28 +122,28 @@ class Scheduler:
             if not isinstance(job, JobRequest):
                 raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
             validate_request(self, job)
-        now = self._tick(now)
+        now = self.begin_call(now)
         j = Job(job, self._seq)
         self._seq += 1
         self._jobs[job.id] = j
         out: list[Decision] = []
         over = self._gate.blocked(j, {}) if self._gate.tables else None  # (no VC has per-user limits: the common case)
         if over is not None:  # waits for its owner's own jobs; nobody else's pass changes
-            self._enqueue(j, mark=False)
+            self.enqueue(j, mark=False)
             j.fail = over
         elif job.priority == -1:
             fast = not self.state.opp_dirty
-            self._enqueue(j, mark=not fast)
+            self.enqueue(j, mark=not fast)
             if fast:
                 self._attempt_opp(j, now, out, None)
         else:
             vc = self.state.vcs[job.vc]
             # (with reservations a new job must queue behind the VC's waiting jobs: the pass decides)
-            fast = not vc.dirty and not self._starving(vc, now) and not (vc.queue and (self.backfill or self._strict))
-            self._enqueue(j, mark=not fast)
+            fast = not vc.dirty and not self.starving(vc, now) and not (vc.queue and (self.backfill or self._strict))
+            self.enqueue(j, mark=not fast)
             if fast and self._attempt(j, now, out, None):
                 self._mark_bypassed(vc, now)
-        self._schedule(now, out)
+        self.run_passes(now, out)
         if j.state == WAITING:
             out.append(Decision("queued", job.id, now,
                                 reason=None if self._trusted or not explain else _views.wait_reason(self, j)))
@@ -156,25 +158,7 @@ class Scheduler:
         the answer depends only on the config and the job's shape, so it is remembered per shape. Not
         part of ``submit`` (recovery must re-queue what it stored); callers that accept jobs from
         people ask it first."""
-        key = (self._shape(job), job.vc)
-        fits = self._fit_memo.get(key)
-        if fits is None:
-            validate_request(self, job)  # (a remembered shape was valid; submit validates the rest again)
-            fits = self._fits_when_empty(job)
-            if len(self._fit_memo) >= 4096:
-                self._fit_memo.clear()
-            self._fit_memo[key] = fits
-        if fits:
-            return
-        shape = ", ".join(f"{t.count} x {t.gpus} GPU{'s' if t.gpus != 1 else ''}"
-                          f"{' ' + t.gpu_type if t.gpu_type else ''} ({t.name})" for t in job.tasks)
-        extra = f" within one {job.within}" if job.within else ""
-        if job.priority == -1:
-            raise RequestError("tasks", f"the job's tasks ({shape}){extra} can never all run at once: they do not "
-                               f"fit even on the empty cluster ({self.gpu_count()} GPUs); ask for fewer or smaller tasks")
-        raise RequestError("tasks", f"the job's tasks ({shape}){extra} can never all run at once in VC {job.vc}: they "
-                           "do not fit in its guaranteed cells even when all are free; ask for fewer or smaller "
-                           "tasks, or submit as opportunistic")
+        self._fit.check(job)
 
     def what_if(self, job: JobRequest, now: float):
         """What ``submit(job, now)`` would decide for ``job`` now (start where / preempt whom / wait why),
@@ -204,12 +188,12 @@ class Scheduler:
             table = LimitTable.from_dict(limits)
         except ValueError as e:
             raise RequestError(getattr(e, "field", None) or "limits", str(e)) from None
-        now = self._tick(now)
+        now = self.begin_call(now)
         self._gate.set(vc, table)
         self.state.vcs[vc].dirty = True
         self.state.opp_dirty = True
         out: list[Decision] = []
-        self._schedule(now, out)
+        self.run_passes(now, out)
         return out
 
     def user_limits(self, vc: str) -> LimitTable:
@@ -229,33 +213,9 @@ class Scheduler:
         submitted). A query: it changes nothing."""
         self._gate.check_submit(job, time_limit_s, also_waiting)
 
-    def _fits_when_empty(self, job: JobRequest) -> bool:
-        twin = self._empty_twin
-        if twin is None:
-            twin = self._empty_twin = Scheduler(self.config, policy=self.policy, starvation_after=None)
-        j = Job(job, 0)
-        if job_share(job):  # a share fits wherever a one-GPU task does
-            j = share_proxy(j)
-        txn: list = []
-        snap = twin.state.dirty_snapshot()
-        twin._jobs[job.id] = j  # placement looks its job up
-        try:
-            if job.priority == -1:
-                res = place_opportunistic(twin.state, j, txn)
-            else:
-                res = twin.placement.place(j, FREE, txn)
-        finally:
-            rollback(txn)
-            twin.state.dirty_restore(snap)
-            twin._flush_idle()
-            del twin._jobs[job.id]
-        if twin.free_gpu_count() != twin.gpu_count():  # never trust a twin the try left changed
-            self._empty_twin = None
-        return res is not None
-
     def finish(self, job_id: str, now: float) -> list[Decision]:
-        j = self._get(job_id)
-        now = self._tick(now)
+        j = self.job_record(job_id)
+        now = self.begin_call(now)
         out: list[Decision] = []
         called_off: list[Job] = []
         if j.state == WAITING:
@@ -269,7 +229,7 @@ class Scheduler:
         for v in called_off:
             self._regain_guarantee(v, now, out)
         self._victim_gone(job_id, preemptors, now, out)
-        self._schedule(now, out)
+        self.run_passes(now, out)
         return out
 
     def cancel(self, job_id: str, now: float) -> list[Decision]:
@@ -290,14 +250,14 @@ class Scheduler:
         if not isinstance(job, JobRequest):
             raise RequestError("job", f"expected a JobRequest, got {type(job).__name__}")
         validate_request(self, job)
-        now = self._tick(now)
+        now = self.begin_call(now)
         if self.state.opp_dirty or any(vc.dirty for vc in self.state.vcs.values()):
             return None  # submit would run a scheduling pass: other jobs may start
         if job_share(job):
             return None  # a share of a GPU packs onto shared GPUs: submit's own placement decides
         if job.priority != -1:
             vc = self.state.vcs[job.vc]
-            if self._starving(vc, now) or any(p < job.priority for p in vc.prio_count):
+            if self.starving(vc, now) or any(p < job.priority for p in vc.prio_count):
                 return None  # submit would hold the VC back, or may preempt
             if vc.queue and (self.backfill or self._strict):
                 return None  # submit would run the VC's pass (reservations decide who may pass)
@@ -306,28 +266,21 @@ class Scheduler:
         if over is not None:  # its owner is at a per-user limit: submit queues it with that reason
             self._seq += 1
             self._jobs[job.id] = j
-            self._enqueue(j, mark=False)
+            self.enqueue(j, mark=False)
             j.fail = over
             return Decision("queued", job.id, now, reason=_views.wait_reason(self, j))
-        self._jobs[job.id] = j  # placement looks its job up
-        txn: list = []
-        snap = self.state.dirty_snapshot()
-        try:  # every placement submit could make without preempting (a superset of what it tries)
+        with self.trial(j) as txn:  # every placement submit could make without preempting (a superset of what it tries)
             if job.priority == -1:
                 res = place_opportunistic(self.state, j, txn)
             else:
                 free = vc.pins[job.pinned_cell].free if job.pinned_cell is not None else \
                     sum(vc.free[c] for c in self.state.job_chains(job, vc))
                 res = self._place_best(j, txn) if job.total_gpus <= free else None
-        finally:
-            rollback(txn)
-            self.state.dirty_restore(snap)
-            self._flush_idle()
         if res is not None:
-            del self._jobs[job.id]
             return None
         self._seq += 1
-        self._enqueue(j, mark=False)
+        self._jobs[job.id] = j
+        self.enqueue(j, mark=False)
         j.fail = NOFIT
         return Decision("queued", job.id, now, reason=_views.wait_reason(self, j))
 
@@ -336,7 +289,7 @@ class Scheduler:
         they leave the queue and the core as if never submitted. RequestError (nothing changed) if one
         of them is unknown or no longer waiting."""
         for job_id in job_ids:
-            j = self._get(job_id)
+            j = self.job_record(job_id)
             if j.state != WAITING or j.preemptors or j.waiting_on:
                 raise RequestError("job_id", f"job {job_id} is not just waiting; it cannot be withdrawn")
         for job_id in reversed(job_ids):
@@ -353,7 +306,7 @@ class Scheduler:
         work in a VC's cells. For the overflow wrapper's ghosts (``overflow.py``): a job that ended early
         whose VC's cells keep its private cluster's timing. A share job, or an opportunistic one, is not
         lent (nothing changes). Returns what starts in the GPUs it gave back."""
-        j = self._get(job_id)
+        j = self.job_record(job_id)
         if j.share or j.req.priority < 0 or j.demoted:
             return []
         j.lent = True
@@ -371,10 +324,10 @@ class Scheduler:
         return self.schedule(now)
 
     def preemption_done(self, job_id: str, now: float, requeue: bool = True) -> list[Decision]:
-        j = self._get(job_id)
+        j = self.job_record(job_id)
         if j.preempted_by is None:
             raise RequestError("job_id", f"job {job_id} is not being preempted (no preempting decision named it)")
-        now = self._tick(now)
+        now = self.begin_call(now)
         out: list[Decision] = []
         by = j.preempted_by
         preemptors = self._take_preemptors(j)
@@ -392,14 +345,14 @@ class Scheduler:
             j.opp = j.req.priority == -1
             j.demoted = False
             j.started_at = None
-            self._enqueue(j)
+            self.enqueue(j)
             queued_at = len(out)
         else:
             del self._jobs[job_id]
             if error is not None:
                 out.append(Decision("rejected", job_id, now, error=f"cannot be queued again: {error}"))
         self._victim_gone(job_id, preemptors, now, out)
-        self._schedule(now, out)
+        self.run_passes(now, out)
         if queued_at is not None:  # the log says it is queued again, right after `preempted`
             reason = _views.wait_reason(self, j) if j.state == WAITING else f"preempted by {by}; queued again"
             out.insert(queued_at, Decision("queued", job_id, now, reason=reason))
@@ -409,7 +362,7 @@ class Scheduler:
         state = self.state
         if node not in state.nodes:
             raise RequestError("node", f"unknown node {node!r}")
-        now = self._tick(now)
+        now = self.begin_call(now)
         if healthy:
             state.node_down.discard(node)
         else:
@@ -422,7 +375,7 @@ class Scheduler:
         out: list[Decision] = []
         if not healthy:
             self._replan_reservations([n.gpu_leaves[i] for i in sorted(n.gpu_leaves)], now, out)
-        self._schedule(now, out)
+        self.run_passes(now, out)
         return out
 
     def set_gpu_health(self, node: str, gpu: int, healthy: bool, now: float) -> list[Decision]:
@@ -432,7 +385,7 @@ class Scheduler:
         leaves = state.nodes[node].gpu_leaves
         if gpu not in leaves:
             raise RequestError("gpu", f"node {node} has no GPU {gpu!r} (it has {sorted(leaves)})")
-        now = self._tick(now)
+        now = self.begin_call(now)
         if healthy:
             state.gpu_down.discard((node, gpu))
         else:
@@ -441,13 +394,13 @@ class Scheduler:
         out: list[Decision] = []
         if not healthy:
             self._replan_reservations([leaves[gpu]], now, out)
-        self._schedule(now, out)
+        self.run_passes(now, out)
         return out
 
     def schedule(self, now: float) -> list[Decision]:
-        now = self._tick(now)
+        now = self.begin_call(now)
         out: list[Decision] = []
-        self._schedule(now, out)
+        self.run_passes(now, out)
         return out
 
     def _replan_reservations(self, leaves: list, now: float, out: list) -> None:
@@ -491,6 +444,114 @@ class Scheduler:
         """GPUs that are healthy, unused and unreserved (pinned ones included)."""
         return _views.free_gpu_count(self)
 
+    # ================================================================== the public view (read-only) and the twins' tools
+    # What the core's helpers (views, what_if, estimates, recovery, fit) read and call: docs/core-api.md
+    # "The public view". Change nothing you read through it; the core's own loops use its dicts directly.
+    @property
+    def job_table(self) -> Mapping[str, Job]:
+        """Every job's record by id, in submission order (a read-only mapping)."""
+        return self._job_table
+
+    @property
+    def now(self) -> float:
+        """The core's clock: the latest time any call gave it."""
+        return self._now
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next submitted job gets (ties between jobs break by it)."""
+        return self._seq
+
+    @property
+    def order(self):
+        """The ``policies.QueueOrder`` that orders each VC's queue (``policy`` is its name)."""
+        return self._order
+
+    @property
+    def strict_order(self) -> bool:
+        """Reservations and nobody passes them (see the class docstring)."""
+        return self._strict
+
+    @property
+    def admission(self) -> AdmissionGate:
+        """The per-user limits and their checks (query it: ``blocked``, ``usage``; change limits with
+        ``set_user_limits``)."""
+        return self._gate
+
+    @property
+    def limit_tables(self) -> Mapping[str, LimitTable]:
+        """VC -> its per-user limits, for the VCs that have any (a read-only mapping)."""
+        return MappingProxyType(self._gate.tables)
+
+    def queue_key(self, j: Job) -> tuple:
+        """``j``'s place in its queue, ``(the order's key, its id)``: its VC's queue (``state.vcs[vc].queue``)
+        or, for opportunistic jobs, the cluster-wide FIFO (``state.opp_queue``)."""
+        return (_FIFO_KEY(j) if j.req.priority == -1 else self._qkey(j), j.req.id)
+
+    def trial(self, job: Job | None = None) -> Trial:
+        """A ``state.Trial`` on this scheduler: ``with core.trial(j) as txn: ...`` undoes every change of the
+        cells, the scheduling flags and the cells bound for the try, and takes ``job`` (entered in the job
+        table for the try: placement looks its job up) out again, unless ``txn.commit()``."""
+        return Trial(self.state, True, self.placement, self._jobs if job is not None else None, job)
+
+    def fork(self, **changes) -> "Scheduler":
+        """A new scheduler over this one's config with its settings (policy, starvation_after, fair share,
+        backfill, strict order, private placement, per-user limits) and nothing on it: no jobs, every GPU
+        healthy, its clock at 0. For twins that rehearse on this cluster (the start estimates' replay, the fit
+        check). ``changes``: constructor arguments that differ (``trusted=True``: it replays jobs this
+        scheduler validated, so it checks nothing and explains nothing)."""
+        settings = dict(policy=self.policy, starvation_after=self.starvation_after, fair_share=self._fair_share,
+                        backfill=self.backfill, strict_order=self._strict, private_placement=self.private_placement)
+        settings.update(changes)
+        twin = Scheduler(self.config, **settings)
+        twin.set_limit_tables(self._gate.tables)
+        return twin
+
+    def set_limit_tables(self, tables: Mapping[str, LimitTable]) -> None:
+        """Every VC's per-user limits at once, without a pass (a twin kept in step with its core)."""
+        self._gate.tables = dict(tables)
+
+    def enter_job(self, req: JobRequest) -> Job:
+        """A new record for ``req`` with the next sequence number, entered in the job table and nothing else
+        (the caller installs or queues it: ``adopt``, the estimates' twin)."""
+        j = Job(req, self._seq)
+        self._seq += 1
+        self._jobs[req.id] = j
+        return j
+
+    def put_back(self, j: Job) -> None:
+        """Enter an existing record in the job table again (a reconfiguration carries its jobs into the new
+        state; then ``restore_submission_order``)."""
+        self._jobs[j.req.id] = j
+
+    def restore_submission_order(self) -> None:
+        """The job table in submission order again (views and tie-breaks follow it), in place: the
+        placement reads this very table."""
+        ordered = sorted(self._jobs.items(), key=lambda kv: kv[1].seq)
+        self._jobs.clear()
+        self._jobs.update(ordered)
+
+    def clear_jobs(self) -> None:
+        """Take every job out, deciding nothing and running no pass: their cells go back through the state's
+        primitives and every queue empties (a twin made ready for its next replay; health is kept)."""
+        for j in list(self._jobs.values()):
+            if j.state == WAITING:
+                self._dequeue(j)
+            self._release(j)
+        self._jobs.clear()
+        self._flush_idle()
+        for vc in self.state.vcs.values():
+            vc.dirty = True
+            vc.min_bypass = None
+        self.state.opp_dirty = True
+
+    def rewind_clock(self, now: float) -> None:
+        """Set the clock of a scheduler without jobs to ``now``, back if need be (a twin replaying on times
+        relative to a new start). RequestError while it holds jobs."""
+        if self._jobs:
+            raise RequestError("now", "only a scheduler without jobs may set its clock back")
+        self._now = float(now)
+
     # ================================================================== start-time estimates
     def estimate_starts(self, now: float, expected=None, alternatives=None, names=None, max_waiting=None) -> dict:
         """``{job id: StartEstimate(start, basis)}`` for every waiting job: a forward simulation of the
@@ -500,24 +561,17 @@ class Scheduler:
         return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names,
                                           max_waiting=max_waiting)
 
-    def _estimate_twin(self) -> "Scheduler":
-        twin = self._twin
-        if twin is None or twin.config is not self.config:
-            twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
-                                          fair_share=self._fair_share, strict_order=self.backfill or self._strict,
-                                          private_placement=self.private_placement)
-            twin._trusted = True  # it replays jobs this core validated: no checks, no reason sentences
-        twin._gate.tables = dict(self._gate.tables)  # the same per-user limits (the twin's own jobs count)
-        return twin
-
     # ================================================================== internals: bookkeeping
-    def _get(self, job_id: str) -> Job:
+    def job_record(self, job_id: str) -> Job:
+        """Job ``job_id``'s record (read it, change nothing); RequestError if unknown."""
         j = self._jobs.get(job_id)
         if j is None:
             raise RequestError("job_id", f"unknown job {job_id!r}")
         return j
 
-    def _tick(self, now: float) -> float:
+    def begin_call(self, now: float) -> float:
+        """Where every call that may change state starts: ``now`` checked (a number, never going back),
+        the clock moved to it, derived caches dropped (``version`` ticks), fair-share usage accrued."""
         try:
             now = float(now)
         except (TypeError, ValueError):
@@ -561,11 +615,13 @@ class Scheduler:
         except ValueError as e:
             raise RequestError("usage", str(e)) from None
 
-    def _enqueue(self, j: Job, mark: bool = True) -> None:
+    def enqueue(self, j: Job, mark: bool = True) -> None:
+        """``j`` waits: into its VC's queue or the opportunistic one at its ``queue_key`` (``mark``: its
+        queue's pass is due)."""
         j.state = WAITING
         if j.req.priority == -1:
             j.qkey = (_FIFO_KEY(j), j.req.id)
-            insort(self._opp_queue, j.qkey)
+            insort(self.state.opp_queue, j.qkey)
             if mark:
                 self.state.opp_dirty = True
         else:
@@ -576,12 +632,13 @@ class Scheduler:
                 vc.dirty = True
 
     def _dequeue(self, j: Job) -> None:
-        lst = self._opp_queue if j.req.priority == -1 else self.state.vcs[j.req.vc].queue
+        lst = self.state.opp_queue if j.req.priority == -1 else self.state.vcs[j.req.vc].queue
         i = bisect_left(lst, j.qkey)
         if i < len(lst) and lst[i] == j.qkey:
             del lst[i]
 
-    def _starving(self, vc, now: float) -> bool:
+    def starving(self, vc, now: float) -> bool:
+        """Does an overtaken job of ``vc`` (a ``VCState``) hold its queue back at ``now`` (anti-starvation)?"""
         return (self.starvation_after is not None and vc.min_bypass is not None
                 and now - vc.min_bypass >= self.starvation_after)
 
@@ -644,10 +701,11 @@ class Scheduler:
         if job_share(v.req):  # its GPU's other shares lost their cell with it: they all run on opportunistically
             self._demote(v, now, out, "its preemptor was withdrawn; its GPU share keeps running as opportunistic")
             return
-        txn: list = []
-        vleaves = self.installer.cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
+        with self.state.trial(flags=False) as txn:
+            vleaves = self.installer.cover_with_vcells(v, [(None, None, None, v.pleaves)], (), txn)
+            if vleaves is not None:
+                txn.commit()
         if vleaves is None:
-            rollback(txn)
             self._demote(v, now, out, "its preemptor was withdrawn but its GPUs are no longer within "
                                       f"VC {v.req.vc}'s free guaranteed cells; it keeps running as opportunistic")
             return
@@ -740,12 +798,14 @@ class Scheduler:
     def _cancel_reservation(self, x: Job, now: float, out: list, reason: str) -> None:
         self._forget_victims(x)
         self._release(x)
-        self._enqueue(x)
+        self.enqueue(x)
         x.fail = Requeued(reason)
         out.append(Decision("queued", x.req.id, now, reason=reason))
 
     # ================================================================== internals: scheduling
-    def _schedule(self, now: float, out: list) -> None:
+    def run_passes(self, now: float, out: list) -> None:
+        """Run the scheduling passes that are due (dirty VCs, then the opportunistic queue, until nothing is
+        due), appending their decisions to ``out``: the end of every call."""
         state = self.state
         ordered = state.vcs_in_order
         for _ in range(8):
@@ -756,7 +816,7 @@ class Scheduler:
                         self._pass_vc(vc, now, out)
             if state.opp_dirty:
                 state.opp_dirty = False
-                if self._opp_queue:
+                if self.state.opp_queue:
                     self._pass_opp(now, out)
             if not state.opp_dirty:
                 for vc in ordered:  # (a plain loop: this runs after every call)
@@ -852,7 +912,7 @@ class Scheduler:
         gate = self._gate
         limited = bool(gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
         jobs = self._jobs
-        for _, jid in list(self._opp_queue):
+        for _, jid in list(self.state.opp_queue):
             j = jobs.get(jid)
             if j is not None and j.state == WAITING:
                 over = gate.blocked(j, held) if limited else None
@@ -862,8 +922,6 @@ class Scheduler:
                     j.fail = memo[j.shape]
                 elif self._attempt_opp(j, now, out, memo):
                     gate.started(j, held)
-
-    _shape = staticmethod(shape_key)
 
     def _attempt(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
         """Try to start (or start preempting for) guaranteed job ``j``."""
@@ -895,33 +953,29 @@ class Scheduler:
                 memo[key] = NOFIT
             self._flush_idle()
             return False
-        snap = state.dirty_snapshot()
-        txn: list = []
         res = None
         forced: list[str] = []
-        if j.gpus <= free:  # (== req.total_gpus, computed once)
-            if self.private_placement and state.opp_leaves > 0:  # where its private cluster would place it
-                res = self.placement.place(j, OPPORTUNISTIC, txn)
-            else:
-                res = self.placement.place(j, FREE, txn)
-                if res is None and state.opp_leaves > 0:
-                    rollback(txn)
+        with state.trial() as txn:
+            if j.gpus <= free:  # (== req.total_gpus, computed once)
+                if self.private_placement and state.opp_leaves > 0:  # where its private cluster would place it
                     res = self.placement.place(j, OPPORTUNISTIC, txn)
-        changed = False
-        if res is None and lowp:
-            rollback(txn)
-            state.dirty_restore(snap)
-            res, forced = self._preempt_lower(j, now, out, txn)
-            if forced is not None:
-                changed = True  # victims were demoted / reservations taken over
-                if memo is not None:
-                    memo.clear()
+                else:
+                    res = self.placement.place(j, FREE, txn)
+                    if res is None and state.opp_leaves > 0:
+                        txn.undo_to(0)
+                        res = self.placement.place(j, OPPORTUNISTIC, txn)
+            if res is None and lowp:
+                txn.undo()  # cells and flags as they were: the preemption search starts from there
+                res, forced = self._preempt_lower(j, now, out, txn)
+                if forced is not None:
+                    txn.forget_flags()  # victims were demoted / reservations taken over (not undone)
+                    if memo is not None:
+                        memo.clear()
+            if res is not None:
+                txn.commit()
         if size:
             j = share_job
         if res is None:
-            rollback(txn)
-            if not changed:
-                state.dirty_restore(snap)
             j.fail = NOFIT
             if memo is not None:
                 memo[key] = NOFIT
@@ -951,12 +1005,11 @@ class Scheduler:
             if memo is not None:
                 memo[key] = NOFIT
             return False
-        txn: list = []
-        snap = self.state.dirty_snapshot()
-        res = place_opportunistic(self.state, share_proxy(j) if size else j, txn)
+        with self.state.trial() as txn:
+            res = place_opportunistic(self.state, share_proxy(j) if size else j, txn)
+            if res is not None:
+                txn.commit()
         if res is None:
-            rollback(txn)
-            self.state.dirty_restore(snap)
             j.fail = NOFIT
             if memo is not None:
                 memo[key] = NOFIT
@@ -964,10 +1017,10 @@ class Scheduler:
         self._commit(j, res, [], now, out)
         return True
 
-    def _preempt_lower(self, j: Job, now: float, out: list, txn: list):
+    def _preempt_lower(self, j: Job, now: float, out: list, txn: Trial):
         """Free room in ``j``'s VC by preempting its lower-priority jobs (lowest priorities first)."""
         req = j.req
-        victims = self._preemption.victims(j)
+        victims = self.preemption.victims(j)
         if not victims:
             return None, None
         forced: list[str] = []
@@ -1001,18 +1054,18 @@ class Scheduler:
         try:
             res = self._place_best(j, txn)
             if res is None:
-                rollback(txn, mark)
+                txn.undo_to(mark)
                 res = self._place_best(j, txn)
         finally:
             placement.claimable = frozenset()
         placement.pending_idle.extend(keep)
         return res, forced
 
-    def _place_best(self, j: Job, txn: list):
+    def _place_best(self, j: Job, txn: Trial):
         mark = len(txn)
         res = self.placement.place(j, FREE, txn)
         if res is None:
-            rollback(txn, mark)
+            txn.undo_to(mark)
             res = self.placement.place(j, OPPORTUNISTIC, txn)
         return res
 

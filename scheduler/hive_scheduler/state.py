@@ -39,9 +39,66 @@ class VCState:
 
 
 def rollback(txn: list, mark: int = 0) -> None:
-    """Undo the primitive changes recorded in ``txn`` after position ``mark``, newest first."""
+    """Undo the primitive changes recorded in ``txn`` after position ``mark``, newest first (a savepoint
+    inside a ``Trial``: a placement undoes one option before it tries the next)."""
     while len(txn) > mark:
         txn.pop()()
+
+
+class Trial(list):
+    """One try at changing the cluster, undone when the ``with`` block ends unless ``commit()`` was called.
+
+    It is the ``txn`` list the state's primitives record their inverses in (pass it wherever a ``txn`` is
+    asked for; ``len(trial)`` is a savepoint, ``undo_to(mark)`` goes back to it). Undoing the whole trial
+    also puts back what the primitives touched beside the cells: the scheduling flags (``VCState.dirty``,
+    ``opp_dirty``) as they were at the start (unless ``flags=False``, or ``forget_flags()`` after changes
+    made outside the trial); with ``placement``, the virtual cells it bound for the try (``pending_idle``:
+    the rollback unbound them); with ``jobs`` and ``job``, the job entered in the job table for the try
+    (placement looks its job up by id). Made by ``ClusterState.trial`` and ``Scheduler.trial``."""
+
+    __slots__ = ("state", "flags", "placement", "idle_mark", "jobs", "job", "committed")
+
+    def __init__(self, state, flags: bool = True, placement=None, jobs: dict | None = None, job=None):
+        self.state = state
+        self.flags = state.dirty_snapshot() if flags else None
+        self.placement = placement
+        self.idle_mark = len(placement.pending_idle) if placement is not None else 0
+        self.jobs = jobs
+        self.job = job
+        self.committed = False
+        if job is not None:
+            jobs[job.req.id] = job
+
+    def __enter__(self) -> "Trial":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.committed:
+            self.undo()
+
+    def commit(self) -> None:
+        """Keep every change made in the trial (and the job it entered)."""
+        self.committed = True
+
+    def undo_to(self, mark: int = 0) -> None:
+        """Undo the changes recorded after savepoint ``mark`` (the flags stay as they are now)."""
+        rollback(self, mark)
+
+    def forget_flags(self) -> None:
+        """Changes outside the trial were made (e.g. victims demoted): the flags they raised stay on undo."""
+        self.flags = None
+
+    def undo(self) -> None:
+        """Undo the whole trial now: the cells' changes, the flags, the bound cells' list and the job's entry."""
+        rollback(self)
+        if self.flags is not None:
+            self.state.dirty_restore(self.flags)
+        placement = self.placement
+        if placement is not None:
+            del placement.pending_idle[self.idle_mark:]
+        if self.job is not None:
+            self.jobs.pop(self.job.req.id, None)
+            self.job = None
 
 
 class ClusterState:
@@ -111,6 +168,7 @@ class ClusterState:
         # bad GPUs per chain (id -> leaf, in the order they went bad): finding partly bad cells to bind
         # walks these few leaves, never the whole tree
         self.bad_leaves: dict[str, dict[int, PCell]] = {c: {} for c in self.chains}
+        self.opp_queue: list = []      # sorted [(FIFO key, job id)] of waiting opportunistic jobs (cluster-wide)
         self.opp_dirty = True
         self.opp_leaves = 0   # GPUs running opportunistic work (fast path: skip preemption search)
         self.shared: dict = {}  # leaf id -> ShareGPU: the GPUs holding shares (shares.py), in the order opened
@@ -167,6 +225,11 @@ class ClusterState:
         for vc, f in zip(self.vcs.values(), flags):
             vc.dirty = f
         self.opp_dirty = opp
+
+    def trial(self, flags: bool = True) -> Trial:
+        """A ``Trial`` of primitive changes: ``with state.trial() as txn: ...; txn.commit()`` keeps them,
+        anything else undoes them (``flags``: also put the scheduling flags back)."""
+        return Trial(self, flags)
 
     def mark_all_dirty(self) -> None:
         """Every VC's pass and the opportunistic pass may start something now."""

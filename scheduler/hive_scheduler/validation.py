@@ -18,7 +18,7 @@ def validate_request(s, req: JobRequest, as_opportunistic: bool = False, new: bo
     st = s.state
     if not isinstance(req.id, str) or not req.id:
         raise RequestError("id", "a job needs a non-empty string id")
-    if new and req.id in s._jobs:
+    if new and req.id in s.job_table:
         raise RequestError("id", f"job {req.id} already exists; use a new id")
     if req.vc not in st.vcs:
         raise RequestError("vc", f"unknown VC {req.vc!r} (VCs: {', '.join(st.vc_order) or 'none'})")

@@ -1,7 +1,8 @@
 """Queries (pure): job views with human-readable wait reasons, cluster tree, VC usage, totals.
 
 Functions of the scheduler (``core``) that change nothing; its query methods (``job``, ``jobs``,
-``cluster_view``, ``vc_view``, ...) call them."""
+``cluster_view``, ``vc_view``, ...) call them. They read its public view (``job_table``, ``now``,
+``order``, ``state``: docs/core-api.md "The public view"), never its private attributes."""
 
 from __future__ import annotations
 
@@ -36,12 +37,12 @@ def describe(core, req) -> str:
 
 def jobs_ahead(core, j) -> int:
     if j.req.priority == -1:
-        lst = core._opp_queue
+        lst = core.state.opp_queue
     else:
         lst = core.state.vcs[j.req.vc].queue
-    if core._order.dynamic and j.req.priority != -1:
-        return sum(1 for _, jid in lst if jid != j.req.id and core._jobs[jid].req.submit_time <= j.req.submit_time
-                   and core._jobs[jid].seq < j.seq)
+    if core.order.dynamic and j.req.priority != -1:
+        return sum(1 for _, jid in lst if jid != j.req.id and core.job_table[jid].req.submit_time <= j.req.submit_time
+                   and core.job_table[jid].seq < j.seq)
     # the queue is sorted and keys are unique: a binary search, not a walk (submit asks for every job)
     i = bisect_left(lst, j.qkey) if j.qkey is not None else len(lst)
     return i if i < len(lst) and lst[i] == j.qkey else len(lst)
@@ -102,21 +103,21 @@ def wait_reason(core, j, ahead: int | None = None) -> str | None:
         return f"waiting for {_plural(len(j.waiting_on), 'preempted job')} to stop: {', '.join(j.waiting_on)}"
     fail = j.fail
     if isinstance(fail, HeldBack):
-        h = core._jobs.get(fail.for_job)
+        h = core.job_table.get(fail.for_job)
         need = h.req.total_gpus if h else 0
         return (f"held back so that {fail.for_job} (needs {need} GPUs, overtaken for more than "
                 f"{core.starvation_after:g} s) can start first")
     if isinstance(fail, (Requeued, OverLimit)):
         return fail.reason
     if isinstance(fail, Reserved):
-        h = core._jobs.get(fail.for_job)
+        h = core.job_table.get(fail.for_job)
         need = h.req.total_gpus if h else 0
         head = f"waits behind {fail.for_job}'s reservation (needs {need} GPUs"
         if fail.start is None and fail.limit is not None:
             return head + "; its start is unknown, so no job may pass it yet)"
         if fail.start is None:
             return head + "); only jobs with a time limit that ends before it starts may pass it"
-        return (head + f", estimated to start in {max(0.0, fail.start - core._now):.0f} s); only jobs with a time "
+        return (head + f", estimated to start in {max(0.0, fail.start - core.now):.0f} s); only jobs with a time "
                 "limit that ends before then may pass it")
     if ahead is None:
         ahead = jobs_ahead(core, j)
@@ -215,30 +216,30 @@ def job_view(core, j, ahead: int | None = None) -> JobView:
 
 
 def job(core, job_id: str) -> JobView:
-    return job_view(core, core._get(job_id))
+    return job_view(core, core.job_record(job_id))
 
 
 def job_views(core) -> list[JobView]:
     out = []
     by_vc: dict[str, list] = {name: [] for name in core.state.vc_order}
-    for j in core._jobs.values():
+    for j in core.job_table.values():
         if j.state != "waiting":  # (a VC a reconfiguration removed keeps its running jobs: listed last)
             by_vc.setdefault(j.req.vc, []).append(j)
     opp_wait: dict[str, list] = {name: [] for name in by_vc}
-    for _, jid in core._opp_queue:
-        j = core._jobs[jid]
+    for _, jid in core.state.opp_queue:
+        j = core.job_table[jid]
         opp_wait.setdefault(j.req.vc, []).append(j)
         by_vc.setdefault(j.req.vc, [])
-    opp_pos = {jid: i for i, (_, jid) in enumerate(core._opp_queue)}
+    opp_pos = {jid: i for i, (_, jid) in enumerate(core.state.opp_queue)}
     gone = sorted(set(by_vc) - set(core.state.vc_order))
     for name in list(core.state.vc_order) + gone:
         running = sorted(by_vc[name], key=lambda j: j.seq)
         vc = core.state.vcs.get(name)
-        waiting = [core._jobs[jid] for _, jid in vc.queue] if vc is not None else []
+        waiting = [core.job_table[jid] for _, jid in vc.queue] if vc is not None else []
         pos = {j.req.id: i for i, j in enumerate(waiting)}
-        if core._order.dynamic:
-            waiting = list(core._order.arrange(waiting, core, name))
-            pos = None  # a dynamic order: "ahead" counts earlier submissions (see _jobs_ahead)
+        if core.order.dynamic:
+            waiting = list(core.order.arrange(waiting, core, name))
+            pos = None  # a dynamic order: "ahead" counts earlier submissions (see jobs_ahead)
         out.extend(job_view(core, j) for j in running)
         out.extend(job_view(core, j, pos[j.req.id] if pos is not None else None) for j in waiting)
         out.extend(job_view(core, j, opp_pos[j.req.id]) for j in opp_wait.get(name, ()))
@@ -324,13 +325,13 @@ def vc_view(core) -> dict[str, dict]:
     opp_use: dict[str, int] = {name: 0 for name in core.state.vc_order}
     running: dict[str, int] = {name: 0 for name in core.state.vc_order}
     queue: dict[str, int] = {name: len(core.state.vcs[name].queue) for name in core.state.vc_order}
-    for j in core._jobs.values():
+    for j in core.job_table.values():
         if j.state != "waiting":
             running[j.req.vc] += 1
             if j.opp:
                 opp_use[j.req.vc] += j.req.total_gpus
-    for _, jid in core._opp_queue:
-        queue[core._jobs[jid].req.vc] += 1
+    for _, jid in core.state.opp_queue:
+        queue[core.job_table[jid].req.vc] += 1
     for name in core.state.vc_order:
         vc = core.state.vcs[name]
         spec = core.config.virtual_clusters[name]

@@ -1,8 +1,8 @@
 """What-if: what would ``submit(job, now)`` decide for ``job`` right now? A query: it changes nothing.
 
-The answer comes from the placement code itself, run inside a transaction that is rolled back (the
-same primitives ``Scheduler._attempt`` uses for a gang that fails half-way), so it cannot drift from
-what a real submit does:
+The answer comes from the placement code itself, run inside a ``trial`` that is undone (the same
+primitives a real attempt uses for a gang that fails half-way), so it cannot drift from what a real
+submit does:
 
 - ``start``: the job would run at once on ``placement`` (nodes and GPU indices);
 - ``preempt``: it would take ``placement`` from the opportunistic jobs in ``victims``, or (placement
@@ -14,10 +14,11 @@ what a real submit does:
 
 Between calls every VC's queue has been passed (waiting jobs ahead of it did not fit the current
 state), so a new job is tried at once unless an overtaken job of its VC holds the queue back
-(anti-starvation); this module follows ``Scheduler.submit`` in that. No ``_seq``, clock, queue, ledger
-or dirty flag changes; the property test ``tests/scheduler/test_core_what_if.py`` checks that views
+(anti-starvation); this module follows ``Scheduler.submit`` in that. No sequence number, clock, queue,
+ledger or dirty flag changes; the property test ``tests/scheduler/test_core_what_if.py`` checks that views
 and every later decision are the same with or without what-if calls in between. ``core`` is the
-``Scheduler`` (not imported here: ``scheduler.py`` imports this module, as ``views``/``recovery``).
+``Scheduler`` (not imported here: ``scheduler.py`` imports this module, as ``views``/``recovery``); this
+module reads its public view (docs/core-api.md), never its private attributes.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from .errors import RequestError
 from .jobs import FREE, NOFIT, OPPORTUNISTIC, WAITING, HeldBack, Job
 from .physical import place_opportunistic
 from .shares import job_share, share_proxy
-from .policies import ORDERS
-from .state import rollback
+from .state import Trial
 from .types import JobRequest, TaskPlacement
 from .validation import validate_request
 from .views import wait_reason
@@ -74,10 +74,10 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
     if not isinstance(req, JobRequest):
         raise RequestError("job", f"expected a JobRequest, got {type(req).__name__}")
     validate_request(core, req)
-    now = max(float(now), core._now)
-    j = Job(req, core._seq)
+    now = max(float(now), core.now)
+    j = Job(req, core.next_seq)
     opp = req.priority == -1
-    over = core._gate.blocked(j, {})
+    over = core.admission.blocked(j, {})
     if over is not None:  # its owner is at a per-user limit: submit queues it, as here
         j.fail = over
         return _waiting(core, j)
@@ -97,25 +97,19 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
                                                   memory_mb=tg.memory_mb, share=float(tg.gpus),
                                                   share_slot=first),), (), None, opp)
         j = share_proxy(j)
-    txn: list = []
-    snap = core.state.dirty_snapshot()
-    idle = list(core.placement.pending_idle)
-    core._jobs[req.id] = j  # placement looks its job up (removed again below: insertion order is kept)
-    try:
+    # (the trial enters the job in the job table, as placement looks its job up, and takes it out again:
+    # insertion order is kept)
+    with core.trial(j) as txn:
         res = place_opportunistic(core.state, j, txn) if opp else _place_now(core, j, txn)
         if res is not None:
             placement = task_placements(j.req, res)
             if size:  # the GPU it would open, its first block (as submit's placement does)
                 placement = tuple(replace(p, share=float(req.tasks[0].gpus), share_slot=0) for p in placement)
+            jobs = core.job_table
             victims = sorted({leaf.job for _, _, _, leaves in res for leaf in leaves
-                              if leaf.job is not None and leaf.job != req.id}, key=lambda v: core._jobs[v].seq)
-        rollback(txn)
+                              if leaf.job is not None and leaf.job != req.id}, key=lambda v: jobs[v].seq)
+        txn.undo_to(0)
         victims_lower = [] if res is not None or opp else _lower_victims(core, j)
-    finally:
-        rollback(txn)
-        del core._jobs[req.id]
-        core.state.dirty_restore(snap)
-        core.placement.pending_idle = idle
     if res is not None:
         return WhatIf("preempt" if victims else "start", placement, tuple(victims), None, opp)
     if victims_lower:
@@ -129,8 +123,8 @@ def what_if(core, req: JobRequest, now: float) -> WhatIf:
     return _waiting(core, j)
 
 
-def _place_now(core, j: Job, txn: list):
-    """``Scheduler._attempt``'s placement without preemption: free GPUs, else GPUs running opportunistic
+def _place_now(core, j: Job, txn: Trial):
+    """A real attempt's placement without preemption: free GPUs, else GPUs running opportunistic
     work (whose jobs become victims); with ``private_placement``, where the VC's private cluster would place it."""
     req = j.req
     vc = core.state.vcs[req.vc]
@@ -144,7 +138,7 @@ def _place_now(core, j: Job, txn: list):
         return core.placement.place(j, OPPORTUNISTIC, txn)
     res = core.placement.place(j, FREE, txn)
     if res is None and core.state.opp_leaves > 0:
-        rollback(txn)
+        txn.undo_to(0)
         res = core.placement.place(j, OPPORTUNISTIC, txn)
     return res
 
@@ -154,18 +148,19 @@ def _lower_victims(core, j: Job) -> list[str]:
     vc = core.state.vcs[j.req.vc]
     if not any(p < j.req.priority for p in vc.prio_count):
         return []
-    return [x.req.id for x in sorted(core._preemption.victims(j), key=lambda x: x.seq)]
+    return [x.req.id for x in sorted(core.preemption.victims(j), key=lambda x: x.seq)]
 
 
 def _held_back_by(core, j: Job, now: float) -> str | None:
     """The overtaken job of its VC that would hold the new job back (a scheduling pass stops there)."""
     vc = core.state.vcs[j.req.vc]
-    if not core._starving(vc, now):
+    if not core.starving(vc, now):
         return None
-    key = (core._qkey(j), j.req.id)
+    key = core.queue_key(j)
+    jobs = core.job_table
     for qkey, jid in vc.queue:
-        w = core._jobs[jid]
-        if not core._order.dynamic and (qkey, jid) > key:
+        w = jobs[jid]
+        if not core.order.dynamic and (qkey, jid) > key:
             break  # behind the new job in the queue: it cannot hold it back
         if w.bypass_since is not None and now - w.bypass_since >= core.starvation_after:
             return jid
@@ -173,9 +168,9 @@ def _held_back_by(core, j: Job, now: float) -> str | None:
 
 
 def _waiting(core, j: Job) -> WhatIf:
-    queue = core._opp_queue if j.req.priority == -1 else core.state.vcs[j.req.vc].queue
-    key = (ORDERS["fifo"].key(j) if j.req.priority == -1 else core._qkey(j), j.req.id)
-    ahead = sum(1 for k in queue if k < key) if not core._order.dynamic or j.req.priority == -1 else \
-        sum(1 for _, jid in queue if core._jobs[jid].req.submit_time <= j.req.submit_time)
+    queue = core.state.opp_queue if j.req.priority == -1 else core.state.vcs[j.req.vc].queue
+    key = core.queue_key(j)
+    ahead = sum(1 for k in queue if k < key) if not core.order.dynamic or j.req.priority == -1 else \
+        sum(1 for _, jid in queue if core.job_table[jid].req.submit_time <= j.req.submit_time)
     j.state = WAITING
     return WhatIf("wait", (), (), wait_reason(core, j, ahead), j.req.priority == -1)

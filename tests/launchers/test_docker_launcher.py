@@ -109,11 +109,15 @@ async def test_container_sees_its_gpus_and_limits(tmp_path, launcher_factory):
     await launcher.close()
 
 
-async def test_cancel_stops_the_container(tmp_path, launcher_factory):
+async def test_cancel_stops_the_container(tmp_path, docker_engine, launcher_factory):
     launcher = launcher_factory()
     req = make_request(tmp_path, "echo started; exec sleep 300")
     await launcher.start(req)
     assert await launcher.running() == {req.job_id: {"main-0"}}
+    # what the hardware monitor maps a GPU's processes to jobs by: the job's real, running container
+    (cid, job), = launcher.task_containers().items()
+    assert job == req.job_id and docker_engine.client().containers.get(cid).status == "running"
+    assert launcher.task_pids() == {}  # (its imageless jobs' processes: none here)
     t0 = time.monotonic()
     await launcher.stop(req.job_id, grace_s=1)
     assert time.monotonic() - t0 < 20

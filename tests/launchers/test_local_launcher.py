@@ -142,3 +142,25 @@ async def test_bad_working_dir_is_a_launch_error(tmp_path):
     with pytest.raises(LaunchError, match="cannot start task main-0"):
         await launcher.start(req)
     assert await launcher.running() == {}
+
+
+async def test_task_pids_name_each_task_process_and_its_job(tmp_path):
+    """What the hardware monitor maps a GPU's processes to jobs by (``Launcher.task_pids``): the real
+    processes it started, also once a restarted launcher adopted them, and none once they ended."""
+    state = tmp_path / "state"
+    first = LocalLauncher(state)
+    await first.start(_request(tmp_path, "j1", ["sleep 30", "sleep 30"]))
+    pids = first.task_pids()
+    assert sorted(pids.values()) == ["j1", "j1"]
+    for pid in pids:  # each a live process of this job's task (its own session: the task's command runs in it)
+        assert psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    assert first.task_containers() == {}
+    second = LocalLauncher(state)
+    assert second.task_pids() == {}  # nothing tracked before it adopts
+    await second.adopt(_request(tmp_path, "j1", ["unused", "unused"]))
+    assert second.task_pids() == pids
+    await second.stop("j1", grace_s=2)
+    for t in first._tasks["j1"].values():
+        t.proc.wait(5)  # reap (the test process is its parent)
+    await _wait_exits(second, 2)
+    assert second.task_pids() == {}

@@ -356,7 +356,7 @@ def recount(s: Scheduler) -> None:
         waiting = sorted(j.qkey for j in s._jobs.values()
                          if j.req.vc == vc.name and j.state == "waiting" and j.req.priority != -1)
         assert vc.queue == waiting, f"VC {vc.name}: queue {vc.queue} != {waiting}"
-    assert s._opp_queue == sorted(j.qkey for j in s._jobs.values() if j.state == "waiting" and j.req.priority == -1)
+    assert s.state.opp_queue == sorted(j.qkey for j in s._jobs.values() if j.state == "waiting" and j.req.priority == -1)
     # node CPUs / memory: what the started jobs' tasks take
     cpus = {n: 0.0 for n in s.state.nodes}
     mem = {n: 0 for n in s.state.nodes}

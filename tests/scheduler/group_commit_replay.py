@@ -65,7 +65,7 @@ def replay(grouped: Any, plain: Any, steps: list, vcs: list[str], *, limited: bo
                 jid = pending[step[1] % len(pending)]
                 assert decisions(grouped.preemption_done(jid, t)) == decisions(plain.preemption_done(jid, t))
         elif op == "withdrawn batch":
-            core(plain)._tick(t)  # the batch's calls saw this time (fair-share usage is advanced by time)
+            core(plain).begin_call(t)  # the batch's calls saw this time (fair-share usage is advanced by time)
             before = fingerprint(grouped)
             tentative = []
             for sub in step[1]:

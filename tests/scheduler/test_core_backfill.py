@@ -166,6 +166,6 @@ def test_backfill_keeps_invariants_and_estimates_change_nothing(steps):
         assert [v.to_dict() for v in s.jobs()] == before
         assert set(est) == {v["id"] for v in before if v["state"] in ("waiting", "preempting")}
         assert all(e.start is None or e.start >= t for e in est.values())
-        if s._twin is not None:
-            assert not s._twin._jobs
-            recount(s._twin)
+        if s.estimator.twin is not None:
+            assert not s.estimator.twin.job_table
+            recount(s.estimator.twin)

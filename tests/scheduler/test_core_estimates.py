@@ -40,8 +40,8 @@ def test_estimates_solved_by_hand():
     # a query: the live scheduler is as it was, and the twin came back empty
     assert [v.to_dict() for v in s.jobs()] == before
     recount(s)
-    assert s._twin is not None and not s._twin._jobs and s._twin.free_gpu_count() == 4
-    recount(s._twin)  # every counter of the twin is exact again after it was emptied
+    assert s.estimator.twin is not None and not s.estimator.twin.job_table and s.estimator.twin.free_gpu_count() == 4
+    recount(s.estimator.twin)  # every counter of the twin is exact again after it was emptied
     # the same again (the twin is reused) and after real time passed: absolute times do not move
     assert s.estimate_starts(90.0) == est
 

@@ -31,7 +31,7 @@ ops = st.one_of(
 def fingerprint(s: Scheduler):
     jobs = [(jid, j.seq, str(j.state), j.opp, j.fail, tuple(j.placement)) for jid, j in s._jobs.items()]
     queues = {name: list(vc.queue) for name, vc in s.state.vcs.items()}
-    return (s.cluster_view(), s.vc_view(), s.free_gpu_count(), jobs, queues, list(s._opp_queue), s._seq,
+    return (s.cluster_view(), s.vc_view(), s.free_gpu_count(), jobs, queues, list(s.state.opp_queue), s.next_seq,
             s.state.dirty_snapshot())
 
 

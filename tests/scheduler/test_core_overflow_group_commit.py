@@ -38,7 +38,7 @@ def fingerprint(s: OverflowScheduler):
     wrapper = (sorted(s._req), sorted(s._g_waiting), sorted(s._shadow_waiting), sorted(s._overflowed),
                sorted(s._withdrawing), sorted(s._gone),
                {vc: (s._waiting_shadows(vc), s._waiting_shadows(vc, "u0")) for vc in core.state.vcs})
-    return (core.cluster_view(), s.vc_view(), core.free_gpu_count(), jobs, queues, list(core._opp_queue), core._seq,
+    return (core.cluster_view(), s.vc_view(), core.free_gpu_count(), jobs, queues, list(core.state.opp_queue), core.next_seq,
             core.state.dirty_snapshot(), wrapper)
 
 

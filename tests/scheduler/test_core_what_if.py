@@ -42,7 +42,7 @@ def views(s):
     """Everything a caller can see of the core."""
     free = {c: {lvl: sorted(d) for lvl, d in b.free.items()} for c, b in s.state.buddies.items()}
     return (s.cluster_view(), s.vc_view(), [v.to_dict() for v in s.jobs()], s.free_gpu_count(), free,
-            {n: v.queue[:] for n, v in s.state.vcs.items()}, list(s._opp_queue), s._seq, s._now,
+            {n: v.queue[:] for n, v in s.state.vcs.items()}, list(s.state.opp_queue), s.next_seq, s.now,
             [(vc.dirty, vc.min_bypass) for vc in s.state.vcs.values()], s.state.opp_dirty, s.state.opp_leaves,
             s.usage_snapshot())
 

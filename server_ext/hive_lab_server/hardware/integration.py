@@ -20,42 +20,6 @@ from hive_lab_server.hardware.sharing import discover
 log = logging.getLogger(__name__)
 
 
-def _task_pids(launcher: Any) -> dict[int, str]:
-    """pid -> job of the tasks a launcher started (local launcher, or the docker launcher's local
-    fallback for imageless jobs); empty when it cannot say. Launchers may offer ``task_pids()``."""
-    fn = getattr(launcher, "task_pids", None)
-    if callable(fn):
-        return dict(fn())
-    out: dict[int, str] = {}
-    tasks = getattr(launcher, "_tasks", None)  # LocalLauncher: {job: {task: _Task(pid=...)}}
-    if isinstance(tasks, dict):
-        for job_id, by_task in list(tasks.items()):
-            for t in list((by_task or {}).values()):
-                pid = getattr(t, "pid", None)
-                if isinstance(pid, int):
-                    out[pid] = job_id
-    inner = getattr(launcher, "_local", None)  # DockerLauncher runs imageless jobs locally
-    if inner is not None and inner is not launcher:
-        out.update(_task_pids(inner))
-    return out
-
-
-def _containers(launcher: Any) -> dict[str, str]:
-    """container id -> job (docker launcher: its watchers know each task's container)."""
-    fn = getattr(launcher, "task_containers", None)
-    if callable(fn):
-        return dict(fn())
-    out: dict[str, str] = {}
-    watchers = getattr(launcher, "_watchers", None)  # DockerLauncher: {job: {task: ContainerWatcher}}
-    if isinstance(watchers, dict):
-        for job_id, by_task in list(watchers.items()):
-            for w in list((by_task or {}).values()):
-                cid = getattr(w, "container_id", None)
-                if isinstance(cid, str) and cid:
-                    out[cid] = job_id
-    return out
-
-
 def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interval_s: float = 5.0,
                  registry: Any = None) -> HardwareMonitor:
     local = getattr(cluster, "local", None)  # NodeInventory of this machine, when NVML saw GPUs
@@ -108,7 +72,9 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         # looked up when called, so the monitor can be built before the service grows these methods
         on_bad=lambda node_, gpu, reason: service.gpu_failed(node_, gpu, reason),
         on_healthy=lambda node_, gpu: service.gpu_repaired(node_, gpu), drained=drained,
-        placement=placement, job_resolver=lambda: JobResolver(_task_pids(service.launcher), _containers(service.launcher)), job_labels=labels,
+        placement=placement, job_labels=labels,
+        # the launcher's own tasks (processes, containers): ``Launcher.task_pids`` / ``task_containers``
+        job_resolver=lambda: JobResolver(service.launcher.task_pids(), service.launcher.task_containers()),
         registry=registry, interval_s=interval_s, inventory=inventory,
         state_path=pathlib.Path(service.jobs_root) / ".hardware" / "health.json",
         on_job_usage=lambda usage: service.share_memory({j: u.memory_used_mb for j, u in usage.items()}),

@@ -454,7 +454,8 @@ class HiveProvisioner(LocalProvisioner):
         await self._cancel(why)
         multi = getattr(km, "parent", None)
         try:
-            if multi is not None and hasattr(multi, "shutdown_kernel") and self.kernel_id in getattr(multi, "_kernels", {}):
+            if multi is not None and hasattr(multi, "shutdown_kernel") and hasattr(multi, "__contains__") \
+                    and self.kernel_id in multi:  # (a MultiKernelManager: does it hold this kernel?)
                 await asyncio.ensure_future(multi.shutdown_kernel(self.kernel_id))
             else:
                 await km.shutdown_kernel(now=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from http.client import responses
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
@@ -117,7 +118,7 @@ def json_error(handler: Any, status_code: int, **kwargs: Any) -> None:
         message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or "")
         if status_code == 403 and not message:
             message = "you may not do this (authorization for the hive_lab resource was refused)"
-        message = message or handler._reason
+        message = message or responses.get(status_code, "Unknown")  # (the status line's reason, as tornado's)
     else:
         message = "internal error; the server log has the details"
     handler.finish(json.dumps({"error": message, "field": field}))

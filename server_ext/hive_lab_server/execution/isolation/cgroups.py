@@ -145,10 +145,11 @@ class TaskCgroup:
             _enable_v2(root, *(root.joinpath(*parts[:i + 1]) for i in range(len(parts))))
         for d in cg.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
-        cg._limit(limits)
+        cg.apply_limits(limits)
         return cg
 
-    def _limit(self, limits: Limits) -> None:
+    def apply_limits(self, limits: Limits) -> None:
+        """Write ``limits`` (memory, CPU, pids, denied devices) into the task's cgroup (``create`` does, once)."""
         if self.version == "v2":
             d = self.dirs["unified"]
             if limits.memory_bytes:

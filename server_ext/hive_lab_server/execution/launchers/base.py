@@ -163,6 +163,15 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
         else None. The service creates the job's dirs and staged files owned by it (they are 0700/0600)."""
         return None
 
+    def task_pids(self) -> dict[int, str]:
+        """pid -> job id of the task processes it started and tracks (the hardware monitor maps a GPU's
+        processes to jobs by them); empty when it runs no task as a process of this machine."""
+        return {}
+
+    def task_containers(self) -> dict[str, str]:
+        """container id -> job id of the task containers it tracks; empty when it runs none."""
+        return {}
+
     def host_address(self, node: str) -> str:
         """Where tasks on ``node`` are reached (``MASTER_ADDR``, a kernel's ports)."""
         return "127.0.0.1"

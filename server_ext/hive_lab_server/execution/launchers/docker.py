@@ -407,6 +407,13 @@ class DockerLauncher(Launcher):
                 continue
             self._watch(request.job_id, task.task, container.id, task.log_path)
 
+    def task_pids(self) -> dict[int, str]:
+        return self._local.task_pids() if self._local is not None else {}  # (imageless jobs run locally)
+
+    def task_containers(self) -> dict[str, str]:
+        return {w.container_id: job_id for job_id, by_task in list(self._watchers.items())
+                for w in list(by_task.values()) if w.container_id}
+
     def task_owner(self, user: str) -> tuple[int, int] | None:
         """Containers run as the owner's Unix account when ``c.Isolation`` gives one (the server runs as
         root), else as ``c.DockerLauncher.user`` ("uid[:gid]") when it is set."""

@@ -230,6 +230,9 @@ class LocalLauncher(Launcher):
         account = self.account(user)
         return None if account is None else (account.uid, account.gid)
 
+    def task_pids(self) -> dict[int, str]:
+        return {t.pid: job_id for job_id, by_task in list(self._tasks.items()) for t in list(by_task.values())}
+
     def cgroup(self, job_id: str, task: str) -> cgroups.TaskCgroup | None:
         return cgroups.TaskCgroup.of(self.cgroup_version, self.isolation.cgroup_name,
                                      f"{self.cgroup_scope}/{_safe(job_id)}", _safe(task))
