@@ -33,6 +33,12 @@ ALLOWED = {
     ("server_ext/hive_lab_server/kernels/provisioner.py", "_close_control_socket"):
         "jupyter_client has no public call that closes a kernel manager's control socket so that it "
         "reconnects to a kernel's new address",
+    ("server_ext/hive_lab_server/execution/isolation/task_exec.py", "_SimpleCData"):
+        "the C module _ctypes's base of a C type: binding libc through it (not the ctypes package, whose import "
+        "costs a task ~20 ms of start time) needs a C int restype, which only a subclass of it is",
+    ("scheduler/hive_scheduler/hetero/policies/lp.py", "_Highs"):
+        "HiGHS's own solver class in scipy's compiled highspy module (loaded by its file, without scipy.optimize's "
+        "0.45 s import): its public wrapper lives in the separate highspy package, which scipy does not ship",
     ("server_ext/hive_lab_server/stop_signals.py", "_signal_stop"):
         "jupyter_server's own clean-stop handler, installed for SIGINT when no one is at a terminal",
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 SUBCOMMANDS = [
     "simulate",
@@ -36,7 +37,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return _build(only)[0]
 
 
-def _build(only: str | None) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+def _build(only: str | None) -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(prog="hive-lab", description="hive-lab: shared GPUs for JupyterLab")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

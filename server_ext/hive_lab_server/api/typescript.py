@@ -30,7 +30,8 @@ def wire_models() -> list[type[BaseModel]]:
     for value in vars(models).values():
         if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == models.__name__
                 and not value.__name__.startswith("_")
-                and (issubclass(value, models._Out) or value in (models.Error, models.Limits))):
+                # answers allow extra fields (a newer server may add some); request bodies forbid them
+                and (value.model_config.get("extra") == "allow" or value in (models.Error, models.Limits))):
             found.append(value)
     return found
 
