@@ -105,6 +105,9 @@ def _replay_group(index: int) -> tuple[list, list]:
     return recorder.tape, replay.decisions
 
 
+_NONES = [None] * 64
+
+
 class _Playback:
     """The private policy played back from the workers' tapes (for the parent's replay of the whole script)."""
 
@@ -134,8 +137,10 @@ class _Playback:
         if isinstance(got, tuple):
             raise RequestError(*got)
         start = pos[1]
-        pos[1] = start + got
-        return lines[start:start + got]
+        pos[1] = end = start + got
+        out = lines[start:end]
+        lines[start:end] = _NONES[:got] if got <= len(_NONES) else [None] * got  # (the replay copies them:
+        return out                                                              # let the tape's go)
 
     def submit(self, job: Any, now: float) -> list[Any]:
         return self._next(job.vc, "submit", job.id)
