@@ -356,7 +356,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     order: str = "fifo",
     anomaly: bool = True,
-    private: SimResult | None = None,
+    private: SimResult | PendingPrivate | None = None,
     overflow: bool = True,
     queueing: str = "skip",
     private_timing: bool = True,
@@ -487,7 +487,6 @@ def simulate_policies(
     events, _ = _events_of(events)
     config = _load_config(cluster)
     total = len(events)
-    reference: SimResult | None = None
     results: dict[str, SimResult] = {}
     note = _anomaly_note(config) if anomaly else None
     want_private = anomaly and note is None
@@ -496,13 +495,13 @@ def simulate_policies(
     pending: PendingPrivate | None = None
     private: SimResult | None = None
     if want_private or "private" in policies:
-        private_args = dict(anomaly=want_private, out=out("private") if out and "private" in policies else None,
+        private_args: dict[str, Any] = dict(anomaly=want_private, out=out("private") if out and "private" in policies else None,
                             progress=progress("private", total) if progress else None)
         # in worker processes while the other policies replay here, when it can be exact (private_pool.py)
         pending = _start_private(config, events, grace, order, queueing, **private_args)
         if pending is None:
             private = simulate(config, events, "private", grace=grace, order=order, queueing=queueing, **private_args)
-    reference = (pending or private) if want_private else None
+    reference: SimResult | PendingPrivate | None = (pending or private) if want_private else None
     try:
         for policy in policies:
             if policy == "private":
@@ -517,7 +516,7 @@ def simulate_policies(
             pending.close()
         raise
     if "private" in policies:
-        results["private"] = pending.result() if pending is not None else private
+        results["private"] = pending.result() if pending is not None else private  # type: ignore[assignment]
     if note is not None:
         for r in results.values():
             r.anomaly_note = note

@@ -28,11 +28,14 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import RequestError
 from .collector import collector_paused
 from .events import Event, FinishEvent, SubmitEvent
+
+if TYPE_CHECKING:
+    from .engine import SimResult
 
 __all__ = ["PendingPrivate", "start", "WORKERS", "MIN_JOBS"]
 
@@ -57,7 +60,7 @@ def _groups(events: Sequence[Event]) -> list[list[Event]] | None:
             return None
     by_vc: dict[str, list[Event]] = {}
     for ev in events:  # in the script's order (the replay's order at one instant)
-        vc = vc_of.get(ev.job)
+        vc = vc_of.get(ev.job) if isinstance(ev, (SubmitEvent, FinishEvent)) else None
         if vc is not None:  # (a finish of a job never submitted does nothing)
             by_vc.setdefault(vc, []).append(ev)
     groups = [by_vc[vc] for vc in sorted(by_vc)]
@@ -97,6 +100,7 @@ def _replay_group(index: int) -> tuple[list, list]:
     """In a worker: replay group ``index`` of ``_PLAN``; its tape and its decision lines."""
     from .engine import _Replay
 
+    assert _PLAN is not None, "a worker forked without a plan"
     sched, config, groups, grace, source = _PLAN
     recorder = _Recorder(sched)
     replay = _Replay(config, "private", grace, None, source, scheduler=recorder)
@@ -126,10 +130,10 @@ class _Playback:
                     self._vc_of[ev.job] = vc
 
     def _next(self, vc: str | None, call: str, job: str) -> list[Any]:
-        tape, lines = self._tape.get(vc, ((), ()))
-        pos = self._pos.get(vc)
+        pos = self._pos.get(vc) if vc is not None else None
+        tape, lines = self._tape[vc] if pos is not None else ([], [])  # type: ignore[index]
         entry = tape[pos[0]] if pos is not None and pos[0] < len(tape) else None
-        if entry is None or entry[0] != call or entry[1] != job:
+        if entry is None or pos is None or entry[0] != call or entry[1] != job:
             raise RuntimeError(f"parallel private replay: {call}({job!r}) does not match VC {vc}'s tape "
                                f"(next: {entry!r}); the VCs' replays are not independent")
         pos[0] += 1
@@ -171,7 +175,7 @@ class PendingPrivate:
         self._finish = finish
         self._result: Any = None
 
-    def result(self) -> Any:
+    def result(self) -> SimResult:
         if self._result is None:
             try:
                 results = [f.result() for f in self._futures]
