@@ -448,11 +448,20 @@ def _start_private(config: Any, events: Sequence[Event], grace: float, order: st
                    anomaly: bool = False, out: Any = None, progress: Any = None) -> PendingPrivate | None:
     """The private replay of ``events`` started in worker processes (None: it must run serially); its
     ``result()`` is ``simulate(config, events, "private", ...)`` with these arguments."""
+    def scheduler() -> Any:
+        return make_scheduler("private", config, order, queueing=queueing)
+
+    def replay(sched: Any, group: Sequence[Event]) -> list[dict[str, Any]]:  # (in a worker: one VC's events)
+        r = _Replay(config, "private", grace, None, "<events>", scheduler=sched)
+        with collector_paused():
+            r.run(group, None)
+        return r.decisions
+
     def finish(playback: Any) -> SimResult:
         return simulate(config, events, "private", grace=grace, order=order, anomaly=anomaly, queueing=queueing,
                         out=out, progress=progress, scheduler=playback)
 
-    return start_private(config, events, grace=grace, order=order, queueing=queueing, finish=finish)
+    return start_private(events, scheduler=scheduler, replay=replay, finish=finish)
 
 
 def _anomaly_note(config: Any) -> str | None:

@@ -28,14 +28,10 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import RequestError
-from .collector import collector_paused
 from .events import Event, FinishEvent, SubmitEvent
-
-if TYPE_CHECKING:
-    from .engine import SimResult
 
 __all__ = ["PendingPrivate", "start", "WORKERS", "MIN_JOBS"]
 
@@ -43,7 +39,7 @@ WORKERS: int | None = None  # processes for the private replays (None: os.cpu_co
 MIN_JOBS = 1000  # fewer submits: serial (a fork costs more than such a replay)
 
 # What the workers replay, set in the parent just before they fork (inherited, never pickled):
-# (the private policy's scheduler, the config, each group's events, grace, the events' source name)
+# (the private policy's scheduler, each group's events, the caller's replay function)
 _PLAN: tuple | None = None
 
 
@@ -98,15 +94,11 @@ class _Recorder:
 
 def _replay_group(index: int) -> tuple[list, list]:
     """In a worker: replay group ``index`` of ``_PLAN``; its tape and its decision lines."""
-    from .engine import _Replay
-
     assert _PLAN is not None, "a worker forked without a plan"
-    sched, config, groups, grace, source = _PLAN
+    sched, groups, replay = _PLAN
     recorder = _Recorder(sched)
-    replay = _Replay(config, "private", grace, None, source, scheduler=recorder)
-    with collector_paused():
-        replay.run(groups[index], None)
-    return recorder.tape, replay.decisions
+    lines = replay(recorder, groups[index])
+    return recorder.tape, lines
 
 
 _NONES = [None] * 64
@@ -175,7 +167,8 @@ class PendingPrivate:
         self._finish = finish
         self._result: Any = None
 
-    def result(self) -> SimResult:
+    def result(self) -> Any:
+        """The ``SimResult`` (what ``finish`` returned)."""
         if self._result is None:
             try:
                 results = [f.result() for f in self._futures]
@@ -195,12 +188,15 @@ def _workers() -> int:
     return WORKERS if WORKERS is not None else (os.cpu_count() or 1)
 
 
-def start(config: Any, events: Sequence[Event], *, grace: float, order: str, queueing: str,
-          finish: Callable[[Any], Any]) -> PendingPrivate | None:
-    """Start the private replays of ``events`` on ``config`` in worker processes, or None when they cannot
-    run there exactly or would not gain (see the module's docstring; the caller then replays serially).
-    ``finish(playback)``: the caller's serial replay of the whole script with ``playback`` as the
-    scheduler (``simulate(..., "private", scheduler=playback)``), run by ``PendingPrivate.result``."""
+def start(events: Sequence[Event], *, scheduler: Callable[[], Any],
+          replay: Callable[[Any, Sequence[Event]], list], finish: Callable[[Any], Any]) -> PendingPrivate | None:
+    """Start the private replays of ``events`` in worker processes, or None when they cannot run there
+    exactly or would not gain (see the module's docstring; the caller then replays serially).
+    The caller's parts (``engine.py``'s, passed in so that this module does not import it): ``scheduler()``
+    makes the private policy's scheduler (once, before the workers fork); ``replay(sched, group)``, in a
+    worker, replays one VC's events against ``sched`` and returns the decision lines; ``finish(playback)``,
+    in this process, replays the whole script with ``playback`` as the scheduler and returns the result
+    (run by ``PendingPrivate.result``)."""
     global _PLAN
     workers = _workers()
     if workers < 2 or threading.current_thread() is not threading.main_thread():
@@ -212,10 +208,7 @@ def start(config: Any, events: Sequence[Event], *, grace: float, order: str, que
     groups = _groups(events)
     if groups is None or len(groups) < 2:
         return None
-    from .engine import make_scheduler
-
-    sched = make_scheduler("private", config, order, queueing=queueing)  # built once, inherited by every worker
-    _PLAN = (sched, config, groups, float(grace), "<events>")
+    _PLAN = (scheduler(), groups, replay)  # (the scheduler is built once, inherited by every worker)
     try:
         pool = ProcessPoolExecutor(max_workers=min(workers, len(groups)),
                                    mp_context=multiprocessing.get_context("fork"))
