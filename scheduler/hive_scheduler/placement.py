@@ -376,12 +376,10 @@ class GuaranteedPlacement:
         old_prio = self.jobs[old].req.priority
         stolen = self.stolen
         stolen.append(old)
-        state.vunhold(v, old_prio)
-        state.vhold(v, job_id, prio)
+        state.vswap(v, job_id, old_prio, prio)
 
         def undo():
-            state.vunhold(v, prio)
-            state.vhold(v, old, old_prio)
+            state.vswap(v, old, prio, old_prio)
             stolen.pop()
 
         txn.append(undo)

@@ -328,6 +328,29 @@ class ClusterState:
         if txn is not None:
             txn.append(lambda: self.vhold(v, old, prio))
 
+    def vswap(self, v: VCell, job_id: str, old_prio: int, prio: int) -> None:
+        """``v`` passes from its holder (priority ``old_prio``) to ``job_id`` (priority ``prio``): exactly
+        ``vunhold(v, old_prio)`` then ``vhold(v, job_id, prio)``, in one walk up the cells (the preemption
+        search hands GPUs from holder to holder, and back, many times per search). The free and held
+        counts do not change; the priority counts change as the two calls change them, in the same order."""
+        v.job = job_id
+        x = v
+        while x is not None:
+            hp = x.hp
+            n = hp.get(old_prio, 0) - 1
+            if n:
+                hp[old_prio] = n
+            else:
+                del hp[old_prio]
+            n = hp.get(prio, 0) + 1
+            if n:
+                hp[prio] = n
+            else:
+                del hp[prio]
+            x = x.parent
+        if v.pcell is None or v.pcell.healthy:  # (vunhold freed a healthy GPU for a moment: its VC is dirty)
+            self.vcs[v.vc].dirty = True
+
     # ------------------------------------------------------------------ binding
     def bind(self, root: VCell, pcell: PCell, txn=None) -> None:
         root.bound = pcell

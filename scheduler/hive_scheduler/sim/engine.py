@@ -41,6 +41,7 @@ from .events import (
 )
 from .collector import collector_paused
 from .metrics import Metrics, compute_metrics
+from .private_pool import PendingPrivate, start as start_private
 from .shape import ClusterShape, cluster_shape
 
 __all__ = ["simulate", "simulate_policies", "SimResult", "POLICIES", "ORDERS", "make_scheduler", "decision_line"]
@@ -191,14 +192,17 @@ def _request(ev: SubmitEvent) -> JobRequest:
 
 class _Replay:
     def __init__(self, config: Any, policy: str, grace: float, sink: io.TextIOBase | None, source: str,
-                 order: str = "fifo", overflow: bool = False, queueing: str = "skip", private_timing: bool = False):
+                 order: str = "fifo", overflow: bool = False, queueing: str = "skip", private_timing: bool = False,
+                 scheduler: Any = None):
         self.config = config
         self.shape: ClusterShape = cluster_shape(config)
         self.policy = policy
         self.grace = float(grace)
         self.sink = sink
         self.source = source
-        self.sched = make_scheduler(policy, config, order, overflow, queueing, private_timing)
+        # ``scheduler``: a ready one (the parallel private replay's recorder or playback, private_pool.py)
+        self.sched = scheduler if scheduler is not None else make_scheduler(policy, config, order, overflow, queueing,
+                                                                             private_timing)
         # a job that ran to its end: ``complete`` where the policy tells it from a cancel (the overflow
         # wrapper's ghosts), and the ghosts' ends it schedules (``take_timers``, see overflow.py)
         self._complete = getattr(self.sched, "complete", self.sched.finish)
@@ -352,10 +356,11 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     order: str = "fifo",
     anomaly: bool = True,
-    private: SimResult | None = None,
+    private: SimResult | PendingPrivate | None = None,
     overflow: bool = True,
     queueing: str = "skip",
     private_timing: bool = True,
+    scheduler: Any = None,
 ) -> SimResult:
     """Replay ``events`` (a list, or a JSONL path) on ``cluster`` under ``policy``; return decisions and metrics.
 
@@ -377,7 +382,11 @@ def simulate(
     those behind it), ``strict`` (it holds a reservation nobody passes) or ``backfill`` (only jobs whose
     ``time_limit_s`` ends before the reservations ahead pass them). ``private`` queues by the same rule, and
     so does the private replay the anomaly is measured against (a baseline under another rule would count
-    the rule's difference as anomaly).
+    the rule's difference as anomaly). The private replay runs in worker processes, one per VC, while this
+    one runs, when it can be exact (:mod:`hive_scheduler.sim.private_pool`); ``private`` may be such a
+    pending replay (its result is waited for at the end).
+    ``scheduler``: a ready scheduler object for ``policy`` instead of a new one (the parallel private
+    replay's playback).
     """
     if queueing not in QUEUEING:
         raise ValueError(f"unknown queueing {queueing!r}; choose from {', '.join(QUEUEING)}")
@@ -397,12 +406,22 @@ def simulate(
             close = True
         elif out is not None:
             sink = out
+        pending = None
+        if anomaly and policy != "private" and private is None and _anomaly_note(config) is None:
+            private = pending = _start_private(config, events, grace, order, queueing)  # (None: serially below)
         try:
-            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing, private_timing)
+            replay = _Replay(config, policy, grace, sink, source, order, overflow, queueing, private_timing,
+                             scheduler=scheduler)
             end = replay.run(events, progress)
+        except BaseException:
+            if pending is not None:
+                pending.close()
+            raise
         finally:
             if close:
                 sink.close()
+        if isinstance(private, PendingPrivate):
+            private = private.result()
         shape = cluster_shape(config)
         submits = [e for e in events if isinstance(e, SubmitEvent)]
         total = sum(shape.vc_total(vc) for vc in shape.vcs) if policy == "private" else shape.total_gpus
@@ -423,6 +442,26 @@ def simulate(
             metrics.held_gpu_s = replay.sched.held_gpu_s
         return SimResult(policy=policy, decisions=replay.decisions, metrics=metrics, end_time=end, private=private,
                          anomaly_note=note)
+
+
+def _start_private(config: Any, events: Sequence[Event], grace: float, order: str, queueing: str, *,
+                   anomaly: bool = False, out: Any = None, progress: Any = None) -> PendingPrivate | None:
+    """The private replay of ``events`` started in worker processes (None: it must run serially); its
+    ``result()`` is ``simulate(config, events, "private", ...)`` with these arguments."""
+    def scheduler() -> Any:
+        return make_scheduler("private", config, order, queueing=queueing)
+
+    def replay(sched: Any, group: Sequence[Event]) -> list[dict[str, Any]]:  # (in a worker: one VC's events)
+        r = _Replay(config, "private", grace, None, "<events>", scheduler=sched)
+        with collector_paused():
+            r.run(group, None)
+        return r.decisions
+
+    def finish(playback: Any) -> SimResult:
+        return simulate(config, events, "private", grace=grace, order=order, anomaly=anomaly, queueing=queueing,
+                        out=out, progress=progress, scheduler=playback)
+
+    return start_private(events, scheduler=scheduler, replay=replay, finish=finish)
 
 
 def _anomaly_note(config: Any) -> str | None:
@@ -450,35 +489,43 @@ def simulate_policies(
     private_timing: bool = True,
 ) -> list[SimResult]:
     """``simulate`` each of ``policies`` on the same events, in that order; the ``private`` replay the
-    sharing anomaly needs is done once and shared (it runs first, and is itself one of the results when
-    ``private`` is among ``policies``; the others carry it as ``.private``). ``out(policy)``: where that
+    sharing anomaly needs is done once and shared (it runs first, or in worker processes while the others
+    run here, and is itself one of the results when ``private`` is among ``policies``; the others carry it
+    as ``.private``). ``out(policy)``: where that
     policy's decisions go; ``progress(policy, total)``: a progress callback for that policy's replay."""
     events, _ = _events_of(events)
     config = _load_config(cluster)
     total = len(events)
-    reference: SimResult | None = None
     results: dict[str, SimResult] = {}
     note = _anomaly_note(config) if anomaly else None
     want_private = anomaly and note is None
     if "private" in policies and note is not None and not isinstance(config, ClusterShape):
         raise ValueError(f"the private policy cannot run: {note}")
+    pending: PendingPrivate | None = None
+    private: SimResult | None = None
     if want_private or "private" in policies:
-        reference = simulate(config, events, "private", grace=grace, order=order, anomaly=want_private,
-                             queueing=queueing,
-                             out=out("private") if out and "private" in policies else None,
-                             progress=progress("private", total) if progress else None)
-        if "private" in policies:
-            results["private"] = reference
-        if not want_private:
-            reference = None
-    for policy in policies:
-        if policy in results:
-            continue
-        results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=want_private,
-                                   private=reference, overflow=overflow, queueing=queueing,
-                                   private_timing=private_timing,
-                                   out=out(policy) if out else None,
-                                   progress=progress(policy, total) if progress else None)
+        private_args: dict[str, Any] = dict(anomaly=want_private, out=out("private") if out and "private" in policies else None,
+                            progress=progress("private", total) if progress else None)
+        # in worker processes while the other policies replay here, when it can be exact (private_pool.py)
+        pending = _start_private(config, events, grace, order, queueing, **private_args)
+        if pending is None:
+            private = simulate(config, events, "private", grace=grace, order=order, queueing=queueing, **private_args)
+    reference: SimResult | PendingPrivate | None = (pending or private) if want_private else None
+    try:
+        for policy in policies:
+            if policy == "private":
+                continue
+            results[policy] = simulate(config, events, policy, grace=grace, order=order, anomaly=want_private,
+                                       private=reference, overflow=overflow, queueing=queueing,
+                                       private_timing=private_timing,
+                                       out=out(policy) if out else None,
+                                       progress=progress(policy, total) if progress else None)
+    except BaseException:
+        if pending is not None:
+            pending.close()
+        raise
+    if "private" in policies:
+        results["private"] = pending.result() if pending is not None else private  # type: ignore[assignment]
     if note is not None:
         for r in results.values():
             r.anomaly_note = note
