@@ -34,7 +34,7 @@ from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
 from hive_lab_server.api.events import EventBus
-from hive_lab_server.api.load_shedding import InFlight
+from hive_lab_server.api.load_shedding import InFlight, LoopLag
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
 from hive_lab_server.execution.launchers.docker import DockerLauncher
@@ -186,6 +186,12 @@ class HiveLabApp(ExtensionApp):
         help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
         (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
     )
+    max_loop_lag_ms = Float(
+        50.0, config=True,
+        help="""While the event loop runs later than this (a flood of submits keeps it busy), writes (POST, PUT,
+        PATCH) are answered 503 with Retry-After: 1 at once, so reads (the panel, GET jobs, GET cluster) are
+        still answered in about this time. 0: never.""",
+    )
     max_unfinished_jobs = Int(
         10000, config=True,
         help="""Most jobs hive-lab holds unfinished at once (waiting, held by depends_on, starting, running,
@@ -324,7 +330,9 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
-        self.in_flight = InFlight(self.max_requests_in_flight)
+        self.in_flight = InFlight(self.max_requests_in_flight)  # reads
+        self.writes_in_flight = InFlight(self.max_requests_in_flight)
+        self.loop_lag = LoopLag(self.max_loop_lag_ms / 1000)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:
@@ -464,6 +472,7 @@ class HiveLabApp(ExtensionApp):
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
         await self.service.start()
         await self.hardware.start()
+        self.loop_lag.start()
         if self.gc_freeze:
             import gc
 
@@ -473,6 +482,8 @@ class HiveLabApp(ExtensionApp):
     async def stop_extension(self) -> None:
         if self.mode == "client":
             return
+        if getattr(self, "loop_lag", None) is not None:
+            self.loop_lag.stop()
         # parts that were never made (initialisation failed half-way) have nothing to stop
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:

@@ -14,6 +14,7 @@ from jupyter_server.prometheus.log_functions import prometheus_log_method
 from pydantic import BaseModel
 from tornado import web
 
+from hive_lab_server.api.load_shedding import WRITES
 from hive_lab_server.auth.access import Caller, identify
 from hive_lab_server.jobs.service import HiveService, ServiceError
 
@@ -152,11 +153,18 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
 
     async def prepare(self) -> None:
         if self.request.method not in self.never_shed:
-            if not self.hive.in_flight.enter():
+            write = self.request.method in WRITES
+            lag = self.hive.loop_lag
+            if write and lag.write():  # a flood of writes keeps the loop busy: shed them, reads go on
                 self.service.metrics.requests_shed.inc()
-                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
-                                     "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
-            self._in_flight = True
+                raise HiveError(503, f"hive-lab is busy (its event loop runs {1000 * lag.lag_s:.0f} ms late, more than "
+                                     "HiveLabApp.max_loop_lag_ms): send this again after Retry-After", retry_after_s=1)
+            self._in_flight = self.hive.writes_in_flight if write else self.hive.in_flight
+            if not self._in_flight.enter():
+                self._in_flight = None
+                self.service.metrics.requests_shed.inc()
+                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} {'writes' if write else 'reads'} "
+                                     "already (HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
         await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
@@ -174,9 +182,9 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         super().on_connection_close()
 
     def _leave(self) -> None:
-        if getattr(self, "_in_flight", False):
-            self._in_flight = False
-            self.hive.in_flight.leave()
+        counter, self._in_flight = getattr(self, "_in_flight", None), None
+        if counter is not None:
+            counter.leave()
 
     def _log(self) -> None:
         # jupyter_server logs every success at debug level, and traitlets keeps the app's logger at DEBUG
