@@ -34,7 +34,7 @@ from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
 from hive_lab_server.api.events import EventBus
-from hive_lab_server.api.load_shedding import InFlight, LoopLag
+from hive_lab_server.api.load_shedding import InFlight, LoopLag, WriteBudget
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
 from hive_lab_server.execution.launchers.docker import DockerLauncher
@@ -188,9 +188,12 @@ class HiveLabApp(ExtensionApp):
     )
     max_loop_lag_ms = Float(
         50.0, config=True,
-        help="""While the event loop runs later than this (a flood of submits keeps it busy), writes (POST, PUT,
-        PATCH) are answered 503 with Retry-After: 1 at once, so reads (the panel, GET jobs, GET cluster) are
-        still answered in about this time. 0: never.""",
+        help="""The event loop's lag hive-lab keeps reads within under a flood of writes: while the loop runs
+        later than this, the writes (POST, PUT, PATCH) served at once are halved (every 0.1 s, down to 16), and
+        grow again by one every 0.1 s while it does not (AIMD); writes beyond that number are answered 503
+        with Retry-After: 1 at once, so reads (the panel, GET jobs, GET cluster) are still answered in about
+        this time. Reads have their own max_requests_in_flight. 0: writes are bounded by
+        max_requests_in_flight only.""",
     )
     max_unfinished_jobs = Int(
         10000, config=True,
@@ -330,9 +333,9 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
-        self.in_flight = InFlight(self.max_requests_in_flight)  # reads
-        self.writes_in_flight = InFlight(self.max_requests_in_flight)
-        self.loop_lag = LoopLag(self.max_loop_lag_ms / 1000)
+        self.in_flight = InFlight(self.max_requests_in_flight)  # reads (and DELETE)
+        self.loop_lag = LoopLag()
+        self.writes_in_flight = WriteBudget(self.loop_lag, self.max_requests_in_flight, self.max_loop_lag_ms / 1000)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:
@@ -472,7 +475,8 @@ class HiveLabApp(ExtensionApp):
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
         await self.service.start()
         await self.hardware.start()
-        self.loop_lag.start()
+        if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
+            self.loop_lag.start()
         if self.gc_freeze:
             import gc
 

@@ -152,19 +152,14 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     never_shed: tuple[str, ...] = ()
 
     async def prepare(self) -> None:
-        if self.request.method not in self.never_shed:
-            write = self.request.method in WRITES
-            lag = self.hive.loop_lag
-            if write and lag.write():  # a flood of writes keeps the loop busy: shed them, reads go on
+        if self.request.method in WRITES:
+            await self._enter_write_budget()
+        elif self.request.method not in self.never_shed:
+            if not self.hive.in_flight.enter():
                 self.service.metrics.requests_shed.inc()
-                raise HiveError(503, f"hive-lab is busy (its event loop runs {1000 * lag.lag_s:.0f} ms late, more than "
-                                     "HiveLabApp.max_loop_lag_ms): send this again after Retry-After", retry_after_s=1)
-            self._in_flight = self.hive.writes_in_flight if write else self.hive.in_flight
-            if not self._in_flight.enter():
-                self._in_flight = None
-                self.service.metrics.requests_shed.inc()
-                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} {'writes' if write else 'reads'} "
-                                     "already (HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
+                raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
+                                     "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
+            self._in_flight = self.hive.in_flight
         await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
@@ -172,6 +167,22 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         size = len(self.request.body or b"")
         if (length and length.isdigit() and int(length) > limit) or size > limit:
             raise HiveError(413, f"the request body is larger than {limit} bytes; send less (e.g. fewer or smaller files)")
+
+    async def _enter_write_budget(self) -> None:
+        """Wait for this write's turn (reads never wait behind writes: api/load_shedding.py); 503 at once when
+        the writes served and waiting fill ``max_requests_in_flight``."""
+        budget = self.hive.writes_in_flight
+        ticket = budget.enter()
+        if ticket is None:
+            self.service.metrics.requests_shed.inc()
+            late = (f" (its event loop runs late, so it serves {budget.limit} at once: HiveLabApp.max_loop_lag_ms)"
+                    if budget.limit < budget.ceiling else "")
+            raise HiveError(503, f"hive-lab is serving or queueing {budget.ceiling} writes already{late} "
+                                 "(HiveLabApp.max_requests_in_flight); send this again after Retry-After",
+                            retry_after_s=1)
+        self._in_flight = ticket
+        if not await ticket.wait():
+            raise HiveError(503, "the connection closed while this write waited for its turn; send it again")
 
     def on_finish(self) -> None:
         self._leave()
