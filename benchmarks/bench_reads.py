@@ -112,6 +112,9 @@ def main() -> None:
         ms = [1000 * v for v in values]
         print(f"  GET {what:15s} n={len(ms):5d}  p50 {statistics.median(ms) if ms else float('nan'):7.1f} ms  "
               f"p99 {pct(ms, 99):7.1f} ms  max {max(ms, default=float('nan')):7.1f} ms  shed {out['read_shed'][what]}")
+    worst = max((pct([1000 * v for v in values], 99) for values in out["latencies"].values() if values),
+                default=float("nan"))
+    print(f"worst read p99 {worst:.1f} ms; submits taken {out['taken'] / args.duration:.0f}/s during the flood")
     print(f"target: every read p99 <= 100 ms; load average now {os.getloadavg()[0]:.1f}")
 
 
