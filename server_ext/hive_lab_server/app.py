@@ -189,7 +189,7 @@ class HiveLabApp(ExtensionApp):
     max_loop_lag_ms = Float(
         50.0, config=True,
         help="""The event loop's lag hive-lab keeps reads within under a flood of writes: while the loop runs
-        later than this, the writes (POST, PUT, PATCH) served at once are halved (every 0.1 s, down to 16), and
+        later than this, the writes (POST, PUT, PATCH) served at once are halved (every 0.1 s, down to 64), and
         grow again by one every 0.1 s while it does not (AIMD); writes beyond that number are answered 503
         with Retry-After: 1 at once, so reads (the panel, GET jobs, GET cluster) are still answered in about
         this time. Reads have their own max_requests_in_flight. 0: writes are bounded by
