@@ -183,8 +183,10 @@ class HiveLabApp(ExtensionApp):
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     max_requests_in_flight = Int(
         200, config=True,
-        help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
-        (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
+        help="""Most hive-lab API reads (GET, DELETE) served at once, and apart from them, most writes (POST,
+        PUT, PATCH) served or waiting their turn (see max_loop_lag_ms); more are answered 503 with Retry-After: 1
+        at once (load shedding) instead of queueing without bound. GET me and GET metrics are never shed.
+        0: no bound.""",
     )
     max_loop_lag_ms = Float(
         50.0, config=True,
