@@ -34,7 +34,7 @@ from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
 from hive_lab_server.api.events import EventBus
-from hive_lab_server.api.load_shedding import InFlight, LoopLag, WriteBudget
+from hive_lab_server.api.load_shedding import InFlight, LoopLag, ShedLog, WriteBudget
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
 from hive_lab_server.execution.launchers.docker import DockerLauncher
@@ -338,6 +338,7 @@ class HiveLabApp(ExtensionApp):
         self.in_flight = InFlight(self.max_requests_in_flight)  # reads (and DELETE)
         self.loop_lag = LoopLag()
         self.writes_in_flight = WriteBudget(self.loop_lag, self.max_requests_in_flight, self.max_loop_lag_ms / 1000)
+        self.shed_log = ShedLog(self.log.warning)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:

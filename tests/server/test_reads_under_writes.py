@@ -6,6 +6,9 @@ still answered; once the held writes are answered, writes are taken again. Throu
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import os
+import signal
 
 import pytest
 
@@ -13,6 +16,16 @@ from fixtures.live_server import LiveServer
 from waiting import wait_until
 
 HOLDS_TERM = "trap '' TERM; while true; do sleep 0.05; done"  # a pause waits for its stop (cancel_wait_s)
+
+
+def end_tasks(srv: LiveServer) -> None:
+    """SIGKILL the running tasks' process groups (the server reaps them and their cgroups, as after any exit;
+    ``LiveServer.kill_tasks`` also removes the cgroups, which races with a server still running)."""
+    for info in srv.jobs_root.glob(".*launcher/*/*.json"):
+        try:
+            os.killpg(int(json.loads(info.read_text())["pid"]), signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
 
 
 @pytest.fixture
@@ -42,7 +55,7 @@ def test_reads_are_answered_while_writes_are_shed(srv):
                    "both pauses under way (the jobs' reasons say they are being stopped)", timeout=30)
         shed = srv.request("POST", "jobs", json={"command": "true", "tasks": [{"gpus": 0}]})
         reads = {path: srv.request("GET", path) for path in ("jobs", "cluster", "vcs", f"jobs/{ids[0]}", "me")}
-        srv.kill_tasks()  # the tasks end: the pauses are answered
+        end_tasks(srv)  # the tasks end: the pauses are answered
         answered = [f.result() for f in held]
     assert shed.status_code == 503, shed.text
     assert shed.headers["Retry-After"] == "1"

@@ -1,6 +1,7 @@
 """The write budget's rules (api/load_shedding.WriteBudget), on an injected clock and real loop-lag readings:
 AIMD (halved while the loop is late, one more a window while it is not, between floor and ceiling), first come
-first served, a full queue sheds, a write that leaves while waiting frees its place."""
+first served, a full queue sheds, a write that leaves while waiting frees its place; shed requests are logged
+once per interval with a count."""
 
 from __future__ import annotations
 
@@ -81,3 +82,17 @@ def test_a_fixed_bound_without_a_target_and_none_without_a_ceiling():
     assert all(t.granted for t in tickets) and b.limit == 3 and b.enter() is None
     unbounded, _, _ = budget(ceiling=0)
     assert all(unbounded.enter().granted for _ in range(1000))
+
+
+def test_shed_requests_are_logged_once_per_interval_with_a_count():
+    from hive_lab_server.api.load_shedding import ShedLog
+
+    clock, lines = Clock(), []
+    shed_log = ShedLog(lines.append, every_s=10.0, clock=clock)
+    for _ in range(500):  # a flood within one interval: one line, the first
+        shed_log.shed("POST /hive_lab/api/jobs")
+        clock.t += 0.01
+    clock.t = 10.5
+    shed_log.shed("GET /hive_lab/api/jobs")
+    assert lines == ["hive-lab shed POST /hive_lab/api/jobs: 503 with Retry-After",
+                     "hive-lab shed GET /hive_lab/api/jobs: 503 with Retry-After (and 499 more since the last such line)"]

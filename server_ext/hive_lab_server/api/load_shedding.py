@@ -177,3 +177,26 @@ class WriteBudget:
             self.count += 1
             if ticket.waiting is not None and not ticket.waiting.done():
                 ticket.waiting.set_result(None)
+
+
+class ShedLog:
+    """One log line per ``every_s`` for the requests shed in it, instead of one per request: under a flood
+    the sheds are most of the requests, and a line each (formatted and written on the event loop) made
+    shedding cost the loop nearly what serving did (issue 40). Each is still counted in
+    ``hive_lab_requests_shed_total`` and the request metrics."""
+
+    def __init__(self, log: Callable[[str], None], every_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
+        self.log = log
+        self.every_s = every_s
+        self.clock = clock
+        self.unlogged = 0
+        self._logged_at: float | None = None
+
+    def shed(self, what: str) -> None:
+        """A request was shed (``what``: its first line, e.g. "POST /hive_lab/api/jobs")."""
+        self.unlogged += 1
+        now = self.clock()
+        if self._logged_at is None or now - self._logged_at >= self.every_s:
+            more = f" (and {self.unlogged - 1} more since the last such line)" if self.unlogged > 1 else ""
+            self.log(f"hive-lab shed {what}: 503 with Retry-After{more}")
+            self.unlogged, self._logged_at = 0, now

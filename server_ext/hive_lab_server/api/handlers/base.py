@@ -156,7 +156,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
             await self._enter_write_budget()
         elif self.request.method not in self.never_shed:
             if not self.hive.in_flight.enter():
-                self.service.metrics.requests_shed.inc()
+                self._shed()
                 raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
                                      "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
             self._in_flight = self.hive.in_flight
@@ -174,7 +174,7 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         budget = self.hive.writes_in_flight
         ticket = budget.enter()
         if ticket is None:
-            self.service.metrics.requests_shed.inc()
+            self._shed()
             late = (f" (its event loop runs late, so it serves {budget.limit} at once: HiveLabApp.max_loop_lag_ms)"
                     if budget.limit < budget.ceiling else "")
             raise HiveError(503, f"hive-lab is serving or queueing {budget.ceiling} writes already{late} "
@@ -197,7 +197,18 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         if counter is not None:
             counter.leave()
 
+    def _shed(self) -> None:
+        self.service.metrics.requests_shed.inc()
+        self._was_shed = True
+
     def _log(self) -> None:
+        if getattr(self, "_was_shed", False):  # one summary line now and then (load_shedding.ShedLog)
+            fn = self.settings.get("log_function")
+            if not isinstance(fn, functools.partial) or fn.keywords.get("record_prometheus_metrics", True):
+                prometheus_log_method(self)
+            self.hive.shed_log.shed(f"{self.request.method} {self.request.path}")
+            return
+
         # jupyter_server logs every success at debug level, and traitlets keeps the app's logger at DEBUG
         # (its handlers filter): the line was formatted and dropped for each submit (~5% of the server's
         # CPU per submit). Skip it when no handler would write it; the request metric is still recorded.
