@@ -20,6 +20,8 @@ Figures (each from one benchmark's printed line; the scripts' docstrings say wha
 - core: decision latency p99 (CPU) on ``philly`` at 85 % busy, and with 5 % bad GPUs and a 300-job backlog;
 - replay: ``simulate`` philly-dev with hived (CPU), and with ``--replay-100k`` a 100,000-job Philly-like trace;
 - server: submits/s closed loop, submit -> running (server timestamps) of a local job;
+- reads: the worst read p99 (GET me, jobs, cluster, vcs, a job) while submits are offered at twice the sustainable
+  rate, and the submits taken meanwhile (bench_reads.py);
 - task: a ``true`` task's start to recorded exit, isolated (as root only);
 - kernel: kernel start -> first execute reply through the ``hive`` provisioner.
 """
@@ -77,6 +79,12 @@ BENCHES = (
     Bench("server", ("bench_server.py", "--submits", "600", "--runs", "10", "--rate", "100"), (
         Figure("submits/s, closed loop", r"throughput\s+([\d.]+) submits/s", "/s", lower_is_better=False),
         Figure("submit -> running, server side", r"server side median\s+([\d.]+) ms", "ms"))),
+    Bench("reads", ("bench_reads.py", "--duration", "20", "--measure", "5"), (
+        Figure("reads under a 2x write flood: worst p99", r"worst read p99 ([\d.]+) ms", "ms"),
+        Figure("GET me p99 under the flood", r"GET me\s+n=\s*\d+\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+) ms", "ms"),
+        Figure("submits taken during the flood", r"submits taken (\d+)/s", "/s", lower_is_better=False),
+        Figure("sustainable submits/s (50 clients, true jobs)", r"sustainable: (\d+) submits/s", "/s",
+               lower_is_better=False))),
     Bench("task", ("bench_isolation.py", "10"), (
         Figure("isolated task start -> exit", r"isolated.*?: median ([\d.]+) ms", "ms"),), root_only=True),
     Bench("kernel", ("bench_kernel.py", "--runs", "3", "--no-docker"), (

@@ -34,7 +34,7 @@ from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
 from hive_lab_server.api.events import EventBus
-from hive_lab_server.api.load_shedding import InFlight
+from hive_lab_server.api.load_shedding import InFlight, LoopLag, ShedLog, WriteBudget
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
 from hive_lab_server.execution.launchers.docker import DockerLauncher
@@ -183,8 +183,19 @@ class HiveLabApp(ExtensionApp):
     max_body_bytes = Int(2 * 1024 * 1024, config=True, help="largest accepted request body (413 above)")
     max_requests_in_flight = Int(
         200, config=True,
-        help="""Most hive-lab API requests served at once; more are answered 503 with Retry-After: 1 at once
-        (load shedding) instead of queueing. GET me and GET metrics are never shed. 0: no bound.""",
+        help="""Most hive-lab API reads (GET, DELETE) served at once, and apart from them, most writes (POST,
+        PUT, PATCH) served or waiting their turn (see max_loop_lag_ms); more are answered 503 with Retry-After: 1
+        at once (load shedding) instead of queueing without bound. GET me and GET metrics are never shed.
+        0: no bound.""",
+    )
+    max_loop_lag_ms = Float(
+        50.0, config=True,
+        help="""The event loop's lag hive-lab keeps reads within under a flood of writes: while the loop runs
+        later than this, the writes (POST, PUT, PATCH) served at once are halved (every 0.1 s, down to 64), and
+        grow again by one every 0.1 s while it does not (AIMD); writes beyond that number are answered 503
+        with Retry-After: 1 at once, so reads (the panel, GET jobs, GET cluster) are still answered in about
+        this time. Reads have their own max_requests_in_flight. 0: writes are bounded by
+        max_requests_in_flight only.""",
     )
     max_unfinished_jobs = Int(
         10000, config=True,
@@ -324,7 +335,10 @@ class HiveLabApp(ExtensionApp):
             raise SystemExit(f"hive-lab: HiveLabApp.user_limits is not valid: {exc}") from None
         self.store = Store(db_url)
         self.events = EventBus()
-        self.in_flight = InFlight(self.max_requests_in_flight)
+        self.in_flight = InFlight(self.max_requests_in_flight)  # reads (and DELETE)
+        self.loop_lag = LoopLag()
+        self.writes_in_flight = WriteBudget(self.loop_lag, self.max_requests_in_flight, self.max_loop_lag_ms / 1000)
+        self.shed_log = ShedLog(self.log.warning)
         self.metrics = Metrics()
         self.metrics_registry = self.metrics.registry
         if self.overflow:
@@ -464,6 +478,8 @@ class HiveLabApp(ExtensionApp):
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
         await self.service.start()
         await self.hardware.start()
+        if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
+            self.loop_lag.start()
         if self.gc_freeze:
             import gc
 
@@ -473,6 +489,8 @@ class HiveLabApp(ExtensionApp):
     async def stop_extension(self) -> None:
         if self.mode == "client":
             return
+        if getattr(self, "loop_lag", None) is not None:
+            self.loop_lag.stop()
         # parts that were never made (initialisation failed half-way) have nothing to stop
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:

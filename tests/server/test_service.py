@@ -105,6 +105,43 @@ def test_group_commit_stores_submits_arriving_together_in_one_transaction(servic
     asyncio.run(main())
 
 
+def test_a_group_commit_takes_at_most_max_group_submits_a_turn(service):
+    """Submits arriving together beyond MAX_GROUP: one transaction per MAX_GROUP of them, the loop turning
+    between (a read waits for one group's work, not all of it: issue 40); every submit is answered after
+    its own group's commit, and in the order they arrived."""
+    from sqlalchemy import event
+
+    from hive_lab_server.jobs.lifecycle.admission import MAX_GROUP
+
+    commits = []
+    event.listen(service.store.engine, "commit", lambda conn: commits.append(1))
+    spec = parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 2}]})
+
+    async def main():
+        await service.start()
+        busy = service.submit(spec, "ann", "default")
+        await wait_until_async(lambda: service.store.get_job(busy["id"])["state"] == "running", "the busy job running")
+        commits.clear()
+        turns = []
+
+        async def count_turns():  # a callback of another request: runs between the groups
+            while True:
+                turns.append(len(commits))
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(count_turns())
+        jobs = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(MAX_GROUP + 6)))
+        ticker.cancel()
+        assert [j["state"] for j in jobs] == ["queued"] * (MAX_GROUP + 6) and len(commits) == 2
+        assert 1 in turns  # the loop turned after the first group's commit, before the second's
+        seqs = [service.store.get_job(j["id"])["seq"] for j in jobs]
+        assert seqs == sorted(seqs)
+        await service.launcher.stop(busy["id"], 0)
+        await service.stop()
+
+    asyncio.run(main())
+
+
 def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_path, monkeypatch):
     """With the overflow wrapper (the server's default), jobs that may overflow are group-committed too:
     one commit for the submits arriving together, each queued with its shadow in the core; when the store

@@ -15,6 +15,7 @@ from jupyter_server.prometheus.log_functions import prometheus_log_method
 from pydantic import BaseModel
 from tornado import web
 
+from hive_lab_server.api.load_shedding import WRITES
 from hive_lab_server.auth.access import Caller, identify
 from hive_lab_server.jobs.service import HiveService, ServiceError
 
@@ -152,12 +153,14 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     never_shed: tuple[str, ...] = ()
 
     async def prepare(self) -> None:
-        if self.request.method not in self.never_shed:
+        if self.request.method in WRITES:
+            await self._enter_write_budget()
+        elif self.request.method not in self.never_shed:
             if not self.hive.in_flight.enter():
-                self.service.metrics.requests_shed.inc()
+                self._shed()
                 raise HiveError(503, f"hive-lab is serving {self.hive.in_flight.limit} requests already "
                                      "(HiveLabApp.max_requests_in_flight); retry after Retry-After", retry_after_s=1)
-            self._in_flight = True
+            self._in_flight = self.hive.in_flight
         await require_caller(self, super().prepare())
         await wait_for_recovery(self)
         limit = self.hive.max_body_bytes
@@ -165,6 +168,22 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         size = len(self.request.body or b"")
         if (length and length.isdigit() and int(length) > limit) or size > limit:
             raise HiveError(413, f"the request body is larger than {limit} bytes; send less (e.g. fewer or smaller files)")
+
+    async def _enter_write_budget(self) -> None:
+        """Wait for this write's turn (reads never wait behind writes: api/load_shedding.py); 503 at once when
+        the writes served and waiting fill ``max_requests_in_flight``."""
+        budget = self.hive.writes_in_flight
+        ticket = budget.enter()
+        if ticket is None:
+            self._shed()
+            late = (f" (its event loop runs late, so it serves {budget.limit} at once: HiveLabApp.max_loop_lag_ms)"
+                    if budget.limit < budget.ceiling else "")
+            raise HiveError(503, f"hive-lab is serving or queueing {budget.ceiling} writes already{late} "
+                                 "(HiveLabApp.max_requests_in_flight); send this again after Retry-After",
+                            retry_after_s=1)
+        self._in_flight = ticket
+        if not await ticket.wait():
+            raise HiveError(503, "the connection closed while this write waited for its turn; send it again")
 
     def on_finish(self) -> None:
         self._leave()
@@ -175,11 +194,22 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         super().on_connection_close()
 
     def _leave(self) -> None:
-        if getattr(self, "_in_flight", False):
-            self._in_flight = False
-            self.hive.in_flight.leave()
+        counter, self._in_flight = getattr(self, "_in_flight", None), None
+        if counter is not None:
+            counter.leave()
+
+    def _shed(self) -> None:
+        self.service.metrics.requests_shed.inc()
+        self._was_shed = True
 
     def _log(self) -> None:
+        if getattr(self, "_was_shed", False):  # one summary line now and then (load_shedding.ShedLog)
+            fn = self.settings.get("log_function")
+            if not isinstance(fn, functools.partial) or fn.keywords.get("record_prometheus_metrics", True):
+                prometheus_log_method(self)
+            self.hive.shed_log.shed(f"{self.request.method} {self.request.path}")
+            return
+
         # jupyter_server logs every success at debug level, and traitlets keeps the app's logger at DEBUG
         # (its handlers filter): the line was formatted and dropped for each submit (~5% of the server's
         # CPU per submit). Skip it when no handler would write it; the request metric is still recorded.

@@ -1,0 +1,123 @@
+"""Reads under a write flood (issue 40): how long a person looking at the panel waits while submits pour in.
+
+1. The sustainable submit rate: ``--clients`` closed-loop clients for ``--measure`` seconds.
+2. For ``--duration`` seconds, submits at ``--factor`` x that rate, open loop (a ``true`` job with no GPU),
+   while one reader per endpoint asks ``GET me``, ``GET jobs?limit=50``, ``GET cluster``, ``GET vcs`` and
+   ``GET jobs/{a queued job}`` in a loop (each waits for its answer, then ``--read-gap`` seconds).
+
+Prints per endpoint: answers, p50 / p99 / max latency and how many were shed (503); and the submits taken,
+shed and refused (``max_unfinished_jobs``). Target: every read p99 <= 100 ms while submits are shed at 2x.
+
+    .venv/bin/python benchmarks/bench_reads.py [--duration 30] [--factor 2] [--measure 10] [--clients 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import aiohttp
+
+from bench_overload import ROOT, pct, session, submit, sustainable_rate  # noqa: F401 (ROOT: tests/ on sys.path)
+from fixtures.live_server import LiveServer  # noqa: E402
+
+READS = ("me", "jobs?limit=50", "cluster", "vcs", "job")
+
+
+async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dict:
+    latencies: dict[str, list[float]] = {r: [] for r in READS}
+    shed: dict[str, int] = {r: 0 for r in READS}
+    statuses: list[int] = []
+    async def post(client, body) -> str:
+        while True:  # (a 503 just after the sustainable-rate run: sent again after its Retry-After)
+            async with client.post("jobs", json=body) as r:
+                if r.status == 201:
+                    return (await r.json())["id"]
+                assert r.status == 503, (r.status, await r.text())
+            await asyncio.sleep(1.0)
+
+    # the readers keep their own connections open (as a person's browser does): a read then waits for the
+    # server, not for a connection among the flood's thousands (whose connects the kernel's accept queue
+    # drops once it is full: a SYN retried after 1 s, 3 s, ...)
+    async with session(srv, 4096) as client, session(srv, len(READS)) as readers_client:
+        holder = await post(client, {"command": "sleep 3600", "tasks": [{"gpus": 4}]})
+        queued = await post(client, {"command": "true", "tasks": [{"gpus": 1}]})  # waits behind the holder
+        done = asyncio.Event()
+
+        async def reader(what: str) -> None:
+            path = f"jobs/{queued}" if what == "job" else what
+            while not done.is_set():
+                t0 = time.monotonic()
+                async with readers_client.get(path) as r:
+                    await r.read()
+                    if r.status == 503:
+                        shed[what] += 1
+                    elif r.status == 200:
+                        latencies[what].append(time.monotonic() - t0)
+                    else:
+                        raise AssertionError(f"GET {path}: {r.status}")
+                await asyncio.sleep(gap)
+
+        async def one() -> None:
+            statuses.append((await submit(client))[0])
+
+        readers = [asyncio.ensure_future(reader(w)) for w in READS]
+        pending, n, t0 = [], 0, time.monotonic()
+        while t0 + n / rate < t0 + seconds:
+            await asyncio.sleep(max(0.0, t0 + n / rate - time.monotonic()))
+            pending.append(asyncio.ensure_future(one()))
+            n += 1
+        await asyncio.gather(*pending)
+        done.set()
+        await asyncio.gather(*readers)
+        for job in (queued, holder):
+            async with client.delete(f"jobs/{job}") as r:
+                await r.read()
+    return {"offered": n, "taken": statuses.count(201), "shed": statuses.count(503), "full": statuses.count(507),
+            "latencies": latencies, "read_shed": shed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--factor", type=float, default=2.0, help="offered submits / the sustainable rate")
+    ap.add_argument("--measure", type=float, default=10.0)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--read-gap", type=float, default=0.1)
+    ap.add_argument("--set", action="append", default=[], metavar="TRAIT=JSON",
+                    help="a HiveLabApp setting for the server, e.g. --set max_requests_in_flight=0")
+    args = ap.parse_args()
+    hive = {"poll_interval_s": 0.1}  # as bench_overload
+    for item in args.set:
+        name, _, value = item.partition("=")
+        hive[name] = json.loads(value)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    with tempfile.TemporaryDirectory(prefix="hive-bench-reads-") as tmp:
+        srv = LiveServer(tmp, config={"HiveLabApp": hive}).start()
+        try:
+            rate = asyncio.run(sustainable_rate(srv, args.clients, args.measure))
+            print(f"sustainable: {rate:.0f} submits/s ({args.clients} closed-loop clients, {args.measure:g} s)")
+            out = asyncio.run(flood(srv, args.factor * rate, args.duration, args.read_gap))
+        finally:
+            srv.close()
+    print(f"flood: {out['offered']} submits offered at {args.factor * rate:.0f}/s for {args.duration:g} s: "
+          f"{out['taken']} taken, {out['shed']} shed (in flight), {out['full']} refused (max_unfinished_jobs)")
+    for what, values in out["latencies"].items():
+        ms = [1000 * v for v in values]
+        print(f"  GET {what:15s} n={len(ms):5d}  p50 {statistics.median(ms) if ms else float('nan'):7.1f} ms  "
+              f"p99 {pct(ms, 99):7.1f} ms  max {max(ms, default=float('nan')):7.1f} ms  shed {out['read_shed'][what]}")
+    worst = max((pct([1000 * v for v in values], 99) for values in out["latencies"].values() if values),
+                default=float("nan"))
+    print(f"worst read p99 {worst:.1f} ms; submits taken {out['taken'] / args.duration:.0f}/s during the flood")
+    print(f"target: every read p99 <= 100 ms; load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    main()
