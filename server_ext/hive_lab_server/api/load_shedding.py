@@ -98,7 +98,7 @@ class WriteTicket:
         return self.granted
 
     def leave(self) -> None:
-        self.budget._leave(self)
+        self.budget.leave(self)
 
 
 class WriteBudget:
@@ -160,7 +160,7 @@ class WriteBudget:
             self.queue.append(ticket)
         return ticket
 
-    def _leave(self, ticket: WriteTicket) -> None:
+    def leave(self, ticket: WriteTicket) -> None:
         if ticket.granted:
             ticket.granted = False
             self.count -= 1
