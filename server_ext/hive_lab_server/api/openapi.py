@@ -44,11 +44,6 @@ VC = {"name": "vc", "in": "path", "required": True, "schema": {"type": "string",
 GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 
 
-# what GET usage accepts as ``since`` (accounting.parse_since; it also takes any valid ISO date/time)
-SINCE_PATTERN = (r"^([0-9]{1,9}(\.[0-9]{1,6})?[dhm]|(19|2[0-9])[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
-                 r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$")
-
-
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
     out = {"name": name, "in": "query", "required": False, "schema": schema}
     if description:
@@ -90,25 +85,26 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 def _paths() -> dict[str, Any]:
     from hive_lab_server.api.handlers import arrays, job_actions, schedules  # (lazy: the handlers import the service)
+    from hive_lab_server.api.handlers.query import (FLAG_SCHEMA, MAX_QUERY_INT, NAMES_SCHEMA, SINCE_PATTERN,
+                                                    TEXT_SCHEMA, integer_schema)
 
     m = models
     states = ", ".join(STATE_NAMES)
     names = "|".join(STATE_NAMES)
-    offset = {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}
+    offset = integer_schema(0, MAX_QUERY_INT, 0)
     drain = (200, "the new drain state", _json(m.Drain))
     healthy = (200, "the GPUs marked healthy", _json(m.Healthy))
     return {
         "/jobs": {
             "get": _op("listJobs", "Jobs, newest first, filtered and paginated", (200, "a page of jobs", _json(m.JobList)),
                        (400, 403), (
-                           _query("user", {"type": "string"}, "comma-separated user names; `me` is the caller"),
-                           _query("vc", {"type": "string"}, "comma-separated VC names"),
-                           _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
+                           _query("user", NAMES_SCHEMA, "comma-separated user names; `me` is the caller"),
+                           _query("vc", NAMES_SCHEMA, "comma-separated VC names"),
+                           _query("state", {"type": "string", "pattern": f"^({names})(,({names}))*$"},
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
                            _query("offset", {**offset, "maximum": 10**9}),
-                           _query("elements", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"],
-                                               "default": "true"}, "false: leave out the elements of job arrays "
+                           _query("elements", {**FLAG_SCHEMA, "default": "true"}, "false: leave out the elements of job arrays "
                                                                    "(see GET arrays)"))),
             "post": _with_dry_run(_op(
                 "submitJob", "Submit a job: hive-lab's JobSpec (JSON/YAML), an OpenPAI job (protocol v1 JSON, v2 "
@@ -116,9 +112,9 @@ def _paths() -> dict[str, Any]:
                 "(text/plain), each taken as it is (docs/formats.md); with dry_run=true only say what would happen; "
                 "a JobSpec with array or sweep makes a job array (201 with the Array, as POST arrays)",
                 (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
-                (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                (_query("dry_run", FLAG_SCHEMA,
                         "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),
-                 _query("no_image", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                 _query("no_image", FLAG_SCHEMA,
                         "true (--no-image), on a server whose launcher has no containers: the images a job file "
                         "names are not applied (listed in spec.source.not_applied); its commands run as processes. "
                         "400 on a server that runs images")),
@@ -130,7 +126,7 @@ def _paths() -> dict[str, Any]:
                        (200, "the job", _json(m.Job)), (403, 404)),
             "delete": _op("cancelJob", "Cancel a job (owner or admin)",
                           (200, "the job (state cancelled once stopped)", _json(m.Job)), (403, 404, 409),
-                          (_query("reason", {"type": "string"}, "why (kept in the job's reason, 300 characters)"),)),
+                          (_query("reason", TEXT_SCHEMA, "why (kept in the job's reason, 300 characters)"),)),
         },
         **job_actions.openapi_paths(_op, JOB_ID, _json),
         **arrays.openapi_paths(_op, _query, _json, offset),
@@ -140,9 +136,9 @@ def _paths() -> dict[str, Any]:
             "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",
                        (200, "a chunk of the log", {**_json(m.LogChunk), "text/plain": {"schema": {"type": "string"}}}),
                        (400, 403, 404), (
-                           _query("task", {"type": "string"}, "task name, e.g. main-0 (default: the first task)"),
+                           _query("task", TEXT_SCHEMA, "task name, e.g. main-0 (default: the first task)"),
                            _query("offset", offset),
-                           _query("follow", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}))),
+                           _query("follow", FLAG_SCHEMA))),
         },
         "/jobs/{job_id}/outputs": {
             "parameters": [JOB_ID],
@@ -173,15 +169,15 @@ def _paths() -> dict[str, Any]:
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
             _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),
-            _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
+            _query("user", NAMES_SCHEMA, "comma-separated user names (admins; others may name only "
                                                "themselves); `me` is the caller"),
-            _query("vc", {"type": "string"}, "comma-separated VC names: only usage in these VCs (a course's)")))},
+            _query("vc", NAMES_SCHEMA, "comma-separated VC names: only usage in these VCs (a course's)")))},
         "/history": {"get": _op("getHistory", "The jobs of a window as a history trace the simulator replays, with "
                                               "the live cluster and policy (admins)",
                                 (200, "the history", _json(m.HistoryReport)), (400, 403), (
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
-            _query("real_names", {"type": "boolean", "default": False},
+            _query("real_names", {**FLAG_SCHEMA, "default": "false"},
                    "owners' names instead of pseudonyms (user-001, ... in order of first submit)")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
@@ -214,9 +210,12 @@ code 4008 (reason: slow consumer) and may resume with `since`."""
 
 
 def _events_op() -> dict[str, Any]:
+    from hive_lab_server.api.handlers.live import MAX_EVENT_SEQ
+    from hive_lab_server.api.handlers.query import integer_schema
+
     op = _op("events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
              (101, "switching to the websocket protocol", {}), (400, 403), (
-                 _query("since", {"type": "integer", "minimum": 0},
+                 _query("since", integer_schema(0, MAX_EVENT_SEQ),
                         "replay the stored state changes after this seq (the last one you read), then go live"),))
     op["description"] = EVENTS_DESCRIPTION
     op["x-messages"] = {"oneOf": [{"$ref": REF.format(model=mdl.__name__)} for mdl in models.EVENT_MODELS]}

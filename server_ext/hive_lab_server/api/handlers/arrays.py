@@ -20,7 +20,9 @@ from hive_lab_server.jobs.service import ServiceError
 from hive_lab_server.api.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import _raise, array_view
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
-from hive_lab_server.api.handlers.jobs import JobsHandler, _csv
+from hive_lab_server.api.handlers import query
+from hive_lab_server.api.handlers.query import NAMES_SCHEMA
+from hive_lab_server.api.handlers.jobs import JobsHandler
 
 ARRAY_ID = r"(?P<array_id>a-[0-9]{1,12})"
 
@@ -54,13 +56,13 @@ class ArraysHandler(JobsHandler):
     def get(self) -> None:
         """The caller's arrays (admins: ``user=`` anyone's, or everyone's with ``user=*``), newest first."""
         caller = self.caller()
-        users = [caller.user if u == "me" else u for u in _csv(self.get_argument("user", None))] or [caller.user]
+        users = query.users(self, caller.user) or [caller.user]
         if users == ["*"]:
             users = []
         if not caller.admin and any(u != caller.user for u in users or ["*"]):
             raise HiveError(403, f"user {caller.user} may list only their own arrays; drop user or use user=me", "user")
-        limit = self.int_arg("limit", 50, 1, 1000)
-        offset = self.int_arg("offset", 0, 0, 10**9)
+        limit = query.integer(self, "limit", 50, 1, 1000)
+        offset = query.integer(self, "offset", 0, 0, 10**9)
         rows, total = self.service.store.list_arrays(users=users or None, limit=limit, offset=offset)
         states = self.service.store.array_states([r["id"] for r in rows])
         arrays = [views.array_object(r, states[r["id"]], self.service.arrays.blocked_reason(r["id"])) for r in rows]
@@ -95,8 +97,8 @@ class ArrayHandler(_OwnedArray):
     def get(self, array_id: str) -> None:
         """The array with a page of its elements (by index; ``limit``, ``offset``)."""
         row = self.owned_array(array_id, "read")
-        limit = self.int_arg("limit", 100, 1, 10_000)
-        offset = self.int_arg("offset", 0, 0, 10**9)
+        limit = query.integer(self, "limit", 100, 1, 10_000)
+        offset = query.integer(self, "offset", 0, 0, 10**9)
         page = row["indices"][offset:offset + limit]
         rows = {r["array_index"]: r for r in self.service.store.array_elements(array_id, page)}
         obj = array_view(self.service, row)
@@ -176,7 +178,7 @@ def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
         "/arrays": {
             "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "
                       "or user=*)", (200, "a page of arrays", json(models.ArrayList)), (400, 403),
-                      (query("user", {"type": "string"}, "me (default), a user name or * (admins)"), *page)),
+                      (query("user", NAMES_SCHEMA, "me (default), a user name or * (admins)"), *page)),
             "post": submit,
         },
         "/arrays/{array_id}": {

@@ -16,8 +16,12 @@ from hive_lab_server.auth.access import identify
 from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox
 from hive_lab_server.api.events import state_message
 from hive_lab_server.api.openapi import openapi_yaml
+from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.base import AUTH_RESOURCE, HiveError, HiveHandler, json_error, require_caller, wait_for_recovery
 
+
+
+MAX_EVENT_SEQ = 10**18 - 1  # a seq the store can hold (the document's maximum for since)
 
 
 class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -37,16 +41,7 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         self._since = self._since_arg()
 
     def _since_arg(self) -> int | None:
-        values = self.get_query_arguments("since")
-        if not values:
-            return None
-        if len(values) > 1:
-            raise HiveError(400, "give since once", "since")
-        raw = values[0]
-        if not raw.isdigit() or len(raw) > 18:
-            raise HiveError(400, f"since must be the seq of the last event you saw (an integer >= 0), got {raw!r}",
-                            "since")
-        return int(raw)
+        return query.integer(self, "since", None, 0, MAX_EVENT_SEQ)
 
     async def prepare(self, *args, **kwargs):
         await require_caller(self, super().prepare(*args, **kwargs))  # 401 for an unknown caller
