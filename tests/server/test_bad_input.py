@@ -153,13 +153,13 @@ def test_an_action_body_takes_what_the_document_calls_an_integer(gpus, ok):
     fractions and booleans stay refused."""
     from pydantic import ValidationError
 
-    from hive_lab_server.api.handlers.job_actions import JobAction
+    from hive_lab_server.api.handlers.job_actions import ResizeAction
 
     if ok:
-        assert JobAction.model_validate({"gpus": gpus}).gpus == int(gpus)
+        assert ResizeAction.model_validate({"gpus": gpus}).gpus == int(gpus)
     else:
         with pytest.raises(ValidationError):
-            JobAction.model_validate({"gpus": gpus})
+            ResizeAction.model_validate({"gpus": gpus})
 
 
 @pytest.mark.parametrize("path, field, says", [

@@ -57,7 +57,8 @@ def _json(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
 
 
 def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, errors: tuple[int, ...] = (),
-        params: tuple[dict[str, Any], ...] = (), body: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: tuple[dict[str, Any], ...] = (), body: dict[str, Any] | None = None,
+        body_options: dict[str, Any] | None = None) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     if ok is not None:
         status, description, content = ok
@@ -68,7 +69,7 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
     if params:
         op["parameters"] = list(params)
     if body is not None:
-        op["requestBody"] = {"required": True, "content": _json(body)}
+        op["requestBody"] = {"required": True, "content": _json(body), **(body_options or {})}
         if op_id == "submitJob":  # the other platforms' files, as they are (hive_lab_server.api.formats)
             op["requestBody"]["content"].update({
                 "application/yaml": {"schema": {"type": "object", "description": "JobSpec, an OpenPAI v2 job, a "
@@ -210,16 +211,29 @@ code 4008 (reason: slow consumer) and may resume with `since`."""
 
 
 def _events_op() -> dict[str, Any]:
-    from hive_lab_server.api.handlers.live import MAX_EVENT_SEQ
+    from hive_lab_server.api.handlers.live import MAX_EVENT_SEQ, UPGRADE_HEADERS
     from hive_lab_server.api.handlers.query import integer_schema
 
+    headers = tuple({"name": name, "in": "header", "required": True, "schema": schema}
+                    for name, schema in UPGRADE_HEADERS.items())
     op = _op("events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
              (101, "switching to the websocket protocol", {}), (400, 403), (
                  _query("since", integer_schema(0, MAX_EVENT_SEQ),
-                        "replay the stored state changes after this seq (the last one you read), then go live"),))
+                        "replay the stored state changes after this seq (the last one you read), then go live"),
+                 *headers))
     op["description"] = EVENTS_DESCRIPTION
     op["x-messages"] = {"oneOf": [{"$ref": REF.format(model=mdl.__name__)} for mdl in models.EVENT_MODELS]}
     return op
+
+
+def _state_rules(paths: dict[str, Any]) -> None:
+    """Each submit operation lists the rules JSON Schema cannot state (stated_rules.py)."""
+    from hive_lab_server.api.stated_rules import ARRAY_RULES, JOB_RULES, SCHEDULE_RULES
+
+    for path, rules in (("/jobs", JOB_RULES), ("/arrays", ARRAY_RULES), ("/schedules", SCHEDULE_RULES)):
+        paths[path]["post"]["x-rules"] = dict(rules)
+        paths[path]["post"]["description"] = ("Beyond the schema, a 400 names a field with one of these rules "
+                                              "(x-rules): " + "; ".join(rules.values()))
 
 
 @functools.cache
@@ -229,12 +243,14 @@ def openapi_document() -> dict[str, Any]:
 
     schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS, *SCHEMA_MODELS]
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
+    paths = _paths()
+    _state_rules(paths)
     return {
         "openapi": "3.1.0",
         "info": {"title": "hive-lab REST API", "version": __version__, "description": DESCRIPTION},
         "servers": [{"url": "/hive_lab/api"}],
         "security": [{"token": []}],
-        "paths": _paths(),
+        "paths": paths,
         "components": {
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
                                           "description": "`token <jupyter token>`"}},

@@ -173,7 +173,8 @@ def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
                 "same body", (201, "the array", json(models.Array)), (400, 403, 413),
                 body={"allOf": [{"$ref": "#/components/schemas/JobSpec"}, {"type": "object", "properties": {
                     "array": {"type": "string", "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
-                    "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}}]})
+                    "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}},
+                    {"anyOf": [{"required": ["array"]}, {"required": ["sweep"]}]}]})
     return {
         "/arrays": {
             "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "

@@ -88,7 +88,7 @@ def openapi_paths(op, json) -> dict[str, Any]:
     paths = {
         "/schedules": {
             "get": op("listSchedules", "Recurring jobs with their next run time and last runs (yours; admins: "
-                                       "everyone's, or user=...)", (200, "the schedules", json(ScheduleList)), (403,),
+                                       "everyone's, or user=...)", (200, "the schedules", json(ScheduleList)), (400, 403),
                       ({"name": "user", "in": "query", "required": False, "schema": query.NAMES_SCHEMA,
                         "description": "comma-separated user names (admins); `me` is the caller"},)),
             "post": op("createSchedule", "A job submitted as you at each time a cron expression names in a time "
