@@ -107,6 +107,8 @@ export interface IJobList {
   total: number;
   limit: number;
   offset: number;
+  /** The cursor of the next page (send `after=<next>`); null on the last page. */
+  next?: number | null;
 }
 
 export interface IGpu {

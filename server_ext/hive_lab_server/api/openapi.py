@@ -86,8 +86,9 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 def _paths() -> dict[str, Any]:
     from hive_lab_server.api.handlers import arrays, job_actions, schedules  # (lazy: the handlers import the service)
-    from hive_lab_server.api.handlers.query import (FLAG_SCHEMA, MAX_QUERY_INT, NAMES_SCHEMA, SINCE_PATTERN,
-                                                    TEXT_SCHEMA, integer_schema)
+    from hive_lab_server.api.handlers.query import (AFTER_HELP, AFTER_SCHEMA, FLAG_SCHEMA, MAX_QUERY_INT,
+                                                    NAMES_SCHEMA, OFFSET_HELP, SINCE_PATTERN, TEXT_SCHEMA,
+                                                    integer_schema)
 
     m = models
     states = ", ".join(STATE_NAMES)
@@ -97,14 +98,15 @@ def _paths() -> dict[str, Any]:
     healthy = (200, "the GPUs marked healthy", _json(m.Healthy))
     return {
         "/jobs": {
-            "get": _op("listJobs", "Jobs, newest first, filtered and paginated", (200, "a page of jobs", _json(m.JobList)),
+            "get": _op("listJobs", "Jobs, newest first, filtered, a page at a time (after=<next>: stable while jobs arrive)", (200, "a page of jobs", _json(m.JobList)),
                        (400, 403), (
                            _query("user", NAMES_SCHEMA, "comma-separated user names; `me` is the caller"),
                            _query("vc", NAMES_SCHEMA, "comma-separated VC names"),
                            _query("state", {"type": "string", "pattern": f"^({names})(,({names}))*$"},
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-                           _query("offset", {**offset, "maximum": 10**9}),
+                           _query("offset", {**offset, "maximum": 10**9}, OFFSET_HELP),
+                           _query("after", AFTER_SCHEMA, AFTER_HELP),
                            _query("elements", {**FLAG_SCHEMA, "default": "true"}, "false: leave out the elements of job arrays "
                                                                    "(see GET arrays)"))),
             "post": _with_dry_run(_op(

@@ -21,7 +21,7 @@ from hive_lab_server.api.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import _raise, array_view
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 from hive_lab_server.api.handlers import query
-from hive_lab_server.api.handlers.query import NAMES_SCHEMA
+from hive_lab_server.api.handlers.query import AFTER_HELP, AFTER_SCHEMA, NAMES_SCHEMA, OFFSET_HELP
 from hive_lab_server.api.handlers.jobs import JobsHandler
 
 ARRAY_ID = r"(?P<array_id>a-[0-9]{1,12})"
@@ -61,12 +61,13 @@ class ArraysHandler(JobsHandler):
             users = []
         if not caller.admin and any(u != caller.user for u in users or ["*"]):
             raise HiveError(403, f"user {caller.user} may list only their own arrays; drop user or use user=me", "user")
-        limit = query.integer(self, "limit", 50, 1, 1000)
-        offset = query.integer(self, "offset", 0, 0, 10**9)
-        rows, total = self.service.store.list_arrays(users=users or None, limit=limit, offset=offset)
+        limit, offset, after = query.page(self, 50, 1000)
+        rows, total = self.service.store.list_arrays(users=users or None, limit=limit + 1, offset=offset, after=after)
+        more, rows = len(rows) > limit, rows[:limit]
         states = self.service.store.array_states([r["id"] for r in rows])
         arrays = [views.array_object(r, states[r["id"]], self.service.arrays.blocked_reason(r["id"])) for r in rows]
-        self.reply_model(models.ArrayList, {"arrays": arrays, "total": total, "limit": limit, "offset": offset})
+        self.reply_model(models.ArrayList, {"arrays": arrays, "total": total, "limit": limit, "offset": offset,
+                                            "next": rows[-1]["seq"] if more else None})
 
 
 class _OwnedArray(HiveHandler):
@@ -166,7 +167,7 @@ def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
     param = {"name": "array_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^a-[0-9]{1,12}$"}}
     one = (200, "the array with its counts by state", json(models.Array))
     page = (query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-            query("offset", {**offset, "maximum": 10**9}))
+            query("offset", {**offset, "maximum": 10**9}, OFFSET_HELP), query("after", AFTER_SCHEMA, AFTER_HELP))
     submit = op("submitArray", "Submit a job array or sweep: a JobSpec plus array (e.g. \"0-49%8\": indices 0..49, "
                 "at most 8 at once; \"1,3,5-9%2\") and/or sweep ({\"lr\": [0.1, 0.01]}: the product of the lists; "
                 "with a sweep array gives only the throttle, \"%8\"); at most 10000 elements. POST jobs takes the "

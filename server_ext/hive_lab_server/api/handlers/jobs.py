@@ -39,12 +39,11 @@ class JobsHandler(HiveHandler):
         bad = [s for s in states if s not in STATE_NAMES]
         if bad:
             raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATE_NAMES)}", "state")
-        limit = query.integer(self, "limit", 50, 1, 1000)
-        offset = query.integer(self, "offset", 0, 0, 10**9)
+        limit, offset, after = query.page(self, 50, 1000)
         elements = query.flag(self, "elements", True)  # false: no elements of job arrays
         self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
                                                                 offset=offset, private_for=caller.sees_private,
-                                                                elements=elements))
+                                                                elements=elements, after=after))
 
     def job_spec(self):
         """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from hive_lab_server.api.handlers.base import HiveError
 
 MAX_QUERY_INT = 2**62  # integers above this are refused (file offsets overflow at 2**63)
+MAX_OFFSET = 10**9  # of a list page
 FLAGS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _INTEGER = re.compile(r"^-?[0-9]{1,30}$")  # ASCII digits only (int() would also take "1_0" and "٣")
 
@@ -21,6 +22,10 @@ _INTEGER = re.compile(r"^-?[0-9]{1,30}$")  # ASCII digits only (int() would also
 FLAG_SCHEMA = {"type": "string", "enum": list(FLAGS)}
 NAMES_SCHEMA = {"type": "string", "pattern": r"^[^,]+(,[^,]+)*$"}
 TEXT_SCHEMA = {"type": "string", "minLength": 1}
+AFTER_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_QUERY_INT}
+AFTER_HELP = ("the cursor: the previous page's next; this page holds what comes after it, whatever arrived since "
+              "(not with offset)")
+OFFSET_HELP = "skip this many (unstable: pages shift as new ones arrive; use after)"
 
 
 def integer_schema(lo: int, hi: int = MAX_QUERY_INT, default: int | None = None) -> dict[str, Any]:
@@ -93,6 +98,18 @@ def names(handler: Any, name: str, what: str) -> list[str]:
                              "comma-separated without empty items", name)
     return items
 
+
+
+def page(handler: Any, default_limit: int, max_limit: int) -> tuple[int, int, int | None]:
+    """``limit``, ``offset`` (unstable under arrivals, kept for old clients) and the cursor ``after`` (the
+    ``next`` of the page before): one of offset and after."""
+    limit = integer(handler, "limit", default_limit, 1, max_limit)
+    offset = integer(handler, "offset", 0, 0, MAX_OFFSET)
+    after = integer(handler, "after", None, 1, MAX_QUERY_INT)
+    if after is not None and offset:
+        raise HiveError(400, "query parameter after: give after (the cursor, the previous page's next) or offset, "
+                             "not both", "after")
+    return limit, offset, after
 
 
 def users(handler: Any, me: str) -> list[str]:
