@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from hive_lab_server.auth.access import identify
-from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox
+from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox, queued_cost
 from hive_lab_server.api.events import state_message
 from hive_lab_server.api.openapi import openapi_yaml
 from hive_lab_server.api.handlers import query
@@ -93,29 +93,35 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         self._outbox.put(json.dumps({"type": "hello", "user": user, "seq": bus.seq}))
         since = getattr(self, "_since", None)
         if since is not None:
-            for message in self._replay(hive, since, bus.seq):
-                self._outbox.put(json.dumps(message))
+            for text in self._replay(hive, since, bus.seq):
+                self._outbox.put(text)
         self._unsubscribe = bus.subscribe(self._outbox.put)
 
     @staticmethod
-    def _replay(hive, since: int, head: int) -> list[dict]:
+    def _replay(hive, since: int, head: int) -> list[str]:
+        """The stored state changes after ``since`` as messages, or one ``snapshot`` marker when they are
+        more than ``events_replay_max`` or would fill half of ``events_buffer_bytes``."""
         if since == head:
             return []
         if since > head:
             why = f"seq {since} is newer than this server's newest event ({head}): its store is not the one you read"
-            return [{"type": "snapshot", "seq": head, "reason": why}]
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
         rows = hive.service.store.events_after(since, hive.events_replay_max + 1)
         if len(rows) > hive.events_replay_max:
             why = f"more than {hive.events_replay_max} events happened after seq {since}"
-            return [{"type": "snapshot", "seq": head, "reason": why}]
-        return [state_message(r) for r in rows]
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
+        texts = [json.dumps(state_message(r)) for r in rows]
+        if sum(queued_cost(t) for t in texts) > hive.events_buffer_bytes // 2:
+            why = f"the events after seq {since} are more than half of events_buffer_bytes"
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
+        return texts
 
-    def _overflow(self, waiting: int) -> None:
+    def _overflow(self, held: int) -> None:
         hive = self.settings["hive_lab"]
         hive.service.metrics.events_dropped.inc()
-        self.log.warning("hive-lab: closing a slow events subscriber (%d bytes of events waiting)", waiting)
+        self.log.warning("hive-lab: closing a slow events subscriber (it holds %d bytes of events)", held)
         self._close_unsubscribed()
-        self.close(SLOW_CONSUMER, f"slow consumer: more than {hive.events_buffer_bytes} bytes of events waited; "
+        self.close(SLOW_CONSUMER, f"slow consumer: its events would hold more than {hive.events_buffer_bytes} bytes; "
                                   "reconnect with since=<last seq read>"[:123])
 
     def _close_unsubscribed(self) -> None:
