@@ -71,10 +71,13 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
     if body is not None:
         op["requestBody"] = {"required": True, "content": _json(body), **(body_options or {})}
         if op_id == "submitJob":  # the other platforms' files, as they are (hive_lab_server.api.formats)
+            foreign = {".*": "the file is read by its platform's rules (docs/formats.md): OpenPAI v2, Kubernetes, "
+                             "Volcano, sbatch; a 400 names the file's own field"}
             op["requestBody"]["content"].update({
                 "application/yaml": {"schema": {"type": "object", "description": "JobSpec, an OpenPAI v2 job, a "
-                                                "Kubernetes Job/Pod or a Volcano Job"}},
-                "text/plain": {"schema": {"type": "string", "description": "an sbatch script (#SBATCH lines)"}}})
+                                                "Kubernetes Job/Pod or a Volcano Job"}, "x-rules": foreign},
+                "text/plain": {"schema": {"type": "string", "description": "an sbatch script (#SBATCH lines)"},
+                               "x-rules": foreign}})
     return op
 
 
@@ -228,14 +231,43 @@ def _events_op() -> dict[str, Any]:
     return op
 
 
+NO_NUL = r"^[^\u0000]*$"
+# what a client sends, in whole or in part: no text in them may hold a NUL (spec.parse_job_spec refuses one)
+REQUEST_SCHEMAS = ("JobSpec", "TaskSpec", "SubmitEnvironment", "NotebookRun", "JobSource", "Dependency", "PaiJob",
+                   "PaiTaskRole", "PaiPort", "ScheduleBody")
+
+
+def _no_nul(schema: Any, path: str = "") -> None:
+    """Strings without a pattern get NO_NUL, maps' keys too; a job's staged files may hold NULs (their contents)."""
+    if isinstance(schema, list):
+        for item in schema:
+            _no_nul(item, path)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and "pattern" not in schema and "enum" not in schema:
+        schema["pattern"] = NO_NUL
+    if schema.get("type") == "object" and schema.get("additionalProperties") not in (None, False):
+        schema.setdefault("propertyNames", {"pattern": NO_NUL})
+    for key, value in schema.items():
+        if key == "properties":
+            for name, sub in value.items():
+                if f"{path}.{name}" != "JobSpec.files":
+                    _no_nul(sub, f"{path}.{name}")
+        elif key in ("items", "anyOf", "allOf", "oneOf", "additionalProperties", "prefixItems"):
+            _no_nul(value, path)
+
+
 def _state_rules(paths: dict[str, Any]) -> None:
     """Each submit operation lists the rules JSON Schema cannot state (stated_rules.py)."""
-    from hive_lab_server.api.stated_rules import ARRAY_RULES, JOB_RULES, SCHEDULE_RULES
+    from hive_lab_server.api.stated_rules import ARRAY_RULES, JOB_RULES, PAGE_RULES, SCHEDULE_RULES
 
     for path, rules in (("/jobs", JOB_RULES), ("/arrays", ARRAY_RULES), ("/schedules", SCHEDULE_RULES)):
         paths[path]["post"]["x-rules"] = dict(rules)
         paths[path]["post"]["description"] = ("Beyond the schema, a 400 names a field with one of these rules "
                                               "(x-rules): " + "; ".join(rules.values()))
+    for path in ("/jobs", "/arrays"):
+        paths[path]["get"]["x-rules"] = dict(PAGE_RULES)
 
 
 @functools.cache
@@ -247,6 +279,11 @@ def openapi_document() -> dict[str, Any]:
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
     paths = _paths()
     _state_rules(paths)
+    for name in REQUEST_SCHEMAS:
+        _no_nul(defs["$defs"][name], name)
+    from hive_lab_server.api.handlers.arrays import array_spec_schema
+
+    defs["$defs"]["ArraySpec"] = array_spec_schema(defs["$defs"]["JobSpec"])
     return {
         "openapi": "3.1.0",
         "info": {"title": "hive-lab REST API", "version": __version__, "description": DESCRIPTION},

@@ -7,6 +7,7 @@ offending field (``tasks[0].gpus``, ``taskRoles[1].gpuNumber``) and whose messag
 from __future__ import annotations
 
 import keyword
+import typing
 import posixpath
 import re
 from typing import Annotated, Any, Literal, Union
@@ -62,8 +63,29 @@ class SpecError(ValueError):
 OPPORTUNISTIC_MAX_RETRIES = 10  # an opportunistic job's max_retries when its spec gives none
 
 
+def _takes_int(annotation: Any) -> bool:
+    """The field takes an int and no float (``int``, ``Annotated[int, ...] | None``, an int or a literal)."""
+    args = typing.get_args(annotation)
+    if annotation is int:
+        return True
+    if annotation is float or not args:
+        return False
+    if typing.get_origin(annotation) is Annotated:
+        return _takes_int(args[0])
+    return any(_takes_int(a) for a in args) and not any(a is float for a in args)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        """JSON Schema's integer includes 6029.0 (the OpenAPI document allows it); "6029" and 6029.5 stay refused."""
+        if not isinstance(data, dict):
+            return data
+        ints = {name for name, field in cls.model_fields.items() if _takes_int(field.annotation)}
+        return {k: int(v) if k in ints and isinstance(v, float) and v.is_integer() else v for k, v in data.items()}
 
 
 #: what ``check_gpus`` takes, as the OpenAPI document states it

@@ -26,8 +26,9 @@ JOB_RULES: dict[str, str] = {
     r"image|kind|job_type|checkpoint": "what this server's launcher and policy support (an image needs a container "
                                        "launcher or no_image=true; a job_type one with known throughputs)",
     r"depends_on(\[\d+\])?(\..+)?|after": "jobs that exist, that the caller may see, not the job itself",
+    r"source(\..+)?": "set by the server for a file in another format; no text in it holds a NUL",
     r"(jobName|taskRoles(\[\d+\])?(\..+)?|jobEnvs|extras|virtualCluster|gpuType|retryCount)": "as for the JobSpec "
-        "fields they become (docs/formats.md)",
+        "fields they become (docs/formats.md); task role names are unique",
 }
 ARRAY_RULES: dict[str, str] = {
     **JOB_RULES,
@@ -40,3 +41,5 @@ SCHEDULE_RULES: dict[str, str] = {
     r"job\.depends_on|job\.after": "a recurring job's runs depend on no fixed jobs",
     **{rf"job(\.({pattern}))?": rule for pattern, rule in JOB_RULES.items()},
 }
+
+PAGE_RULES: dict[str, str] = {r"after": "not with a non-zero offset (the cursor replaces it)"}

@@ -7,6 +7,7 @@ array's elements or change it; the elements are jobs (jobs/{id}, their logs and 
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 from jupyter_server.auth.decorator import authorized
@@ -162,6 +163,22 @@ class ArrayActionHandler(_OwnedArray):
         self.reply_model(models.Array, array_view(self.service, self.service.store.get_array(array_id)))
 
 
+def array_spec_schema(job_spec: dict[str, Any]) -> dict[str, Any]:
+    """POST arrays' body: a JobSpec (closed to other fields) plus array and/or sweep."""
+    schema = copy.deepcopy(job_spec)
+    schema["title"] = "ArraySpec"
+    schema["description"] = "A JobSpec plus array and/or sweep (docs/arrays.md)"
+    schema["properties"].update({
+        "array": {"type": "string", "minLength": 1, "pattern": r"^[^\u0000]*$",
+                  "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
+        "sweep": {"type": "object", "propertyNames": {"pattern": r"^[^\u0000]*$"},
+                  "additionalProperties": {"type": "array", "minItems": 1}}})
+    one_of_them = {"anyOf": [{"required": ["array"]}, {"required": ["sweep"]}]}
+    command = schema.pop("anyOf", None)
+    schema["allOf"] = [one_of_them] + ([{"anyOf": command}] if command else [])
+    return schema
+
+
 def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
     """The array operations for the OpenAPI document (``openapi._paths``)."""
     param = {"name": "array_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^a-[0-9]{1,12}$"}}
@@ -172,10 +189,7 @@ def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
                 "at most 8 at once; \"1,3,5-9%2\") and/or sweep ({\"lr\": [0.1, 0.01]}: the product of the lists; "
                 "with a sweep array gives only the throttle, \"%8\"); at most 10000 elements. POST jobs takes the "
                 "same body", (201, "the array", json(models.Array)), (400, 403, 413),
-                body={"allOf": [{"$ref": "#/components/schemas/JobSpec"}, {"type": "object", "properties": {
-                    "array": {"type": "string", "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
-                    "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}},
-                    {"anyOf": [{"required": ["array"]}, {"required": ["sweep"]}]}]})
+                body={"$ref": "#/components/schemas/ArraySpec"})
     return {
         "/arrays": {
             "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "
