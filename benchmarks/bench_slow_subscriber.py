@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import psutil
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.live_server import LiveServer  # noqa: E402
 
-BODY = {"command": "sleep 600", "tasks": [{"gpus": 1}]}  # 4 run, the rest queue: each submit publishes events
+BODY = {"command": "true", "tasks": [{"gpus": 1}]}  # each job queues, runs and ends: ~10 events a submit
 MIB = 1024 * 1024
 
 
@@ -53,6 +54,18 @@ def run(tmp: pathlib.Path, silent: int, rate: float, seconds: float, pythonpath:
         sockets = [websocket.create_connection(srv.ws_url("events"), header=[f"Authorization: token {srv.token}"],
                                                sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
                    for _ in range(silent)]
+        reader = websocket.create_connection(srv.ws_url("events"), header=[f"Authorization: token {srv.token}"])
+        volume = {"bytes": 0}
+
+        def read() -> None:  # a subscriber that reads: how many bytes of events were published
+            try:
+                while True:
+                    volume["bytes"] += len(reader.recv())
+            except Exception:
+                pass
+
+        threading.Thread(target=read, daemon=True).start()
+        sockets.append(reader)
         session = requests.Session()
         session.headers.update(srv.headers())
         t0 = time.monotonic()
@@ -69,7 +82,7 @@ def run(tmp: pathlib.Path, silent: int, rate: float, seconds: float, pythonpath:
             time.sleep(max(0.0, (sent / rate) - (time.monotonic() - t0)))
         end_rss = proc.memory_info().rss
         return {"start": start_rss, "end": end_rss, "peak": max(peak, end_rss), "closed_at": closed_at,
-                "submits": sent, "dropped": dropped(srv)}
+                "submits": sent, "dropped": dropped(srv), "event_bytes": volume["bytes"]}
     finally:
         for s in sockets:
             s.close()
@@ -96,11 +109,12 @@ def main() -> None:
         for i, (name, path) in enumerate(codes):
             for silent in (0, 2) if i % 2 == 0 else (2, 0):
                 results[(name, silent)] = run(pathlib.Path(tmp) / f"{i}-{silent}", silent, args.rate, args.seconds, path)
-        print(f"{'code':<10} {'silent sockets':>14} {'RSS start':>10} {'RSS end':>9} {'peak':>8} {'closed (4008) at':>17}")
+        print(f"{'code':<10} {'silent sockets':>14} {'RSS start':>10} {'RSS end':>9} {'peak':>8} {'closed (4008) at':>17}"
+              f" {'submits':>8} {'events published':>17}")
         for (name, silent), r in results.items():
             closed = "-" if not silent else (f"{r['closed_at']:.0f} s" if r["closed_at"] is not None else "never")
             print(f"{name:<10} {silent:>14} {r['start'] / MIB:>8.1f}Mi {r['end'] / MIB:>7.1f}Mi {r['peak'] / MIB:>6.1f}Mi "
-                  f"{closed:>17}")
+                  f"{closed:>17} {r['submits']:>8} {r['event_bytes'] / MIB:>15.1f}Mi")
         for name, _ in codes:
             a, b = results[(name, 0)], results[(name, 2)]
             grow = lambda r: (r["peak"] - r["start"]) / MIB  # noqa: E731
