@@ -3,7 +3,6 @@ websocket server, a real client socket that never reads, the real EventBus and O
 the process allocates for it measured with tracemalloc (not the outbox's own count)."""
 
 import asyncio
-import json
 import socket
 import tracemalloc
 

@@ -11,7 +11,6 @@ every other answer of ``events`` goes through all the checks.
 
 The server's tasks get PATH=/nonexistent: accepted fuzzed jobs really run, but only shell builtins."""
 
-import os
 import re
 
 import pytest
@@ -66,9 +65,11 @@ def names_a_stated_rule(case, response) -> bool:
     if response.status_code != 400:
         return False
     field = response.json().get("field") or ""
-    if os.environ.get("FUZZ_LOG"):  # FUZZ_LOG=path: write down the rules met, to state them in the document
-        with open(os.environ["FUZZ_LOG"], "a") as log:
-            log.write(f"{case.method} {case.operation.path}\t{field}\t{response.json().get('error')}\t{str(case.body)[:600] if field in ('', None) else ''}\n")
+    sent = response.request.body or b""
+    sent = sent.encode() if isinstance(sent, str) else sent
+    if "contains a NUL character" in response.json()["error"] and (b"\\u0000" in sent or b"\x00" in sent):
+        return True  # the document's description: no text may hold one (JSON Schema patterns on every
+        # string said it too, but made schemathesis's collection take 40 s)
     return any(re.fullmatch(pattern, field) for pattern in rules)
 
 
@@ -85,7 +86,7 @@ def send(case, srv):
 
 @pytest.mark.parametrize("user", [None, "ann"], ids=["admin", "user"])
 @schema.parametrize()
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_api_never_fails_and_rejections_change_nothing(case, srv, user):
     changes = case.method != "GET"
     before = snapshot(srv) if changes else None

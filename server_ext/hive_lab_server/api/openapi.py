@@ -21,7 +21,8 @@ REF = "#/components/schemas/{model}"
 
 DESCRIPTION = """The hive-lab scheduler inside the Jupyter server. Paths are relative to `<base_url>hive_lab/api/`.
 Every request is authenticated by jupyter_server (`Authorization: token <t>` or the browser's cookie +
-`_xsrf`; 401 without either) and authorized for the resource `hive_lab`. Errors are
+`_xsrf`; 401 without either) and authorized for the resource `hive_lab`. No text a request sends may hold a
+NUL character (\\u0000; a job's staged files' contents aside): a 400 names the field. Errors are
 `{"error": "<what to change>", "field": "<field or null>"}`. Generated from the server's pydantic
 models; see docs/rest-api.md."""
 
@@ -231,33 +232,6 @@ def _events_op() -> dict[str, Any]:
     return op
 
 
-NO_NUL = r"^[^\u0000]*$"
-# what a client sends, in whole or in part: no text in them may hold a NUL (spec.parse_job_spec refuses one)
-REQUEST_SCHEMAS = ("JobSpec", "TaskSpec", "SubmitEnvironment", "NotebookRun", "JobSource", "Dependency", "PaiJob",
-                   "PaiTaskRole", "PaiPort", "ScheduleBody")
-
-
-def _no_nul(schema: Any, path: str = "") -> None:
-    """Strings without a pattern get NO_NUL, maps' keys too; a job's staged files may hold NULs (their contents)."""
-    if isinstance(schema, list):
-        for item in schema:
-            _no_nul(item, path)
-        return
-    if not isinstance(schema, dict):
-        return
-    if schema.get("type") == "string" and "pattern" not in schema and "enum" not in schema:
-        schema["pattern"] = NO_NUL
-    if schema.get("type") == "object" and schema.get("additionalProperties") not in (None, False):
-        schema.setdefault("propertyNames", {"pattern": NO_NUL})
-    for key, value in schema.items():
-        if key == "properties":
-            for name, sub in value.items():
-                if f"{path}.{name}" != "JobSpec.files":
-                    _no_nul(sub, f"{path}.{name}")
-        elif key in ("items", "anyOf", "allOf", "oneOf", "additionalProperties", "prefixItems"):
-            _no_nul(value, path)
-
-
 def _state_rules(paths: dict[str, Any]) -> None:
     """Each submit operation lists the rules JSON Schema cannot state (stated_rules.py)."""
     from hive_lab_server.api.stated_rules import ARRAY_RULES, JOB_RULES, PAGE_RULES, SCHEDULE_RULES
@@ -279,8 +253,6 @@ def openapi_document() -> dict[str, Any]:
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
     paths = _paths()
     _state_rules(paths)
-    for name in REQUEST_SCHEMAS:
-        _no_nul(defs["$defs"][name], name)
     from hive_lab_server.api.handlers.arrays import array_spec_schema
 
     defs["$defs"]["ArraySpec"] = array_spec_schema(defs["$defs"]["JobSpec"])

@@ -169,10 +169,8 @@ def array_spec_schema(job_spec: dict[str, Any]) -> dict[str, Any]:
     schema["title"] = "ArraySpec"
     schema["description"] = "A JobSpec plus array and/or sweep (docs/arrays.md)"
     schema["properties"].update({
-        "array": {"type": "string", "minLength": 1, "pattern": r"^[^\u0000]*$",
-                  "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
-        "sweep": {"type": "object", "propertyNames": {"pattern": r"^[^\u0000]*$"},
-                  "additionalProperties": {"type": "array", "minItems": 1}}})
+        "array": {"type": "string", "minLength": 1, "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
+        "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}})
     one_of_them = {"anyOf": [{"required": ["array"]}, {"required": ["sweep"]}]}
     command = schema.pop("anyOf", None)
     schema["allOf"] = [one_of_them] + ([{"anyOf": command}] if command else [])
