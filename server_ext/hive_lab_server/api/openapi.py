@@ -217,7 +217,7 @@ code 4008 (reason: slow consumer) and may resume with `since`."""
 
 
 def _events_op() -> dict[str, Any]:
-    from hive_lab_server.api.handlers.live import MAX_EVENT_SEQ, UPGRADE_HEADERS
+    from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, UPGRADE_HEADERS
     from hive_lab_server.api.handlers.query import integer_schema
 
     headers = tuple({"name": name, "in": "header", "required": True, "schema": schema}
