@@ -197,23 +197,28 @@ class Client:
     def jobs(self, user: str | None = "me", vc: str | None = None, state: str | list[str] | None = None,
              limit: int | None = None, elements: bool = True) -> list[dict]:
         """Jobs, newest first as the server orders them. ``user=None`` means everybody's;
-        ``limit=None`` follows the pages to the end."""
+        ``limit=None`` follows the pages to the end (by cursor: jobs submitted meanwhile neither repeat
+        one nor end the walk early; they are newer than the first page)."""
         out: list[dict] = []
-        offset = 0
+        after = None
         while True:
             page_size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit - len(out))
-            page = self.jobs_page(user=user, vc=vc, state=state, limit=page_size, offset=offset, elements=elements)
-            items = page.get("jobs", [])
-            out.extend(items)
-            offset += len(items)
-            if not items or offset >= page.get("total", 0) or (limit is not None and len(out) >= limit):
+            page = self.jobs_page(user=user, vc=vc, state=state, limit=page_size, elements=elements, after=after)
+            out.extend(page.get("jobs", []))
+            after = page.get("next")
+            if after is None or (limit is not None and len(out) >= limit):
                 return out
 
     def jobs_page(self, user: str | None = "me", vc: str | None = None,
                   state: str | list[str] | None = None, limit: int = 50, offset: int = 0,
-                  elements: bool = True) -> dict:
-        """``elements=False``: without the elements of job arrays (``arrays()`` counts them)."""
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
+                  elements: bool = True, after: int | None = None) -> dict:
+        """``elements=False``: without the elements of job arrays (``arrays()`` counts them); ``after``: the
+        previous page's ``next`` (``offset`` is for servers before cursors: pages shift as jobs arrive)."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        elif offset:
+            params["offset"] = offset
         if not elements:
             params["elements"] = "false"
         if user:
@@ -246,9 +251,14 @@ class Client:
             body["sweep"] = sweep
         return self._request("POST", "arrays", json=body)
 
-    def arrays(self, user: str | None = "me", limit: int = 50, offset: int = 0) -> dict:
-        """A page of arrays, newest first, with their counts by state (``user="*"``: everyone's, admins)."""
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
+    def arrays(self, user: str | None = "me", limit: int = 50, offset: int = 0, after: int | None = None) -> dict:
+        """A page of arrays, newest first, with their counts by state (``user="*"``: everyone's, admins);
+        ``after``: the previous page's ``next``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        elif offset:
+            params["offset"] = offset
         if user:
             params["user"] = user
         return self._request("GET", "arrays", params=params)

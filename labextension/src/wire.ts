@@ -135,6 +135,8 @@ export interface IJobList {
   total: number;
   limit: number;
   offset: number;
+  /** the cursor of the next page: send it as after=<next> (null: this is the last page); pages by cursor stay put while new ones arrive, pages by offset shift */
+  next?: number | null;
 }
 
 /** One element of an array: ``pending`` until released as a job (then ``job_id`` and the job's state). */
@@ -185,6 +187,8 @@ export interface IArrayList {
   total: number;
   limit: number;
   offset: number;
+  /** the cursor of the next page: send it as after=<next> (null: this is the last page); pages by cursor stay put while new ones arrive, pages by offset shift */
+  next?: number | null;
 }
 
 export interface ILogChunk {

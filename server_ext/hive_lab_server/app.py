@@ -212,10 +212,12 @@ class HiveLabApp(ExtensionApp):
         go on from its seq (docs/rest-api.md).""",
     )
     events_buffer_bytes = Int(
-        8 * 1024 * 1024, config=True,
-        help="""Most bytes of events that may wait for one events websocket subscriber (a replay included).
-        A subscriber that falls further behind is closed with code 4008 and a reason saying so; it
-        may reconnect with since=<the last seq it read>.""",
+        2 * 1024 * 1024, config=True,
+        help="""Most bytes the server may hold for one events websocket subscriber: the messages waiting for
+        it and the batch its socket is sending (framed, with tornado's per-message objects), counted as
+        the memory they take. A subscriber that falls further behind is closed with code 4008 and a
+        reason saying so; it may reconnect with since=<the last seq it read>. A replay that would take
+        more than half of it is a snapshot marker instead.""",
     )
     gc_freeze = Bool(
         True, config=True,

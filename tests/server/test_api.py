@@ -95,6 +95,45 @@ def test_list_filters_and_pagination(api):
     assert none["total"] == 0 and none["jobs"] == []
 
 
+def _walk(api, page_query, submit_between):
+    """Every job a client sees paging GET jobs two at a time, submitting two jobs after each page."""
+    seen, cursor, pages = [], {}, 0
+    while pages < 20:
+        query = "&".join(f"{k}={v}" for k, v in {"limit": 2, "user": "me", **cursor}.items())
+        code, page = api("GET", f"jobs?{query}")
+        assert code == 200, page
+        seen += [j["id"] for j in page["jobs"]]
+        pages += 1
+        cursor = page_query(page, len(seen))
+        if cursor is None:
+            return seen
+        submit_between()
+    return seen  # (never ended by itself)
+
+
+def test_paging_by_cursor_sees_each_job_once_while_jobs_arrive(api):
+    def submit(n=2):
+        return [api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 0}]})[1]["id"] for _ in range(n)]
+
+    before = submit(7)[::-1]  # newest first, as GET jobs lists them
+    seen = _walk(api, lambda page, _: None if page["next"] is None else {"after": page["next"]}, submit)
+    assert seen == before  # each job there when the walk began, once, in order; the new ones are newer
+    # the old way, offset=<count seen>, repeats jobs as new ones push the pages down (and may never end)
+    code, mine = api("GET", "jobs?user=me&limit=1")
+    old = _walk(api, lambda page, n: None if n >= page["total"] else {"offset": n}, submit)
+    assert len(old) > len(set(old)), "offset paging no longer shifts: the cursor test above proves nothing"
+
+
+@pytest.mark.parametrize("query, words", [
+    ("after=5&offset=2", "not both"), ("after=0", "must be 1.."), ("after=", "is empty"), ("after=x", "an integer"),
+])
+def test_a_bad_cursor_is_a_400(api, query, words):
+    code, err = api("GET", f"jobs?{query}")
+    assert code == 400 and err["field"] == "after" and words in err["error"], err
+    code, err = api("GET", f"arrays?{query}")
+    assert code == 400 and err["field"] == "after", err
+
+
 @pytest.mark.parametrize(
     "body, status, field, words",
     [

@@ -153,10 +153,39 @@ def test_an_action_body_takes_what_the_document_calls_an_integer(gpus, ok):
     fractions and booleans stay refused."""
     from pydantic import ValidationError
 
-    from hive_lab_server.api.handlers.job_actions import JobAction
+    from hive_lab_server.api.handlers.job_actions import ResizeAction
 
     if ok:
-        assert JobAction.model_validate({"gpus": gpus}).gpus == int(gpus)
+        assert ResizeAction.model_validate({"gpus": gpus}).gpus == int(gpus)
     else:
         with pytest.raises(ValidationError):
-            JobAction.model_validate({"gpus": gpus})
+            ResizeAction.model_validate({"gpus": gpus})
+
+
+@pytest.mark.parametrize("path, field, says", [
+    ("jobs?offset=", "offset", "is empty; give an integer 0..1000000000, or leave offset out"),
+    ("jobs?limit=", "limit", "is empty"), ("jobs?limit=1_0", "limit", "must be an integer"),
+    ("jobs?elements=", "elements", "is empty; use true or false"), ("jobs?elements=TRUE", "elements", "use true or false"),
+    ("jobs?user=", "user", "is empty; give user names"), ("jobs?user=ann,,bob", "user", "empty name"),
+    ("jobs?state=", "state", "is empty"), ("jobs?vc=", "vc", "is empty"),
+    ("arrays?offset=", "offset", "is empty"), ("schedules?user=", "user", "is empty"),
+    ("usage?since=", "since", "is empty; give a duration like 7d"), ("usage?since=2025-02-29", "since", "a date like"),
+    ("usage?by=", "by", "is empty; use one of user, vc, day, job"), ("history?since=", "since", "is empty"),
+    ("history?real_names=", "real_names", "is empty; use true or false"),
+])
+def test_empty_or_malformed_query_values_are_a_400_naming_them(api, path, field, says):
+    """An empty value is not "absent" (schemathesis found offset=, elements=, since= taken as the default)."""
+    code, err = api("GET", path)
+    assert code == 400 and err["field"] == field, err
+    assert err["error"].startswith(f"query parameter {field}") and says in err["error"], err
+
+
+def test_empty_task_reason_and_flags_are_a_400(api):
+    code, job = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 0}]})
+    assert code == 201, job
+    for path, field in ((f"jobs/{job['id']}/logs?task=", "task"), (f"jobs/{job['id']}/logs?follow=", "follow"),
+                        ("jobs?dry_run=", "dry_run")):
+        code, err = api("POST" if path.startswith("jobs?") else "GET", path, {"command": "true"})
+        assert code == 400 and err["field"] == field and "is empty" in err["error"], (path, err)
+    code, err = api("DELETE", f"jobs/{job['id']}?reason=")
+    assert code == 400 and err["field"] == "reason", err

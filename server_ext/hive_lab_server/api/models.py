@@ -133,11 +133,16 @@ class WhatIf(_Out):
                                             json_schema_extra={"format": "date-time"})
 
 
+NEXT_HELP = ("the cursor of the next page: send it as after=<next> (null: this is the last page); pages by "
+             "cursor stay put while new ones arrive, pages by offset shift")
+
+
 class JobList(_Out):
     jobs: list[Job]
     total: int
     limit: int
     offset: int
+    next: int | None = Field(None, description=NEXT_HELP)
 
 
 ArrayState = Literal["waiting", "running", "held", "ended"]
@@ -185,6 +190,7 @@ class ArrayList(_Out):
     total: int
     limit: int
     offset: int
+    next: int | None = Field(None, description=NEXT_HELP)
 
 
 class LogChunk(_Out):

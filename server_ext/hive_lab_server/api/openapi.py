@@ -21,7 +21,8 @@ REF = "#/components/schemas/{model}"
 
 DESCRIPTION = """The hive-lab scheduler inside the Jupyter server. Paths are relative to `<base_url>hive_lab/api/`.
 Every request is authenticated by jupyter_server (`Authorization: token <t>` or the browser's cookie +
-`_xsrf`; 401 without either) and authorized for the resource `hive_lab`. Errors are
+`_xsrf`; 401 without either) and authorized for the resource `hive_lab`. No text a request sends may hold a
+NUL character (\\u0000; a job's staged files' contents aside): a 400 names the field. Errors are
 `{"error": "<what to change>", "field": "<field or null>"}`. Generated from the server's pydantic
 models; see docs/rest-api.md."""
 
@@ -44,11 +45,6 @@ VC = {"name": "vc", "in": "path", "required": True, "schema": {"type": "string",
 GPU = {"name": "index", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 
 
-# what GET usage accepts as ``since`` (accounting.parse_since; it also takes any valid ISO date/time)
-SINCE_PATTERN = (r"^([0-9]{1,9}(\.[0-9]{1,6})?[dhm]|(19|2[0-9])[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
-                 r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$")
-
-
 def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
     out = {"name": name, "in": "query", "required": False, "schema": schema}
     if description:
@@ -62,7 +58,8 @@ def _json(model: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
 
 
 def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, errors: tuple[int, ...] = (),
-        params: tuple[dict[str, Any], ...] = (), body: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: tuple[dict[str, Any], ...] = (), body: dict[str, Any] | None = None,
+        body_options: dict[str, Any] | None = None) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     if ok is not None:
         status, description, content = ok
@@ -73,12 +70,15 @@ def _op(op_id: str, summary: str, ok: tuple[int, str, dict[str, Any]] | None, er
     if params:
         op["parameters"] = list(params)
     if body is not None:
-        op["requestBody"] = {"required": True, "content": _json(body)}
+        op["requestBody"] = {"required": True, "content": _json(body), **(body_options or {})}
         if op_id == "submitJob":  # the other platforms' files, as they are (hive_lab_server.api.formats)
+            foreign = {".*": "the file is read by its platform's rules (docs/formats.md): OpenPAI v2, Kubernetes, "
+                             "Volcano, sbatch; a 400 names the file's own field"}
             op["requestBody"]["content"].update({
                 "application/yaml": {"schema": {"type": "object", "description": "JobSpec, an OpenPAI v2 job, a "
-                                                "Kubernetes Job/Pod or a Volcano Job"}},
-                "text/plain": {"schema": {"type": "string", "description": "an sbatch script (#SBATCH lines)"}}})
+                                                "Kubernetes Job/Pod or a Volcano Job"}, "x-rules": foreign},
+                "text/plain": {"schema": {"type": "string", "description": "an sbatch script (#SBATCH lines)"},
+                               "x-rules": foreign}})
     return op
 
 
@@ -90,25 +90,28 @@ def _with_dry_run(op: dict[str, Any]) -> dict[str, Any]:
 
 def _paths() -> dict[str, Any]:
     from hive_lab_server.api.handlers import arrays, job_actions, schedules  # (lazy: the handlers import the service)
+    from hive_lab_server.api.handlers.query import (AFTER_HELP, AFTER_SCHEMA, FLAG_SCHEMA, MAX_QUERY_INT,
+                                                    NAMES_SCHEMA, OFFSET_HELP, SINCE_PATTERN, TEXT_SCHEMA,
+                                                    integer_schema)
 
     m = models
     states = ", ".join(STATE_NAMES)
     names = "|".join(STATE_NAMES)
-    offset = {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0}
+    offset = integer_schema(0, MAX_QUERY_INT, 0)
     drain = (200, "the new drain state", _json(m.Drain))
     healthy = (200, "the GPUs marked healthy", _json(m.Healthy))
     return {
         "/jobs": {
-            "get": _op("listJobs", "Jobs, newest first, filtered and paginated", (200, "a page of jobs", _json(m.JobList)),
+            "get": _op("listJobs", "Jobs, newest first, filtered, a page at a time (after=<next>: stable while jobs arrive)", (200, "a page of jobs", _json(m.JobList)),
                        (400, 403), (
-                           _query("user", {"type": "string"}, "comma-separated user names; `me` is the caller"),
-                           _query("vc", {"type": "string"}, "comma-separated VC names"),
-                           _query("state", {"type": "string", "pattern": f"^(({names})(,({names}))*)?$"},
+                           _query("user", NAMES_SCHEMA, "comma-separated user names; `me` is the caller"),
+                           _query("vc", NAMES_SCHEMA, "comma-separated VC names"),
+                           _query("state", {"type": "string", "pattern": f"^({names})(,({names}))*$"},
                                   f"comma-separated states ({states})"),
                            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-                           _query("offset", {**offset, "maximum": 10**9}),
-                           _query("elements", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"],
-                                               "default": "true"}, "false: leave out the elements of job arrays "
+                           _query("offset", {**offset, "maximum": 10**9}, OFFSET_HELP),
+                           _query("after", AFTER_SCHEMA, AFTER_HELP),
+                           _query("elements", {**FLAG_SCHEMA, "default": "true"}, "false: leave out the elements of job arrays "
                                                                    "(see GET arrays)"))),
             "post": _with_dry_run(_op(
                 "submitJob", "Submit a job: hive-lab's JobSpec (JSON/YAML), an OpenPAI job (protocol v1 JSON, v2 "
@@ -116,9 +119,9 @@ def _paths() -> dict[str, Any]:
                 "(text/plain), each taken as it is (docs/formats.md); with dry_run=true only say what would happen; "
                 "a JobSpec with array or sweep makes a job array (201 with the Array, as POST arrays)",
                 (201, "the job, queued or scheduled", _json(m.Job)), (400, 403, 413, 429),
-                (_query("dry_run", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                (_query("dry_run", FLAG_SCHEMA,
                         "true: store nothing, launch nothing; answer what would happen now (200, WhatIf)"),
-                 _query("no_image", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+                 _query("no_image", FLAG_SCHEMA,
                         "true (--no-image), on a server whose launcher has no containers: the images a job file "
                         "names are not applied (listed in spec.source.not_applied); its commands run as processes. "
                         "400 on a server that runs images")),
@@ -130,7 +133,7 @@ def _paths() -> dict[str, Any]:
                        (200, "the job", _json(m.Job)), (403, 404)),
             "delete": _op("cancelJob", "Cancel a job (owner or admin)",
                           (200, "the job (state cancelled once stopped)", _json(m.Job)), (403, 404, 409),
-                          (_query("reason", {"type": "string"}, "why (kept in the job's reason, 300 characters)"),)),
+                          (_query("reason", TEXT_SCHEMA, "why (kept in the job's reason, 300 characters)"),)),
         },
         **job_actions.openapi_paths(_op, JOB_ID, _json),
         **arrays.openapi_paths(_op, _query, _json, offset),
@@ -140,9 +143,9 @@ def _paths() -> dict[str, Any]:
             "get": _op("getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task ends",
                        (200, "a chunk of the log", {**_json(m.LogChunk), "text/plain": {"schema": {"type": "string"}}}),
                        (400, 403, 404), (
-                           _query("task", {"type": "string"}, "task name, e.g. main-0 (default: the first task)"),
+                           _query("task", TEXT_SCHEMA, "task name, e.g. main-0 (default: the first task)"),
                            _query("offset", offset),
-                           _query("follow", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]}))),
+                           _query("follow", FLAG_SCHEMA))),
         },
         "/jobs/{job_id}/outputs": {
             "parameters": [JOB_ID],
@@ -173,15 +176,15 @@ def _paths() -> dict[str, Any]:
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
             _query("by", {"type": "string", "enum": ["user", "vc", "day", "job"], "default": "user"}),
-            _query("user", {"type": "string"}, "comma-separated user names (admins; others may name only "
+            _query("user", NAMES_SCHEMA, "comma-separated user names (admins; others may name only "
                                                "themselves); `me` is the caller"),
-            _query("vc", {"type": "string"}, "comma-separated VC names: only usage in these VCs (a course's)")))},
+            _query("vc", NAMES_SCHEMA, "comma-separated VC names: only usage in these VCs (a course's)")))},
         "/history": {"get": _op("getHistory", "The jobs of a window as a history trace the simulator replays, with "
                                               "the live cluster and policy (admins)",
                                 (200, "the history", _json(m.HistoryReport)), (400, 403), (
             _query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
                    "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01"),
-            _query("real_names", {"type": "boolean", "default": False},
+            _query("real_names", {**FLAG_SCHEMA, "default": "false"},
                    "owners' names instead of pseudonyms (user-001, ... in order of first submit)")))},
         "/nodes/{node}/drain": {"parameters": [NODE], "post": _op("drainNode", "No new work on this node (admins)", drain, (403, 404))},
         "/nodes/{node}/undrain": {"parameters": [NODE], "post": _op("undrainNode", "Undo a node drain (admins)", drain, (403, 404))},
@@ -214,13 +217,31 @@ code 4008 (reason: slow consumer) and may resume with `since`."""
 
 
 def _events_op() -> dict[str, Any]:
+    from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, UPGRADE_HEADERS
+    from hive_lab_server.api.handlers.query import integer_schema
+
+    headers = tuple({"name": name, "in": "header", "required": True, "schema": schema}
+                    for name, schema in UPGRADE_HEADERS.items())
     op = _op("events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
              (101, "switching to the websocket protocol", {}), (400, 403), (
-                 _query("since", {"type": "integer", "minimum": 0},
-                        "replay the stored state changes after this seq (the last one you read), then go live"),))
+                 _query("since", integer_schema(0, MAX_EVENT_SEQ),
+                        "replay the stored state changes after this seq (the last one you read), then go live"),
+                 *headers))
     op["description"] = EVENTS_DESCRIPTION
     op["x-messages"] = {"oneOf": [{"$ref": REF.format(model=mdl.__name__)} for mdl in models.EVENT_MODELS]}
     return op
+
+
+def _state_rules(paths: dict[str, Any]) -> None:
+    """Each submit operation lists the rules JSON Schema cannot state (stated_rules.py)."""
+    from hive_lab_server.api.stated_rules import ARRAY_RULES, JOB_RULES, PAGE_RULES, SCHEDULE_RULES
+
+    for path, rules in (("/jobs", JOB_RULES), ("/arrays", ARRAY_RULES), ("/schedules", SCHEDULE_RULES)):
+        paths[path]["post"]["x-rules"] = dict(rules)
+        paths[path]["post"]["description"] = ("Beyond the schema, a 400 names a field with one of these rules "
+                                              "(x-rules): " + "; ".join(rules.values()))
+    for path in ("/jobs", "/arrays"):
+        paths[path]["get"]["x-rules"] = dict(PAGE_RULES)
 
 
 @functools.cache
@@ -230,12 +251,17 @@ def openapi_document() -> dict[str, Any]:
 
     schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS, *SCHEMA_MODELS]
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)
+    paths = _paths()
+    _state_rules(paths)
+    from hive_lab_server.api.handlers.arrays import array_spec_schema
+
+    defs["$defs"]["ArraySpec"] = array_spec_schema(defs["$defs"]["JobSpec"])
     return {
         "openapi": "3.1.0",
         "info": {"title": "hive-lab REST API", "version": __version__, "description": DESCRIPTION},
         "servers": [{"url": "/hive_lab/api"}],
         "security": [{"token": []}],
-        "paths": _paths(),
+        "paths": paths,
         "components": {
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization",
                                           "description": "`token <jupyter token>`"}},

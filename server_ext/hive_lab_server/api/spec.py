@@ -7,6 +7,7 @@ offending field (``tasks[0].gpus``, ``taskRoles[1].gpuNumber``) and whose messag
 from __future__ import annotations
 
 import keyword
+import typing
 import posixpath
 import re
 from typing import Annotated, Any, Literal, Union
@@ -62,18 +63,44 @@ class SpecError(ValueError):
 OPPORTUNISTIC_MAX_RETRIES = 10  # an opportunistic job's max_retries when its spec gives none
 
 
+def _takes_int(annotation: Any) -> bool:
+    """The field takes an int and no float (``int``, ``Annotated[int, ...] | None``, an int or a literal)."""
+    args = typing.get_args(annotation)
+    if annotation is int:
+        return True
+    if annotation is float or not args:
+        return False
+    if typing.get_origin(annotation) is Annotated:
+        return _takes_int(args[0])
+    return any(_takes_int(a) for a in args) and not any(a is float for a in args)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        """JSON Schema's integer includes 6029.0 (the OpenAPI document allows it); "6029" and 6029.5 stay refused."""
+        if not isinstance(data, dict):
+            return data
+        ints = {name for name, field in cls.model_fields.items() if _takes_int(field.annotation)}
+        return {k: int(v) if k in ints and isinstance(v, float) and v.is_integer() else v for k, v in data.items()}
+
+
+#: what ``check_gpus`` takes, as the OpenAPI document states it
+GPUS_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 1024}, {"enum": list(GPU_SHARES)}],
+               "description": GPU_SHARE_HELP}
 
 
 class TaskSpec(_Model):
     name: Annotated[str, Field(pattern=NAME_RE)] = "main"
     count: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
-    gpus: int | float = 1
+    gpus: int | float = Field(1, json_schema_extra=GPUS_SCHEMA)
     gpu_type: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     # a share's GPU memory budget (default: its share of the GPU's memory); only with a share
     gpu_memory_mb: Annotated[int, Field(ge=1, le=1 << 24, strict=True)] | None = None
-    cpus: Annotated[float, Field(ge=0, le=100000)] = 1
+    cpus: Annotated[float, Field(ge=0, le=100000, strict=True)] = 1
     memory_mb: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
     command: Annotated[str, Field(min_length=1, max_length=100_000)] | None = None
     # the group's completion policy (OpenPAI's completion; FrameworkController's): this many failed tasks
@@ -139,7 +166,21 @@ class NotebookRun(_Model):
         return parameters
 
 
+def _command_somewhere(schema: dict[str, Any]) -> None:
+    """The document says what ``_commands_and_names`` and ``_notebook_command`` check: a command for the job,
+    for each task, or a notebook (whose command is derived)."""
+    text = {"type": "string"}
+    schema["anyOf"] = [
+        {"required": ["command"], "properties": {"command": text}},
+        {"required": ["tasks"], "properties": {"tasks": {"items": {"required": ["command"],
+                                                                    "properties": {"command": text}}}}},
+        {"required": ["notebook"], "properties": {"notebook": {"type": "object"}}},
+    ]
+
+
 class JobSpec(_Model):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False, json_schema_extra=_command_somewhere)
+
     name: Annotated[str, Field(min_length=1, max_length=128)] = "job"
     vc: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     priority: Priority = 0
@@ -182,7 +223,7 @@ class JobSpec(_Model):
         return v
     # the job saves a checkpoint on SIGUSR1: it gets the signal and checkpoint_grace_s before it is paused,
     # preempted, migrated or resized (others get SIGTERM at once, as any stop); docs/checkpoint.md
-    checkpoint: bool = False
+    checkpoint: Annotated[bool, Field(strict=True)] = False
     # Gavel's job type (e.g. "ResNet-50 (batch size 64)"): its known throughputs per GPU type
     job_type: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     # an elastic job: one task whose GPU count may be changed between min_gpus and max_gpus (resize)
@@ -393,9 +434,9 @@ class PaiTaskRole(_Model):
     minFailedTaskCount: int | None = None
     minSucceededTaskCount: int | None = None
     taskNumber: Annotated[int, Field(ge=1, le=MAX_TASKS, strict=True)] = 1
-    cpuNumber: Annotated[float, Field(ge=0, le=100000)] = 1
+    cpuNumber: Annotated[float, Field(ge=0, le=100000, strict=True)] = 1
     memoryMB: Annotated[int, Field(ge=0, le=1 << 30, strict=True)] = 1024
-    gpuNumber: int | float = 0
+    gpuNumber: int | float = Field(0, json_schema_extra=GPUS_SCHEMA)
 
     @field_validator("gpuNumber", mode="before")
     @classmethod

@@ -481,13 +481,16 @@ class HiveService(Admission, UnitOfWork):
         return presentation.job_object(self, row, placement, detail=detail, private=private, live_reason=live_reason)
 
     def list_jobs(self, *, users, vcs, states, limit, offset, private_for: Callable[[dict], bool],
-                  elements: bool = True) -> dict[str, Any]:
-        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit, offset=offset,
-                                           elements=elements)
+                  elements: bool = True, after: int | None = None) -> dict[str, Any]:
+        """A page of jobs, newest first; ``next`` is the cursor of the page after it (None: the last page)."""
+        rows, total = self.store.list_jobs(users=users, vcs=vcs, states=states, limit=limit + 1, offset=offset,
+                                           elements=elements, after=after)
+        more, rows = len(rows) > limit, rows[:limit]
         placements = self.store.placements([r["id"] for r in rows])
         jobs = [presentation.job_object(self, r, placements[r["id"]], detail=False, private=private_for(r))
                 for r in rows]
-        return {"jobs": jobs, "total": total, "limit": limit, "offset": offset}
+        return {"jobs": jobs, "total": total, "limit": limit, "offset": offset,
+                "next": rows[-1]["seq"] if more else None}
 
     def task_active(self, job_id: str, task: str) -> bool:
         """The task may still write to its log (not started yet, or running)."""

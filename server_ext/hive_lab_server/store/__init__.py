@@ -230,12 +230,15 @@ class Store:
             row = conn.execute(select(_arrays).where(_arrays.c.id == array_id)).mappings().first()
             return dict(row) if row else None
 
-    def list_arrays(self, *, users: list[str] | None = None, limit: int = 50,
-                    offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Arrays, newest first (``users``: only theirs)."""
+    def list_arrays(self, *, users: list[str] | None = None, limit: int = 50, offset: int = 0,
+                    after: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Arrays, newest first (``users``: only theirs); ``after``: only those older than the array with
+        that ``seq`` (a cursor: pages stay put while arrays arrive)."""
         conds = [_arrays.c.user.in_(users)] if users else []
         with self.engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(_arrays).where(*conds)).scalar() or 0
+            if after is not None:
+                conds.append(_arrays.c.seq < after)
             rows = conn.execute(select(_arrays).where(*conds).order_by(_arrays.c.seq.desc())
                                 .limit(limit).offset(offset)).mappings()
             return [dict(r) for r in rows], int(total)
@@ -336,8 +339,11 @@ class Store:
         limit: int = 50,
         offset: int = 0,
         elements: bool = True,
+        after: int | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
-        """A page of jobs, newest first; ``elements=False`` leaves out the elements of job arrays."""
+        """A page of jobs, newest first; ``elements=False`` leaves out the elements of job arrays; ``after``:
+        only jobs older than the one with that ``seq`` (a cursor: pages stay put while jobs arrive). ``total``
+        counts every match, the cursor aside."""
         conds = [] if elements else [_jobs.c.array_id.is_(None)]
         if users:
             conds.append(_jobs.c.user.in_(users))
@@ -347,6 +353,8 @@ class Store:
             conds.append(_jobs.c.state.in_(states))
         with self.engine.connect() as conn:
             total = conn.execute(select(func.count()).select_from(_jobs).where(*conds)).scalar() or 0
+            if after is not None:
+                conds.append(_jobs.c.seq < after)
             rows = conn.execute(
                 select(_jobs).where(*conds).order_by(_jobs.c.seq.desc()).limit(limit).offset(offset)
             ).mappings()

@@ -10,6 +10,7 @@ from hive_lab_server.jobs.arrays import views
 from hive_lab_server.jobs.arrays.spec import plan_from
 from hive_lab_server.jobs.service import ServiceError
 from hive_lab_server.api.spec import SpecError
+from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.base import HiveError
 
 
@@ -23,7 +24,7 @@ async def submit_array(handler, spec, caller, vc: str) -> None:
     if not fields:
         raise HiveError(400, "give array (e.g. \"0-49%8\") or sweep (e.g. {\"lr\": [0.1, 0.01]}) to make an "
                              "array; POST jobs submits one job", "array")
-    if (handler.get_argument("dry_run", None) or "").lower() in ("1", "true", "yes"):
+    if query.flag(handler, "dry_run"):
         if spec.source is not None:  # #SBATCH --array, an OpenPAI role without gang: the file makes an array
             raise HiveError(400, f"dry_run answers for one job, and this {spec.source.format} file runs as a job "
                                  "array (one job per task or index, each started as it fits); submit it without "

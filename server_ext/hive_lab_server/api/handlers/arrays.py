@@ -7,6 +7,7 @@ array's elements or change it; the elements are jobs (jobs/{id}, their logs and 
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 from jupyter_server.auth.decorator import authorized
@@ -20,7 +21,9 @@ from hive_lab_server.jobs.service import ServiceError
 from hive_lab_server.api.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import _raise, array_view
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
-from hive_lab_server.api.handlers.jobs import JobsHandler, _csv
+from hive_lab_server.api.handlers import query
+from hive_lab_server.api.handlers.query import AFTER_HELP, AFTER_SCHEMA, NAMES_SCHEMA, OFFSET_HELP
+from hive_lab_server.api.handlers.jobs import JobsHandler
 
 ARRAY_ID = r"(?P<array_id>a-[0-9]{1,12})"
 
@@ -54,17 +57,18 @@ class ArraysHandler(JobsHandler):
     def get(self) -> None:
         """The caller's arrays (admins: ``user=`` anyone's, or everyone's with ``user=*``), newest first."""
         caller = self.caller()
-        users = [caller.user if u == "me" else u for u in _csv(self.get_argument("user", None))] or [caller.user]
+        users = query.users(self, caller.user) or [caller.user]
         if users == ["*"]:
             users = []
         if not caller.admin and any(u != caller.user for u in users or ["*"]):
             raise HiveError(403, f"user {caller.user} may list only their own arrays; drop user or use user=me", "user")
-        limit = self.int_arg("limit", 50, 1, 1000)
-        offset = self.int_arg("offset", 0, 0, 10**9)
-        rows, total = self.service.store.list_arrays(users=users or None, limit=limit, offset=offset)
+        limit, offset, after = query.page(self, 50, 1000)
+        rows, total = self.service.store.list_arrays(users=users or None, limit=limit + 1, offset=offset, after=after)
+        more, rows = len(rows) > limit, rows[:limit]
         states = self.service.store.array_states([r["id"] for r in rows])
         arrays = [views.array_object(r, states[r["id"]], self.service.arrays.blocked_reason(r["id"])) for r in rows]
-        self.reply_model(models.ArrayList, {"arrays": arrays, "total": total, "limit": limit, "offset": offset})
+        self.reply_model(models.ArrayList, {"arrays": arrays, "total": total, "limit": limit, "offset": offset,
+                                            "next": rows[-1]["seq"] if more else None})
 
 
 class _OwnedArray(HiveHandler):
@@ -95,8 +99,8 @@ class ArrayHandler(_OwnedArray):
     def get(self, array_id: str) -> None:
         """The array with a page of its elements (by index; ``limit``, ``offset``)."""
         row = self.owned_array(array_id, "read")
-        limit = self.int_arg("limit", 100, 1, 10_000)
-        offset = self.int_arg("offset", 0, 0, 10**9)
+        limit = query.integer(self, "limit", 100, 1, 10_000)
+        offset = query.integer(self, "offset", 0, 0, 10**9)
         page = row["indices"][offset:offset + limit]
         rows = {r["array_index"]: r for r in self.service.store.array_elements(array_id, page)}
         obj = array_view(self.service, row)
@@ -159,24 +163,36 @@ class ArrayActionHandler(_OwnedArray):
         self.reply_model(models.Array, array_view(self.service, self.service.store.get_array(array_id)))
 
 
+def array_spec_schema(job_spec: dict[str, Any]) -> dict[str, Any]:
+    """POST arrays' body: a JobSpec (closed to other fields) plus array and/or sweep."""
+    schema = copy.deepcopy(job_spec)
+    schema["title"] = "ArraySpec"
+    schema["description"] = "A JobSpec plus array and/or sweep (docs/arrays.md)"
+    schema["properties"].update({
+        "array": {"type": "string", "minLength": 1, "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
+        "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}})
+    one_of_them = {"anyOf": [{"required": ["array"]}, {"required": ["sweep"]}]}
+    command = schema.pop("anyOf", None)
+    schema["allOf"] = [one_of_them] + ([{"anyOf": command}] if command else [])
+    return schema
+
+
 def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
     """The array operations for the OpenAPI document (``openapi._paths``)."""
     param = {"name": "array_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^a-[0-9]{1,12}$"}}
     one = (200, "the array with its counts by state", json(models.Array))
     page = (query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-            query("offset", {**offset, "maximum": 10**9}))
+            query("offset", {**offset, "maximum": 10**9}, OFFSET_HELP), query("after", AFTER_SCHEMA, AFTER_HELP))
     submit = op("submitArray", "Submit a job array or sweep: a JobSpec plus array (e.g. \"0-49%8\": indices 0..49, "
                 "at most 8 at once; \"1,3,5-9%2\") and/or sweep ({\"lr\": [0.1, 0.01]}: the product of the lists; "
                 "with a sweep array gives only the throttle, \"%8\"); at most 10000 elements. POST jobs takes the "
                 "same body", (201, "the array", json(models.Array)), (400, 403, 413),
-                body={"allOf": [{"$ref": "#/components/schemas/JobSpec"}, {"type": "object", "properties": {
-                    "array": {"type": "string", "description": "indices, ranges (N-M, N-M:STEP), %THROTTLE"},
-                    "sweep": {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}}}]})
+                body={"$ref": "#/components/schemas/ArraySpec"})
     return {
         "/arrays": {
             "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "
                       "or user=*)", (200, "a page of arrays", json(models.ArrayList)), (400, 403),
-                      (query("user", {"type": "string"}, "me (default), a user name or * (admins)"), *page)),
+                      (query("user", NAMES_SCHEMA, "me (default), a user name or * (admins)"), *page)),
             "post": submit,
         },
         "/arrays/{array_id}": {

@@ -21,7 +21,6 @@ from hive_lab_server.jobs.service import HiveService, ServiceError
 
 AUTH_RESOURCE = "hive_lab"
 MAX_JSON_DEPTH = 32  # a job spec is 4 levels deep; deeper bodies are refused before anything walks them
-MAX_QUERY_INT = 2**62  # integers in query parameters above this are refused (file offsets overflow at 2**63)
 
 
 def json_depth(value: Any) -> int:
@@ -256,21 +255,6 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         """Answer ``obj`` (a service view) as the response model the OpenAPI document declares for it."""
         self.set_status(status)
         self.finish(model.model_validate(obj).model_dump_json(exclude_unset=True))
-
-    def int_arg(self, name: str, default: int, lo: int, hi: int = MAX_QUERY_INT) -> int:
-        if len(self.get_arguments(name)) > 1:  # offset=1&offset=2: which one was meant?
-            raise HiveError(400, f"give query parameter {name} once", name)
-        raw = self.get_argument(name, None)
-        if raw is None or raw == "":
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise HiveError(400, f"query parameter {name} must be an integer, got {raw!r}", name) from None
-        if not lo <= value <= hi:
-            bound = f"{lo}..{hi}"
-            raise HiveError(400, f"query parameter {name} must be {bound}, got {value}", name)
-        return value
 
     def service_call(self, fn, *args, **kwargs):
         try:

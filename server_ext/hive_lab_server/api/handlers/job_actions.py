@@ -22,18 +22,34 @@ ADMIN_ONLY = {"migrate", "resize"}
 
 
 class JobAction(BaseModel):
-    """The body of POST jobs/{id}/{action}."""
+    """The body of POST jobs/{id}/pause and /resume (optional)."""
 
     model_config = ConfigDict(extra="forbid")
     reason: Annotated[str, Field(max_length=300)] = ""
-    gpu_type: Annotated[str, Field(min_length=1, max_length=64)] | None = None
-    gpus: Annotated[int, Field(ge=1, le=1024, strict=True)] | None = None
+
+
+class MigrateAction(JobAction):
+    """The body of POST jobs/{id}/migrate: the GPU type to move to."""
+
+    gpu_type: Annotated[str, Field(min_length=1, max_length=64, description="e.g. V100")]
+
+
+class ResizeAction(JobAction):
+    """The body of POST jobs/{id}/resize: the job's new GPU count."""
+
+    gpus: Annotated[int, Field(ge=1, le=1024, strict=True)]
 
     @field_validator("gpus", mode="before")
     @classmethod
     def _whole_number(cls, v: Any) -> Any:
         """JSON Schema's integer includes 314.0 (the OpenAPI document allows it); "314" and 314.5 stay refused."""
         return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+BODIES: dict[str, type[JobAction]] = {"pause": JobAction, "resume": JobAction, "migrate": MigrateAction,
+                                      "resize": ResizeAction}
+MISSING = {"gpu_type": "gpu_type: give the GPU type to move the job to, e.g. {\"gpu_type\": \"V100\"}",
+           "gpus": "gpus: give the job's new GPU count, e.g. {\"gpus\": 4}"}
 
 
 class JobActionHandler(HiveHandler):
@@ -50,10 +66,12 @@ class JobActionHandler(HiveHandler):
         if not isinstance(body, dict):
             raise HiveError(400, f"the body must be a JSON object like {{\"reason\": \"...\"}}, got {type(body).__name__}")
         try:
-            req = JobAction.model_validate(body)
+            req = BODIES[action].model_validate(body)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "body"
+            if err["type"] == "missing" and where in MISSING:
+                raise HiveError(400, MISSING[where], where) from None
             raise HiveError(400, f"{where}: {err['msg']}", where) from None
         by = f"by {caller.user}" + (f" ({req.reason})" if req.reason else "")
         svc = self.service
@@ -63,14 +81,10 @@ class JobActionHandler(HiveHandler):
                 job = await svc.pause(job_id, by, wait_s=wait_s)
             elif action == "resume":
                 job = svc.resume(job_id, by)
-            elif action == "migrate":
-                if req.gpu_type is None:
-                    raise HiveError(400, "gpu_type: give the GPU type to move the job to, e.g. {\"gpu_type\": \"V100\"}",
-                                    "gpu_type")
+            elif isinstance(req, MigrateAction):
                 job = await svc.migrate(job_id, req.gpu_type, by, wait_s=wait_s)
             else:
-                if req.gpus is None:
-                    raise HiveError(400, "gpus: give the job's new GPU count, e.g. {\"gpus\": 4}", "gpus")
+                assert isinstance(req, ResizeAction)
                 job = await svc.resize(job_id, req.gpus, by, wait_s=wait_s)
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
@@ -79,19 +93,19 @@ class JobActionHandler(HiveHandler):
 
 def openapi_paths(op, job_id_param: dict[str, Any], json) -> dict[str, Any]:
     """The four operations for the OpenAPI document (``openapi._paths``)."""
-    body = JobAction.model_json_schema()
+    body, optional = {a: m.model_json_schema() for a, m in BODIES.items()}, {"required": False}
     ok = (200, "the job (paused / queued again / being stopped with a checkpoint)", json(models.Job))
     return {
         "/jobs/{job_id}/pause": {"parameters": [job_id_param], "post": op(
             "pauseJob", "Pause a job: checkpoint signal, stop, out of the queue until resumed (owner or admin)",
-            ok, (400, 403, 404, 409), body=body)},
+            ok, (400, 403, 404, 409), body=body["pause"], body_options=optional)},
         "/jobs/{job_id}/resume": {"parameters": [job_id_param], "post": op(
             "resumeJob", "Queue a paused job again; it finds HIVE_RESUMED=1 (owner or admin)", ok,
-            (400, 403, 404, 409), body=body)},
+            (400, 403, 404, 409), body=body["resume"], body_options=optional)},
         "/jobs/{job_id}/migrate": {"parameters": [job_id_param], "post": op(
             "migrateJob", "Move a job to another GPU type, through a checkpoint (admins)", ok,
-            (400, 403, 404, 409), body=body)},
+            (400, 403, 404, 409), body=body["migrate"])},
         "/jobs/{job_id}/resize": {"parameters": [job_id_param], "post": op(
             "resizeJob", "Give an elastic job another GPU count in min_gpus..max_gpus (admins)", ok,
-            (400, 403, 404, 409), body=body)},
+            (400, 403, 404, 409), body=body["resize"])},
     }

@@ -21,20 +21,8 @@ from hive_lab_server.api.formats.secrets import seal
 from hive_lab_server.api.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import submit_array
 from hive_lab_server.jobs.submit_checks import checked_submission
+from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.base import MAX_JSON_DEPTH, HiveError, HiveHandler, json_depth
-
-
-
-def _csv(value: str | None) -> list[str]:
-    return [v for v in (value or "").split(",") if v]
-
-
-def _flag(value: str | None, name: str) -> bool:
-    if value is None or value.lower() in ("", "0", "false", "no"):
-        return False
-    if value.lower() in ("1", "true", "yes"):
-        return True
-    raise HiveError(400, f"query parameter {name}: use true or false, got {value!r}", name)
 
 
 class JobsHandler(HiveHandler):
@@ -45,24 +33,22 @@ class JobsHandler(HiveHandler):
     @authorized
     def get(self) -> None:
         caller = self.caller()
-        users = [caller.user if u == "me" else u for u in _csv(self.get_argument("user", None))]
-        vcs = _csv(self.get_argument("vc", None))
-        states = _csv(self.get_argument("state", None))
+        users = query.users(self, caller.user)
+        vcs = query.names(self, "vc", "VC names")
+        states = query.names(self, "state", "job states")
         bad = [s for s in states if s not in STATE_NAMES]
         if bad:
             raise HiveError(400, f"query parameter state: unknown state {bad[0]!r}; use any of {', '.join(STATE_NAMES)}", "state")
-        limit = self.int_arg("limit", 50, 1, 1000)
-        offset = self.int_arg("offset", 0, 0, 10**9)
-        arg = self.get_argument("elements", None)
-        elements = True if arg is None else _flag(arg, "elements")  # false: no elements of job arrays
+        limit, offset, after = query.page(self, 50, 1000)
+        elements = query.flag(self, "elements", True)  # false: no elements of job arrays
         self.reply_model(models.JobList, self.service.list_jobs(users=users, vcs=vcs, states=states, limit=limit,
                                                                 offset=offset, private_for=caller.sees_private,
-                                                                elements=elements))
+                                                                elements=elements, after=after))
 
     def job_spec(self):
         """The body as a JobSpec: hive-lab's JSON, or an OpenPAI job (v1 JSON, v2 YAML), a Kubernetes or
         Volcano manifest (YAML/JSON), an sbatch script (text/plain) as ``formats`` reads them."""
-        no_image = _flag(self.get_argument("no_image", None), "no_image")
+        no_image = query.flag(self, "no_image")
         if no_image and self.service.launcher.supports_images:
             raise HiveError(400, f"no_image: this server's {self.service.launcher.name} launcher runs jobs in their "
                                  "images; submit the file without --no-image", "no_image")
@@ -97,7 +83,7 @@ class JobsHandler(HiveHandler):
         if self.array_fields or self.require_array:  # many elements of this spec (handlers/arrays.py)
             await submit_array(self, spec, caller, vc)
             return
-        if _flag(self.get_argument("dry_run", None), "dry_run"):  # what would happen now; nothing is stored, launched or preempted
+        if query.flag(self, "dry_run"):  # what would happen now; nothing is stored, launched or preempted
             try:
                 answer = self.service.what_if(spec, caller.user, vc, caller.groups)
             except ServiceError as exc:
@@ -129,7 +115,7 @@ class JobHandler(HiveHandler):
         if not caller.sees_private(row):
             raise HiveError(403, f"user {caller.user} may not cancel job {job_id} (it belongs to {row['user']})")
         try:
-            note = self.get_argument("reason", "").strip()[:300]  # e.g. why a kernel was culled
+            note = (query.text(self, "reason", "say why in a few words", "") or "").strip()[:300]  # e.g. a culled kernel
             by = f"{caller.user} ({note})" if note else caller.user
             job = await self.service.cancel(job_id, by, wait_s=self.hive.cancel_wait_s)
         except Exception as exc:
@@ -156,11 +142,11 @@ class JobLogsHandler(_OwnedJob):
     async def get(self, job_id: str) -> None:
         row = self.owned_row(job_id, "logs")
         tasks = task_names(row["spec"])
-        task = self.get_argument("task", None) or tasks[0]
+        task = query.text(self, "task", f"give a task name ({', '.join(tasks)})", tasks[0])
         if task not in tasks:
             raise HiveError(400, f"query parameter task: job {job_id} has no task {task!r}; its tasks are {', '.join(tasks)}", "task")
-        offset = self.int_arg("offset", 0, 0)
-        follow = _flag(self.get_argument("follow", None), "follow")  # follow=AAA: a 400, not "no"
+        offset = query.integer(self, "offset", 0, 0)
+        follow = query.flag(self, "follow")  # follow=AAA: a 400, not "no"
         path = self.service.log_path(job_id, task)
         user = row["user"]
         if not follow:

@@ -13,10 +13,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from hive_lab_server.auth.access import identify
-from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox
+from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox, queued_cost
 from hive_lab_server.api.events import state_message
 from hive_lab_server.api.openapi import openapi_yaml
+from hive_lab_server.api.handlers import query
+from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, upgrade_problem
 from hive_lab_server.api.handlers.base import AUTH_RESOURCE, HiveError, HiveHandler, json_error, require_caller, wait_for_recovery
+
+
 
 
 
@@ -37,16 +41,7 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         self._since = self._since_arg()
 
     def _since_arg(self) -> int | None:
-        values = self.get_query_arguments("since")
-        if not values:
-            return None
-        if len(values) > 1:
-            raise HiveError(400, "give since once", "since")
-        raw = values[0]
-        if not raw.isdigit() or len(raw) > 18:
-            raise HiveError(400, f"since must be the seq of the last event you saw (an integer >= 0), got {raw!r}",
-                            "since")
-        return int(raw)
+        return query.integer(self, "since", None, 0, MAX_EVENT_SEQ)
 
     async def prepare(self, *args, **kwargs):
         await require_caller(self, super().prepare(*args, **kwargs))  # 401 for an unknown caller
@@ -57,11 +52,9 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
     @ws_authenticated
     async def get(self, *args, **kwargs):
         await self.pre_get()
-        connection = self.request.headers.get("Connection", "").lower()
-        if self.request.headers.get("Upgrade", "").lower() != "websocket" or "upgrade" not in connection:
-            # tornado would answer a text/html 400 itself
-            raise HiveError(400, "GET events is a websocket: send Connection: Upgrade and Upgrade: websocket "
-                                 "(a websocket client does)")
+        problem = upgrade_problem(self.request.headers)
+        if problem:  # tornado would answer a bare (or text/html) 400 or 426 itself
+            raise HiveError(400, f"GET events is a websocket: {problem} (a websocket client does)")
         res = super().get(*args, **kwargs)
         if res is not None:
             await res
@@ -77,29 +70,35 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         self._outbox.put(json.dumps({"type": "hello", "user": user, "seq": bus.seq}))
         since = getattr(self, "_since", None)
         if since is not None:
-            for message in self._replay(hive, since, bus.seq):
-                self._outbox.put(json.dumps(message))
+            for text in self._replay(hive, since, bus.seq):
+                self._outbox.put(text)
         self._unsubscribe = bus.subscribe(self._outbox.put)
 
     @staticmethod
-    def _replay(hive, since: int, head: int) -> list[dict]:
+    def _replay(hive, since: int, head: int) -> list[str]:
+        """The stored state changes after ``since`` as messages, or one ``snapshot`` marker when they are
+        more than ``events_replay_max`` or would fill half of ``events_buffer_bytes``."""
         if since == head:
             return []
         if since > head:
             why = f"seq {since} is newer than this server's newest event ({head}): its store is not the one you read"
-            return [{"type": "snapshot", "seq": head, "reason": why}]
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
         rows = hive.service.store.events_after(since, hive.events_replay_max + 1)
         if len(rows) > hive.events_replay_max:
             why = f"more than {hive.events_replay_max} events happened after seq {since}"
-            return [{"type": "snapshot", "seq": head, "reason": why}]
-        return [state_message(r) for r in rows]
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
+        texts = [json.dumps(state_message(r)) for r in rows]
+        if sum(queued_cost(t) for t in texts) > hive.events_buffer_bytes // 2:
+            why = f"the events after seq {since} are more than half of events_buffer_bytes"
+            return [json.dumps({"type": "snapshot", "seq": head, "reason": why})]
+        return texts
 
-    def _overflow(self, waiting: int) -> None:
+    def _overflow(self, held: int) -> None:
         hive = self.settings["hive_lab"]
         hive.service.metrics.events_dropped.inc()
-        self.log.warning("hive-lab: closing a slow events subscriber (%d bytes of events waiting)", waiting)
+        self.log.warning("hive-lab: closing a slow events subscriber (it holds %d bytes of events)", held)
         self._close_unsubscribed()
-        self.close(SLOW_CONSUMER, f"slow consumer: more than {hive.events_buffer_bytes} bytes of events waited; "
+        self.close(SLOW_CONSUMER, f"slow consumer: its events would hold more than {hive.events_buffer_bytes} bytes; "
                                   "reconnect with since=<last seq read>"[:123])
 
     def _close_unsubscribed(self) -> None:

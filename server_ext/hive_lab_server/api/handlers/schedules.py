@@ -15,6 +15,7 @@ from tornado import web
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.pipelines.schedule_models import ScheduleList, ScheduleOut
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
+from hive_lab_server.api.handlers import query
 
 SCHEDULE_ID = r"(?P<schedule_id>[A-Za-z0-9_.-]{1,64})"
 
@@ -31,7 +32,7 @@ class SchedulesHandler(HiveHandler):
     @authorized
     def get(self) -> None:
         caller = self.caller()
-        users = [caller.user if u == "me" else u for u in (self.get_argument("user", "") or "").split(",") if u]
+        users = query.users(self, caller.user)
         if not caller.admin:
             if any(u != caller.user for u in users):
                 raise HiveError(403, f"user {caller.user} may only list their own schedules (user=me)", "user")
@@ -87,8 +88,8 @@ def openapi_paths(op, json) -> dict[str, Any]:
     paths = {
         "/schedules": {
             "get": op("listSchedules", "Recurring jobs with their next run time and last runs (yours; admins: "
-                                       "everyone's, or user=...)", (200, "the schedules", json(ScheduleList)), (403,),
-                      ({"name": "user", "in": "query", "required": False, "schema": {"type": "string"},
+                                       "everyone's, or user=...)", (200, "the schedules", json(ScheduleList)), (400, 403),
+                      ({"name": "user", "in": "query", "required": False, "schema": query.NAMES_SCHEMA,
                         "description": "comma-separated user names (admins); `me` is the caller"},)),
             "post": op("createSchedule", "A job submitted as you at each time a cron expression names in a time "
                                          "zone (docs/schedules.md); a schedule of yours with the same name is "

@@ -15,6 +15,16 @@ POLICY_HELP = ("what happens when a run is due while the previous one is still g
                "end, at most one waits), run_all (every due time runs, at once, side by side)")
 
 
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+# a nickname (any case, as cron.expression reads it) or five fields; each field's values are cronsim's rules
+CRON_PATTERN = (r"^\s*(@(" + "|".join(_any_case(n) for n in ("yearly", "annually", "monthly", "weekly", "daily",
+                                                               "midnight", "hourly"))
+                + r")|[^\s@]+(\s+[^\s@]+){4})\s*$")
+
+
 class ScheduleBody(BaseModel):
     """``POST schedules``: a job spec submitted at each time ``cron`` names in ``timezone``."""
 
@@ -23,12 +33,13 @@ class ScheduleBody(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=128, description="unique per owner: a schedule of "
                                                                          "yours with this name is replaced; "
                                                                          "left out: the schedule's id")] | None = None
-    cron: Annotated[str, Field(min_length=1, max_length=256, description="five fields (minute hour day month "
+    cron: Annotated[str, Field(min_length=1, max_length=256, pattern=CRON_PATTERN, description="five fields (minute hour day month "
                                                                          "weekday) or @hourly, @daily, @weekly, @monthly, @yearly")]
     timezone: Annotated[str, Field(min_length=1, max_length=64, description="an IANA time zone, e.g. Europe/Berlin")] = "UTC"
     policy: Policy = Field("skip", description=POLICY_HELP)
-    job: dict[str, Any] = Field(description="the job to submit each time (a JobSpec, without depends_on)")
-    paused: bool = False
+    job: dict[str, Any] = Field(description="the job to submit each time (a JobSpec, without depends_on)",
+                                json_schema_extra={"allOf": [{"$ref": "#/components/schemas/JobSpec"}]})
+    paused: Annotated[bool, Field(strict=True)] = False
 
 
 class ScheduleRunOut(_Out):
