@@ -27,6 +27,7 @@ from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .shares import SharedGPUs, job_share, share_proxy
+from .starvation import fence_of, reserve_cells
 from .state import ClusterState, rollback
 from .types import JobRequest
 from .validation import validate_request
@@ -51,8 +52,10 @@ class Scheduler:
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
     (seconds, None = never): a guaranteed job that waited that long since a later job of its VC
-    overtook it holds back every job behind it in its VC until it starts (no head-of-line
-    blocking before that, no starvation after).
+    overtook it *starves*: it reserves the cells it will start in and the jobs behind it start only
+    outside them (``starvation.py``; no head-of-line blocking before that, no starvation after).
+    ``starvation_hold=True``: the rule before issue 38, a starving job holds back *every* job behind it in
+    its VC until it starts (kept to measure against; it idles the VC's other GPUs meanwhile).
 
     ``backfill`` (default False): reservations instead of skipping. The first guaranteed job of a VC
     (in queue order) that does not fit holds a reservation at its estimated start (``estimate_starts``);
@@ -70,7 +73,7 @@ class Scheduler:
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
                  fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False,
-                 private_placement: bool = False):
+                 private_placement: bool = False, starvation_hold: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -78,6 +81,7 @@ class Scheduler:
         self.policy = policy
         self._order = order
         self.starvation_after = starvation_after
+        self.starvation_hold = bool(starvation_hold)
         self._new_state(cfg)
         self._seq = 0
         self._now = 0.0
@@ -505,7 +509,8 @@ class Scheduler:
         if twin is None or twin.config is not self.config:
             twin = self._twin = Scheduler(self.config, policy=self.policy, starvation_after=self.starvation_after,
                                           fair_share=self._fair_share, strict_order=self.backfill or self._strict,
-                                          private_placement=self.private_placement)
+                                          private_placement=self.private_placement,
+                                          starvation_hold=self.starvation_hold)
             twin._trusted = True  # it replays jobs this core validated: no checks, no reason sentences
         twin._gate.tables = dict(self._gate.tables)  # the same per-user limits (the twin's own jobs count)
         return twin
@@ -772,10 +777,24 @@ class Scheduler:
         jobs = self._ordered_waiting(vc)
         if self._order.dynamic:
             jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != WAITING)
+        placement = self.placement
+        outer, placement.fenced = placement.fenced, frozenset()  # (a pass of another VC may be nested in one)
+        try:
+            self._pass_vc_jobs(jobs, now, out)
+        finally:
+            placement.fenced = outer
+        vc.min_bypass = None
+        for _, jid in vc.queue:
+            b = self._jobs[jid].bypass_since
+            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
+                vc.min_bypass = b
+
+    def _pass_vc_jobs(self, jobs: list[Job], now: float, out: list) -> None:
         memo: dict = {}
         held: dict = {}  # what users hold, for the admission gate (this pass only)
         skipped: list[Job] = []
-        hold = None
+        hold = None  # a starving job that reserves no cells: every job behind it waits
+        fenced_for = None  # a starving job that reserves cells (``starvation.py``): those behind start elsewhere
         reserve = self.backfill or self._strict
         blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
         limited = bool(self._gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
@@ -816,14 +835,16 @@ class Scheduler:
                         s.bypass_since = now
             else:
                 skipped.append(j)
-                if (self.starvation_after is not None and j.bypass_since is not None
+                if fenced_for is not None:
+                    j.fail = HeldBack(fenced_for.req.id, reserved=True)
+                if (fenced_for is None and self.starvation_after is not None and j.bypass_since is not None
                         and now - j.bypass_since >= self.starvation_after):
-                    hold = j
-        vc.min_bypass = None
-        for _, jid in vc.queue:
-            b = self._jobs[jid].bypass_since
-            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
-                vc.min_bypass = b
+                    cells = None if self.starvation_hold else reserve_cells(self.state, j)
+                    if cells is None:
+                        hold = j
+                    else:
+                        fenced_for = j
+                        self.placement.fenced = fence_of(cells)  # (a shape that did not fit still does not)
 
     def _may_backfill(self, j: Job, blocked: list[Job], now: float) -> bool:
         """Backfill: ``j`` (behind the reservations ``blocked``) may try to start only if its time limit
