@@ -94,7 +94,8 @@ def test_an_overflowed_job_that_ends_early_delays_no_job_of_its_vc(tmp_path):
     result = simulate(cfg, events, "hived")
     m = result.metrics
     assert (m.sharing_anomaly_s, m.sharing_anomaly_jobs) == (0, 0)
-    assert m.avg_queue_s < result.private.metrics.avg_queue_s / 10  # (the bare core queues as privately)
+    # (the bare core queues as privately: 2,195 s since issue 38's starvation rule, 21,307 s with the 1-h hold)
+    assert m.avg_queue_s < result.private.metrics.avg_queue_s / 3
     assert 0 < m.held_gpu_s
     early = simulate(cfg, events, "hived", private=result.private, private_timing=False).metrics
     assert early.sharing_anomaly_jobs > 0 and early.held_gpu_s is None
