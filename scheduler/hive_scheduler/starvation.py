@@ -16,8 +16,8 @@ the choice does not depend on when passes happen, and a VC decides the same on t
 other VCs' events add passes) as on its private cluster (issue 38's invariance; a choice kept from the
 first pass after the job began to starve differed between the two). It still cannot starve: the reserved
 cells gain no job of the VC, so the most free GPUs any candidate cell has never falls; the choice moves
-only to a cell with strictly more free GPUs (ties: the same cell, by id), so it moves finitely often, and
-in between the reserved cells drain as the work in them ends.
+only to a cell with more free GPUs, or as many and a lower id, so it moves finitely often, and in between
+the reserved cells drain as the work in them ends.
 """
 
 from __future__ import annotations
