@@ -16,7 +16,8 @@ of 8 GPUs or more: the one a starvation rule protects). ``--private-only`` repla
 baselines (to compare queueing rules). ``--starvation`` picks the rule for a job overtaken for an hour
 (the core's ``starvation_after``), in every scheduler of the run, baselines included: ``reserve`` (the
 default since issue 38: it reserves the cells it will start in), ``hold`` (before: it holds back every job
-behind it in its VC) or ``never`` (no anti-starvation rule: ``starvation_after=None``). Only VCs made of whole racks, or whole nodes in a model without
+behind it in its VC) or ``never`` (no anti-starvation rule: ``starvation_after=None``). Only VCs made of
+whole racks, or whole nodes in a model without
 racks, can be written as a short form; others are reported and left out of ``written``.
 """
 
