@@ -11,8 +11,13 @@ and ``quota``, and measures each one's anomaly (job-time and jobs that waited lo
   (``nodes: 64, racks: 4, vcs: {6214e9: 512}``), its jobs replayed there with ``hived`` (the defaults).
 
 It prints one JSON line: mean queueing of each policy and baseline, the anomalies, and how many jobs start
-at other instants on the two baselines (0: they agree job by job). ``--private-only`` replays only the
-baselines (to compare queueing rules). Only VCs made of whole racks, or whole nodes in a model without
+at other instants on the two baselines (0: they agree job by job), and the longest wait of a gang (a job
+of 8 GPUs or more: the one a starvation rule protects). ``--private-only`` replays only the
+baselines (to compare queueing rules). ``--starvation`` picks the rule for a job overtaken for an hour
+(the core's ``starvation_after``), in every scheduler of the run, baselines included: ``reserve`` (the
+default since issue 38: it reserves the cells it will start in), ``hold`` (before: it holds back every job
+behind it in its VC) or ``never`` (no anti-starvation rule: ``starvation_after=None``). Only VCs made of
+whole racks, or whole nodes in a model without
 racks, can be written as a short form; others are reported and left out of ``written``.
 """
 
@@ -23,7 +28,7 @@ import json
 import sys
 import time
 
-from hive_scheduler import load_cluster_config
+from hive_scheduler import Scheduler, load_cluster_config
 from hive_scheduler.builtin_models import _SHORT
 from hive_scheduler.shortform import expand_short_form
 from hive_scheduler.sim import simulate
@@ -64,6 +69,27 @@ def anomaly(waits: dict[str, float], reference: dict[str, float]) -> tuple[float
     return sum(extra), len(extra)
 
 
+def use_starvation_rule(rule: str) -> None:
+    """Make every ``Scheduler`` this process builds (the simulator's and the baselines') use ``rule``."""
+    if rule == "reserve":
+        return
+    init = Scheduler.__init__
+
+    def with_rule(self, *args, **kwargs):
+        if rule == "hold":
+            kwargs["starvation_hold"] = True
+        elif kwargs.get("starvation_after", 3600.0) is not None:  # "never" (the estimates' twins keep theirs)
+            kwargs["starvation_after"] = None
+        init(self, *args, **kwargs)
+
+    Scheduler.__init__ = with_rule
+
+
+def longest_gang_wait(result, events) -> float:
+    gangs = {e.job for e in events if sum(t.count * t.gpus for t in e.tasks) >= 8}
+    return max((w for j, w in result.metrics.waits.items() if j in gangs), default=0.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", required=True)
@@ -72,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queueing", default="skip", choices=("skip", "strict", "backfill"))
     ap.add_argument("--time-limits", type=float, default=None, help="time_limit_s = F x duration (backfill)")
     ap.add_argument("--private-only", action="store_true")
+    ap.add_argument("--starvation", default="reserve", choices=("reserve", "hold", "never"))
     args = ap.parse_args(argv)
+    use_starvation_rule(args.starvation)
     t0 = time.perf_counter()
     model = _SHORT[args.model]
     cfg = load_cluster_config(args.model)
@@ -93,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             written_waits.update(r.metrics.waits)
             written_starts.update(starts(r))
     d_starts = starts(derived)
-    out = {"trace": args.trace, "time_scale": args.time_scale, "queueing": q, "jobs": len(events),
-           "private_avg_queue_s": round(derived.metrics.avg_queue_s, 1),
+    out = {"trace": args.trace, "time_scale": args.time_scale, "queueing": q, "starvation": args.starvation,
+           "jobs": len(events), "private_avg_queue_s": round(derived.metrics.avg_queue_s, 1),
+           "private_longest_gang_wait_s": round(longest_gang_wait(derived, events)),
            "baselines_differ_jobs": sum(1 for j, t in written_starts.items() if d_starts.get(j) != t),
            "written_left_out": left_out}
     if not args.private_only:
@@ -106,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                            "anomaly_derived_h": round(m.sharing_anomaly_s / 3600, 2),
                            "anomaly_derived_jobs": m.sharing_anomaly_jobs,
                            "anomaly_written_h": round(vs_written[0] / 3600, 2), "anomaly_written_jobs": vs_written[1],
-                           "preemptions": m.preemptions}
+                           "preemptions": m.preemptions, "longest_gang_wait_s": round(longest_gang_wait(r, events))}
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
     return 0

@@ -42,9 +42,11 @@ class NoFit:
 
 @dataclass(frozen=True)
 class HeldBack:
-    """An overtaken job of the same VC waited too long: jobs behind it wait until it starts."""
+    """An overtaken job of the same VC waited too long: jobs behind it wait until it starts (``reserved``:
+    it reserves cells, and not enough GPUs are free outside them)."""
 
     for_job: str
+    reserved: bool = False
 
 
 @dataclass(frozen=True)

@@ -251,7 +251,7 @@ class OverflowScheduler:
         ``preempting`` (a ghost takes its place in its VC as the job did privately, victims included)."""
         ghosts, job, event = self._ghosts, d.job, d.event
         if event == "started":
-            ghosts.start(job, now)
+            ghosts.start(job, now, at=len(out))
         elif event == "preempted":
             ghosts.preempted(job, now)
         elif event == "preempting":
@@ -290,13 +290,17 @@ class OverflowScheduler:
         self._translate(self.inner.lend(job_id, now), now, out)  # its GPUs go to opportunistic work meanwhile
         return out
 
-    def take_timers(self) -> list[tuple[float, str, int]]:
+    def take_timers(self, positions: bool = False) -> list[tuple]:
         """The ghosts' ends scheduled since the last call, as ``(t, job, generation)``: the driver calls
-        ``ghost_end(job, generation, t)`` at ``t`` (a stale generation is ignored)."""
+        ``ghost_end(job, generation, t)`` at ``t`` (a stale generation is ignored). With ``positions``,
+        ``(t, job, generation, at)``: a ghost that started in a pass of the call just returned is at
+        ``at`` in its list of decisions (where its ``started`` would be, were it shown), so a driver can
+        order ends at one instant as the job's would be on its private cluster; ``at`` is None for the
+        ghost of a job that ran to its end in its VC's cells (it ranks as that job's start)."""
         if self._ghosts is None or not self._ghosts.timers:
             return []
         timers, self._ghosts.timers = self._ghosts.timers, []
-        return timers
+        return timers if positions else [x[:3] for x in timers]
 
     def ghost_end(self, job_id: str, generation: int, now: float) -> list:
         """A ghost's hold is over: its cells are released (what that starts is returned)."""
@@ -572,7 +576,7 @@ class _Ghosts:
         self.waiting: dict[str, float] = {}  # ghost not running -> seconds it holds once started
         self.gpus: dict[str, int] = {}  # ghost -> its GPUs
         self.ends: dict[str, tuple[float, float, int]] = {}  # running ghost -> (start, end, generation)
-        self.timers: list[tuple[float, str, int]] = []  # ends not yet handed to the driver
+        self.timers: list[tuple[float, str, int, int | None]] = []  # ends not yet handed to the driver
         self.generation = 0
         self.held_gpu_s = 0.0
 
@@ -603,11 +607,11 @@ class _Ghosts:
         self.waiting[job] = hold
         self.gpus[job] = gpus
 
-    def start(self, job: str, now: float) -> None:
+    def start(self, job: str, now: float, at: int | None = None) -> None:
         hold = self.waiting.pop(job)
         self.generation += 1
         self.ends[job] = (now, now + hold, self.generation)
-        self.timers.append((now + hold, job, self.generation))
+        self.timers.append((now + hold, job, self.generation, at))
 
     def preempted(self, job: str, now: float) -> None:
         start, end, _ = self.ends.pop(job)

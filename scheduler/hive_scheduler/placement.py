@@ -30,7 +30,7 @@ class GuaranteedPlacement:
     preemptor being placed stops: their GPUs are its to take) and ``pending_idle`` (virtual cells bound
     for the attempt: the scheduler unbinds them again if nothing ended up in them)."""
 
-    __slots__ = ("state", "jobs", "cut", "stolen", "claimable", "pending_idle")
+    __slots__ = ("state", "jobs", "cut", "stolen", "claimable", "pending_idle", "fenced")
 
     def __init__(self, state, jobs: dict):
         self.state = state
@@ -39,9 +39,14 @@ class GuaranteedPlacement:
         self.stolen: list = []
         self.claimable: frozenset[str] = frozenset()
         self.pending_idle: list = []
+        # virtual cells a starving job of the VC reserves (``starvation.py``): unavailable to the jobs behind
+        # it, except to a preemption search (DISPLACE), which may take anything of a lower priority
+        self.fenced: frozenset = frozenset()
 
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
+        if self.fenced and v in self.fenced and mode != DISPLACE:
+            return 0
         if mode == FREE and v.pcell is not None:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0

@@ -27,6 +27,7 @@ from .fair_share import FairShareSettings, UsageLedger
 from .policies import ORDERS, get_order
 from .preemption import PreemptionSearch
 from .shares import SharedGPUs, job_share, share_proxy
+from .starvation import fence_of, reserve_cells
 from .state import ClusterState, Trial
 from .types import JobRequest
 from .validation import validate_request
@@ -53,8 +54,10 @@ class Scheduler:
     ``policy`` orders jobs inside a VC: a registered ``QueueOrder`` by name (``fifo`` | ``priority``
     | ``drf`` built in). ``starvation_after``
     (seconds, None = never): a guaranteed job that waited that long since a later job of its VC
-    overtook it holds back every job behind it in its VC until it starts (no head-of-line
-    blocking before that, no starvation after).
+    overtook it *starves*: it reserves the cells it will start in and the jobs behind it start only
+    outside them (``starvation.py``; no head-of-line blocking before that, no starvation after).
+    ``starvation_hold=True``: the rule before issue 38, a starving job holds back *every* job behind it in
+    its VC until it starts (kept to measure against; it idles the VC's other GPUs meanwhile).
 
     ``backfill`` (default False): reservations instead of skipping. The first guaranteed job of a VC
     (in queue order) that does not fit holds a reservation at its estimated start (``estimate_starts``);
@@ -72,7 +75,7 @@ class Scheduler:
 
     def __init__(self, config: Any, policy: str = "fifo", starvation_after: float | None = 3600.0,
                  fair_share: FairShareSettings | None = None, backfill: bool = False, strict_order: bool = False,
-                 private_placement: bool = False, trusted: bool = False):
+                 private_placement: bool = False, starvation_hold: bool = False, trusted: bool = False):
         order = get_order(policy) if isinstance(policy, str) else None
         if order is None:
             raise ConfigError("policy", f"unknown policy {policy!r} (choose one of {', '.join(ORDERS)})")
@@ -80,6 +83,7 @@ class Scheduler:
         self.policy = policy
         self._order = order
         self.starvation_after = starvation_after
+        self.starvation_hold = bool(starvation_hold)
         self.reset_state(cfg)
         self._seq = 0
         self._now = 0.0
@@ -495,13 +499,14 @@ class Scheduler:
         return Trial(self.state, True, self.placement, self._jobs if job is not None else None, job)
 
     def fork(self, **changes) -> "Scheduler":
-        """A new scheduler over this one's config with its settings (policy, starvation_after, fair share,
-        backfill, strict order, private placement, per-user limits) and nothing on it: no jobs, every GPU
+        """A new scheduler over this one's config with its settings (policy, starvation_after and
+        starvation_hold, fair share, backfill, strict order, private placement, per-user limits) and nothing on it: no jobs, every GPU
         healthy, its clock at 0. For twins that rehearse on this cluster (the start estimates' replay, the fit
         check). ``changes``: constructor arguments that differ (``trusted=True``: it replays jobs this
         scheduler validated, so it checks nothing and explains nothing)."""
         settings = dict(policy=self.policy, starvation_after=self.starvation_after, fair_share=self._fair_share,
-                        backfill=self.backfill, strict_order=self._strict, private_placement=self.private_placement)
+                        backfill=self.backfill, strict_order=self._strict, private_placement=self.private_placement,
+                        starvation_hold=self.starvation_hold)
         settings.update(changes)
         twin = Scheduler(self.config, **settings)
         twin.set_limit_tables(self._gate.tables)
@@ -832,10 +837,24 @@ class Scheduler:
         jobs = self._ordered_waiting(vc)
         if self._order.dynamic:
             jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != WAITING)
+        placement = self.placement
+        outer, placement.fenced = placement.fenced, frozenset()  # (a pass of another VC may be nested in one)
+        try:
+            self._pass_vc_jobs(jobs, now, out)
+        finally:
+            placement.fenced = outer
+        vc.min_bypass = None
+        for _, jid in vc.queue:
+            b = self._jobs[jid].bypass_since
+            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
+                vc.min_bypass = b
+
+    def _pass_vc_jobs(self, jobs: list[Job], now: float, out: list) -> None:
         memo: dict = {}
         held: dict = {}  # what users hold, for the admission gate (this pass only)
         skipped: list[Job] = []
-        hold = None
+        hold = None  # a starving job that reserves no cells: every job behind it waits
+        fenced_for = None  # a starving job that reserves cells (``starvation.py``): those behind start elsewhere
         reserve = self.backfill or self._strict
         blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
         limited = bool(self._gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
@@ -876,14 +895,16 @@ class Scheduler:
                         s.bypass_since = now
             else:
                 skipped.append(j)
-                if (self.starvation_after is not None and j.bypass_since is not None
+                if fenced_for is not None:
+                    j.fail = HeldBack(fenced_for.req.id, reserved=True)
+                if (fenced_for is None and self.starvation_after is not None and j.bypass_since is not None
                         and now - j.bypass_since >= self.starvation_after):
-                    hold = j
-        vc.min_bypass = None
-        for _, jid in vc.queue:
-            b = self._jobs[jid].bypass_since
-            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
-                vc.min_bypass = b
+                    cells = None if self.starvation_hold else reserve_cells(self.state, j)
+                    if cells is None:
+                        hold = j
+                    else:
+                        fenced_for = j
+                        self.placement.fenced = fence_of(cells)  # (a shape that did not fit still does not)
 
     def _may_backfill(self, j: Job, blocked: list[Job], now: float) -> bool:
         """Backfill: ``j`` (behind the reservations ``blocked``) may try to start only if its time limit
@@ -992,7 +1013,6 @@ class Scheduler:
             self.state.release_idle_roots(roots)
 
     def _attempt_opp(self, j: Job, now: float, out: list, memo: dict | None) -> bool:
-        req = j.req
         key = j.shape
         if memo is not None and key in memo:
             j.fail = memo[key]

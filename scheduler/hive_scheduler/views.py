@@ -105,6 +105,9 @@ def wait_reason(core, j, ahead: int | None = None) -> str | None:
     if isinstance(fail, HeldBack):
         h = core.job_table.get(fail.for_job)
         need = h.req.total_gpus if h else 0
+        if fail.reserved:
+            return (f"not enough free GPUs in VC {j.req.vc} outside the cells reserved for {fail.for_job} (needs "
+                    f"{need} GPUs, overtaken for more than {core.starvation_after:g} s)")
         return (f"held back so that {fail.for_job} (needs {need} GPUs, overtaken for more than "
                 f"{core.starvation_after:g} s) can start first")
     if isinstance(fail, (Requeued, OverLimit)):

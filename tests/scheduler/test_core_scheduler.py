@@ -76,8 +76,37 @@ def test_no_head_of_line_blocking_in_a_vc():
     assert v.state == "waiting" and "1 job" not in (v.reason or "")
 
 
+def test_a_starving_job_reserves_a_cell_and_later_jobs_start_outside_it():
+    """Issue 38: ``big`` (8 GPUs), overtaken for more than ``starvation_after``, reserves the node of VC a
+    with the most free GPUs (the 4-GPU ``y``'s); the 1-GPU ``s3`` still starts on the other node, and
+    ``big`` starts as soon as its node drains. The old rule (``starvation_hold``) held ``s3`` back too,
+    idling the free GPUs of the other node."""
+    for hold in (False, True):
+        s = Scheduler(SMALL, starvation_after=100, starvation_hold=hold)
+        s.submit(job("x", "a", 6), 0)
+        s.submit(job("y", "a", 4), 0)
+        assert events(s.submit(job("big", "a", 8), 1)) == [("queued", "big")]
+        assert events(s.submit(job("s1", "a", 2), 2)) == [("started", "s1", False)]  # overtakes big
+        nodes = {p.node for p in s.job("y").placement}
+        s.finish("s1", 50)
+        ds = s.submit(job("s3", "a", 1), 200)  # big starves now
+        if hold:
+            assert events(ds) == [("queued", "s3")] and "held back so that big" in ds[0].reason
+        else:
+            assert events(ds) == [("started", "s3", False)]
+            assert not nodes & {p.node for p in s.job("s3").placement}  # not in big's reserved node
+            ds = s.submit(job("s4", "a", 2), 201)  # the other node is full: nothing free outside big's
+            assert events(ds) == [("queued", "s4")]
+            assert ds[0].reason.startswith("not enough free GPUs in VC a outside the cells reserved for big")
+        s.finish("y", 210)
+        assert s.job("big").state == "running" and {p.node for p in s.job("big").placement} == nodes
+        assert s.job("s3").state == "running"
+
+
 def test_starvation_guard_holds_back_later_jobs():
-    s = Scheduler(SMALL, starvation_after=100)
+    """The rule before issue 38 (``starvation_hold``); with the default, ``big`` reserves the node that has
+    ``y`` and ``s2`` (the other is full), so the same jobs wait, for another reason."""
+    s = Scheduler(SMALL, starvation_after=100, starvation_hold=True)
     s.submit(job("x", "a", 8), 0)
     s.submit(job("y", "a", 4), 0)
     s.submit(job("big", "a", 8), 1)

@@ -72,6 +72,7 @@ class _Run:
     running_since: float | None = None
     generation: int = 0
     done: bool = False
+    vc_seq: int | None = None  # the push of its end when it last started in its VC's cells (a ghost's rank)
 
 
 def _num(t: float) -> float | int:
@@ -214,22 +215,41 @@ class _Replay:
         self.decisions: list[dict[str, Any]] = []
         self.now = 0.0
 
-    def push(self, t: float, kind: int, payload: Any) -> None:
+    def push(self, t: float, kind: int, payload: Any, rank: float | None = None) -> None:
+        """Schedule ``payload`` at ``t``; at one instant entries of a kind come in push order, or in
+        ``rank`` order where given (a ghost's end: ``record``)."""
         self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+        heapq.heappush(self.heap, (t, kind, (self.seq if rank is None else rank, self.seq), payload))
 
     def record(self, decisions: Iterable[Any]) -> None:
         now = self.now
         t = _num(now)
+        ghosts = self._take_timers is not None
+        seq_at: list[int] = []  # (with ghosts) the pushes made before each decision
         for d in decisions:
             line = _core_line(d, t) if type(d) is Decision else decision_line(d, now)
             self.decisions.append(line)
             if self.sink is not None:
                 self.sink.write(json.dumps(line, separators=(",", ":")) + "\n")
+            if ghosts:
+                seq_at.append(self.seq)
             self.apply(line)
-        if self._take_timers is not None:
-            for t_end, job, generation in self._take_timers():
-                self.push(t_end, _COMPLETION, (job, generation, True))
+        if ghosts:
+            for t_end, job, generation, at in self._take_timers(positions=True):
+                self.push(t_end, _COMPLETION, (job, generation, True), self._ghost_rank(job, at, seq_at))
+
+    def _ghost_rank(self, job: str, at: int | None, seq_at: list[int]) -> float:
+        """Where a ghost's end comes among the ends at its instant: where the job's own end would come on
+        its private cluster, i.e. pushed when it started in its VC (issue 38: when a ghost and a job of its
+        VC end together, the order decides which waiting job gets which freed GPUs). A ghost that starts
+        now (in place of a job that ran entirely outside) ranks as if its start were a decision at position
+        ``at`` of this list; one that holds a job's cells after it ran to its end in them, as that job."""
+        if at is not None:
+            return (seq_at[at] if at < len(seq_at) else self.seq) + 0.5
+        run = self.runs.get(job)
+        if run is not None and run.vc_seq is not None:
+            return run.vc_seq
+        return self.seq + 0.5
 
     def apply(self, d: dict[str, Any]) -> None:
         job, event, now = d["job"], d["event"], self.now
@@ -239,12 +259,15 @@ class _Replay:
             run.generation += 1
             if run.remaining is not None:
                 self.push(now + run.remaining, _COMPLETION, (job, run.generation))
+                if not d.get("opportunistic"):
+                    run.vc_seq = self.seq
         elif event == "preempting":
             for victim in d["victims"]:
                 if victim not in self.stopping:
                     self.stopping.add(victim)
                     self.push(now + self.grace, _STOP, victim)
         elif event == "preempted" and run is not None:
+            run.vc_seq = None
             if run.running_since is not None and run.remaining is not None:
                 run.remaining = max(0.0, run.remaining - (now - run.running_since))
             run.running_since = None
