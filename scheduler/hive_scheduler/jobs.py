@@ -83,9 +83,10 @@ class Job:
 
     __slots__ = ("req", "seq", "state", "opp", "demoted", "placement", "vleaves", "pleaves", "reserved", "res",
                  "waiting_on", "preemptors", "preempted_by", "bypass_since", "fail", "qkey", "started_at",
-                 "detached", "gpus", "shape", "share", "lent")
+                 "detached", "gpus", "shape", "share", "lent", "lost_at")
 
     def __init__(self, req: JobRequest, seq: int):
+        self.lost_at = None  # when a higher-priority job last took its reservation over
         self.req = req
         self.seq = seq
         self.state = JobState.WAITING

@@ -951,6 +951,11 @@ class Scheduler:
         if memo is not None and key in memo:
             j.fail = memo[key]
             return False
+        if j.lost_at == now:
+            # a higher-priority job took its reservation over at this instant: it tries again once time moves
+            # on (else, when the other's placement then fails, the two take the cells from each other
+            # without end inside one call); its fail stays the takeover's sentence
+            return False
         size = j.share
         if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would
             if self._share_pack(j, size, now, out):
@@ -1050,6 +1055,7 @@ class Scheduler:
         for x in sorted(victims, key=lambda x: x.seq):
             if x.state == PREEMPTING:
                 claim.extend(x.waiting_on)
+                x.lost_at = now
                 self._cancel_reservation(x, now, out, f"its reservation was taken over by {req.id} "
                                                       f"(priority {req.priority} > {x.req.priority})")
             elif x.req.lazy_preemption:
