@@ -27,6 +27,7 @@ from hive_scheduler import Scheduler, load_cluster_config
 from hive_scheduler.shortform import expand_short_form
 from hive_scheduler.sim import simulate
 from hive_scheduler.sim.events import parse_events
+from test_sim_private_invariance import starts
 
 GHOST_TIE = dict(
     nodes=[1, 2], starve=3600.0,
@@ -66,14 +67,6 @@ def starvation_after(seconds: float):
         yield
     finally:
         Scheduler.__init__ = init
-
-
-def starts(result) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for d in result.decisions:
-        if d["event"] == "started":
-            out.setdefault(d["job"], d["t"])
-    return out
 
 
 def written(vc: str, nodes: int) -> dict:

@@ -91,3 +91,17 @@ def equal_share(problem: Problem) -> np.ndarray:
 def isolated_throughput(problem: Problem, throughput: np.ndarray | None = None) -> np.ndarray:
     t = problem.throughput if throughput is None else throughput
     return (t * equal_share(problem)).sum(axis=1)
+
+
+def fill_greedily(x: np.ndarray, sf: np.ndarray, gpus: float, value: np.ndarray) -> np.ndarray:
+    """The closed forms' second phase, a fractional knapsack: the GPUs ``x`` (time fractions, each job
+    ``sf`` GPUs) leaves of ``gpus`` go to the jobs of the largest ``value`` per GPU first, each up to all
+    of its time (ties: the first job). ``x`` is changed in place and returned."""
+    left = gpus - float(sf @ x)
+    for i in np.argsort(-value, kind="stable").tolist():
+        if left <= 0:
+            break
+        add = min(1.0 - x[i], left / sf[i])
+        x[i] += add
+        left -= add * sf[i]
+    return x

@@ -17,7 +17,7 @@ BISECTION_STEPS = 20
 
 
 def ftf_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
-    n, k = problem.n, problem.k
+    n = problem.n
     t = problem.time_since_start.astype(float)
     rem = problem.remaining_steps.astype(float)
     iso = np.maximum(isolated_throughput(problem, throughput), 1e-12)

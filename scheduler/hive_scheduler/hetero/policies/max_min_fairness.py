@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lp
-from .base import Policy, Problem, agnostic, equal_share, isolated_throughput, pooled, spread
+from .base import Policy, Problem, agnostic, equal_share, fill_greedily, isolated_throughput, pooled, spread
 
 PHASE2_SLACK = 1e-6  # phase 2 keeps each job within this fraction of the best least share
 
@@ -68,14 +68,7 @@ def water_fill(weight: np.ndarray, scale_factor: np.ndarray, gpus: float) -> np.
     # phase 2, as the perf variant's second LP: keep everyone at >= t (less the same hair) and give
     # what that frees to the largest weight per GPU (ties: the first job), raising the sum
     x = np.minimum(1.0, t[piece] * (1 - PHASE2_SLACK) / weight)
-    left = gpus - float(sf @ x)
-    for i in np.argsort(-weight / sf, kind="stable").tolist():
-        if left <= 0:
-            break
-        add = min(1.0 - x[i], left / sf[i])
-        x[i] += add
-        left -= add * sf[i]
-    return x
+    return fill_greedily(x, sf, gpus, weight / sf)
 
 
 class MaxMinFairness(Policy):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import lp
-from .base import Policy, Problem, pooled, spread, agnostic
+from .base import Policy, Problem, agnostic, fill_greedily, spread
 
 PHASE2_SLACK = 1e-6  # the second LP keeps the best rate less this fraction
 
@@ -63,14 +63,7 @@ def min_makespan_pooled(problem: Problem, speed: np.ndarray) -> np.ndarray:
     gpus = float(problem.gpus.sum())
     s_star = min(float(coeff.min()), gpus / float((sf / coeff).sum()))
     x = np.minimum(1.0, s_star * (1 - PHASE2_SLACK) / coeff)
-    left = gpus - float(sf @ x)
-    for i in np.argsort(-coeff / sf, kind="stable").tolist():
-        if left <= 0:
-            break
-        add = min(1.0 - x[i], left / sf[i])
-        x[i] += add
-        left -= add * sf[i]
-    return x
+    return fill_greedily(x, sf, gpus, coeff / sf)
 
 
 class MinTotalDuration(Policy):
