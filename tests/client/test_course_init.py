@@ -19,7 +19,7 @@ import pytest
 from hive_lab.cli import main
 from hive_lab.cli.course import (HUB_FILE, HUB_LOCAL, KERNELS_DIR, PROFILE_FILE, SERVICE_FILE, SERVICE_LOCAL,
                                  check_course, levels_for)
-from hive_lab.cli.hub_config import _value, load
+from hive_lab.cli.hub_config import config_value, load
 
 INIT = ["course", "init", "--name", "cv-101", "--gpus", "8", "--students", "ann,bob", "--instructors", "ivy",
         "--max-gpus", "2", "--time-limit", "2h"]
@@ -42,18 +42,18 @@ def test_init_writes_a_course_that_agrees_with_itself(course):
     svc = load(course / SERVICE_FILE).HiveLabApp
     assert check_course(course) == []
     # the service: the course's VC with cells big enough for the per-student limit, the group's access
-    cluster = _value(svc, "cluster_config", None)
+    cluster = config_value(svc, "cluster_config", None)
     assert cluster["vcs"] == {"cv-101": 8} and cluster["levels"] == ["pair", "quad"]
-    assert _value(svc, "vc_access", None) == {"@cv-101": ["cv-101"], "@instructors": ["cv-101"]}
-    assert _value(svc, "user_limits", None)["cv-101"]["default"]["max_gpus"] == 2
-    assert _value(svc, "vc_time_limits", None)["cv-101"]["default_s"] == 7200
+    assert config_value(svc, "vc_access", None) == {"@cv-101": ["cv-101"], "@instructors": ["cv-101"]}
+    assert config_value(svc, "user_limits", None)["cv-101"]["default"]["max_gpus"] == 2
+    assert config_value(svc, "vc_time_limits", None)["cv-101"]["default_s"] == 7200
     # the Hub: the service, its users (JupyterHub >= 5), the groups the VC and the admin role name
-    assert _value(hub.Authenticator, "allowed_users", None) == {"ann", "bob", "ivy"}
-    groups = _value(hub.JupyterHub, "load_groups", None)
+    assert config_value(hub.Authenticator, "allowed_users", None) == {"ann", "bob", "ivy"}
+    groups = config_value(hub.JupyterHub, "load_groups", None)
     assert groups == {"cv-101": {"users": ["ann", "bob"]}, "instructors": {"users": ["ivy"]}}
-    roles = _value(hub.JupyterHub, "load_roles", [])
+    roles = config_value(hub.JupyterHub, "load_roles", [])
     assert any(r["name"] == "hive-lab-admin" and r["groups"] == ["instructors"] for r in roles)
-    service = next(s for s in _value(hub.JupyterHub, "services", []) if s["name"] == "hive-lab")
+    service = next(s for s in config_value(hub.JupyterHub, "services", []) if s["name"] == "hive-lab")
     assert f"--config={course / SERVICE_FILE}" in service["command"]
     # modes: secrets owner-only, the kernelspec and the jobs' root reachable by students
     assert mode(course / HUB_FILE) == mode(course / SERVICE_FILE) == 0o600
@@ -82,14 +82,14 @@ def test_init_again_changes_nothing_and_leaves_foreign_files_alone(course, capsy
 def test_safe_defaults_for_a_class_from_this_machine(course):
     svc = load(course / SERVICE_FILE)
     app = svc.HiveLabApp
-    limits = _value(app, "user_limits", None)["cv-101"]
+    limits = config_value(app, "user_limits", None)["cv-101"]
     # no student outranks a classmate (everyone's default priority is 0); the instructors' group may
     assert limits["default"]["max_priority"] == 0 and limits["default"]["max_queued_jobs"] == 10
     assert limits["groups"]["instructors"]["max_priority"] == 1000
     assert svc.Isolation.pids_max == 512
     # every GPU kernel of the course: the idle cull and a time limit, whatever its kernelspec says
-    assert _value(app, "kernel_limits", None) == {"cv-101": {"max_idle_s": 1800.0, "max_time_limit_s": 43200.0}}
-    cluster = _value(app, "cluster_config", None)
+    assert config_value(app, "kernel_limits", None) == {"cv-101": {"max_idle_s": 1800.0, "max_time_limit_s": 43200.0}}
+    cluster = config_value(app, "cluster_config", None)
     assert cluster["nodes"] == [socket.gethostname()]  # the service finds this machine's GPUs on it
     assert cluster["cpus_per_node"] == os.cpu_count()
     meminfo = dict(line.split(":", 1) for line in pathlib.Path("/proc/meminfo").read_text().splitlines())
@@ -107,12 +107,12 @@ def test_each_default_has_an_option(tmp_path, capsys):
                  "--node", "gpu-box", "--cpus-per-node", "16", "--memory-mb-per-node", "64000"]) == 0, \
         capsys.readouterr().err
     svc = load(root / SERVICE_FILE)
-    limits = _value(svc.HiveLabApp, "user_limits", None)["cv-101"]
+    limits = config_value(svc.HiveLabApp, "user_limits", None)["cv-101"]
     assert limits["default"]["max_priority"] == 5 and limits["default"]["max_queued_jobs"] == 3
     assert limits["groups"]["instructors"]["max_priority"] == 900
     assert svc.Isolation.pids_max == 64
-    assert _value(svc.HiveLabApp, "kernel_limits", None) == {"cv-101": {"max_idle_s": 600.0, "max_time_limit_s": 10800.0}}
-    cluster = _value(svc.HiveLabApp, "cluster_config", None)
+    assert config_value(svc.HiveLabApp, "kernel_limits", None) == {"cv-101": {"max_idle_s": 600.0, "max_time_limit_s": 10800.0}}
+    cluster = config_value(svc.HiveLabApp, "cluster_config", None)
     assert (cluster["nodes"], cluster["cpus_per_node"], cluster["memory_mb_per_node"]) == (["gpu-box"], 16, 64000)
     # several machines: each is named (a made-up node-1 would never match a machine)
     assert main(["course", "init", "--name", "x", "--gpus", "8", "--gpus-per-node", "4", "--students", "a",
@@ -120,7 +120,7 @@ def test_each_default_has_an_option(tmp_path, capsys):
     assert "need 2 machines: name each with --node" in capsys.readouterr().err
     assert main(["course", "init", "--name", "x", "--gpus", "8", "--gpus-per-node", "4", "--students", "a",
                  "--node", "g0,g1", "--root", str(tmp_path / "two")]) == 0, capsys.readouterr().err
-    assert _value(load(tmp_path / "two" / SERVICE_FILE).HiveLabApp, "cluster_config", None)["nodes"] == ["g0", "g1"]
+    assert config_value(load(tmp_path / "two" / SERVICE_FILE).HiveLabApp, "cluster_config", None)["nodes"] == ["g0", "g1"]
 
 
 def test_init_again_keeps_the_instructors_lines_and_says_what_it_changed(course, capsys):
@@ -153,9 +153,9 @@ def test_init_again_keeps_the_instructors_lines_and_says_what_it_changed(course,
     # in force: what the service (--config) and the Hub load is the owned file plus the local one
     svc, hub = load(course / SERVICE_FILE), load(course / HUB_FILE)
     assert svc.HiveLabApp.gpu_sample_interval_s == 2.0 and svc.HiveLabApp.nvml_backend == "none"
-    assert _value(svc.HiveLabApp, "cluster_config", None)["nodes"] == ["gpu-box"]
+    assert config_value(svc.HiveLabApp, "cluster_config", None)["nodes"] == ["gpu-box"]
     assert hub.JupyterHub.port == 8001 and hub.Spawner.http_timeout == 120 and hub.Spawner.start_timeout == 90
-    assert _value(hub.Authenticator, "allowed_users", None) == {"ann", "bob", "cy", "ivy"}  # the late student
+    assert config_value(hub.Authenticator, "allowed_users", None) == {"ann", "bob", "cy", "ivy"}  # the late student
     assert "c.Spawner.http_timeout = 120" in hub_local.read_text()
     # a third run: nothing left to move, nothing changes, the local files as they were
     before = {p: p.read_bytes() for p in (svc_local, hub_local, course / SERVICE_FILE, course / HUB_FILE)}
@@ -193,7 +193,7 @@ def test_simulated_gpus_for_a_machine_without_any(tmp_path, capsys):
             assert stat.S_ISCHR(st.st_mode) and (os.major(st.st_rdev), os.minor(st.st_rdev)) == (195, i)
     from hive_lab_server.cluster import resolve_cluster
 
-    cluster = resolve_cluster(_value(svc.HiveLabApp, "cluster_config", None), backend)
+    cluster = resolve_cluster(config_value(svc.HiveLabApp, "cluster_config", None), backend)
     assert cluster.local is not None and cluster.local.node == socket.gethostname()
     assert sorted(cluster.gpu_uuids) == [(socket.gethostname(), 0), (socket.gethostname(), 1)]  # scheduled and monitored
     assert check_course(root) == []

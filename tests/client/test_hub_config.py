@@ -39,11 +39,11 @@ def test_the_docs_show_the_fragment_as_printed():
 def test_the_fragment_keeps_the_admins_other_services_and_roles(tmp_path):
     config = write(tmp_path, 'c.JupyterHub.services = [{"name": "other", "api_token": "x"}]\n'
                              'c.JupyterHub.load_roles = [{"name": "r", "scopes": ["read:users"]}]\n' + fragment())
-    from hive_lab.cli.hub_config import _value, load
+    from hive_lab.cli.hub_config import config_value, load
 
     hub = load(config).JupyterHub
-    assert [s["name"] for s in _value(hub, "services", [])] == ["other", "hive-lab"]
-    assert [r["name"] for r in _value(hub, "load_roles", [])] == ["r", "user", "hive-lab-admin"]
+    assert [s["name"] for s in config_value(hub, "services", [])] == ["other", "hive-lab"]
+    assert [r["name"] for r in config_value(hub, "load_roles", [])] == ["r", "user", "hive-lab-admin"]
 
 
 @pytest.mark.parametrize("drop, complaint", [
