@@ -33,8 +33,11 @@ class ScheduleBody(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=128, description="unique per owner: a schedule of "
                                                                          "yours with this name is replaced; "
                                                                          "left out: the schedule's id")] | None = None
-    cron: Annotated[str, Field(min_length=1, max_length=256, pattern=CRON_PATTERN, description="five fields (minute hour day month "
-                                                                         "weekday) or @hourly, @daily, @weekly, @monthly, @yearly")]
+    # the pattern is stated in the document (json_schema_extra) but not checked by pydantic: the cron reader
+    # refuses what it refuses with a sentence ("... is not a cron expression: ..."), not the regex
+    cron: Annotated[str, Field(min_length=1, max_length=256, json_schema_extra={"pattern": CRON_PATTERN},
+                               description="five fields (minute hour day month weekday) or @hourly, @daily, "
+                                           "@weekly, @monthly, @yearly")]
     timezone: Annotated[str, Field(min_length=1, max_length=64, description="an IANA time zone, e.g. Europe/Berlin")] = "UTC"
     policy: Policy = Field("skip", description=POLICY_HELP)
     job: dict[str, Any] = Field(description="the job to submit each time (a JobSpec, without depends_on)",
