@@ -100,10 +100,11 @@ def test_live_charts_follow_the_samplers_readings(live_server_factory, fake_hard
     add_fault(hw, {"at": 0, "gpu": gpu, "utilization": 64, "memory_used_mb": 6144})
     view = GpuUsageView(ann, interval_s=0.2)
     try:
-        wait_until(lambda: view.util_source.data["ys"] and view.util_source.data["ys"][0][-1:] == [64], ignoring=(Exception,))
+        # both charts show the reading (each is updated on its own: wait for both, then look)
+        wait_until(lambda: view.util_source.data["ys"] and view.util_source.data["ys"][0][-1:] == [64]
+                   and view.mem_source.data["ys"][0][-1:] == [6.0], ignoring=(Exception,))
         assert view.me == "ann" and view.util_source.data["gpu"] == [f"ws GPU {gpu}"]
         assert view.util_source.data["job"] == [job["id"]]
-        assert view.mem_source.data["ys"][0][-1] == 6.0
         # no event happens now: the view polls, and the next reading shows up
         add_fault(hw, {"at": 0, "gpu": gpu, "utilization": 12, "memory_used_mb": 6144})
         wait_until(lambda: view.util_source.data["ys"][0][-1] == 12, ignoring=(Exception,))
