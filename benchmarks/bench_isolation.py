@@ -19,7 +19,7 @@ import time
 from hive_lab_server.execution.isolation import Isolation
 from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
-from hive_lab_server.jobs.staging import private_dir
+from hive_lab_server.execution.staging import private_dir
 
 
 async def one(launcher: LocalLauncher, root: pathlib.Path, job_id: str, user: str) -> float:

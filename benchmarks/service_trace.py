@@ -24,7 +24,7 @@ import tempfile
 try:  # the layout after issue 23's move, else the one before it
     from hive_lab_server.execution.launchers.base import Launcher, TaskExit
     from hive_lab_server.jobs.service import HiveService
-    from hive_lab_server.api.spec import parse_job_spec
+    from hive_lab_server.wire.spec import parse_job_spec
 except ImportError:  # pragma: no cover - the code before
     from hive_lab_server.launchers.base import Launcher, TaskExit
     from hive_lab_server.service import HiveService

@@ -1,5 +1,5 @@
-// Generated from hive_lab_server/jobs/lifecycle/states.py by
-//   python -m hive_lab_server.jobs.job_state labextension/src/jobStates.ts
+// Generated from hive_lab_server/wire/states.py by
+//   python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts
 // Do not edit: tests/server/test_job_state_ts.py fails when this file and the Python drift.
 
 export type JobState =

@@ -1,4 +1,4 @@
-// Generated from hive_lab_server/api/models.py by
+// Generated from hive_lab_server/wire/models.py by
 //   python -m hive_lab_server.api.typescript labextension/src/wire.ts
 // Do not edit: tests/server/test_wire_ts.py fails when this file and the Python drift.
 

@@ -33,7 +33,7 @@ from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError,
 from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
-from hive_lab_server.api.events import EventBus
+from hive_lab_server.wire.events import EventBus
 from hive_lab_server.api.load_shedding import InFlight, LoopLag, ShedLog, WriteBudget
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher

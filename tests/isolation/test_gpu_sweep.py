@@ -29,7 +29,7 @@ from hive_lab_server.execution.isolation import Isolation, cgroups, gpu_access
 from hive_lab_server.execution.isolation.gpu_holders import GpuNode, Holding, TaskGrant, verdict
 from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
-from hive_lab_server.jobs.staging import private_dir
+from hive_lab_server.execution.staging import private_dir
 from waiting import wait_until, wait_until_async
 
 A = ACCOUNTS[0]

@@ -20,7 +20,7 @@ from hive_lab_server.execution.isolation import Isolation
 from hive_lab_server.execution.isolation import cgroups
 from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
-from hive_lab_server.jobs.staging import private_dir
+from hive_lab_server.execution.staging import private_dir
 from waiting import wait_until_async
 
 A, B = ACCOUNTS

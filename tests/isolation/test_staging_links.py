@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from hive_lab_server.execution.isolation.safe_files import UnsafePath
-from hive_lab_server.jobs.staging import write_beneath
+from hive_lab_server.execution.staging import write_beneath
 
 
 def test_files_are_written_0600_with_their_dirs(tmp_path):

@@ -49,7 +49,7 @@ def test_a_kernel_of_a_quarter_gpu(tmp_path):
     import os
 
     from hive_lab_server.kernels.provisioner import HiveProvisioner
-    from hive_lab_server.api.spec import parse_job_spec
+    from hive_lab_server.wire.spec import parse_job_spec
 
     env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "data")}
     out = run_cli("install", "--name", "quarter", "--gpus", "0.25", "--user", env=env)

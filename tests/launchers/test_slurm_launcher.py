@@ -276,7 +276,7 @@ async def test_staged_files_of_a_job_run_as_its_owner_are_private_and_theirs(clu
     import dataclasses
     import pwd
 
-    from hive_lab_server.jobs.staging import private_dir, write_private
+    from hive_lab_server.execution.staging import private_dir, write_private
 
     root = cluster.root / f"stage-{time.monotonic_ns()}"
     root.mkdir()

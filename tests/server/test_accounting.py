@@ -107,7 +107,7 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
 
     from hive_lab_server.execution.launchers.local import LocalLauncher
     from hive_lab_server.jobs.service import HiveService
-    from hive_lab_server.api.spec import parse_job_spec
+    from hive_lab_server.wire.spec import parse_job_spec
     from hive_lab_server.store import Store
     from hive_scheduler import load_cluster_config
 
@@ -177,7 +177,7 @@ def test_a_share_of_a_gpu_is_accounted_at_its_rate(tmp_path):
     """A quarter of a GPU held for 600 s is 150 GPU-seconds (issue 16: accounting counts GPU-hours by share)."""
     from hive_lab_server.execution.launchers.local import LocalLauncher
     from hive_lab_server.jobs.service import HiveService
-    from hive_lab_server.api.spec import parse_job_spec
+    from hive_lab_server.wire.spec import parse_job_spec
     from hive_lab_server.store import Store
     from hive_scheduler import load_cluster_config
 

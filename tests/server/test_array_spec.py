@@ -4,9 +4,9 @@ index at most once."""
 import pytest
 import sqlalchemy
 
-from hive_lab_server.jobs.arrays.spec import MAX_ELEMENTS, all_sweep_params, plan_from, sweep_params
+from hive_lab_server.wire.array_spec import MAX_ELEMENTS, all_sweep_params, plan_from, sweep_params
 from hive_lab_server.jobs.arrays.views import compact
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.store import Store
 
 

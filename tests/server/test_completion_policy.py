@@ -16,8 +16,8 @@ import pytest
 from fixtures.live_server import LiveServer
 from hive_lab_server.api.formats import read_job
 from hive_lab_server.jobs.lifecycle import machine as m
-from hive_lab_server.jobs.lifecycle.states import Intent, JobState
-from hive_lab_server.api.spec import SpecError, parse_job_spec
+from hive_lab_server.wire.states import Intent, JobState
+from hive_lab_server.wire.spec import SpecError, parse_job_spec
 from waiting import wait_until
 
 S = JobState

@@ -66,7 +66,7 @@ def test_dry_run_refuses_what_a_submit_refuses(api):
 
 
 def test_dry_run_answer_is_the_declared_model(api):
-    from hive_lab_server.api import models
+    from hive_lab_server.wire import models
 
     code, answer = api("POST", "jobs?dry_run=true", _spec(1))
     assert code == 200

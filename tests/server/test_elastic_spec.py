@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hive_lab_server.api.spec import SpecError, parse_job_spec
+from hive_lab_server.wire.spec import SpecError, parse_job_spec
 
 
 def spec(**kw):

@@ -12,7 +12,7 @@ import tornado.websocket
 import websocket
 
 from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox
-from hive_lab_server.api.events import EventBus
+from hive_lab_server.wire.events import EventBus
 
 LIMIT = 512 * 1024
 

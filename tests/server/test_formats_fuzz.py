@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from hive_lab_server.api import formats
-from hive_lab_server.api.spec import JobSpec, SpecError
+from hive_lab_server.wire.spec import JobSpec, SpecError
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 2000), st.floats(allow_nan=False, width=32),
                     st.text(max_size=12), st.sampled_from(["", "default", "x", "0", "1Gi", "500m", "gpu:2", "-2"]))

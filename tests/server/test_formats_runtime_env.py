@@ -9,8 +9,8 @@ import pathlib
 from hive_scheduler import TaskPlacement
 
 from hive_lab_server.api import formats
-from hive_lab_server.api.formats.runtime_env import platform_env
-from hive_lab_server.api.formats.secrets import seal, unseal
+from hive_lab_server.execution.runtime_env import platform_env
+from hive_lab_server.execution.secrets import seal, unseal
 
 DATA = pathlib.Path(__file__).parent / "formats_data"
 ADDRESS = {"node-0": "10.0.0.1", "node-1": "10.0.0.2"}.__getitem__

@@ -1,5 +1,5 @@
 """The JupyterLab panel's job-state vocabulary is generated from the service's (one source, Python):
-``labextension/src/jobStates.ts`` is exactly what ``python -m hive_lab_server.jobs.job_state`` writes, and
+``labextension/src/jobStates.ts`` is exactly what ``python -m hive_lab_server.wire.job_state`` writes, and
 no other TypeScript file lists states by hand (a list of two or more state names, or a union type)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from hive_lab_server.jobs.job_state import STATE_NAMES, typescript
+from hive_lab_server.wire.job_state import STATE_NAMES, typescript
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SRC = REPO / "labextension" / "src"
@@ -20,7 +20,7 @@ HAND_LIST = re.compile(rf"""['"]{_STATE}['"]\s*(?:,|\|)\s*['"]{_STATE}['"]|\|\s*
 
 def test_the_typescript_states_are_the_generated_ones():
     assert GENERATED.read_text() == typescript(), (
-        "labextension/src/jobStates.ts is out of date; run: python -m hive_lab_server.jobs.job_state "
+        "labextension/src/jobStates.ts is out of date; run: python -m hive_lab_server.wire.job_state "
         "labextension/src/jobStates.ts")
 
 

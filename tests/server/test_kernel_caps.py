@@ -18,7 +18,7 @@ from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
 from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCapsError, capped_time_limit, parse_kernel_limits
 from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.wire.states import JobState
 from hive_lab_server.kernels.job import CONNECTION_FILE
 from hive_scheduler.types import TaskPlacement
 

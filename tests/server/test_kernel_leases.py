@@ -7,7 +7,7 @@ import os
 import types
 
 from hive_lab_server.jobs.lifecycle.kernel_leases import lapsed, unreachable_kernels
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.wire.states import JobState
 
 NOW = 1_800_000_000.0
 

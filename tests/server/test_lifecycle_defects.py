@@ -16,7 +16,7 @@ from sqlalchemy import text
 from fixtures.live_server import LiveServer
 from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.jobs.service import HiveService, StoreUnavailable
-from hive_lab_server.api.spec import parse_job_spec
+from hive_lab_server.wire.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from waiting import wait_until, wait_until_async

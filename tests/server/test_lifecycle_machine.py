@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hive_lab_server.jobs.lifecycle import machine as m
-from hive_lab_server.jobs.lifecycle.states import Intent, JobState
+from hive_lab_server.wire.states import Intent, JobState
 
 S = JobState
 GPUS = 4

@@ -4,10 +4,10 @@ OpenAPI 3.1, its limits are the models' limits, and real answers only carry fiel
 import yaml
 from openapi_spec_validator import validate
 
-from hive_lab_server.api import models
-from hive_lab_server.jobs.job_state import STATE_NAMES, JobState
+from hive_lab_server.wire import models
+from hive_lab_server.wire.job_state import STATE_NAMES, JobState
 from hive_lab_server.api.openapi import openapi_document
-from hive_lab_server.api.spec import JobSpec, PaiJob, PaiTaskRole, TaskSpec
+from hive_lab_server.wire.spec import JobSpec, PaiJob, PaiTaskRole, TaskSpec
 
 
 def test_served_document_is_valid_and_generated(api):

@@ -74,7 +74,7 @@ def test_openpai_v2_pinned_cell_id_becomes_the_jobs_pinned_cell():
     import yaml
 
     from hive_lab_server.api.formats import from_document
-    from hive_lab_server.api.spec import SpecError
+    from hive_lab_server.wire.spec import SpecError
 
     spec = from_document(yaml.safe_load(PAI))
     assert spec.pinned_cell == "lab-reserved" and spec.vc == "lab"

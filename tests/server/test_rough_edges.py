@@ -46,7 +46,7 @@ def test_auto_launcher_choice_is_logged_and_shown(live_server_factory):
 
 def test_opportunistic_jobs_retry_by_default():
     from hive_lab_server.api.formats import from_document
-    from hive_lab_server.api.spec import OPPORTUNISTIC_MAX_RETRIES, parse_job_spec
+    from hive_lab_server.wire.spec import OPPORTUNISTIC_MAX_RETRIES, parse_job_spec
 
     assert parse_job_spec({"command": "x", "priority": "opportunistic"}).max_retries == OPPORTUNISTIC_MAX_RETRIES > 0
     assert parse_job_spec({"command": "x", "priority": "opportunistic", "max_retries": 0}).max_retries == 0

@@ -9,7 +9,7 @@ from hive_lab.submission import parse_gpus
 from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.api.formats import from_document as parse_job_spec  # any format, as POST jobs reads it
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 

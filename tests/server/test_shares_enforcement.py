@@ -13,7 +13,7 @@ from hive_lab_server.execution.launchers.docker_spec import container_env
 from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.jobs.lifecycle import launch_plan
 from hive_lab_server.jobs.service import HiveService, ServiceError
-from hive_lab_server.api.spec import parse_job_spec
+from hive_lab_server.wire.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 

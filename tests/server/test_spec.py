@@ -3,7 +3,7 @@
 import pytest
 
 from hive_lab_server.api.formats import from_document  # any format, as POST jobs reads it
-from hive_lab_server.api.spec import SpecError, parse_job_spec
+from hive_lab_server.wire.spec import SpecError, parse_job_spec
 
 
 def test_native_defaults():

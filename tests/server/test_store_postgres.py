@@ -132,7 +132,7 @@ def test_live_server_on_postgres_keeps_queue_and_history_across_restart(tmp_path
 
 def test_nul_characters_are_refused_with_the_field_named():
     """PostgreSQL text cannot hold NUL (SQLite stored it silently); process args/env cannot either."""
-    from hive_lab_server.api.spec import SpecError, parse_job_spec
+    from hive_lab_server.wire.spec import SpecError, parse_job_spec
 
     for body, field in [({"name": "a\x00", "command": "x"}, "name"),
                         ({"command": "x", "env": {"A": "b\x00"}}, "env.A"),

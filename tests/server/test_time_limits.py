@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.jobs.lifecycle import machine as m
-from hive_lab_server.jobs.lifecycle.states import Intent, JobState
+from hive_lab_server.wire.states import Intent, JobState
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit, limit_text, parse_vc_time_limits
 from hive_lab_server.jobs.service import HiveService
-from hive_lab_server.api.spec import parse_job_spec
+from hive_lab_server.wire.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
 from waiting import wait_until_async

@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.version import __version__
-from hive_lab_server.jobs.job_state import STATE_NAMES
-from hive_lab_server.api.spec import JobSpec, PaiJob
+from hive_lab_server.wire.job_state import STATE_NAMES
+from hive_lab_server.wire.spec import JobSpec, PaiJob
 
 REF = "#/components/schemas/{model}"
 
@@ -247,7 +247,7 @@ def _state_rules(paths: dict[str, Any]) -> None:
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """The whole document as a dict (built once per process)."""
-    from hive_lab_server.jobs.pipelines.schedule_models import SCHEMA_MODELS
+    from hive_lab_server.wire.schedule_models import SCHEMA_MODELS
 
     schema_models = [JobSpec, PaiJob, models.VcLimitsBody, *models.RESPONSE_MODELS, *SCHEMA_MODELS]
     _, defs = models_json_schema([(mdl, "validation") for mdl in schema_models], ref_template=REF)

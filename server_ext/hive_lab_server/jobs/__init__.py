@@ -1,1 +1,2 @@
-"""Jobs: the service and its parts (admission, lifecycle, recovery, moves, ...), limits, staging, start estimates, arrays and pipelines."""
+"""Jobs: the service and its parts (admission, lifecycle, recovery, moves, ...), limits, start estimates, arrays and
+pipelines. It imports the wire types (``wire/``) and the layers below it, never ``api/``."""

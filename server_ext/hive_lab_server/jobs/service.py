@@ -28,7 +28,7 @@ from typing import Any, Callable
 from hive_scheduler import Scheduler
 
 from hive_lab_server.usage import accounting
-from hive_lab_server.api.events import EventBus
+from hive_lab_server.wire.events import EventBus
 from hive_lab_server.hardware.sharing import GpuSharing
 from hive_lab_server.execution.launchers.base import Launcher, TaskExit
 from hive_lab_server.jobs.limits import Limits
@@ -43,14 +43,14 @@ from hive_lab_server.jobs.lifecycle.recovery import Recovery
 from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnavailable  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
-from hive_lab_server.jobs.lifecycle.states import PLACED_STATES, JobState
+from hive_lab_server.wire.states import PLACED_STATES, JobState
 from hive_lab_server.jobs.lifecycle.kernel_caps import parse_kernel_limits
 from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
 from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
 from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.jobs.pipelines.dependencies import Dependencies, JobOutcomes
-from hive_lab_server.api.spec import JobSpec
+from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.store import Store
 
 log = logging.getLogger("hive_lab_server")

@@ -14,7 +14,7 @@ from hive_lab_server.auth.access import Caller
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.execution.isolation.job_files import run_as_refusal
 from hive_lab_server.execution.launchers.base import UnsupportedSpec
-from hive_lab_server.api.spec import JobSpec
+from hive_lab_server.wire.spec import JobSpec
 
 
 def checked_submission(*, service: Any, access: Any, caller: Caller, spec: JobSpec) -> tuple[JobSpec, str]:

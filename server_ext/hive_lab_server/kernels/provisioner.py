@@ -67,7 +67,7 @@ from hive_lab_server.kernels.job import (
 )
 from hive_lab_server.kernels.refusal import refused_by_service, unreachable
 from hive_lab_server.kernels.rest import HiveApiError, HiveRest, find_server
-from hive_lab_server.jobs.staging import private_dir, write_private
+from hive_lab_server.execution.staging import private_dir, write_private
 
 log = logging.getLogger("hive_lab_server.kernels.provisioner")
 

@@ -47,7 +47,7 @@ class Job(Base):
     working_dir: Mapped[str] = mapped_column(Text)
     output_dir: Mapped[str] = mapped_column(Text)
     updated_at: Mapped[float] = mapped_column(Float)
-    stop_intent: Mapped[str | None] = mapped_column(String(16), nullable=True)  # lifecycle.states.Intent
+    stop_intent: Mapped[str | None] = mapped_column(String(16), nullable=True)  # wire.states.Intent
     stop_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     owner_groups: Mapped[list | None] = mapped_column(JSON, nullable=True)  # the owner's groups at submit (limits)
     user_group: Mapped[str] = mapped_column(String(128), default="", server_default="")  # fair share's group

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.timeshare.round_cache import DEFAULT_RTOL, Inputs, Solved, what_changed
-
-if TYPE_CHECKING:
-    from hive_lab_server.jobs.service import HiveService
+from hive_lab_server.wire.states import JobState
 
 log = logging.getLogger("hive_lab_server")
 S = JobState
@@ -40,8 +38,35 @@ LIVE_POLICIES = ("fifo_perf", "gandiva", "max_min_fairness", "max_min_fairness_p
 REMAINING_STEPS = 1e6  # a job that never said its total (hive_lab.progress(steps, total=N)) looks this long
 
 
+class RoundHost(Protocol):
+    """What the round driver reads of the service and asks it to do (``HiveService`` is one).
+
+    The driver sits below ``jobs/``: it is handed its host and names only this, never the service's
+    module, so ``timeshare`` and ``jobs`` do not import each other."""
+
+    config: Any  # the cluster config (hive_scheduler.ClusterConfig)
+    scheduler: Any  # the core (its vc_doomed_by_chain view)
+    progress: ProgressTracker
+    active: Mapping[str, Any]  # job id -> the live job (id, vc, spec, lc.state, lc.intent)
+    dependencies: Any  # its ``held``: the jobs that wait for other jobs (depends_on)
+
+    def now(self) -> float: ...
+
+    def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None: ...
+
+    def placed_gpu_type(self, job: Any) -> str | None: ...
+
+    async def pause(self, job_id: str, reason: str, wait_s: float = 0.0) -> dict[str, Any]: ...
+
+    def resume(self, job_id: str, reason: str) -> dict[str, Any]: ...
+
+    async def migrate(self, job_id: str, gpu_type: str, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]: ...
+
+    async def resize(self, job_id: str, gpus: int, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]: ...
+
+
 class RoundDriver:
-    def __init__(self, service: "HiveService", policy: str, round_s: float = 360.0, rtol: float = DEFAULT_RTOL):
+    def __init__(self, service: RoundHost, policy: str, round_s: float = 360.0, rtol: float = DEFAULT_RTOL):
         from hive_scheduler.hetero.policies import make_policy
 
         self.svc = service

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from hive_lab_server.jobs.job_state import STATE_NAMES
+from hive_lab_server.wire.job_state import STATE_NAMES
 
 
 class MetricsSource(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from hive_lab_server.api.spec import JobSpec, SpecError, _bad_text, _text_problem, parse_job_spec
+from hive_lab_server.wire.spec import JobSpec, SpecError, _bad_text, _text_problem, parse_job_spec
 from hive_lab_server.api.formats import kubernetes, openpai_v1, openpai_v2, sbatch
 from hive_lab_server.api.formats.common import Translation
 from hive_lab_server.api.formats.detect import detect, read_body

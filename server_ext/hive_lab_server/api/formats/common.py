@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import Any
 
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 
 SECRET_MASK = "<secret>"  # what a secret's value reads as wherever the job's spec is shown or stored
 
@@ -23,7 +23,7 @@ class Translation:
     request: dict[str, Any]  # hive-lab's job request (JobSpec's fields)
     original: Any  # the document as sent, secrets masked
     not_applied: list[str] = dataclasses.field(default_factory=list)  # "field: what hive-lab does instead"
-    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)  # what formats.runtime_env needs at launch
+    runtime: dict[str, Any] = dataclasses.field(default_factory=dict)  # what execution.runtime_env needs at launch
     secrets: dict[str, str] = dataclasses.field(default_factory=dict)  # env name -> clear value (never stored)
 
 

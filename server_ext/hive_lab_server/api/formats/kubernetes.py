@@ -15,7 +15,7 @@ import re
 import shlex
 from typing import Any
 
-from hive_lab_server.api.spec import GPU_SHARES
+from hive_lab_server.wire.spec import GPU_SHARES
 from hive_lab_server.api.formats.common import (NO_IMAGE_HINT, Translation, env_value, fail, image_not_applied, job_name,
                                                 task_name, vc_from, want_dict, want_int, want_list)
 

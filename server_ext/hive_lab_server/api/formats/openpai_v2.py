@@ -7,7 +7,7 @@ final form first.
 References: ``<% $parameters.x %>`` become their value; ``<% $secrets.x %>`` become ``${PAI_SECRET_x}``,
 an environment variable the task gets at launch (the value is kept encrypted, never in the spec);
 ``<% $data|script|output.field %>`` the role's prerequisite's field. The runtime environment OpenPAI
-gives tasks (``PAI_*``) is added at launch by ``formats.runtime_env``.
+gives tasks (``PAI_*``) is added at launch by ``execution.runtime_env``.
 """
 
 from __future__ import annotations

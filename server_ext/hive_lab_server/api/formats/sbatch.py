@@ -1,7 +1,7 @@
 """A Slurm batch script (``#SBATCH`` directives) as a hive-lab job.
 
 The job gets one task per node (``-N``), each with that node's GPUs, CPUs and memory; every task runs
-the script with the ``SLURM_*`` variables a script reads (``formats.runtime_env`` adds the per-node
+the script with the ``SLURM_*`` variables a script reads (``execution.runtime_env`` adds the per-node
 ones at launch). ``srun`` inside the script is hive-lab's: it starts this node's share of the step's
 tasks (``--ntasks-per-node``), each with its ``SLURM_PROCID``/``SLURM_LOCALID``. As in Slurm, the
 directives end at the first line that is not a comment.
@@ -14,7 +14,7 @@ import re
 import shlex
 from typing import Any
 
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.api.formats.common import Translation, fail, job_name, vc_from
 
 SCRIPT = "slurm_script.sh"
@@ -199,8 +199,8 @@ def translate(text: str, name_hint: str | None = None) -> Translation:
     def val(o: str) -> str | None:
         return opts[o][1] if o in opts else None
     array = None
-    if has("array"):  # Slurm's syntax is hive-lab's (arrays/spec.py): one element per index
-        from hive_lab_server.jobs.arrays.spec import parse_array
+    if has("array"):  # Slurm's syntax is hive-lab's (wire/array_spec.py): one element per index
+        from hive_lab_server.wire.array_spec import parse_array
 
         array = (val("array") or "").strip()
         try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.jobs.arrays import views
-from hive_lab_server.jobs.arrays.spec import plan_from
+from hive_lab_server.wire.array_spec import plan_from
 from hive_lab_server.jobs.service import ServiceError
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.base import HiveError
 

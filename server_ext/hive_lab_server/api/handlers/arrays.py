@@ -14,11 +14,11 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tornado import web
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.jobs.arrays import views
-from hive_lab_server.jobs.arrays.spec import parse_array
+from hive_lab_server.wire.array_spec import parse_array
 from hive_lab_server.jobs.service import ServiceError
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import _raise, array_view
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 from hive_lab_server.api.handlers import query

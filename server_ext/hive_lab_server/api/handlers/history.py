@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.usage.history_export import HISTORY_COLUMNS, history_rows, live_policy
 from hive_lab_server.jobs.lifecycle.presentation import iso
 from hive_lab_server.api.handlers import query

@@ -14,7 +14,7 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from tornado import web
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.jobs.service import ServiceError
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 

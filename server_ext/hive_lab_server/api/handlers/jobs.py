@@ -11,14 +11,14 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.execution.isolation.job_files import UnsafePath, list_outputs, open_output, read_log, run_as_refusal
-from hive_lab_server.jobs.job_state import STATE_NAMES
+from hive_lab_server.wire.job_state import STATE_NAMES
 from hive_lab_server.execution.launchers.base import UnsupportedSpec
 from hive_lab_server.jobs.service import ServiceError, task_names
 from hive_lab_server.api import formats
-from hive_lab_server.api.formats.secrets import seal
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.execution.secrets import seal
+from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import submit_array
 from hive_lab_server.jobs.submit_checks import checked_submission
 from hive_lab_server.api.handlers import query
@@ -56,7 +56,7 @@ class JobsHandler(HiveHandler):
             doc = formats.read_body(self.request.body or b"", self.request.headers.get("Content-Type"))
             if json_depth(doc) > MAX_JSON_DEPTH:
                 raise HiveError(400, f"the body is nested too deeply; keep nesting under {MAX_JSON_DEPTH} levels")
-            # a job array / sweep: the fields that make many elements of one spec (arrays/spec.py)
+            # a job array / sweep: the fields that make many elements of one spec (wire/array_spec.py)
             self.array_fields = {k: doc.pop(k) for k in ("array", "sweep") if k in doc} if isinstance(doc, dict) else {}
             # no_image (--no-image): a file naming an image runs its commands as processes on a server
             # without containers; the image is listed in the job as not applied

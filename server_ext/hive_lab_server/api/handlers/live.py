@@ -14,7 +14,7 @@ from tornado import web, websocket
 
 from hive_lab_server.auth.access import identify
 from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox, queued_cost
-from hive_lab_server.api.events import state_message
+from hive_lab_server.wire.events import state_message
 from hive_lab_server.api.openapi import openapi_yaml
 from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, upgrade_problem

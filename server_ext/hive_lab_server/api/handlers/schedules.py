@@ -13,7 +13,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from hive_lab_server.errors import ServiceError
-from hive_lab_server.jobs.pipelines.schedule_models import ScheduleList, ScheduleOut
+from hive_lab_server.wire.schedule_models import ScheduleList, ScheduleOut
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 from hive_lab_server.api.handlers import query
 

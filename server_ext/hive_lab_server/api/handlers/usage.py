@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from hive_lab_server.api import models
+from hive_lab_server.wire import models
 from hive_lab_server.usage.accounting import BY
 from hive_lab_server.jobs.lifecycle.presentation import iso
 from hive_lab_server.api.handlers import query

@@ -14,7 +14,7 @@ import json
 import os
 import pathlib
 
-from hive_lab_server.jobs.staging import write_private
+from hive_lab_server.execution.staging import write_private
 
 
 class LaunchRecords:

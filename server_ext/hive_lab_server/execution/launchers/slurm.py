@@ -38,7 +38,7 @@ from hive_lab_server.execution.isolation import AccountError, Isolation
 from hive_lab_server.execution.isolation.accounts import resolve_account
 from hive_lab_server.execution.slurm.cli import SlurmCLI, SlurmError
 from hive_lab_server.execution.slurm.inventory import SlurmNode, inventory_from, parse_node
-from hive_lab_server.jobs.staging import private_dir
+from hive_lab_server.execution.staging import private_dir
 from hive_lab_server.execution.launchers.base import CHECKPOINT_SIGNAL, LaunchError, Launcher, LaunchRequest, TaskExit, TaskLaunch
 from hive_lab_server.execution.launchers.launch_records import LaunchRecords
 from hive_lab_server.execution.launchers.slurm_script import MISMATCH_EXIT, NAME_PREFIX, exit_file, parse_comment, plan_job

@@ -37,8 +37,8 @@ from hive_scheduler.validation import validate_request
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.active import request_from
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
-from hive_lab_server.api.spec import JobSpec
-from hive_lab_server.jobs.arrays.spec import PARAMS_FILE, ArrayPlan, param_env_value, sweep_params
+from hive_lab_server.wire.spec import JobSpec
+from hive_lab_server.wire.array_spec import PARAMS_FILE, ArrayPlan, param_env_value, sweep_params
 
 log = logging.getLogger("hive_lab_server")
 

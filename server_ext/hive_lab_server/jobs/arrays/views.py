@@ -6,7 +6,7 @@ from typing import Any
 
 from hive_lab_server.jobs.lifecycle.presentation import iso
 from hive_lab_server.jobs.arrays.feeder import ENDED
-from hive_lab_server.jobs.arrays.spec import sweep_params
+from hive_lab_server.wire.array_spec import sweep_params
 
 COUNT_STATES = ("pending", "submitted", "queued", "scheduled", "running", "paused", "succeeded", "failed",
                 "cancelled")

@@ -21,12 +21,12 @@ from hive_scheduler.errors import LimitRefusal
 from hive_scheduler import RequestError
 from hive_scheduler.validation import validate_request
 
-from hive_lab_server.api.spec import JobSpec
+from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
 from hive_lab_server.errors import ServiceError, ServiceFull, StoreUnavailable
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
-from hive_lab_server.jobs.lifecycle.states import PLACED_STATES
+from hive_lab_server.wire.states import PLACED_STATES
 from hive_lab_server.jobs.lifecycle.kernel_caps import capped_time_limit
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
 

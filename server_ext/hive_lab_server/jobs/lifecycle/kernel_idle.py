@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from hive_lab_server.jobs.lifecycle.active import ActiveJob
 from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, cap_of, is_gpu_kernel
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.wire.states import JobState
 from hive_lab_server.kernels.culler import IdleCuller
 from hive_lab_server.kernels.job import CONNECTION_FILE, duration
 

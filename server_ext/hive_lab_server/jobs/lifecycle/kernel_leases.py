@@ -21,7 +21,7 @@ from typing import Iterable
 from hive_lab_server.execution.isolation.safe_files import UnsafePath, open_regular
 from hive_lab_server.kernels.job import KERNEL_DIR
 from hive_lab_server.jobs.lifecycle.active import ActiveJob
-from hive_lab_server.jobs.lifecycle.states import FINAL_STATES
+from hive_lab_server.wire.states import FINAL_STATES
 
 ALIVE = f"{KERNEL_DIR}/alive"
 LEASE = f"{KERNEL_DIR}/lease"

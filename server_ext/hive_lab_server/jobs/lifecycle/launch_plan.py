@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
-from hive_lab_server.api.formats.runtime_env import platform_env
-from hive_lab_server.api.formats.secrets import unseal
+from hive_lab_server.execution.runtime_env import platform_env
+from hive_lab_server.execution.secrets import unseal
 from hive_lab_server.execution.launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from hive_lab_server.execution.isolation.safe_files import UnsafePath
-from hive_lab_server.jobs.staging import dir_beneath, private_dir, write_beneath
+from hive_lab_server.execution.staging import dir_beneath, private_dir, write_beneath
 
 if TYPE_CHECKING:
     from hive_lab_server.jobs.lifecycle.active import ActiveJob
@@ -264,7 +264,7 @@ def placed_request(job: "ActiveJob") -> JobRequest:
     """The request the job's current placement was made for. A job being migrated or resized already
     carries its next request; the core adopts (after a restart) what it holds now: the placement's
     groups and sizes, any GPU type."""
-    from hive_lab_server.jobs.lifecycle.states import Intent
+    from hive_lab_server.wire.states import Intent
 
     if job.lc.intent not in (Intent.MIGRATE, Intent.RESIZE) or not job.placement:
         return job.request

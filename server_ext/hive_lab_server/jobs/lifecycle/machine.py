@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from hive_lab_server.jobs.lifecycle.states import FINAL_STATES, Intent, JobState
+from hive_lab_server.wire.states import FINAL_STATES, Intent, JobState
 from hive_lab_server.jobs.lifecycle.time_limit import limit_text
 
 S = JobState

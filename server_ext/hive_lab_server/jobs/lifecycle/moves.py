@@ -22,7 +22,7 @@ from hive_scheduler.validation import validate_request
 from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.wire.states import JobState
 from hive_lab_server.jobs.lifecycle.work import Work
 
 S = JobState

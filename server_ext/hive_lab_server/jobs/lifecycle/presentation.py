@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import NO_LIMIT
 
-from hive_lab_server.jobs.lifecycle.states import JobState
+from hive_lab_server.wire.states import JobState
 
 
 class ServiceView(Protocol):

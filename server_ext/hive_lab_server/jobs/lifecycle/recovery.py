@@ -14,7 +14,7 @@ from typing import Any, MutableMapping
 
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
-from hive_lab_server.jobs.lifecycle.states import PLACED_STATES, Intent, JobState
+from hive_lab_server.wire.states import PLACED_STATES, Intent, JobState
 from hive_lab_server.jobs.lifecycle.work import RecoveryWork
 
 log = logging.getLogger("hive_lab_server")

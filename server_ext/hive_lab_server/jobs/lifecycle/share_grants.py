@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from hive_lab_server.hardware.sharing import BudgetWatch, GpuSharing, MpsDaemons, ShareRefused
 from hive_lab_server.execution.launchers.base import LaunchError
-from hive_lab_server.api.spec import JobSpec
+from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.jobs.lifecycle.work import Work

@@ -24,10 +24,10 @@ from typing import Any
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.presentation import iso
-from hive_lab_server.api.spec import SpecError, parse_job_spec
+from hive_lab_server.wire.spec import SpecError, parse_job_spec
 from hive_lab_server.jobs.submit_checks import checked_submission
 from hive_lab_server.jobs.pipelines import cron
-from hive_lab_server.jobs.pipelines.schedule_models import ScheduleBody
+from hive_lab_server.wire.schedule_models import ScheduleBody
 from hive_lab_server.jobs.pipelines.staged_script import missing_script
 
 log = logging.getLogger("hive_lab_server")

@@ -3,19 +3,19 @@ panel share.
 
     submitted -> queued -> scheduled -> running -> succeeded | failed | cancelled
 
-Defined once, with the transition table, in ``lifecycle/states.py``; this module is the short import
+Defined once, with the transition table, in ``wire/states.py``; this module is the short import
 for code that only needs the names (handlers, models, metrics, the OpenAPI document), and it writes the
 TypeScript copy the panel imports (``labextension/src/jobStates.ts``, generated, never edited by hand;
 ``tests/server/test_job_state_ts.py`` fails when the two drift):
 
-    python -m hive_lab_server.jobs.job_state labextension/src/jobStates.ts
+    python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts
 """
 
 from __future__ import annotations
 
 import sys
 
-from hive_lab_server.jobs.lifecycle.states import ACTIVE_STATES, FINAL_STATES, PENDING_STATES, PLACED_STATES, WAITING_STATES, JobState
+from hive_lab_server.wire.states import ACTIVE_STATES, FINAL_STATES, PENDING_STATES, PLACED_STATES, WAITING_STATES, JobState
 
 STATE_NAMES = tuple(s.value for s in JobState)  # in lifecycle order
 
@@ -36,8 +36,8 @@ def typescript() -> str:
     """The TypeScript module of the state vocabulary (``labextension/src/jobStates.ts``)."""
     names = [s.value for s in JobState]
     lines = [
-        "// Generated from hive_lab_server/jobs/lifecycle/states.py by",
-        "//   python -m hive_lab_server.jobs.job_state labextension/src/jobStates.ts",
+        "// Generated from hive_lab_server/wire/states.py by",
+        "//   python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts",
         "// Do not edit: tests/server/test_job_state_ts.py fails when this file and the Python drift.",
         "",
         "export type JobState =",

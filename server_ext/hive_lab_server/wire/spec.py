@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from hive_lab_server.jobs.notebook_run import notebook_command
-from hive_lab_server.jobs.pipelines.depends_spec import DependsOn, fold_after
+from hive_lab_server.wire.notebook_run import notebook_command
+from hive_lab_server.wire.depends_spec import DependsOn, fold_after
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -149,7 +149,7 @@ class JobSource(_Model):
 
 
 class NotebookRun(_Model):
-    """A notebook job (hive_lab_server.jobs.notebook_run): ``file``, staged in ``files``, executed by papermill
+    """A notebook job (hive_lab_server.wire.notebook_run): ``file``, staged in ``files``, executed by papermill
     with ``parameters`` injected after its cell tagged ``parameters``; the executed copy is an output."""
 
     file: Annotated[str, Field(min_length=1, max_length=4096, description="the notebook, a key of files")]

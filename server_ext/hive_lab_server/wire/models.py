@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hive_lab_server.jobs.job_state import JobState
+from hive_lab_server.wire.job_state import JobState
 
 IsoTime = str  # "2026-11-22T10:00:00.123Z"
 

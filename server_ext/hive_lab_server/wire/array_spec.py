@@ -20,7 +20,7 @@ import itertools
 import re
 from typing import Any
 
-from hive_lab_server.api.spec import SpecError
+from hive_lab_server.wire.spec import SpecError
 
 MAX_ELEMENTS = 10_000  # one array (or the product of one sweep) has at most this many elements
 MAX_INDEX = 1_000_000  # the largest index an array may name

@@ -91,7 +91,7 @@ def _slurm_array(spec: dict) -> dict[str, str]:
     array = ((spec.get("source") or {}).get("runtime") or {}).get("array")
     if "HIVE_ARRAY_INDEX" not in env or not array:
         return {}
-    from hive_lab_server.jobs.arrays.spec import parse_array
+    from hive_lab_server.wire.array_spec import parse_array
 
     indices, _ = parse_array(array)
     out = {"SLURM_ARRAY_TASK_ID": env["HIVE_ARRAY_INDEX"], "SLURM_ARRAY_JOB_ID": env.get("HIVE_ARRAY_ID", ""),

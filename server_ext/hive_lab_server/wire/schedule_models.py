@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hive_lab_server.api.models import IsoTime, _Out
+from hive_lab_server.wire.models import IsoTime, _Out
 
 Policy = Literal["skip", "queue_one", "run_all"]
 POLICY_HELP = ("what happens when a run is due while the previous one is still going, or when runs were missed "
