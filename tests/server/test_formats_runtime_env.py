@@ -1,5 +1,5 @@
-"""The variables a platform gives its tasks (formats.runtime_env), computed from a job's stored spec and
-its placement, and OpenPAI secrets sealed at rest (formats.secrets)."""
+"""The variables a platform gives its tasks (execution.runtime_env), computed from a job's stored spec and
+its placement, and OpenPAI secrets sealed at rest (execution.secrets)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pathlib
 from hive_scheduler import TaskPlacement
 
 from hive_lab_server.api import formats
-from hive_lab_server.execution.runtime_env import platform_env
+from hive_lab_server.execution.runtime_env import platform_env as _platform_env
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.execution.secrets import seal, unseal
 
 DATA = pathlib.Path(__file__).parent / "formats_data"
@@ -19,6 +20,11 @@ ADDRESS = {"node-0": "10.0.0.1", "node-1": "10.0.0.2"}.__getitem__
 def _ports():
     counter = itertools.count(20000)
     return lambda: next(counter)
+
+
+def platform_env(spec: dict, placement, address, free_port) -> dict:
+    """The variables of a stored spec (as admission stores it), read through its launch view."""
+    return _platform_env(LaunchSpec.of(spec), placement, address, free_port)
 
 
 def _spec(rel: str, ctype: str) -> dict:

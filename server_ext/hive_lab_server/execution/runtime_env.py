@@ -1,25 +1,31 @@
 """The environment a platform gives its tasks, added at launch to a job that came in that platform's
 format: OpenPAI's ``PAI_*``, Slurm's ``SLURM_*``, Kubernetes' indexed-job and Volcano's variables.
-One call per launch: ports are chosen once, so every task sees the same table."""
+One call per launch: ports are chosen once, so every task sees the same table. The job's stored spec
+is read through its typed view (``wire.launch_spec.LaunchSpec``)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
+
+from hive_lab_server.wire.array_spec import parse_array
+from hive_lab_server.wire.launch_spec import LaunchSpec
 
 
-def _openpai(spec: dict, placement: list, address: Callable[[str], str], free_port: Callable[[], int],
+def _openpai(spec: LaunchSpec, placement: list, address: Callable[[str], str], free_port: Callable[[], int],
              ports: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
-    roles = [t["name"] for t in spec["tasks"]]
-    counts = {t["name"]: t["count"] for t in spec["tasks"]}
+    roles = [t.name for t in spec.tasks]
+    counts = {t.name: t.count for t in spec.tasks}
     by_task = {p.task: p for p in placement}
     chosen: dict[str, dict[str, list[int]]] = {}
     common: dict[str, str] = {"PAI_TASK_ROLE_COUNT": str(len(roles)), "PAI_TASK_ROLE_LIST": ",".join(roles),
-                              "PAI_DEFAULT_FS_URI": "", "PAI_JOB_VC_NAME": spec.get("vc") or ""}
+                              "PAI_DEFAULT_FS_URI": "", "PAI_JOB_VC_NAME": spec.vc or ""}
     hosts: dict[str, list[str]] = {r: [] for r in roles}
-    for t in spec["tasks"]:
-        role = t["name"]
-        common[f"PAI_TASK_ROLE_TASK_COUNT_{role}"] = str(t["count"])
-        common[f"PAI_RESOURCE_{role}"] = f"{t['gpus']:g},{t.get('cpus', 1):g},{t.get('memory_mb', 0)},64"
+    for t in spec.tasks:
+        role = t.name
+        cpus = 1 if t.cpus is None else t.cpus
+        memory_mb = 0 if t.memory_mb is None else t.memory_mb
+        common[f"PAI_TASK_ROLE_TASK_COUNT_{role}"] = str(t.count)
+        common[f"PAI_RESOURCE_{role}"] = f"{t.gpus:g},{cpus:g},{memory_mb},64"
         common[f"PAI_MIN_FAILED_TASK_COUNT_{role}"] = "1"
         common[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{role}"] = "-1"
     for p in sorted(placement, key=lambda q: q.rank):
@@ -49,7 +55,7 @@ def _openpai(spec: dict, placement: list, address: Callable[[str], str], free_po
                     "PAI_TASK_ROLE_INDEX": str(list(counts).index(p.group)),
                     "PAI_CONTAINER_HOST_IP": ip, "PAI_CURRENT_CONTAINER_IP": ip,
                     "PAI_CONTAINER_HOST_PORT": str(own["default"][0]), "PAI_CURRENT_CONTAINER_PORT": str(own["default"][0]),
-                    "PAI_CONTAINER_ID": f"{spec.get('name', 'job')}-{task}"})
+                    "PAI_CONTAINER_ID": f"{spec.name or 'job'}-{task}"})
         for label, nums in own.items():
             if label != "default":
                 env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, nums))
@@ -58,25 +64,23 @@ def _openpai(spec: dict, placement: list, address: Callable[[str], str], free_po
     return out
 
 
-def _openpai_element(spec: dict, role: str) -> dict[str, str]:
+def _openpai_element(spec: LaunchSpec, role: str) -> dict[str, str]:
     """An instance of a role run without gang (``extras.gangAllocation: false``, an array element): its
     index and its role's instance count as OpenPAI gives them, from hive-lab's array variables."""
-    env = spec.get("env") or {}
-    runtime = (spec.get("source") or {}).get("runtime") or {}
-    if "HIVE_ARRAY_INDEX" not in env or not runtime.get("instances"):
+    index = spec.env.get("HIVE_ARRAY_INDEX")
+    if index is None or not spec.runtime.instances:
         return {}
-    index = env["HIVE_ARRAY_INDEX"]
-    completion = runtime.get("completion") or {}
+    completion = spec.runtime.completion
     return {"PAI_TASK_INDEX": index, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": index,
-            f"PAI_TASK_ROLE_TASK_COUNT_{role}": str(runtime["instances"]),
+            f"PAI_TASK_ROLE_TASK_COUNT_{role}": str(spec.runtime.instances),
             f"PAI_MIN_FAILED_TASK_COUNT_{role}": str(completion.get("min_failed") or -1),
             f"PAI_MIN_SUCCEEDED_TASK_COUNT_{role}": str(completion.get("min_succeeded") or -1)}
 
 
-def _slurm(spec: dict, placement: list, address: Callable[[str], str]) -> dict[str, dict[str, str]]:
+def _slurm(spec: LaunchSpec, placement: list, address: Callable[[str], str]) -> dict[str, dict[str, str]]:
     ordered = sorted(placement, key=lambda q: q.rank)
     nodelist = ",".join(address(p.node) for p in ordered)
-    per_node = int(spec.get("env", {}).get("SLURM_NTASKS_PER_NODE", "1"))
+    per_node = int(spec.env.get("SLURM_NTASKS_PER_NODE", "1"))
     out = {}
     for p in ordered:
         out[p.task] = {"SLURM_NODEID": str(p.index), "SLURM_PROCID": str(p.index * per_node), "SLURM_LOCALID": "0",
@@ -85,14 +89,12 @@ def _slurm(spec: dict, placement: list, address: Callable[[str], str]) -> dict[s
     return out
 
 
-def _slurm_array(spec: dict) -> dict[str, str]:
+def _slurm_array(spec: LaunchSpec) -> dict[str, str]:
     """An element of an ``#SBATCH --array`` job: Slurm's array variables, from hive-lab's own."""
-    env = spec.get("env") or {}
-    array = ((spec.get("source") or {}).get("runtime") or {}).get("array")
+    env = spec.env
+    array = spec.runtime.array
     if "HIVE_ARRAY_INDEX" not in env or not array:
         return {}
-    from hive_lab_server.wire.array_spec import parse_array
-
     indices, _ = parse_array(array)
     out = {"SLURM_ARRAY_TASK_ID": env["HIVE_ARRAY_INDEX"], "SLURM_ARRAY_JOB_ID": env.get("HIVE_ARRAY_ID", ""),
            "SLURM_ARRAY_TASK_COUNT": str(len(indices)), "SLURM_ARRAY_TASK_MIN": str(min(indices)),
@@ -100,7 +102,7 @@ def _slurm_array(spec: dict) -> dict[str, str]:
     return out
 
 
-def _indexed(spec: dict, placement: list, address: Callable[[str], str], volcano: bool) -> dict[str, dict[str, str]]:
+def _indexed(spec: LaunchSpec, placement: list, address: Callable[[str], str], volcano: bool) -> dict[str, dict[str, str]]:
     out = {}
     hosts: dict[str, list[str]] = {}
     for p in sorted(placement, key=lambda q: q.rank):
@@ -117,14 +119,12 @@ def _indexed(spec: dict, placement: list, address: Callable[[str], str], volcano
     return out
 
 
-def platform_env(spec: dict[str, Any], placement: list, address: Callable[[str], str],
+def platform_env(spec: LaunchSpec, placement: list, address: Callable[[str], str],
                  free_port: Callable[[], int]) -> dict[str, dict[str, str]]:
     """task name -> the variables its platform gives it (empty for hive-lab's own jobs)."""
-    source = spec.get("source") or {}
-    runtime = source.get("runtime") or {}
-    platform = runtime.get("platform")
+    platform = spec.runtime.platform
     if platform == "openpai":
-        return _openpai(spec, placement, address, free_port, runtime.get("ports") or {})
+        return _openpai(spec, placement, address, free_port, spec.runtime.ports)
     if platform == "slurm":
         return _slurm(spec, placement, address)
     if platform in ("kubernetes", "volcano"):

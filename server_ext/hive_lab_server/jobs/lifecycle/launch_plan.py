@@ -1,5 +1,8 @@
 """What a placed job needs before and for its launch: its dirs and staged files, each task's environment,
-the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks found after a restart)."""
+the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks found after a restart).
+
+The job's stored spec is read through its typed view, ``LaunchSpec.of(job.spec)`` (``wire/launch_spec.py``),
+never by string keys here."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from hive_lab_server.execution.secrets import unseal
 from hive_lab_server.execution.launchers.base import LaunchError, Launcher, LaunchRequest, TaskLaunch
 from hive_lab_server.execution.isolation.safe_files import UnsafePath
 from hive_lab_server.execution.staging import dir_beneath, private_dir, write_beneath
+from hive_lab_server.wire.launch_spec import LaunchSpec
 
 if TYPE_CHECKING:
     from hive_lab_server.jobs.lifecycle.active import ActiveJob
@@ -63,16 +67,16 @@ def world_size(job: "ActiveJob") -> int:
     return sum(len(p.gpus) for p in job.placement)
 
 
-def task_dir(job: "ActiveJob") -> str | None:
+def task_dir(spec: LaunchSpec) -> str | None:
     """The spec's ``working_dir``: where the tasks start, relative to the job's own dir (None: that dir)."""
-    rel = job.spec.get("working_dir")
+    rel = spec.working_dir
     parts = [p for p in (rel or "").replace("\\", "/").split("/") if p not in ("", ".")]
     return "/".join(parts) or None
 
 
-def in_task_dir(job: "ActiveJob", command: str) -> str:
+def in_task_dir(spec: LaunchSpec, command: str) -> str:
     """The task's command, started in ``task_dir`` (entered by the task itself, as its owner)."""
-    rel = task_dir(job)
+    rel = task_dir(spec)
     if rel is None:
         return command
     return f'cd -- {shlex.quote(rel)} || {{ echo "hive-lab: cannot enter working_dir {rel}" >&2; exit 126; }}\n' + command
@@ -88,12 +92,13 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
     """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as. The dirs
     the spec names (``working_dir``, ``output_dir``, relative) are made without following a link the
     job planted in its dir on an earlier attempt."""
+    spec = LaunchSpec.of(job.spec)
     owner = launcher.task_owner(job.user)
     root = pathlib.Path(job.working_dir)
     private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
     private_dir(root / "logs", owner, stop_at=root)
     private_dir(checkpoint_dir(job), owner, stop_at=root)  # kept across attempts (docs/checkpoint.md)
-    named = [("output_dir", os.path.relpath(job.output_dir, root)), ("working_dir", task_dir(job))]
+    named = [("output_dir", os.path.relpath(job.output_dir, root)), ("working_dir", task_dir(spec))]
     for field, rel in named:
         if rel is None or rel == ".":
             continue
@@ -101,24 +106,24 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
             dir_beneath(root, rel, owner)
         except UnsafePath as exc:
             raise LaunchError(f"{field}: {rel!r}: {exc}") from None
-    for rel, text in (job.spec.get("files") or {}).items():
+    for rel, text in spec.files.items():
         try:
             write_beneath(root, rel, text, owner)  # no link the job planted is followed
         except UnsafePath as exc:
             raise LaunchError(f"files: {rel!r}: {exc}") from None
 
 
-def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str, master_addr: str,
-             master_port: int, gpu_type: str | None = None) -> dict[str, str]:
-    inherited = (job.spec.get("environment") or {}).get("vars") or {} if not job.spec.get("image") else {}
-    env = {str(k): str(v) for k, v in {**inherited, **job.spec.get("env", {})}.items()}
+def task_env(job: "ActiveJob", spec: LaunchSpec, p: TaskPlacement, gpu_uuids: dict, node_addr: str,
+             master_addr: str, master_port: int, gpu_type: str | None = None) -> dict[str, str]:
+    inherited = spec.inherited_env if not spec.image else {}
+    env = {str(k): str(v) for k, v in {**inherited, **spec.env}.items()}
     uuids = [gpu_uuids.get((p.node, g)) for g in p.gpus]
     devices = ",".join(uuids) if uuids and all(uuids) else ",".join(str(g) for g in p.gpus)
     env.update({
         "CUDA_VISIBLE_DEVICES": devices,
         "NVIDIA_VISIBLE_DEVICES": devices if p.gpus else "void",
         "HIVE_JOB_ID": job.id,
-        "HIVE_JOB_NAME": job.spec.get("name", ""),
+        "HIVE_JOB_NAME": spec.name or "",
         "HIVE_USER": job.user,
         "HIVE_VC": job.vc,
         "HIVE_TASK_NAME": p.task,
@@ -133,12 +138,12 @@ def task_env(job: "ActiveJob", p: TaskPlacement, gpu_uuids: dict, node_addr: str
         "HIVE_RESUMED": "1" if resumed(job) else "0",
         "HIVE_WORLD_SIZE": str(world_size(job)),
     })
-    if job.spec.get("job_type"):
-        env["HIVE_JOB_TYPE"] = job.spec["job_type"]
+    if spec.job_type:
+        env["HIVE_JOB_TYPE"] = spec.job_type
     if gpu_type:
         env["HIVE_GPU_TYPE"] = gpu_type
-    if job.spec.get("data_dir"):
-        env["HIVE_DATA_DIR"] = job.spec["data_dir"]
+    if spec.data_dir:
+        env["HIVE_DATA_DIR"] = spec.data_dir
     if len(job.placement) > 1:
         env.update({"MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
                     "WORLD_SIZE": str(len(job.placement)), "RANK": str(p.rank)})
@@ -157,19 +162,19 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
                    master_port: int | None = None, grant_for=None, gpu_type: str | None = None) -> LaunchRequest:
     """``grant_for(job, placement)``: a share's ``hardware.sharing.ShareGrant`` (None for whole GPUs);
     ``gpu_type``: the type of GPUs it was placed on (``HIVE_GPU_TYPE``)."""
+    spec = LaunchSpec.of(job.spec)
     placement = sorted(job.placement, key=lambda p: p.rank)
-    groups = {t["name"]: t for t in job.spec["tasks"]}
     master_addr = launcher.host_address(placement[0].node) if placement else ""
     if master_port is None:
         master_port = free_port() if len(placement) > 1 else 0
     tasks = []
     # a job sent in another platform's format gets that platform's variables, and its secrets in clear
-    platform = platform_env(job.spec, placement, launcher.host_address, free_port)
-    secrets = unseal(job.spec.get("env", {}), jobs_root)
+    platform = platform_env(spec, placement, launcher.host_address, free_port)
+    secrets = unseal(dict(spec.env), jobs_root)
     for p in placement:
-        group = groups.get(p.group, {})
+        group = spec.group(p.group)
         uuids = tuple(gpu_uuids.get((p.node, g)) or "" for g in p.gpus)
-        env = task_env(job, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port, gpu_type)
+        env = task_env(job, spec, p, gpu_uuids, launcher.host_address(p.node), master_addr, master_port, gpu_type)
         env.update(platform.get(p.task, {}))
         env.update(secrets)
         grant = grant_for(job, p) if grant_for is not None else None
@@ -180,13 +185,13 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
         tasks.append(TaskLaunch(
             job_id=job.id, task=p.task, group=p.group, index=p.index, rank=p.rank, node=p.node,
             gpu_indices=tuple(p.gpus), gpu_uuids=uuids if uuids and all(uuids) else None,
-            command=in_task_dir(job, group.get("command") or job.spec.get("command") or ""),
+            command=in_task_dir(spec, (group.command if group else None) or spec.command or ""),
             env=env,
             working_dir=job.working_dir, log_path=str(log_path(jobs_root, job.id, p.task)),
-            cpus=float(group.get("cpus") or 0), memory_mb=int(group.get("memory_mb") or 0),
-            image=job.spec.get("image"), data_dir=job.spec.get("data_dir"), output_dir=job.output_dir, user=job.user,
+            cpus=float((group.cpus if group else None) or 0), memory_mb=int((group.memory_mb if group else None) or 0),
+            image=spec.image, data_dir=spec.data_dir, output_dir=job.output_dir, user=job.user,
         ))
-    return LaunchRequest(job_id=job.id, user=job.user, kind=job.spec.get("kind", "batch"), tasks=tuple(tasks),
+    return LaunchRequest(job_id=job.id, user=job.user, kind=spec.kind, tasks=tuple(tasks),
                          labels={"hive-lab.job": job.id, "hive-lab.user": job.user, "hive-lab.vc": job.vc,
                                  "hive-lab.attempt": str(job.lc.attempt)})
 
@@ -241,8 +246,8 @@ def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]
         node_types = tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ())
         gpu_type = node_types[0] if len(node_types) == 1 else (asked.get(p.group) or "unknown")
         types[gpu_type] = types.get(gpu_type, 0) + len(p.gpus)
-    tasks = job.spec.get("tasks") or []
-    share = tasks[0].get("gpus") if len(tasks) == 1 else None  # a share of one GPU: 0.5, 0.25, 0.125
+    tasks = LaunchSpec.of(job.spec).tasks
+    share = tasks[0].gpus if len(tasks) == 1 else None  # a share of one GPU: 0.5, 0.25, 0.125
     share = float(share) if isinstance(share, float) and 0 < share < 1 else 1.0
     return {"job_id": job.id, "attempt": attempt, "user": job.user, "user_group": job.request.group,
             "vc": job.vc, "gpus": sum(types.values()), "share": share, "gpu_types": dict(sorted(types.items())),
