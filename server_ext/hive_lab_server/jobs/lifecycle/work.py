@@ -1,5 +1,7 @@
 """What a part of the service needs of the unit of work (``shell.UnitOfWork``), as a small protocol:
-parts are handed the unit of work, never the service, and depend only on this."""
+parts are handed the unit of work, never the service, and depend only on this. Also the two small
+things the unit of work and admission are handed that are not parts of their own: the job's REST view
+(``JobViews``: the service answers it) and where events go (``EventSink``: ``api.events.EventBus``)."""
 
 from __future__ import annotations
 
@@ -44,3 +46,22 @@ class RecoveryWork(Work, Protocol):
 
     async def adopted(self) -> None:
         """Wait for the adoptions the last units started (tasks that ran on through a restart)."""
+
+
+class JobViews(Protocol):
+    """The REST view of a job (``HiveService.job_object``, built by ``lifecycle.presentation``)."""
+
+    def job_object(self, job_id: str, *, detail: bool, private: bool, row: dict[str, Any] | None = None,
+                   placement: list[dict[str, Any]] | None = None, live_reason: bool = True) -> dict[str, Any]:
+        """The job's REST object (ServiceError(404) when there is no such job)."""
+
+
+class EventSink(Protocol):
+    """Where the live UIs' events go (``api.events.EventBus``)."""
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many listen now (none: nothing need be built to publish)."""
+
+    def publish(self, message: dict) -> None:
+        """Send ``message`` to every subscriber."""
