@@ -29,9 +29,9 @@ import logging
 import os
 import pathlib
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from hive_scheduler import Scheduler
+from hive_scheduler import ClusterConfig, Scheduler
 
 from hive_lab_server.usage import accounting
 from hive_lab_server.api.events import EventBus
@@ -60,11 +60,29 @@ from hive_lab_server.jobs.pipelines.dependencies import Dependencies, JobOutcome
 from hive_lab_server.api.spec import JobSpec
 from hive_lab_server.store import Store
 
+if TYPE_CHECKING:
+    from hive_scheduler.hetero import Throughputs
+
+    from hive_lab_server.hardware.monitor import HardwareMonitor
+    from hive_lab_server.jobs.pipelines.schedules import Schedules
+
 log = logging.getLogger("hive_lab_server")
 
 STATES = tuple(s.value for s in JobState)
 S = JobState
 KERNEL_LEASE_CHECK_S = 2.0  # how often the kernel jobs' heartbeats are read (lifecycle.kernel_leases)
+
+
+class Rounds(Protocol):
+    """What the service's loop runs under a Gavel queue policy (``timeshare.rounds.RoundDriver``, which is
+    handed the service: named here by what it does, not imported)."""
+
+    round_s: float
+    round: int
+    policy_name: str
+
+    async def run_round(self) -> None:
+        """Solve the policy again and carry out its moves."""
 
 
 class HiveService:
@@ -74,7 +92,7 @@ class HiveService:
         self,
         *,
         scheduler: Scheduler,
-        config: Any,
+        config: ClusterConfig,
         store: Store,
         launcher: Launcher,
         jobs_root: str | os.PathLike,
@@ -89,7 +107,7 @@ class HiveService:
         vc_time_limits: dict[str, Any] | None = None,
         user_limits: dict | None = None,
         sharing: GpuSharing | None = None,
-        throughputs: Any = None,
+        throughputs: Throughputs | None = None,
         progress_interval_s: float = 1.0,
         max_unfinished_jobs: int = 0,
         kernel_limits: dict[str, Any] | None = None,
@@ -114,10 +132,10 @@ class HiveService:
         self.active: dict[str, ActiveJob] = {}
         self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
         self.progress_interval_s = progress_interval_s
-        self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
+        self.rounds: Rounds | None = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
         self._rounds_task: asyncio.Task | None = None
-        self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
-        self.schedules: Any = None  # pipelines.schedules.Schedules, set by the app (recurring jobs; ticked by _loop)
+        self.hardware: HardwareMonitor | None = None  # set by the app (GPU health, live data)
+        self.schedules: Schedules | None = None  # set by the app (recurring jobs; ticked by _loop)
         self._clock = clock
         self._last_now = 0.0
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)

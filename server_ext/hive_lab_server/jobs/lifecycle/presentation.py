@@ -11,20 +11,25 @@ from hive_lab_server.jobs.lifecycle.states import JobState
 
 if TYPE_CHECKING:
     from hive_scheduler import ClusterConfig
+    from hive_scheduler.protocol import LiveSchedulerCore
 
     from hive_lab_server.execution.launchers.base import Launcher
+    from hive_lab_server.hardware.monitor import HardwareMonitor
     from hive_lab_server.jobs.lifecycle.hardware_events import HardwareEvents
+    from hive_lab_server.jobs.start_estimates import StartEstimates
+    from hive_lab_server.store import Store
+    from hive_lab_server.timeshare.progress import ProgressTracker
 
 
 class ServiceView(Protocol):
     """What the REST views read of the service (``HiveService`` is one)."""
 
-    scheduler: Any
-    store: Any
+    scheduler: LiveSchedulerCore
+    store: Store
     active: Mapping[str, Any]
-    hardware: Any
-    progress: Any
-    start_estimates: Any
+    hardware: HardwareMonitor | None
+    progress: ProgressTracker
+    start_estimates: StartEstimates
     gpu_uuids: Mapping[tuple[str, int], str]
     config: ClusterConfig  # its nodes
     launcher: Launcher  # where a node's tasks are reached

@@ -31,6 +31,13 @@ class Work(Protocol):
         """Tell the live UIs (after a commit)."""
 
 
+class GateWork(Work, Protocol):
+    """What the dependency gate needs on top: a job whose dependencies are met goes to the core."""
+
+    def submit_to_core(self, job_id: str) -> Facts:
+        """Hand an unfinished job to the core (through the gate); its decisions as facts."""
+
+
 class RecoveryWork(Work, Protocol):
     """What recovery needs on top: the running attempts' deadlines, the launcher's exits as facts,
     and the adoptions its facts started."""
