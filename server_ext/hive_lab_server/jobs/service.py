@@ -36,7 +36,7 @@ from hive_scheduler import ClusterConfig, Scheduler
 from hive_lab_server.usage import accounting
 from hive_lab_server.api.events import EventBus
 from hive_lab_server.hardware.sharing import GpuSharing
-from hive_lab_server.execution.launchers.base import Launcher, TaskExit
+from hive_lab_server.execution.launchers.base import Launcher
 from hive_lab_server.jobs.limits import Limits
 from hive_lab_server.jobs.arrays.feeder import ArrayFeeder
 from hive_lab_server.jobs.lifecycle.admission import Admission
@@ -57,7 +57,6 @@ from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
 from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.jobs.pipelines.dependencies import Dependencies, JobOutcomes
-from hive_lab_server.api.spec import JobSpec
 from hive_lab_server.store import Store
 
 if TYPE_CHECKING:
@@ -196,7 +195,7 @@ class HiveService:
         return [row["array_id"]] if row is not None and row.get("array_id") else []
 
     # ------------------------------------------------------------------------------------------
-    # time and ids
+    # time
 
     def now(self) -> float:
         t = self._clock()
