@@ -101,5 +101,5 @@ def test_a_type_that_takes_no_shares_or_mps_without_its_binary_is_a_400(tmp_path
     assert e.value.status == 400 and "A100 takes no shares" in str(e.value)
     svc2 = make_service(tmp_path / "b", GpuSharing({"A100": "mps"}, mps_binary=""))
     with pytest.raises(ServiceError) as e:
-        svc2.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
+        svc2.admission.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
     assert "nvidia-cuda-mps-control is not installed" in str(e.value)
