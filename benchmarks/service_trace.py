@@ -81,9 +81,9 @@ async def run(seed: int, steps: int, tmp: str) -> list[str]:
 
     async def settle() -> None:
         for _ in range(10_000):
-            if not launcher.exits and all(op.done() for op in service._ops.values()):
+            if not launcher.exits and all(op.done() for op in service.work._ops.values()):
                 await asyncio.sleep(0.003)  # one more poll: exits a stop reported meanwhile
-                if not launcher.exits and all(op.done() for op in service._ops.values()):
+                if not launcher.exits and all(op.done() for op in service.work._ops.values()):
                     return
             await asyncio.sleep(0.001)
         raise RuntimeError("the service did not settle")
@@ -99,7 +99,7 @@ async def run(seed: int, steps: int, tmp: str) -> list[str]:
             spec = parse_job_spec({"name": f"s{step}", "command": "true", "tasks": groups, "priority": priority,
                                    "max_retries": rng.choice([0, 1])})
             try:
-                service.submit(spec, rng.choice(users), rng.choice(["a", "a", "b", "c"]))
+                service.admission.submit(spec, rng.choice(users), rng.choice(["a", "a", "b", "c"]))
             except Exception as exc:  # noqa: BLE001 - a refusal is part of the trace
                 print(f"refused s{step}: {type(exc).__name__}: {exc}", file=sys.stderr)
         elif action < 0.85 and launcher.live:

@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 class LiveView:
     """Subclasses set ``self.widget`` and implement ``fetch()`` (network) and ``render(data)``."""
 
+    #: the ipywidget the view draws into (each subclass builds it in its ``__init__``)
+    widget: object
+
     #: event types that make this view refetch
     refetch_on: tuple[str, ...] = ("hello", "snapshot", "job", "cluster", "vcs")
 

@@ -44,6 +44,9 @@ from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.store import Store
 
+#: the service's parts its handlers call, put in the settings as ``hive_lab_<name>`` (``HiveHandler.<name>``)
+SERVICE_PARTS = ("admission", "moves", "limits", "hardware_events")
+
 
 def _refuse_a_jobs_root_owners_cannot_reach(app: HiveLabApp, jobs_root: pathlib.Path) -> None:
     """A server that runs jobs as their owners stops at start when they could not enter their working
@@ -399,9 +402,10 @@ class HiveLabApp(ExtensionApp):
             self.service.rounds = RoundDriver(self.service, self.queue_policy, self.round_length_s,
                                                self.round_rate_tolerance)
         from hive_lab_server.hardware.integration import make_monitor
+        from hive_lab_server.jobs.lifecycle import presentation
 
-        self.hardware = make_monitor(self.service, self.cluster, self.nvml_backend, self.gpu_sample_interval_s,
-                                     self.metrics_registry)
+        self.hardware = make_monitor(self.service, self.cluster, presentation.cluster_object(self.service)["gpus"],
+                                     self.nvml_backend, self.gpu_sample_interval_s, self.metrics_registry)
         self.service.hardware = self.hardware
         self.access = AccessPolicy(
             self.vc_access,
@@ -416,6 +420,8 @@ class HiveLabApp(ExtensionApp):
         self.schedules = Schedules(store=ScheduleStore(self.store), service=self.service, access=self.access)
         self.service.schedules = self.schedules  # ticked by the service's loop, on its clock
         self.settings["hive_lab"] = self
+        # the parts the handlers call, as jupyter_server hands its handlers ``kernel_manager`` (api/handlers/base.py)
+        self.settings.update({f"hive_lab_{name}": getattr(self.service, name) for name in SERVICE_PARTS})
         from hive_lab_server.execution.isolation import Isolation
         from hive_lab_server.execution.isolation.authorizer import install as install_authorizer
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from hive_lab_server.jobs.lifecycle import launch_plan
 from hive_lab_server.usage.accounting import UsageQueryError, fair_share_snapshot, parse_since, usage_table
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
 from hive_scheduler.fair_share import FairShareSettings
@@ -124,9 +125,9 @@ def test_the_service_accounts_with_its_injected_clock_and_restores_fair_share(tm
     async def first_life():
         svc = service()
         await svc.start()
-        job = svc.submit(parse_job_spec({"command": "echo ready; sleep 60", "tasks": [{"gpus": 2}]}), "ann", "course",
+        job = svc.admission.submit(parse_job_spec({"command": "echo ready; sleep 60", "tasks": [{"gpus": 2}]}), "ann", "course",
                          group="students")
-        log = svc.log_path(job["id"], "main-0")
+        log = launch_plan.log_path(svc.jobs_root, job["id"], "main-0")
 
         async def started():
             # "running": its process started (its launch runs on the loop); the echo: its command runs
@@ -189,7 +190,7 @@ def test_a_share_of_a_gpu_is_accounted_at_its_rate(tmp_path):
                           launcher=LocalLauncher(tmp_path / "state"), jobs_root=tmp_path / "jobs",
                           poll_interval_s=0.02, stop_grace_s=0.5, clock=lambda: clock[0])
         await svc.start()
-        job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 0.25}]}), "ann", "course")
+        job = svc.admission.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 0.25}]}), "ann", "course")
 
         async def started():
             while svc.active[job["id"]].state != "running":

@@ -74,7 +74,7 @@ def test_placed_then_preempted_before_launch(tmp_path):
             def sub(vc, prio, gpus, command, retries=0):
                 spec = parse_job_spec({"vc": vc, "priority": prio, "max_retries": retries, "command": command,
                                        "tasks": [{"gpus": gpus}]})
-                return svc.submit(spec, "ann", vc)["id"]
+                return svc.admission.submit(spec, "ann", vc)["id"]
 
             a = sub("a", 0, 8, f"while [ ! -e {tmp_path}/go-a ]; do sleep 0.02; done")
             x = sub("b", 100, 8, f"while [ ! -e {go} ]; do sleep 0.02; done")
@@ -168,14 +168,14 @@ def test_store_faults_lose_nothing_and_recover_without_restart(tmp_path, small_d
                            store=store)
         await svc.start()
         try:
-            ends = svc.submit(spec(f"while [ ! -e {go} ]; do sleep 0.02; done; exit 3"), "ann", "default")["id"]
-            keeps = svc.submit(spec("trap 'exit 0' TERM; while true; do sleep 0.02; done"), "ann", "default")["id"]
+            ends = svc.admission.submit(spec(f"while [ ! -e {go} ]; do sleep 0.02; done; exit 3"), "ann", "default")["id"]
+            keeps = svc.admission.submit(spec("trap 'exit 0' TERM; while true; do sleep 0.02; done"), "ann", "default")["id"]
             await wait_until_async(lambda: state(svc, ends) == "running" and state(svc, keeps) == "running", "running")
             free_before = svc.scheduler.free_gpu_count()
             full.fill()
             # a submit: 503 with Retry-After, nothing stored, nothing in the core
             with pytest.raises(StoreUnavailable) as refused:
-                svc.submit(spec("true", gpus=2), "ann", "default")
+                svc.admission.submit(spec("true", gpus=2), "ann", "default")
             assert refused.value.status == 503 and refused.value.retry_after_s > 0
             assert svc.scheduler.free_gpu_count() == free_before and len(svc.active) == 2
             # a cancel: 503, the job is untouched and may be cancelled again
@@ -184,7 +184,7 @@ def test_store_faults_lose_nothing_and_recover_without_restart(tmp_path, small_d
             assert svc.active[keeps].lc.intent is None
             # a job exits while the store is full: its exit is kept, not turned into "lost"
             go.touch()
-            await wait_until_async(lambda: svc.store_error is not None and any(j == ends for j, _ in svc._pending),
+            await wait_until_async(lambda: svc.work.store_error is not None and any(j == ends for j, _ in svc.work.pending),
                         "the exit pending")
             assert state(svc, ends) == "running"
             full.free()  # space returns: no restart needed
@@ -193,9 +193,9 @@ def test_store_faults_lose_nothing_and_recover_without_restart(tmp_path, small_d
             assert row["exit_code"] == 3 and "lost" not in row["reason"], row
             job = await svc.cancel(keeps, "ann", wait_s=10)  # the refused cancel, sent again
             assert job["state"] == "cancelled", job
-            ok = svc.submit(spec("true", gpus=2), "ann", "default")["id"]
+            ok = svc.admission.submit(spec("true", gpus=2), "ann", "default")["id"]
             await wait_until_async(lambda: state(svc, ok) == "succeeded", "a submit after the fault")
-            assert svc.scheduler.free_gpu_count() == 4 and svc.store_error is None
+            assert svc.scheduler.free_gpu_count() == 4 and svc.work.store_error is None
         finally:
             await svc.stop()
 
@@ -214,12 +214,12 @@ def test_exit_seen_while_store_full_survives_a_crash(tmp_path, small_disk):
     async def first():
         svc = make_service(tmp_path, cluster, store=store)
         await svc.start()
-        job = svc.submit(parse_job_spec({"command": f"while [ ! -e {go} ]; do sleep 0.02; done; exit 5",
+        job = svc.admission.submit(parse_job_spec({"command": f"while [ ! -e {go} ]; do sleep 0.02; done; exit 5",
                                          "max_retries": 2, "tasks": [{"gpus": 1}]}), "ann", "default")["id"]
         await wait_until_async(lambda: state(svc, job) == "running", "running")
         full.fill()
         go.touch()
-        await wait_until_async(lambda: any(j == job for j, _ in svc._pending), "the exit pending")
+        await wait_until_async(lambda: any(j == job for j, _ in svc.work.pending), "the exit pending")
         # the server dies here (no shutdown code runs: the loop is simply gone)
         svc._loop_task.cancel()
         svc.store.close()
@@ -254,7 +254,7 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
         await svc.start()
         try:
             # max_retries 0: ended by its preemption (opportunistic work requeues by default)
-            opp = svc.submit(parse_job_spec({"vc": "a", "priority": "opportunistic", "tasks": [{"gpus": 4}],
+            opp = svc.admission.submit(parse_job_spec({"vc": "a", "priority": "opportunistic", "tasks": [{"gpus": 4}],
                                              "max_retries": 0,
                                              "command": "trap 'exit 0' TERM; while true; do sleep 0.02; done"}),
                              "ann", "a")["id"]
@@ -262,11 +262,11 @@ def test_failed_preempting_submit_leaves_nothing_demoted_or_stopping(tmp_path, s
             view = svc.scheduler.job(opp)
             full.fill()
             with pytest.raises(StoreUnavailable):
-                svc.submit(parse_job_spec({"vc": "b", "tasks": [{"gpus": 2}], "command": "true"}), "ann", "b")
+                svc.admission.submit(parse_job_spec({"vc": "b", "tasks": [{"gpus": 2}], "command": "true"}), "ann", "b")
             assert svc.scheduler.job(opp) == view  # not preempted, not demoted in the core
             assert svc.active[opp].lc.intent is None and state(svc, opp) == "running"
             full.free()  # the same submit now preempts it (so the refused one would have)
-            high = svc.submit(parse_job_spec({"vc": "b", "tasks": [{"gpus": 2}], "command": "true"}), "ann", "b")
+            high = svc.admission.submit(parse_job_spec({"vc": "b", "tasks": [{"gpus": 2}], "command": "true"}), "ann", "b")
             await wait_until_async(lambda: state(svc, high["id"]) == "succeeded", "the preemptor ran")
             assert state(svc, opp) == "failed" and "preempted by" in svc.store.get_job(opp)["reason"]
         finally:

@@ -159,7 +159,7 @@ def test_the_service_keeps_no_progress_state_for_jobs_that_ended(tmp_path):
         try:
             for i in range(30):
                 now[0] += 1.0
-                service.submit(trace.parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "a")
+                service.admission.submit(trace.parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "a")
                 await wait_for(lambda: launcher.live)
                 service.read_progress_of_running()
                 assert service.progress.logs  # it reads the running job's sources

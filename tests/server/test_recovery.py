@@ -245,7 +245,7 @@ def test_a_task_ending_during_recovery_keeps_its_exit_code(tmp_path, code):
         await first.start()
         spec = parse_job_spec({"command": WAIT_FOR_GO.format(code=code), "tasks": [{"gpus": 1}],
                                "max_retries": 2, "env": {"GO": str(go)}})
-        job_id = first.submit(spec, "ann", "default")["id"]
+        job_id = first.admission.submit(spec, "ann", "default")["id"]
         await wait_until_async(lambda: first.store.get_job(job_id)["state"] == "running", "the job running")
         await first.stop()  # the task keeps running
 

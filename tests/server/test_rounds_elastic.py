@@ -89,7 +89,7 @@ def test_rounds_grow_into_idle_gpus_and_shrink_for_a_waiting_job(tmp_path):
             spec = parse_job_spec({"vc": "lab", "command": f"{sys.executable} train.py {TOTAL}",
                                    "files": {"train.py": TRAIN}, "checkpoint": True, "min_gpus": 1, "max_gpus": 2,
                                    "tasks": [{"gpus": 1, "gpu_type": "K80"}]})
-            e = svc.submit(spec, "ann", "lab")["id"]
+            e = svc.admission.submit(spec, "ann", "lab")["id"]
             allow(tmp_path, e, 20)
             await wait_until_async(lambda: reached(tmp_path, e) == 20, "the elastic job at step 20")
 
@@ -98,7 +98,7 @@ def test_rounds_grow_into_idle_gpus_and_shrink_for_a_waiting_job(tmp_path):
             await wait_until_async(lambda: svc.active[e].state == "running" and len(attempts(tmp_path, e)) == 2
                         and any(r.startswith("resized") for r in history(svc, e)), "the grown attempt")
             assert gpus(svc, e) == 2
-            t = svc.placed_gpu_type(svc.active[e])
+            t = svc.moves.placed_gpu_type(svc.active[e])
             assert f"resized 1 -> 2 GPUs: round 1 of gandiva: grown 1 -> 2 GPUs: 1 idle GPU of {t} in VC lab" \
                 in history(svc, e)
             allow(tmp_path, e, 40)
@@ -109,7 +109,7 @@ def test_rounds_grow_into_idle_gpus_and_shrink_for_a_waiting_job(tmp_path):
             assert gpus(svc, e) == 2 and len(attempts(tmp_path, e)) == 2
 
             # three one-GPU jobs: 4 GPUs in the VC, 5 asked, so one waits
-            others = [svc.submit(parse_job_spec({"vc": "lab", "command": WAIT, "tasks": [{"gpus": 1}]}),
+            others = [svc.admission.submit(parse_job_spec({"vc": "lab", "command": WAIT, "tasks": [{"gpus": 1}]}),
                                  "bob", "lab")["id"] for _ in range(3)]
             shrunk = False
             plan = await rounds.run_round()

@@ -65,7 +65,7 @@ def make_service(tmp_path) -> HiveService:
 def submit(svc, job_type, gpu_type=None) -> str:
     task = {"gpus": 1, **({"gpu_type": gpu_type} if gpu_type else {})}
     spec = parse_job_spec({"vc": "lab", "command": WAIT, "job_type": job_type, "tasks": [task]})
-    return svc.submit(spec, "ann", "lab")["id"]
+    return svc.admission.submit(spec, "ann", "lab")["id"]
 
 
 def settled(svc, plan) -> bool:
@@ -77,7 +77,7 @@ def settled(svc, plan) -> bool:
         if gpu_type is None:
             if job.state != "paused":
                 return False
-        elif job.state != "running" or svc.placed_gpu_type(job) != gpu_type:
+        elif job.state != "running" or svc.moves.placed_gpu_type(job) != gpu_type:
             return False
     return True
 
@@ -133,7 +133,7 @@ def test_jobs_move_to_their_faster_type_and_take_turns(tmp_path):
                 (tmp_path / "jobs" / job_id / "release").touch()
             await wait_until_async(lambda: all(job.state == "paused" for job in svc.active.values()), "the running ones done")
             for job_id in list(svc.active):
-                svc.resume(job_id, "by the test")
+                svc.moves.resume(job_id, "by the test")
             await wait_until_async(lambda: not svc.active, "all done")
             assert all(svc.store.get_job(j)["state"] == "succeeded" for j in ran)
             assert svc.scheduler.free_gpu_count() == 2
@@ -152,7 +152,7 @@ def test_a_job_held_by_its_dependencies_takes_no_part_in_rounds(tmp_path):
             first = submit(svc, RESNET, "K80")
             spec = parse_job_spec({"vc": "lab", "command": WAIT, "job_type": RESNET, "tasks": [{"gpus": 1}],
                                    "after": [first]})
-            held = svc.submit(spec, "ann", "lab")
+            held = svc.admission.submit(spec, "ann", "lab")
             assert held["state"] == "queued" and held["reason"] == f"waiting for {first} to succeed"
             assert [j.id for j in svc.rounds.candidates("lab")] == [first]
             plan = await svc.rounds.run_round()

@@ -71,7 +71,7 @@ def make_service(tmp_path) -> HiveService:
 
 def submit(svc, **extra) -> str:
     spec = parse_job_spec({"vc": "lab", "command": ECHO, "tasks": [{"gpus": 1}], **extra})
-    return svc.submit(spec, "ann", "lab")["id"]
+    return svc.admission.submit(spec, "ann", "lab")["id"]
 
 
 async def say(svc, tmp_path, job_id: str, line: str) -> None:
@@ -139,20 +139,20 @@ def test_solves_again_only_when_jobs_gpus_or_throughputs_change(tmp_path):
             assert rounds.solves == 5 and rounds.solve_reasons["lab"] == f"jobs ended: {c}"
 
             # a resize (1 -> 2 GPUs), once the job is queued again with its new size
-            await svc.resize(a, 2, "by the test")
+            await svc.moves.resize(a, 2, "by the test")
             await wait_until_async(lambda: a in svc.active and svc.active[a].lc.intent is None, "a resized")
             rounds.plan()
             assert rounds.solves == 6 and rounds.solve_reasons["lab"] == f"jobs resized: {a} 1 -> 2 GPUs"
 
             # the VC's GPUs: a drained K80 is one the VC cannot use; undrained, it can again
-            svc.set_drain("k80-node", 1, True, "carol")
+            svc.hardware_events.set_drain("k80-node", 1, True, "carol")
             rounds.plan()
             assert rounds.solves == 7
             assert rounds.solve_reasons["lab"] == "GPUs changed: 2 K80, 2 V100 -> 1 K80, 2 V100"
             assert rounds.solved["lab"].inputs.gpus == (("K80", 1), ("V100", 2))
             rounds.plan()
             assert rounds.solves == 7
-            svc.set_drain("k80-node", 1, False, "carol")
+            svc.hardware_events.set_drain("k80-node", 1, False, "carol")
             rounds.plan()
             assert rounds.solves == 8 and rounds.solve_reasons["lab"] == "GPUs changed: 1 K80, 2 V100 -> 2 K80, 2 V100"
 

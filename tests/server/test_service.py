@@ -28,10 +28,10 @@ def test_listeners_run_after_commit_and_may_call_back(service):
         def listener(job_id, state, reason):
             seen.append((job_id, state))
             if state == "running" and len([s for s in seen if s[1] == "running"]) == 1:
-                service.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 0, "cpus": 1}]}), "ann", "default")
+                service.admission.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 0, "cpus": 1}]}), "ann", "default")
 
-        service.on_state_change(listener)
-        first = service.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "default")
+        service.work.on_state_change(listener)
+        first = service.admission.submit(parse_job_spec({"command": "true", "tasks": [{"gpus": 1}]}), "ann", "default")
         for _ in range(200):
             if sum(1 for _, st in seen if st == "succeeded") >= 2:
                 break
@@ -54,11 +54,11 @@ def test_store_failure_withdraws_the_job_from_the_core(service, monkeypatch):
 
         monkeypatch.setattr(service.store, "insert_job", broken)
         with pytest.raises(StoreUnavailable) as refused:  # 503 + Retry-After, not a 500
-            service.submit(spec, "ann", "default")
+            service.admission.submit(spec, "ann", "default")
         assert refused.value.status == 503 and refused.value.retry_after_s
         assert service.scheduler.free_gpu_count() == 2 and service.active == {}
         monkeypatch.undo()
-        job = service.submit(spec, "ann", "default")  # the GPUs were not leaked
+        job = service.admission.submit(spec, "ann", "default")  # the GPUs were not leaked
         assert job["state"] == "scheduled"
         await service.launcher.stop(job["id"], 0)
         await service.stop()
@@ -77,12 +77,12 @@ def test_group_commit_stores_submits_arriving_together_in_one_transaction(servic
 
     async def main():
         await service.start()
-        busy = service.submit(spec, "ann", "default")
+        busy = service.admission.submit(spec, "ann", "default")
         assert busy["state"] == "scheduled"
         # its launch (spawned off the loop) is recorded first, so only the grouped submits' commits count
         await wait_until_async(lambda: service.store.get_job(busy["id"])["state"] == "running", "the busy job running")
         commits.clear()
-        jobs = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(5)))
+        jobs = await asyncio.gather(*(service.admission.submit_grouped(spec, "ann", "default") for _ in range(5)))
         assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1
         stored = [service.store.get_job(j["id"]) for j in jobs]
         assert [r["state"] for r in stored] == ["queued"] * 5
@@ -92,12 +92,12 @@ def test_group_commit_stores_submits_arriving_together_in_one_transaction(servic
             raise RuntimeError("disk full")
 
         monkeypatch.setattr(service.store, "insert_job", broken)
-        refused = await asyncio.gather(*(service.submit_grouped(spec, "bob", "default") for _ in range(3)),
+        refused = await asyncio.gather(*(service.admission.submit_grouped(spec, "bob", "default") for _ in range(3)),
                                        return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in refused)
         assert [v.id for v in service.scheduler.jobs()] == core_jobs and len(service.active) == 6
         monkeypatch.undo()
-        again = await service.submit_grouped(spec, "bob", "default")
+        again = await service.admission.submit_grouped(spec, "bob", "default")
         assert again["state"] == "queued" and [v.id for v in service.scheduler.jobs()] == core_jobs + [again["id"]]
         await service.launcher.stop(busy["id"], 0)
         await service.stop()
@@ -119,7 +119,7 @@ def test_a_group_commit_takes_at_most_max_group_submits_a_turn(service):
 
     async def main():
         await service.start()
-        busy = service.submit(spec, "ann", "default")
+        busy = service.admission.submit(spec, "ann", "default")
         await wait_until_async(lambda: service.store.get_job(busy["id"])["state"] == "running", "the busy job running")
         commits.clear()
         turns = []
@@ -130,7 +130,7 @@ def test_a_group_commit_takes_at_most_max_group_submits_a_turn(service):
                 await asyncio.sleep(0)
 
         ticker = asyncio.ensure_future(count_turns())
-        jobs = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(MAX_GROUP + 6)))
+        jobs = await asyncio.gather(*(service.admission.submit_grouped(spec, "ann", "default") for _ in range(MAX_GROUP + 6)))
         ticker.cancel()
         assert [j["state"] for j in jobs] == ["queued"] * (MAX_GROUP + 6) and len(commits) == 2
         assert 1 in turns  # the loop turned after the first group's commit, before the second's
@@ -160,13 +160,13 @@ def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_p
 
     async def main():
         await svc.start()
-        busy = [svc.submit(spec, "ann", vc) for vc in ("a", "b")]  # no idle GPUs anywhere
+        busy = [svc.admission.submit(spec, "ann", vc) for vc in ("a", "b")]  # no idle GPUs anywhere
         assert [b["state"] for b in busy] == ["scheduled", "scheduled"]
         # its launch (spawned off the loop) is recorded first, so only the grouped submits' commits count
         await wait_until_async(lambda: all(svc.store.get_job(b["id"])["state"] == "running" for b in busy),
                                "the busy jobs running")
         commits.clear()
-        jobs = await asyncio.gather(*(svc.submit_grouped(spec, "ann", "a") for _ in range(5)))
+        jobs = await asyncio.gather(*(svc.admission.submit_grouped(spec, "ann", "a") for _ in range(5)))
         assert [j["state"] for j in jobs] == ["queued"] * 5 and len(commits) == 1
         assert [svc.store.get_job(j["id"])["state"] for j in jobs] == ["queued"] * 5
         core_ids = sorted(svc.scheduler.inner._jobs)
@@ -176,7 +176,7 @@ def test_group_commit_with_overflow_queues_shadows_in_the_same_transaction(tmp_p
             raise RuntimeError("disk full")
 
         monkeypatch.setattr(svc.store, "insert_job", broken)
-        refused = await asyncio.gather(*(svc.submit_grouped(spec, "bob", "a") for _ in range(3)),
+        refused = await asyncio.gather(*(svc.admission.submit_grouped(spec, "bob", "a") for _ in range(3)),
                                        return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in refused)
         assert sorted(svc.scheduler.inner._jobs) == core_ids and len(svc.active) == 7

@@ -7,6 +7,7 @@ import pytest
 
 from hive_lab.submission import parse_gpus
 from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.jobs.lifecycle import presentation
 from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.api.formats import from_document as parse_job_spec  # any format, as POST jobs reads it
 from hive_lab_server.wire.spec import SpecError
@@ -55,14 +56,14 @@ def test_four_quarters_share_one_gpu_and_the_fifth_waits(service, tmp_path):
     async def main():
         await service.start()
         try:
-            ids = [service.submit(spec, f"student{i}", "cv-101")["id"] for i in range(5)]
+            ids = [service.admission.submit(spec, f"student{i}", "cv-101")["id"] for i in range(5)]
             for _ in range(400):
                 states = [service.job_object(i, detail=False, private=True)["state"] for i in ids]
                 if states[:4] == ["running"] * 4:
                     break
                 await asyncio.sleep(0.02)
             objs = [service.job_object(i, detail=False, private=True) for i in ids]
-            cluster = service.cluster_object()
+            cluster = presentation.cluster_object(service)
             metrics = {m.name: m.samples[0].value for m in service.metrics.registry.collect()
                        if m.name.startswith("hive_lab_vc_") and m.samples}
             gate.touch()

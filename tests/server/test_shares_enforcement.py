@@ -32,7 +32,7 @@ def run_jobs(svc, specs, until):
     async def main():
         await svc.start()
         try:
-            ids = [svc.submit(parse_job_spec(s), "ann", "cv-101")["id"] for s in specs]
+            ids = [svc.admission.submit(parse_job_spec(s), "ann", "cv-101")["id"] for s in specs]
             for _ in range(500):
                 objs = [svc.job_object(i, detail=False, private=True) for i in ids]
                 if until(objs):
@@ -97,9 +97,9 @@ def test_mps_daemon_started_for_the_shared_gpu_and_stopped_after_its_last_share(
 def test_a_type_that_takes_no_shares_or_mps_without_its_binary_is_a_400(tmp_path):
     svc = make_service(tmp_path, GpuSharing({"A100": "none"}, mps_binary=""))
     with pytest.raises(ServiceError) as e:
-        svc.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
+        svc.admission.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
     assert e.value.status == 400 and "A100 takes no shares" in str(e.value)
     svc2 = make_service(tmp_path / "b", GpuSharing({"A100": "mps"}, mps_binary=""))
     with pytest.raises(ServiceError) as e:
-        svc2.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
+        svc2.admission.submit(parse_job_spec({"command": "x", "tasks": [{"gpus": 0.25}]}), "ann", "cv-101")
     assert "nvidia-cuda-mps-control is not installed" in str(e.value)

@@ -265,8 +265,8 @@ def test_service_stops_at_the_limit_and_the_deadline_survives_a_restart(tmp_path
         svc = make_service(tmp_path, clock, vc_time_limits={"default": {"default_s": 600, "max_s": 3600}})
         await svc.start()
         spec = parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}], "time_limit_s": 120})
-        job = svc.submit(spec, "ann", "default")["id"]
-        other = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}]}), "ann", "default")["id"]
+        job = svc.admission.submit(spec, "ann", "default")["id"]
+        other = svc.admission.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}]}), "ann", "default")["id"]
         await wait_until_async(lambda: all(svc.store.get_job(j)["state"] == "running" for j in (job, other)), "both running")
         started = svc.store.get_job(job)["started_at"]
         obj = svc.job_object(job, detail=False, private=True)
@@ -299,7 +299,7 @@ def test_a_limit_that_passed_while_the_server_was_down_stops_the_job_at_recovery
     async def main():
         svc = make_service(tmp_path, clock)
         await svc.start()
-        job = svc.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}], "time_limit_s": 30}),
+        job = svc.admission.submit(parse_job_spec({"command": "sleep 60", "tasks": [{"gpus": 1}], "time_limit_s": 30}),
                          "ann", "default")["id"]
         await wait_until_async(lambda: svc.store.get_job(job)["state"] == "running", "running")
         await svc.stop()

@@ -37,10 +37,10 @@ def test_submits_beyond_the_bound_are_refused_503_and_an_ended_job_makes_room(tm
 
     async def main():
         await service.start()
-        busy = service.submit(spec, "ann", "default")
+        busy = service.admission.submit(spec, "ann", "default")
         await wait_until_async(lambda: service.store.get_job(busy["id"])["state"] == "running", "the busy job running")
         # group commit: the submits arriving together count one another (3 fit beside the busy job)
-        got = await asyncio.gather(*(service.submit_grouped(spec, "bob", "default") for _ in range(5)),
+        got = await asyncio.gather(*(service.admission.submit_grouped(spec, "bob", "default") for _ in range(5)),
                                    return_exceptions=True)
         taken = [g for g in got if isinstance(g, dict)]
         refused = [g for g in got if isinstance(g, ServiceError)]
@@ -49,14 +49,14 @@ def test_submits_beyond_the_bound_are_refused_503_and_an_ended_job_makes_room(tm
         assert "max_unfinished_jobs" in refused[0].message
         assert len(service.active) == 4 and len(service.scheduler.jobs()) == 4
         with pytest.raises(ServiceFull):
-            service.submit(spec, "bob", "default")
+            service.admission.submit(spec, "bob", "default")
         assert shed(service) == 3
         # what-if (nothing stored) is still answered
-        assert service.what_if(spec, "bob", "default")
+        assert service.admission.what_if(spec, "bob", "default")
         await service.launcher.stop(busy["id"], 0)  # it ends: one more fits (a queued one starts meanwhile)
         await wait_until_async(lambda: busy["id"] not in service.active, "the busy job ended")
         assert len(service.active) == 3
-        again = service.submit(spec, "bob", "default")
+        again = service.admission.submit(spec, "bob", "default")
         assert again["state"] == "queued" and len(service.active) == 4
         for job_id in list(service.active):
             await service.launcher.stop(job_id, 0)
@@ -80,10 +80,10 @@ def test_offered_more_than_it_runs_the_service_holds_at_most_the_bound_and_drain
 
     async def main():
         await service.start()
-        service.on_state_change(track)
+        service.work.on_state_change(track)
         taken, refused = [], 0
         for _ in range(10):
-            got = await asyncio.gather(*(service.submit_grouped(spec, "ann", "default") for _ in range(20)),
+            got = await asyncio.gather(*(service.admission.submit_grouped(spec, "ann", "default") for _ in range(20)),
                                        return_exceptions=True)
             taken += [g["id"] for g in got if isinstance(g, dict)]
             refused += sum(isinstance(g, ServiceFull) for g in got)

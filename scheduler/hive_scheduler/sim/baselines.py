@@ -241,6 +241,19 @@ class _FirstFit:
         self._account(job, -1)
         job.placement = []
 
+    # -- what each baseline decides (FifoScheduler, QuotaScheduler) ---------------------------------
+    def _is_opportunistic(self, req: Any) -> bool:
+        """The job runs opportunistically (outside any guarantee)."""
+        raise NotImplementedError
+
+    def _reason(self, job: _Job) -> str:
+        """Why ``job`` waits."""
+        raise NotImplementedError
+
+    def schedule(self, now: float) -> list[BaselineDecision]:
+        """Start what may start now, in the baseline's order."""
+        raise NotImplementedError
+
     # -- calls --------------------------------------------------------------------------------------
     def submit(self, job: Any, now: float) -> list[BaselineDecision]:
         self._validate(job)

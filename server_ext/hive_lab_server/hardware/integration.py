@@ -1,9 +1,10 @@
 """Wiring the hardware layer into the running service (called from ``HiveLabApp``).
 
-``make_monitor(service, cluster, nvml_backend, interval_s, registry)`` builds the
+``make_monitor(service, cluster, cluster_gpus, nvml_backend, interval_s, registry)`` builds the
 :class:`~.monitor.HardwareMonitor` for the local machine: it samples the GPUs NVML sees on the node
-this server runs on (when that node is part of the scheduled cluster), reports bad GPUs to
-``service.gpu_failed`` and repaired ones to ``service.gpu_repaired``, and feeds the GPU metrics.
+this server runs on (when that node is part of the scheduled cluster; ``cluster_gpus``: the cluster
+view's ``gpus``), reports bad GPUs to ``service.hardware_events.gpu_failed`` and repaired ones to
+``service.hardware_events.gpu_repaired``, and feeds the GPU metrics.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from hive_lab_server.hardware.sharing import discover
 log = logging.getLogger(__name__)
 
 
-def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interval_s: float = 5.0,
-                 registry: Any = None) -> HardwareMonitor:
+def make_monitor(service: Any, cluster: Any, cluster_gpus: list[dict[str, Any]], nvml_backend: str = "auto",
+                 interval_s: float = 5.0, registry: Any = None) -> HardwareMonitor:
     local = getattr(cluster, "local", None)  # NodeInventory of this machine, when NVML saw GPUs
-    gpus = [(g["node"], int(g["index"])) for g in service.cluster_object()["gpus"] if g.get("index") is not None]
+    gpus = [(g["node"], int(g["index"])) for g in cluster_gpus if g.get("index") is not None]
     node = None
     nvml = None
     if local is not None and any(n == local.node for n, _ in gpus):
@@ -41,7 +42,7 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
                 nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 (NVML refusing leaves shares on their stated budgets only)
             log.exception("hive-lab: could not read GPU memory / MIG devices for GPU shares")
-    types = {(g["node"], int(g["index"])): g.get("type") or "" for g in service.cluster_object()["gpus"]}
+    types = {(g["node"], int(g["index"])): g.get("type") or "" for g in cluster_gpus}
     models = {(local.node, g.index): g.model for g in local.gpus} if local is not None else {}
     inventory = {key: {"uuid": service.gpu_uuids.get(key, ""), "type": types.get(key, ""), "model": models.get(key, "")}
                  for key in gpus}
@@ -65,17 +66,18 @@ def make_monitor(service: Any, cluster: Any, nvml_backend: str = "auto", interva
         return out
 
     def drained() -> set[tuple[str, int]]:
-        return {k for k in gpus if k[0] in service.drained_nodes or k in service.drained_gpus}
+        drains = service.hardware_events
+        return {k for k in gpus if k[0] in drains.drained_nodes or k in drains.drained_gpus}
 
     return HardwareMonitor(
         nvml=nvml, node=node, gpus=gpus,
         # looked up when called, so the monitor can be built before the service grows these methods
-        on_bad=lambda node_, gpu, reason: service.gpu_failed(node_, gpu, reason),
-        on_healthy=lambda node_, gpu: service.gpu_repaired(node_, gpu), drained=drained,
+        on_bad=lambda node_, gpu, reason: service.hardware_events.gpu_failed(node_, gpu, reason),
+        on_healthy=lambda node_, gpu: service.hardware_events.gpu_repaired(node_, gpu), drained=drained,
         placement=placement, job_labels=labels,
         # the launcher's own tasks (processes, containers): ``Launcher.task_pids`` / ``task_containers``
         job_resolver=lambda: JobResolver(service.launcher.task_pids(), service.launcher.task_containers()),
         registry=registry, interval_s=interval_s, inventory=inventory,
         state_path=pathlib.Path(service.jobs_root) / ".hardware" / "health.json",
-        on_job_usage=lambda usage: service.share_memory({j: u.memory_used_mb for j, u in usage.items()}),
+        on_job_usage=lambda usage: service.shares.share_memory({j: u.memory_used_mb for j, u in usage.items()}),
     )

@@ -6,12 +6,17 @@ admission gate (``Scheduler.set_user_limits``). The rules themselves live in ``h
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from hive_scheduler.limits import LimitsError, LimitTable
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.work import Work
+
+if TYPE_CHECKING:
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.store import Store
 
 log = logging.getLogger("hive_lab_server")
 
@@ -48,7 +53,7 @@ class Limits:
 
     ``config_limits``: the parsed ``HiveLabApp.user_limits``; the store's limits of a VC replace them."""
 
-    def __init__(self, *, vcs: Iterable[str], core: Any, store: Any, work: Work,
+    def __init__(self, *, vcs: Iterable[str], core: LiveSchedulerCore, store: Store, work: Work,
                  config_limits: Mapping[str, LimitTable] | None = None):
         self.vcs = vcs
         self.core = core

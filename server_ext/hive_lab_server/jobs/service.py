@@ -1,15 +1,21 @@
-"""The hive-lab service: the facade the handlers, the provisioner and the hardware monitor call.
+"""The hive-lab service: the composition root of the scheduling service.
 
-It holds the service's state (the core, the store, the launcher, the unfinished jobs), builds its
-parts and turns requests into lifecycle facts. The explicit parts, each handed only what it needs and
-the service as its unit of work (the ``lifecycle.work.Work`` protocol; no part imports this module):
-per-user limits (``limits.Limits``), drains and GPU health (``lifecycle.hardware_events``), shares of
-a GPU (``lifecycle.share_grants``), pause/resume/migrate/resize (``lifecycle.moves``), recovery after a
-restart (``lifecycle.recovery``); the service's calls of the same names forward to them. Still mixed
-in: new jobs (submit, group commit, what-if: ``lifecycle/admission.py``) and the unit of work that runs
-the machine's effects (``lifecycle/shell.py``). The state table is ``lifecycle/states.py`` (and
-docs/lifecycle.md), the pure step function ``machine.py``, staging and launch requests
-``launch_plan.py``, REST views ``presentation.py``; the refusals live in ``errors.py``.
+``HiveService`` holds the service's state (the core, the store, the launcher, the unfinished jobs),
+builds its parts, each with exactly the collaborators it uses (no part imports this module), and runs
+their lifecycle (``start``/``stop``; recovery first). Callers call the part that does the work, as
+jupyter_server's handlers call its ``kernel_manager`` or ``contents_manager``:
+
+- ``work``: the unit of work that runs the lifecycle machine's effects (``lifecycle.shell.UnitOfWork``);
+  every other part is handed it (as ``lifecycle.work.Work``), never the service;
+- ``admission``: new jobs (submit, group commit, what-if: ``lifecycle.admission.Admission``);
+- ``limits`` (``limits.Limits``), ``hardware_events`` (drains and GPU health), ``shares`` (shares of a
+  GPU), ``moves`` (pause/resume/migrate/resize), ``recovery`` (after a restart), ``arrays`` (job arrays),
+  ``dependencies`` (``depends_on``).
+
+The service itself answers cancels, the REST views of jobs, the cluster and the VCs, progress and
+usage. The state table is ``lifecycle/states.py`` (and docs/lifecycle.md), the pure step function
+``machine.py``, staging and launch requests ``launch_plan.py``, REST views ``presentation.py``; the
+refusals live in ``errors.py``.
 
 Everything runs on the Jupyter server's event loop thread, so the core is only ever touched by one
 caller at a time.
@@ -23,14 +29,14 @@ import logging
 import os
 import pathlib
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from hive_scheduler import Scheduler
+from hive_scheduler import ClusterConfig, Scheduler
 
 from hive_lab_server.usage import accounting
 from hive_lab_server.wire.events import EventBus
 from hive_lab_server.hardware.sharing import GpuSharing
-from hive_lab_server.execution.launchers.base import Launcher, TaskExit
+from hive_lab_server.execution.launchers.base import Launcher
 from hive_lab_server.jobs.limits import Limits
 from hive_lab_server.jobs.arrays.feeder import ArrayFeeder
 from hive_lab_server.jobs.lifecycle.admission import Admission
@@ -43,6 +49,7 @@ from hive_lab_server.jobs.lifecycle.recovery import Recovery
 from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnavailable  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
+from hive_lab_server.jobs.start_estimates import StartEstimates
 from hive_lab_server.wire.states import PLACED_STATES, JobState
 from hive_lab_server.jobs.lifecycle.kernel_caps import parse_kernel_limits
 from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
@@ -50,8 +57,13 @@ from hive_lab_server.jobs.lifecycle.time_limit import parse_vc_time_limits
 from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.jobs.pipelines.dependencies import Dependencies, JobOutcomes
-from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.store import Store
+
+if TYPE_CHECKING:
+    from hive_scheduler.hetero import Throughputs
+
+    from hive_lab_server.hardware.monitor import HardwareMonitor
+    from hive_lab_server.jobs.pipelines.schedules import Schedules
 
 log = logging.getLogger("hive_lab_server")
 
@@ -60,12 +72,26 @@ S = JobState
 KERNEL_LEASE_CHECK_S = 2.0  # how often the kernel jobs' heartbeats are read (lifecycle.kernel_leases)
 
 
-class HiveService(Admission, UnitOfWork):
+class Rounds(Protocol):
+    """What the service's loop runs under a Gavel queue policy (``timeshare.rounds.RoundDriver``, which is
+    handed the service: named here by what it does, not imported)."""
+
+    round_s: float
+    round: int
+    policy_name: str
+
+    async def run_round(self) -> None:
+        """Solve the policy again and carry out its moves."""
+
+
+class HiveService:
+    """The parts of the scheduling service and their lifecycle (see the module's docstring)."""
+
     def __init__(
         self,
         *,
         scheduler: Scheduler,
-        config: Any,
+        config: ClusterConfig,
         store: Store,
         launcher: Launcher,
         jobs_root: str | os.PathLike,
@@ -80,7 +106,7 @@ class HiveService(Admission, UnitOfWork):
         vc_time_limits: dict[str, Any] | None = None,
         user_limits: dict | None = None,
         sharing: GpuSharing | None = None,
-        throughputs: Any = None,
+        throughputs: Throughputs | None = None,
         progress_interval_s: float = 1.0,
         max_unfinished_jobs: int = 0,
         kernel_limits: dict[str, Any] | None = None,
@@ -103,69 +129,73 @@ class HiveService(Admission, UnitOfWork):
         self.metrics = metrics or Metrics()
         self.metrics.attach(self)
         self.active: dict[str, ActiveJob] = {}
-        self.max_unfinished_jobs = max_unfinished_jobs  # more in ``active``: submits are refused (0: no bound)
         self.progress = ProgressTracker(throughputs)  # hive_lab.progress lines -> rates per GPU type
         self.progress_interval_s = progress_interval_s
-        self.rounds: Any = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
+        self.rounds: Rounds | None = None  # rounds.RoundDriver under a Gavel queue_policy (set by the app)
         self._rounds_task: asyncio.Task | None = None
-        self.hardware: Any = None  # hardware.monitor.HardwareMonitor, set by the app (GPU health, live data)
-        self.schedules: Any = None  # pipelines.schedules.Schedules, set by the app (recurring jobs; ticked by _loop)
-        self.store_error: str | None = None  # the last failed commit, until one succeeds
+        self.hardware: HardwareMonitor | None = None  # set by the app (GPU health, live data)
+        self.schedules: Schedules | None = None  # set by the app (recurring jobs; ticked by _loop)
         self._clock = clock
+        self._last_now = 0.0
         self.time_limits = parse_vc_time_limits(vc_time_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
         # GPU kernels' caps per VC, whatever their kernelspec says: time limit at admission, idle cull here
         self.kernel_caps = parse_kernel_limits(kernel_limits, sorted(getattr(config, "virtual_clusters", None) or ()) or None)
-        self.kernel_idle = KernelIdleWatch(self.kernel_caps, self.now, self.node_address, self._kernel_gpus_busy)
-        self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
-        self._seq = store.max_seq()
-        self._last_now = 0.0
-        self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
-        self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
-        self._ops: dict[str, asyncio.Task] = {}
-        self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
+        self.kernel_idle = KernelIdleWatch(self.kernel_caps, self.now, self.launcher.host_address, self._kernel_gpus_busy)
         self._loop_task: asyncio.Task | None = None
         self._gpu_sweep_task: asyncio.Task | None = None  # the launcher's GPU descriptor sweep, when one runs
         self._stopping = False
-        self._state_listeners: list[Callable[[str, str, str], None]] = []
         self._ready = asyncio.Event()  # set once recovery is over (binds to the running loop on first use)
         self._recovery_error: str | None = None
         self._recovering = False
-        self._adopting: list[asyncio.Task] = []
-        # waiting for group commit: (spec, user, vc, future, t0, the user's groups, fair share's group)
-        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
         # shares of a GPU: how each is enforced (mode per GPU type), MPS daemons, memory budgets
         self.sharing = sharing or GpuSharing()
-        # the parts, each handed what it needs (the service is their unit of work: ``lifecycle.work.Work``)
-        self.limits = Limits(vcs=config.virtual_clusters, core=scheduler, store=store, work=self,
+        # ``estimated_start`` of queued jobs, recomputed on change (see start_estimates)
+        self.start_estimates = StartEstimates(self, on_changed=lambda ids: self.events.publish(
+            {"type": "estimates", "jobs": ids}))
+        # the parts, each handed what it needs; the unit of work first: every other part is handed it
+        self.work = UnitOfWork(store=store, scheduler=scheduler, launcher=launcher, active=self.active,
+                               metrics=self.metrics, progress=self.progress, start_estimates=self.start_estimates,
+                               events=self.events, views=self, config=config, gpu_uuids=self.gpu_uuids,
+                               jobs_root=self.jobs_root, now=self.now, preemption_grace_s=preemption_grace_s,
+                               stop_grace_s=stop_grace_s, checkpoint_grace_s=checkpoint_grace_s)
+        self.limits = Limits(vcs=config.virtual_clusters, core=scheduler, store=store, work=self.work,
                              config_limits=user_limits)  # user_limits: HiveLabApp.user_limits, parsed
         self.hardware_events = HardwareEvents(nodes=config.nodes, core=scheduler, store=store, active=self.active,
-                                              work=self, monitor=lambda: self.hardware)
-        self.shares = ShareGrants(chains=config.chains, store=store, active=self.active, work=self,
+                                              work=self.work, monitor=lambda: self.hardware)
+        self.shares = ShareGrants(chains=config.chains, store=store, active=self.active, work=self.work,
                                   sharing=self.sharing, gpu_uuids=self.gpu_uuids,
-                                  cluster=lambda: presentation.cluster_object(self), on_state_change=self.on_state_change)
+                                  cluster=lambda: presentation.cluster_object(self),
+                                  on_state_change=self.work.on_state_change)
         self.recovery = Recovery(store=store, launcher=launcher, core=scheduler, active=self.active,
                                  drained_nodes=self.hardware_events.drained_nodes,
                                  drained_gpus=self.hardware_events.drained_gpus, sharing=self.sharing,
-                                 jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self)
-        self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self,
+                                 jobs_root=self.jobs_root, stop_grace_s=stop_grace_s, work=self.work)
+        self.moves = Moves(nodes=config.nodes, core=scheduler, store=store, active=self.active, work=self.work,
                            view=lambda job_id: self.job_object(job_id, detail=False, private=True))
-        # job arrays and sweeps: pending elements wait there, released ones are jobs (arrays/feeder.py)
-        self.arrays = ArrayFeeder(store=store, core=scheduler, work=self, prepare=self._prepare, admit=self._admit,
-                                  cancel=self.cancel, pause=self.pause, resume=self.resume,
-                                  time_limits=self.time_limits, jobs_root=self._jobs_root_str)
-        self.on_state_change(self.arrays.on_state_change)
         # depends_on (issue 27): held jobs stay out of the core until the jobs they name ended as asked
         outcomes = JobOutcomes(store=store, active=self.active)
+        self.dependencies = Dependencies(outcomes, self.active, work=self.work, containers=self._array_of)
+        self.work.attach_parts(shares=self.shares, moves=self.moves, dependencies=self.dependencies)
+        self.admission = Admission(work=self.work, store=store, scheduler=scheduler, launcher=launcher,
+                                   active=self.active, metrics=self.metrics, progress=self.progress,
+                                   shares=self.shares, dependencies=self.dependencies, time_limits=self.time_limits,
+                                   kernel_caps=self.kernel_caps, gpu_uuids=self.gpu_uuids, jobs_root=self.jobs_root,
+                                   max_unfinished_jobs=max_unfinished_jobs, views=self)
+        # job arrays and sweeps: pending elements wait there, released ones are jobs (arrays/feeder.py)
+        self.arrays = ArrayFeeder(store=store, core=scheduler, work=self.work, prepare=self.admission.prepare,
+                                  admit=self.admission.admit, cancel=self.cancel, pause=self.moves.pause,
+                                  resume=self.moves.resume, time_limits=self.time_limits,
+                                  jobs_root=self._jobs_root_str)
         outcomes.add_resolver(self.arrays.outcome)  # an array counts as ended when all its elements did
-        self.dependencies = Dependencies(outcomes, self.active, work=self, containers=self._array_of)
-        self.on_state_change(self.dependencies.on_state)
+        self.work.on_state_change(self.arrays.on_state_change)
+        self.work.on_state_change(self.dependencies.on_state)
 
     def _array_of(self, job_id: str) -> list[str]:
         row = self.store.get_job(job_id)
         return [row["array_id"]] if row is not None and row.get("array_id") else []
 
     # ------------------------------------------------------------------------------------------
-    # time and ids
+    # time
 
     def now(self) -> float:
         t = self._clock()
@@ -173,10 +203,6 @@ class HiveService(Admission, UnitOfWork):
             t = self._last_now
         self._last_now = t
         return t
-
-    def _next_id(self) -> tuple[int, str]:
-        self._seq += 1
-        return self._seq, f"j-{self._seq:06d}"
 
     # ------------------------------------------------------------------------------------------
     # start and stop
@@ -230,8 +256,7 @@ class HiveService(Admission, UnitOfWork):
         self.kernel_idle.close()
         if self._gpu_sweep_task:
             self._gpu_sweep_task.cancel()
-        for task in list(self._ops.values()):
-            task.cancel()
+        self.work.cancel_operations()
         with contextlib.suppress(Exception):
             await self.launcher.close()
         self.store.close()
@@ -240,11 +265,8 @@ class HiveService(Admission, UnitOfWork):
         last_error, last_logged, last_progress, last_leases, last_sweep = "", 0.0, 0.0, 0.0, 0.0
         while True:
             try:
-                async with self._poll_lock:  # (see UnitOfWork._stop)
-                    exits = await self.launcher.poll()
-                    if exits or self._pending:
-                        self.handle_exits(exits)
-                self.check_deadlines()
+                await self.work.poll_launcher()
+                self.work.check_deadlines()
                 if self.schedules is not None:  # recurring jobs due by the service's clock
                     self.schedules.tick()
                 if time.monotonic() - last_progress >= self.progress_interval_s:
@@ -302,96 +324,17 @@ class HiveService(Admission, UnitOfWork):
             except Exception:
                 log.exception("hive-lab: round %s of %s failed", self.rounds.round, self.rounds.policy_name)
 
-    def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
-        """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
-        the transaction is committed, so it may call ``submit``/``cancel``)."""
-        self._state_listeners.append(listener)
-
     # ------------------------------------------------------------------------------------------
-    # requests from handlers (submit, group commit and what-if: lifecycle/admission.py)
+    # requests from handlers (new jobs: ``admission``; moves, limits, drains: their parts)
 
     async def cancel(self, job_id: str, by: str, wait_s: float = 5.0) -> dict[str, Any]:
         """Cancel a job. Its intent is stored before this returns (a restart finishes the stop); it
         answers once the job is cancelled or ``wait_s`` passed. StoreUnavailable(503) if the store
         refuses the intent: nothing changed, the cancel may be sent again."""
         unfinished_job(self.active, self.store, job_id, "cancelled")
-        self.unit([(job_id, m.Cancel(by))], request=True)
-        await self.settle(job_id, wait_s)
+        self.work.unit([(job_id, m.Cancel(by))], request=True)
+        await self.work.settle(job_id, wait_s)
         return self.job_object(job_id, detail=False, private=True)
-
-    # drains and GPU health (lifecycle/hardware_events.py), shares of a GPU (lifecycle/share_grants.py)
-
-    @property
-    def drained_nodes(self) -> set[str]:
-        return self.hardware_events.drained_nodes
-
-    @property
-    def drained_gpus(self) -> set[tuple[str, int]]:
-        return self.hardware_events.drained_gpus
-
-    def set_drain(self, node: str, gpu: int | None, drained: bool, by: str) -> None:
-        self.hardware_events.set_drain(node, gpu, drained, by)
-
-    def gpu_failed(self, node: str, gpu: int, reason: str) -> None:
-        self.hardware_events.gpu_failed(node, gpu, reason)
-
-    def gpu_repaired(self, node: str, gpu: int) -> None:
-        self.hardware_events.gpu_repaired(node, gpu)
-
-    def scheduler_nodes(self) -> dict[str, Any]:
-        return self.config.nodes
-
-    def node_gpu_count(self, node: str) -> int:
-        return self.hardware_events.node_gpu_count(node)
-
-    # shares of a GPU (lifecycle.share_grants.ShareGrants)
-
-    def share_device(self, job: ActiveJob) -> str | None:
-        return self.shares.share_device(job)
-
-    def share_grant(self, job: ActiveJob, p: Any, adopted: bool = False):
-        return self.shares.share_grant(job, p, adopted)
-
-    def share_adopt(self, job: ActiveJob) -> None:
-        self.shares.share_adopt(job)
-
-    def share_memory(self, used_mb: dict[str, float]) -> None:
-        self.shares.share_memory(used_mb)
-
-    # pause, resume, migrate, resize (lifecycle.moves.Moves)
-
-    async def pause(self, job_id: str, reason: str, wait_s: float = 0.0) -> dict[str, Any]:
-        return await self.moves.pause(job_id, reason, wait_s)
-
-    def resume(self, job_id: str, reason: str) -> dict[str, Any]:
-        return self.moves.resume(job_id, reason)
-
-    async def migrate(self, job_id: str, gpu_type: str, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
-        return await self.moves.migrate(job_id, gpu_type, reason, wait_s)
-
-    async def resize(self, job_id: str, gpus: int, reason: str = "", wait_s: float = 0.0) -> dict[str, Any]:
-        return await self.moves.resize(job_id, gpus, reason, wait_s)
-
-    def placed_gpu_type(self, job: ActiveJob) -> str | None:
-        return self.moves.placed_gpu_type(job)
-
-    # per-user limits (limits.Limits)
-
-    def limits_object(self, vc: str) -> dict[str, Any]:
-        return self.limits.limits_object(vc)
-
-    def set_limits(self, vc: str, body: Any, by: str) -> dict[str, Any]:
-        return self.limits.set_limits(vc, body, by)
-
-    def effective_limits(self, user: str, groups, vcs) -> dict[str, dict[str, int]]:
-        return self.limits.effective_limits(user, groups, vcs)
-
-    def core_reason(self, job_id: str) -> str | None:
-        try:
-            view = self.scheduler.job(job_id)
-        except Exception:
-            return None
-        return getattr(view, "reason", None) if view is not None else None
 
     def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The job's ``progress`` (see ``progress``), after reading what its first task's log gained."""
@@ -409,7 +352,7 @@ class HiveService(Admission, UnitOfWork):
             if kept is not None and kept["steps"] is not None:
                 return kept
             tracker = ProgressTracker(self.progress.throughputs)
-        for source, path in (("log", self.log_path(job_id, task)),
+        for source, path in (("log", launch_plan.log_path(self.jobs_root, job_id, task)),
                              ("channel", launch_plan.progress_path(self.jobs_root, job_id, task))):
 
             def chunk(offset: int, path=path) -> tuple[bytes, int]:
@@ -425,14 +368,14 @@ class HiveService(Admission, UnitOfWork):
         """Cancel the kernel jobs whose Jupyter server's heartbeat lease ran out (``lifecycle.kernel_leases``)."""
         for job_id, by in kernel_leases.unreachable_kernels(list(self.active.values()), self.now()):
             log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
-            self.unit([(job_id, m.Cancel(by))])
+            self.work.unit([(job_id, m.Cancel(by))])
 
     def end_idle_kernels(self) -> None:
         """Cancel the GPU kernels idle for their VC's cap (``HiveLabApp.kernel_limits``, ``lifecycle.kernel_idle``)."""
         self.kernel_idle.sync(list(self.active.values()))
         for job_id, by in self.kernel_idle.idle(self.active):
             log.warning("hive-lab: cancelling kernel job %s: %s", job_id, by)
-            self.unit([(job_id, m.Cancel(by))])
+            self.work.unit([(job_id, m.Cancel(by))])
 
     def _kernel_gpus_busy(self, job: ActiveJob) -> bool:
         """The hardware monitor saw one of ``job``'s GPUs busy in its latest sample."""
@@ -461,12 +404,6 @@ class HiveService(Admission, UnitOfWork):
             except Exception:
                 self.progress.finish(job_id)
                 log.exception("hive-lab: reading the final progress of %s failed", job_id)
-
-    def log_path(self, job_id: str, task: str) -> pathlib.Path:
-        return launch_plan.log_path(self.jobs_root, job_id, task)
-
-    def node_address(self, node: str) -> str:
-        return launch_plan.node_address(self.launcher, node)
 
     # ------------------------------------------------------------------------------------------
     # views for handlers (see lifecycle.presentation)
@@ -498,12 +435,6 @@ class HiveService(Admission, UnitOfWork):
         if job is None:
             return False
         return job.lc.state is not S.RUNNING or job.lc.intent is not None or task in job.lc.left
-
-    def cluster_object(self) -> dict[str, Any]:
-        return presentation.cluster_object(self)
-
-    def vcs_object(self, may_submit: Callable[[str], bool]) -> dict[str, Any]:
-        return presentation.vcs_object(self, may_submit)
 
     # ------------------------------------------------------------------------------------------
     # accounting (see accounting.py)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.services.sessions.handlers import SessionHandler, SessionRootHandler, _session_id_regex
 
 from hive_lab_server.kernels.refusal import KernelRefused
@@ -43,7 +44,9 @@ class _RefusalRecorder:
         return await self._recording(self._manager.start_kernel_for_session, *args, **kwargs)
 
 
-class _AnswersRefusals:
+class _AnswersRefusals(JupyterHandler):
+    """Put before jupyter_server's session handlers: their 500 for a refused GPU kernel becomes its refusal."""
+
     # still jupyter_server's sessions API (kernels started as the server's user): the shared mode's
     # HiveLabAuthorizer keeps it to admins, as it does jupyter_server's own handler
     jupyter_server_api = True

@@ -208,13 +208,13 @@ class RoundDriver:
             if not jobs:
                 continue
             plan = plan_resizes(
-                vc, jobs, choice, self.vc_gpus(vc), self.svc.placed_gpu_type,
+                vc, jobs, choice, self.vc_gpus(vc), self.svc.moves.placed_gpu_type,
                 runs=lambda j: j.lc.state is S.RUNNING and j.lc.intent is None,
                 cooling=lambda job_id: self.resized_in.get(job_id) == self.round - 1)
             for r in plan:
                 for gpus in r.sizes:  # largest first; a size the core can never place is refused unchanged
                     try:
-                        await self.svc.resize(r.job_id, gpus, f"{why}: {r.why.format(gpus=gpus)}")
+                        await self.svc.moves.resize(r.job_id, gpus, f"{why}: {r.why.format(gpus=gpus)}")
                     except ServiceError as exc:
                         log.info("hive-lab: %s: resizing %s to %d GPUs: %s", why, r.job_id, gpus, exc)
                         continue
@@ -234,14 +234,14 @@ class RoundDriver:
             try:
                 if gpu_type is None:
                     if job.lc.state is not S.PAUSED:
-                        await self.svc.pause(job_id, why)
+                        await self.svc.moves.pause(job_id, why)
                     continue
-                current = self.svc.placed_gpu_type(job) if job.lc.state in (S.RUNNING, S.SCHEDULED) else None
+                current = self.svc.moves.placed_gpu_type(job) if job.lc.state in (S.RUNNING, S.SCHEDULED) else None
                 asked = {t.get("gpu_type") for t in job.spec["tasks"] if t.get("gpus")}
                 if (current or (asked.pop() if len(asked) == 1 else None)) != gpu_type:
-                    await self.svc.migrate(job_id, gpu_type, f"{why}: faster type" if current else why)
+                    await self.svc.moves.migrate(job_id, gpu_type, f"{why}: faster type" if current else why)
                 if self.svc.active.get(job_id) is not None and self.svc.active[job_id].lc.state is S.PAUSED:
-                    self.svc.resume(job_id, why)
+                    self.svc.moves.resume(job_id, why)
                 self.received[job_id][gpu_type] = self.received[job_id].get(gpu_type, 0.0) + self.round_s
             except Exception as exc:  # a job that ended or started stopping meanwhile: next round
                 log.info("hive-lab: %s: %s: %s", why, job_id, exc)

@@ -17,6 +17,10 @@ from tornado import web
 
 from hive_lab_server.api.load_shedding import WRITES
 from hive_lab_server.auth.access import Caller, identify
+from hive_lab_server.jobs.limits import Limits
+from hive_lab_server.jobs.lifecycle.admission import Admission
+from hive_lab_server.jobs.lifecycle.hardware_events import HardwareEvents
+from hive_lab_server.jobs.lifecycle.moves import Moves
 from hive_lab_server.jobs.service import HiveService, ServiceError
 
 AUTH_RESOURCE = "hive_lab"
@@ -134,6 +138,29 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
     @property
     def service(self) -> HiveService:
         return self.hive.service
+
+    # the service's parts, from the settings, as jupyter_server hands its handlers ``kernel_manager``
+    # (``HiveLabApp`` puts them there: ``SERVICE_PARTS``)
+
+    @property
+    def admission(self) -> Admission:
+        """New jobs: submit, group commit, what-if."""
+        return self.settings["hive_lab_admission"]
+
+    @property
+    def moves(self) -> Moves:
+        """Pause, resume, migrate, resize."""
+        return self.settings["hive_lab_moves"]
+
+    @property
+    def limits(self) -> Limits:
+        """Per-user limits in each VC."""
+        return self.settings["hive_lab_limits"]
+
+    @property
+    def hardware_events(self) -> HardwareEvents:
+        """Drains and GPU health."""
+        return self.settings["hive_lab_hardware_events"]
 
     def check_xsrf_cookie(self) -> None:
         # jupyter_server checks XSRF (403) for unsafe methods before it looks at the caller: an unknown

@@ -7,6 +7,7 @@ from tornado import web
 
 from hive_lab_server.wire import models
 from hive_lab_server.auth.access import serves_many
+from hive_lab_server.jobs.lifecycle import presentation
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 
 
@@ -14,7 +15,7 @@ class ClusterHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply_model(models.Cluster, {**self.service.cluster_object(), "launcher": self.hive.launcher_info,
+        self.reply_model(models.Cluster, {**presentation.cluster_object(self.service), "launcher": self.hive.launcher_info,
                                              "hardware": self.hive.hardware_info})
 
 
@@ -22,7 +23,7 @@ class VcsHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.reply_model(models.VcList, self.service.vcs_object(self.caller().may_submit))
+        self.reply_model(models.VcList, presentation.vcs_object(self.service, self.caller().may_submit))
 
 
 class MeHandler(HiveHandler):
@@ -33,7 +34,7 @@ class MeHandler(HiveHandler):
     def get(self) -> None:
         c = self.caller()
         self.reply_model(models.Me, {"user": c.user, "admin": c.admin, "vcs": list(c.vcs), "groups": list(c.groups),
-                                     "limits": self.service.effective_limits(c.user, c.groups, c.vcs),
+                                     "limits": self.limits.effective_limits(c.user, c.groups, c.vcs),
                                      "shared": serves_many(self)})
 
 
@@ -52,7 +53,7 @@ class VcLimitsHandler(HiveHandler):
         if not caller.may_submit(self._vc(vc)):
             raise HiveError(403, f"user {caller.user} may not use VC {vc}, so not read its limits; your VCs: "
                                  f"{', '.join(caller.vcs) or 'none'}", "vc")
-        self.reply_model(models.VcLimits, self.service_call(self.service.limits_object, vc))
+        self.reply_model(models.VcLimits, self.service_call(self.limits.limits_object, vc))
 
     @web.authenticated
     @authorized
@@ -61,7 +62,7 @@ class VcLimitsHandler(HiveHandler):
         if not caller.admin:
             raise HiveError(403, f"user {caller.user} may not change the limits of VC {vc}; only admins may")
         body = self.json_body()
-        self.reply_model(models.VcLimits, self.service_call(self.service.set_limits, self._vc(vc), body, caller.user))
+        self.reply_model(models.VcLimits, self.service_call(self.limits.set_limits, self._vc(vc), body, caller.user))
 
 
 class DrainHandler(HiveHandler):
@@ -84,5 +85,5 @@ class DrainHandler(HiveHandler):
                 raise HiveError(404, str(exc.args[0])) from None
             self.reply_model(models.Healthy, {"node": node, "gpu": index, "healthy": True, "gpus": [g for _, g in fixed]})
             return
-        self.service_call(self.service.set_drain, node, index, action == "drain", caller.user)
+        self.service_call(self.hardware_events.set_drain, node, index, action == "drain", caller.user)
         self.reply_model(models.Drain, {"node": node, "gpu": index, "drained": action == "drain"})

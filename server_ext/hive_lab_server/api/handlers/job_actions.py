@@ -74,18 +74,18 @@ class JobActionHandler(HiveHandler):
                 raise HiveError(400, MISSING[where], where) from None
             raise HiveError(400, f"{where}: {err['msg']}", where) from None
         by = f"by {caller.user}" + (f" ({req.reason})" if req.reason else "")
-        svc = self.service
+        moves = self.moves
         wait_s = self.hive.cancel_wait_s
         try:
             if action == "pause":
-                job = await svc.pause(job_id, by, wait_s=wait_s)
+                job = await moves.pause(job_id, by, wait_s=wait_s)
             elif action == "resume":
-                job = svc.resume(job_id, by)
+                job = moves.resume(job_id, by)
             elif isinstance(req, MigrateAction):
-                job = await svc.migrate(job_id, req.gpu_type, by, wait_s=wait_s)
+                job = await moves.migrate(job_id, req.gpu_type, by, wait_s=wait_s)
             else:
                 assert isinstance(req, ResizeAction)
-                job = await svc.resize(job_id, req.gpus, by, wait_s=wait_s)
+                job = await moves.resize(job_id, req.gpus, by, wait_s=wait_s)
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.reply_model(models.Job, job)

@@ -14,6 +14,7 @@ from tornado.iostream import StreamClosedError
 from hive_lab_server.wire import models
 from hive_lab_server.execution.isolation.job_files import UnsafePath, list_outputs, open_output, read_log, run_as_refusal
 from hive_lab_server.wire.job_state import STATE_NAMES
+from hive_lab_server.jobs.lifecycle import launch_plan
 from hive_lab_server.execution.launchers.base import UnsupportedSpec
 from hive_lab_server.jobs.service import ServiceError, task_names
 from hive_lab_server.api import formats
@@ -85,13 +86,13 @@ class JobsHandler(HiveHandler):
             return
         if query.flag(self, "dry_run"):  # what would happen now; nothing is stored, launched or preempted
             try:
-                answer = self.service.what_if(spec, caller.user, vc, caller.groups)
+                answer = self.admission.what_if(spec, caller.user, vc, caller.groups)
             except ServiceError as exc:
                 raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
             self.reply_model(models.WhatIf, answer, 200)
             return
         try:  # committed together with the submits arriving at the same time (group commit)
-            job = await self.service.submit_grouped(spec, caller.user, vc, caller.groups,
+            job = await self.admission.submit_grouped(spec, caller.user, vc, caller.groups,
                                                     self.hive.access.fair_share_group(caller, vc))
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
@@ -147,7 +148,7 @@ class JobLogsHandler(_OwnedJob):
             raise HiveError(400, f"query parameter task: job {job_id} has no task {task!r}; its tasks are {', '.join(tasks)}", "task")
         offset = query.integer(self, "offset", 0, 0)
         follow = query.flag(self, "follow")  # follow=AAA: a 400, not "no"
-        path = self.service.log_path(job_id, task)
+        path = launch_plan.log_path(self.service.jobs_root, job_id, task)
         user = row["user"]
         if not follow:
             data, next_offset, size = read_log(self.service, user, path, offset)

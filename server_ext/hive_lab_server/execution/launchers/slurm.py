@@ -9,7 +9,7 @@ restart; each launch is also written down before ``sbatch`` and kept until the s
 exits (``launch_records``), so a job that ended while the server was down is reported, never run twice.
 Exits come from the tasks' exit files (Slurm keeps no step exit codes without accounting) and
 from Slurm's job state (preempted, node failure, time limit, cancelled). Node states are watched:
-a node Slurm drains or marks down is drained in hive-lab (``service.set_drain``, by "slurm"), and
+a node Slurm drains or marks down is drained in hive-lab (``service.hardware_events.set_drain``, by "slurm"), and
 undrained when Slurm resumes it. Configure it in ``jupyter_server_config.py``::
 
     c.HiveLabApp.launcher = "slurm"
@@ -176,9 +176,10 @@ class SlurmLauncher(Launcher):
     def _sync_health(self) -> None:
         """Slurm DRAIN/DOWN -> drained in hive-lab (no new work there); RESUME -> undrained again."""
         service = self._service()
-        if service is None or not hasattr(service, "set_drain"):
+        drains = getattr(service, "hardware_events", None)  # (none: the service is not built yet)
+        if drains is None:
             return
-        known = set(service.scheduler_nodes())
+        known = set(service.config.nodes)
         if not self._slurm_drained:  # after a restart: drains this launcher made before
             try:
                 self._slurm_drained = {d["node"] for d in service.store.drains()
@@ -188,15 +189,15 @@ class SlurmLauncher(Launcher):
         for name, node in sorted(self._nodes.items()):
             if name not in known:
                 continue
-            if node.bad and name not in service.drained_nodes:
+            if node.bad and name not in drains.drained_nodes:
                 log.warning("hive-lab: Slurm node %s is %s; no new work goes there", name,
                             "+".join([node.state.upper(), *node.flags]))
-                service.set_drain(name, None, True, by="slurm")
+                drains.set_drain(name, None, True, by="slurm")
                 self._slurm_drained.add(name)
             elif not node.bad and name in self._slurm_drained:
-                if name in service.drained_nodes:
+                if name in drains.drained_nodes:
                     log.info("hive-lab: Slurm node %s is back (%s)", name, node.state)
-                    service.set_drain(name, None, False, by="slurm")
+                    drains.set_drain(name, None, False, by="slurm")
                 self._slurm_drained.discard(name)
 
     def host_address(self, node: str) -> str:

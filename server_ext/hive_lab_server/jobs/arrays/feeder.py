@@ -29,7 +29,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from hive_scheduler import RequestError
 from hive_scheduler.validation import validate_request
@@ -39,6 +39,13 @@ from hive_lab_server.jobs.lifecycle.active import request_from
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
 from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.wire.array_spec import PARAMS_FILE, ArrayPlan, param_env_value, sweep_params
+
+if TYPE_CHECKING:
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.jobs.lifecycle.time_limit import VcTimeLimit
+    from hive_lab_server.jobs.lifecycle.work import Work
+    from hive_lab_server.store import Store
 
 log = logging.getLogger("hive_lab_server")
 
@@ -79,10 +86,10 @@ def completion_of(spec: JobSpec) -> dict[str, Any] | None:
 
 class ArrayFeeder:
     """Arrays: create, release, cancel, hold/resume, change the throttle. Handed the store, the core, the
-    unit of work, and the admission path (``prepare``/``admit``: ``Admission._prepare`` / ``_admit``)."""
+    unit of work, and the admission path (``prepare``/``admit``: ``Admission.prepare`` / ``admit``)."""
 
-    def __init__(self, *, store: Any, core: Any, work: Any, prepare: Callable, admit: Callable,
-                 cancel: Callable, pause: Callable, resume: Callable, time_limits: Any, jobs_root: str,
+    def __init__(self, *, store: Store, core: LiveSchedulerCore, work: Work, prepare: Callable, admit: Callable,
+                 cancel: Callable, pause: Callable, resume: Callable, time_limits: Mapping[str, VcTimeLimit], jobs_root: str,
                  window: int = DEFAULT_WINDOW, tick_s: float = 1.0):
         self.store = store
         self.core = core

@@ -5,7 +5,11 @@ loop share one transaction, one clock reading and one publication), the checks a
 gets an id (time limit, job type, shares, can it ever fit, the owner's limits), and ``what_if`` (the same
 checks, answered from a rolled-back placement, nothing stored).
 
-``Admission`` is a part of ``HiveService`` (it uses ``active``, ``unit``, the store, the core, the metrics).
+``Admission`` is a part the service holds (``HiveService.admission``), built with exactly what it uses: the
+unit of work (``shell.UnitOfWork``: the clock, ``unit``, the core's decisions as facts, the state listeners),
+the store (ids and rows), the core, the launcher (a kernel's dir), the unfinished jobs, the metrics, the
+progress tracker (job types), the shares of a GPU, the dependency gate, the time limits and kernel caps per
+VC, the GPUs' UUIDs, the jobs root, the bound on unfinished jobs and the job's REST view.
 """
 
 from __future__ import annotations
@@ -14,21 +18,31 @@ import asyncio
 import logging
 import math
 import os
+import pathlib
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from hive_scheduler.errors import LimitRefusal
 from hive_scheduler import RequestError
+from hive_scheduler.protocol import LiveSchedulerCore
 from hive_scheduler.validation import validate_request
 
 from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
 from hive_lab_server.errors import ServiceError, ServiceFull, StoreUnavailable
+from hive_lab_server.execution.launchers.base import Launcher
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
+from hive_lab_server.jobs.lifecycle.share_grants import ShareGrants
+from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.wire.states import PLACED_STATES
-from hive_lab_server.jobs.lifecycle.kernel_caps import capped_time_limit
-from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, effective_limit
+from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, capped_time_limit
+from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, VcTimeLimit, effective_limit
+from hive_lab_server.jobs.lifecycle.work import JobViews
+from hive_lab_server.jobs.pipelines.dependencies import Dependencies
+from hive_lab_server.store import Store
+from hive_lab_server.timeshare.progress import ProgressTracker
+from hive_lab_server.usage.metrics import Metrics
 
 log = logging.getLogger("hive_lab_server")
 
@@ -36,17 +50,47 @@ MAX_GROUP = 64  # submits committed together in one unit at most (group commit; 
 
 
 class Admission:
+    """New jobs: checked, given an id, stored and handed to the core (held by ``HiveService`` as ``admission``)."""
+
+    def __init__(self, *, work: UnitOfWork, store: Store, scheduler: LiveSchedulerCore, launcher: Launcher,
+                 active: dict[str, ActiveJob], metrics: Metrics, progress: ProgressTracker, shares: ShareGrants,
+                 dependencies: Dependencies, time_limits: Mapping[str, VcTimeLimit],
+                 kernel_caps: Mapping[str, KernelCap], gpu_uuids: Mapping[tuple[str, int], str],
+                 jobs_root: pathlib.Path, max_unfinished_jobs: int, views: JobViews):
+        self.work = work
+        self.store = store
+        self.scheduler = scheduler
+        self.launcher = launcher
+        self.active = active
+        self.metrics = metrics
+        self.progress = progress  # its throughput file says which job types exist
+        self.shares = shares
+        self.dependencies = dependencies
+        self.time_limits = time_limits
+        self.kernel_caps = kernel_caps
+        self.gpu_uuids = gpu_uuids
+        self._jobs_root_str = str(jobs_root)
+        self.max_unfinished_jobs = max_unfinished_jobs  # more in ``active``: submits are refused (0: no bound)
+        self.views = views  # the REST view of a job that ended before its submit was answered
+        self._seq = store.max_seq()
+        # waiting for group commit: (spec, user, vc, future, t0, the user's groups, fair share's group)
+        self._submits: list[tuple[JobSpec, str, str, asyncio.Future, float, tuple[str, ...], str]] = []
+
+    def _next_id(self) -> tuple[int, str]:
+        self._seq += 1
+        return self._seq, f"j-{self._seq:06d}"
+
     def submit(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = (), group: str = "") -> dict[str, Any]:
         """Store a validated job, then let the core decide. Raises ServiceError(400) for requests the
         cluster can never run and StoreUnavailable(503) when the store refuses it (nothing is stored or
         decided then). ``submit_grouped`` does the same for submits arriving together, in one unit."""
         t0 = time.perf_counter()
         try:
-            new = self._prepare(spec, user, vc, self.now(), groups, group=group)
+            new = self.prepare(spec, user, vc, self.work.now(), groups, group=group)
         except ServiceFull:
             self.metrics.submits_shed.inc()
             raise
-        self._admit([new])
+        self.admit([new])
         self._kernel_dirs([new[0]])
         self.metrics.submit_seconds.observe(time.perf_counter() - t0)
         return self._object_of(new[0].id, new[1])
@@ -67,13 +111,13 @@ class Admission:
         group, self._submits = self._submits[:MAX_GROUP], self._submits[MAX_GROUP:]
         if self._submits:
             asyncio.get_running_loop().call_soon(self._flush_submits)
-        now = self.now()
+        now = self.work.now()
         admitted = []
         for spec, user, vc, fut, t0, groups, user_group in group:
             try:  # (also_waiting: this user's submits in the same group count against max_queued_jobs;
                 # unadmitted: all the group's, against max_unfinished_jobs)
                 mine = sum(1 for (j, _), _, _ in admitted if j.user == user and j.vc == vc)
-                admitted.append((self._prepare(spec, user, vc, now, groups, mine, group=user_group,
+                admitted.append((self.prepare(spec, user, vc, now, groups, mine, group=user_group,
                                                unadmitted=len(admitted)), fut, t0))
             except ServiceError as exc:
                 if isinstance(exc, ServiceFull):
@@ -82,7 +126,7 @@ class Admission:
         if not admitted:
             return
         try:
-            self._admit([a for a, _, _ in admitted])
+            self.admit([a for a, _, _ in admitted])
         except Exception as exc:
             for _, fut, _ in admitted:
                 if not fut.done():
@@ -120,7 +164,7 @@ class Admission:
                 except OSError as exc:
                     log.warning("hive-lab: cannot make the dir of kernel job %s yet: %s", job.id, exc)
 
-    def _prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
+    def prepare(self, spec: JobSpec, user: str, vc: str, now: float, groups: tuple[str, ...] = (),
                  also_waiting: int = 0, group: str = "", unadmitted: int = 0) -> tuple[ActiveJob, dict[str, Any]]:
         """A new job and its row; ServiceError(400) if the cluster can never run it, 403 if its owner's
         limits in the VC never let it run, 429 if they have max_queued_jobs waiting there, 503 if the
@@ -182,7 +226,7 @@ class Admission:
         on which GPUs, preempt which jobs, or wait and why. Nothing is stored, launched, published or
         preempted, and no id is used up: the core answers from a rolled-back placement
         (``Scheduler.what_if``). ServiceError(400) for what a submit would refuse."""
-        now = self.now()
+        now = self.work.now()
         try:
             limit = effective_limit(self._kernel_capped(spec, vc), spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
@@ -204,7 +248,7 @@ class Admission:
         estimate = getattr(answer, "estimated_start", None)
         return {
             "dry_run": True, "outcome": answer.outcome, "vc": vc, "gpus": math.ceil(spec.total_gpus),
-            "placement": [{"task": p["task"], "node": p["node"], "address": self.node_address(p["node"]),
+            "placement": [{"task": p["task"], "node": p["node"], "address": launch_plan.node_address(self.launcher, p["node"]),
                            "gpus": list(p["gpus"]), "gpu_uuids": p["gpu_uuids"],
                            **({"share": p["share"], "share_slot": p["share_slot"]} if p["share"] else {})}
                           for p in placement],
@@ -214,7 +258,7 @@ class Admission:
             (presentation.iso(estimate) if isinstance(estimate, (int, float)) else estimate),
         }
 
-    def _admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
+    def admit(self, new: list[tuple[ActiveJob, dict[str, Any]]]) -> None:
         """Store new jobs and hand them to the core; a job is acknowledged only once stored.
 
         Group commit: the leading jobs that the core would only queue (``submit_if_waiting``: nothing
@@ -222,7 +266,7 @@ class Admission:
         transaction); if the store refuses, the core withdraws them exactly (``withdraw_waiting``) and
         nothing is left. The others (a job that would start or preempt, and every job after it, so
         the core sees them in order) are stored in that unit too, then given to the core."""
-        now = self.now()
+        now = self.work.now()
         facts: list[tuple[str, m.Event]] = []
         waiting: list[str] = []
         everyone, new = new, []
@@ -253,12 +297,10 @@ class Admission:
         def committed() -> None:  # before the unit's own effects: listeners hear "submitted" first
             for job, _ in everyone:
                 self.metrics.transitions.labels("submitted").inc()
-                for listener in self._state_listeners:
-                    asyncio.get_running_loop().call_soon(self._notify, listener, job.id, "submitted",
-                                                         f"submitted by {job.user} to VC {job.vc}")
+                self.work.tell_listeners(job.id, "submitted", f"submitted by {job.user} to VC {job.vc}")
 
         try:
-            self.unit(facts, request=True, write=insert, committed=committed)
+            self.work.unit(facts, request=True, write=insert, committed=committed)
         except StoreUnavailable:  # nothing was stored: nothing may stay in memory or in the core
             for job, _ in everyone:
                 self.active.pop(job.id, None)
@@ -268,16 +310,16 @@ class Admission:
         rest = new[len(waiting):]
         if not rest:
             return
-        now = self.now()
+        now = self.work.now()
         facts = []
         for job, _ in rest:
             try:
-                facts += self.facts_of(self.scheduler.submit(job.request, now), job.id)
+                facts += self.work.facts_of(self.scheduler.submit(job.request, now), job.id)
             except Exception as exc:  # stored, so it must end somewhere visible
                 log.exception("hive-lab: the core refused %s", job.id)
                 facts.append((job.id, m.Rejected(f"the scheduler refused it: {exc}")))
         # the core's decisions are facts: a store fault now keeps them pending (the jobs are acknowledged)
-        self.unit(facts)
+        self.work.unit(facts)
 
     def _object_of(self, job_id: str, row: dict[str, Any]) -> dict[str, Any]:
         """The REST object of a job just submitted, from memory (no read back)."""
@@ -289,5 +331,6 @@ class Admission:
             placement = [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids) for p in job.placement] \
                 if job.lc.state in PLACED_STATES else []
         else:  # it already ended (e.g. could not start): read what was stored
-            return self.job_object(job_id, detail=False, private=True)
-        return presentation.job_object(self, row, placement, detail=False, private=True, live_reason=False)
+            return self.views.job_object(job_id, detail=False, private=True)
+        return self.views.job_object(job_id, detail=False, private=True, row=row, placement=placement,
+                                     live_reason=False)

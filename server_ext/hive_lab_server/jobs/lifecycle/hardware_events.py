@@ -8,16 +8,23 @@ store, the unfinished jobs, the unit of work (``work.Work``) and a way to ask th
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.jobs.lifecycle.work import Work
 
+if TYPE_CHECKING:
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.hardware.monitor import HardwareMonitor
+    from hive_lab_server.jobs.lifecycle.active import ActiveJob
+    from hive_lab_server.store import Store
+
 
 class HardwareEvents:
-    def __init__(self, *, nodes: Mapping[str, Any], core: Any, store: Any, active: Mapping[str, Any], work: Work,
-                 monitor: Callable[[], Any]):
+    def __init__(self, *, nodes: Mapping[str, Any], core: LiveSchedulerCore, store: Store, active: Mapping[str, ActiveJob],
+                 work: Work, monitor: Callable[[], HardwareMonitor | None]):
         self.nodes = nodes
         self.core = core
         self.store = store

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from hive_scheduler import RequestError
 from hive_scheduler.validation import validate_request
@@ -24,6 +24,11 @@ from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job
 from hive_lab_server.wire.states import JobState
 from hive_lab_server.jobs.lifecycle.work import Work
+
+if TYPE_CHECKING:
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.store import Store
 
 S = JobState
 
@@ -44,7 +49,7 @@ def _leaf_types(cells: list[dict[str, Any]]) -> dict[tuple[str, int], str]:
 class Moves:
     """``pause``, ``resume``, ``migrate``, ``resize``; ``view(job_id)`` is the job's REST object."""
 
-    def __init__(self, *, nodes: Mapping[str, Any], core: Any, store: Any, active: Mapping[str, ActiveJob],
+    def __init__(self, *, nodes: Mapping[str, Any], core: LiveSchedulerCore, store: Store, active: Mapping[str, ActiveJob],
                  work: Work, view: Callable[[str], dict[str, Any]]):
         self.nodes = nodes
         self.core = core

@@ -3,35 +3,50 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import NO_LIMIT
 
 from hive_lab_server.wire.states import JobState
 
+if TYPE_CHECKING:
+    from hive_scheduler import ClusterConfig
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.execution.launchers.base import Launcher
+    from hive_lab_server.hardware.monitor import HardwareMonitor
+    from hive_lab_server.jobs.lifecycle.hardware_events import HardwareEvents
+    from hive_lab_server.jobs.start_estimates import StartEstimates
+    from hive_lab_server.store import Store
+    from hive_lab_server.timeshare.progress import ProgressTracker
+
 
 class ServiceView(Protocol):
     """What the REST views read of the service (``HiveService`` is one)."""
 
-    scheduler: Any
-    store: Any
+    scheduler: LiveSchedulerCore
+    store: Store
     active: Mapping[str, Any]
-    hardware: Any
-    progress: Any
-    start_estimates: Any
+    hardware: HardwareMonitor | None
+    progress: ProgressTracker
+    start_estimates: StartEstimates
     gpu_uuids: Mapping[tuple[str, int], str]
-    drained_nodes: set[str]
-    drained_gpus: set[tuple[str, int]]
+    config: ClusterConfig  # its nodes
+    launcher: Launcher  # where a node's tasks are reached
+    hardware_events: HardwareEvents  # the drained nodes and GPUs
 
     def now(self) -> float: ...
 
-    def core_reason(self, job_id: str) -> str | None: ...
-
     def read_progress(self, job_id: str, row: dict[str, Any] | None = None) -> dict[str, Any] | None: ...
 
-    def node_address(self, node: str) -> str: ...
 
-    def scheduler_nodes(self) -> dict[str, Any]: ...
+def core_reason(core: Any, job_id: str) -> str | None:
+    """Why the core keeps a queued job waiting now (None: it does not know the job)."""
+    try:
+        view = core.job(job_id)
+    except Exception:
+        return None
+    return getattr(view, "reason", None) if view is not None else None
 
 
 def iso(t: float | None) -> str | None:
@@ -53,7 +68,7 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
     reason = row["reason"]
     job = svc.active.get(job_id)
     if live_reason and row["state"] == JobState.QUEUED.value and job is not None and job.lc.intent is None:
-        reason = svc.core_reason(job_id) or reason
+        reason = core_reason(svc.scheduler, job_id) or reason
     obj: dict[str, Any] = {
         "id": row["id"], "name": row["name"], "user": row["user"], "vc": row["vc"], "kind": row["kind"],
         "state": row["state"], "reason": reason, "priority": row["priority"],
@@ -111,7 +126,7 @@ def estimate_fields(svc: ServiceView, row: dict[str, Any], fresh: bool = True) -
 
 def placement_object(svc: ServiceView, p: dict[str, Any]) -> dict[str, Any]:
     """One task's placement; a share of one GPU adds its share, slot (first eighth) and MIG device."""
-    out = {"task": p["task"], "node": p["node"], "address": svc.node_address(p["node"]), "gpus": list(p["gpus"]),
+    out = {"task": p["task"], "node": p["node"], "address": svc.launcher.host_address(p["node"]), "gpus": list(p["gpus"]),
            "gpu_uuids": p["gpu_uuids"]}
     if p.get("share"):
         out.update(share=p["share"], share_slot=p.get("share_slot"), mig_device=p.get("mig_device"))
@@ -144,7 +159,7 @@ def cluster_object(svc: ServiceView) -> dict[str, Any]:
                 "type": cell.get("type"), "state": cell.get("state"), "vc": cell.get("vc"), "job": job_id,
                 "user": users.get(job_id) if job_id else None, "opportunistic": bool(cell.get("opportunistic")),
                 "utilization": None, "memory_used_mb": None, "bad": cell.get("state") == "bad",
-                "drained": node in svc.drained_nodes or (node, index) in svc.drained_gpus,
+                "drained": node in svc.hardware_events.drained_nodes or (node, index) in svc.hardware_events.drained_gpus,
                 "path": list(path),
             })
             if cell.get("shares") is not None:  # a shared GPU: each share and who holds it
@@ -162,10 +177,10 @@ def cluster_object(svc: ServiceView) -> dict[str, Any]:
     for top in cells:
         walk(top, [])
     nodes = []
-    for name, info in svc.scheduler_nodes().items():
+    for name, info in svc.config.nodes.items():
         nodes.append({"name": name, "cpus": getattr(info, "cpus", None), "memory_mb": getattr(info, "memory_mb", None),
                       "gpu_count": getattr(info, "gpu_count", None), "gpu_types": list(getattr(info, "gpu_types", ()) or ()),
-                      "drained": name in svc.drained_nodes})
+                      "drained": name in svc.hardware_events.drained_nodes})
     return {"gpus_total": svc.scheduler.gpu_count(), "gpus_free": svc.scheduler.free_gpu_count(),
             "nodes": nodes, "cells": cells, "gpus": gpus}
 

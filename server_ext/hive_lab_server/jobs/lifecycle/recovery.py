@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import logging
 import pathlib
-from typing import Any, MutableMapping
+from typing import TYPE_CHECKING, Any, MutableMapping
 
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
 from hive_lab_server.wire.states import PLACED_STATES, Intent, JobState
 from hive_lab_server.jobs.lifecycle.work import RecoveryWork
+
+if TYPE_CHECKING:
+    from hive_scheduler.protocol import LiveSchedulerCore
+
+    from hive_lab_server.execution.launchers.base import Launcher
+    from hive_lab_server.hardware.sharing import GpuSharing
+    from hive_lab_server.store import Store
 
 log = logging.getLogger("hive_lab_server")
 S = JobState
@@ -24,8 +31,8 @@ S = JobState
 class Recovery:
     """Rebuild ``active`` from the store and reconcile it with the launcher."""
 
-    def __init__(self, *, store: Any, launcher: Any, core: Any, active: MutableMapping[str, ActiveJob],
-                 drained_nodes: set[str], drained_gpus: set[tuple[str, int]], sharing: Any,
+    def __init__(self, *, store: Store, launcher: Launcher, core: LiveSchedulerCore, active: MutableMapping[str, ActiveJob],
+                 drained_nodes: set[str], drained_gpus: set[tuple[str, int]], sharing: GpuSharing,
                  jobs_root: pathlib.Path, stop_grace_s: float, work: RecoveryWork):
         self.store = store
         self.launcher = launcher

@@ -23,12 +23,13 @@ from hive_lab_server.jobs.lifecycle.work import Work
 
 if TYPE_CHECKING:
     from hive_lab_server.jobs.lifecycle.active import ActiveJob
+    from hive_lab_server.store import Store
 
 log = logging.getLogger("hive_lab_server")
 
 
 class ShareGrants:
-    def __init__(self, *, chains: Mapping[str, Any], store: Any, active: Mapping[str, "ActiveJob"], work: Work,
+    def __init__(self, *, chains: Mapping[str, Any], store: Store, active: Mapping[str, "ActiveJob"], work: Work,
                  sharing: GpuSharing, gpu_uuids: Mapping[tuple[str, int], str], cluster: Callable[[], dict],
                  on_state_change: Callable[[Callable[[str, str, str], None]], None]):
         self.chains = chains

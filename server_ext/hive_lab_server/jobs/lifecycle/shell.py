@@ -6,28 +6,44 @@ writes of all of them go in one transaction with one clock reading, and only aft
 effects run (core calls, launches, stops, exit acknowledgements, one publication). A failed commit
 changes nothing: facts stay queued for the next unit, requests are answered 503.
 
-``UnitOfWork`` is a mixin of ``HiveService`` (it uses the service's store, core, launcher and
-``active`` jobs); the per-job operations it starts (launch, stop, adopt) are chained per job.
+``UnitOfWork`` is a part the service holds (``HiveService.work``), built with exactly what it uses: the
+store, the core, the launcher, the unfinished jobs, the metrics, the progress tracker, the start estimates,
+the event bus, the cluster's config, the GPUs' UUIDs, the jobs root, the graces and the service's clock;
+the shares of a GPU, the moves and the dependency gate are handed to it once they are built (they are
+handed this unit of work themselves: ``attach_parts``). The per-job operations it starts (launch, stop,
+adopt) are chained per job.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import heapq
 import logging
+import pathlib
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+from hive_scheduler import ClusterConfig
+from hive_scheduler.protocol import LiveSchedulerCore
 
 from hive_scheduler import RequestError
 from hive_scheduler.words import gpu_list_text
 
 from hive_lab_server.errors import StoreUnavailable
-from hive_lab_server.execution.launchers.base import LaunchError, TaskExit
+from hive_lab_server.execution.launchers.base import Launcher, LaunchError, TaskExit
 from hive_lab_server.jobs.start_estimates import StartEstimates
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
 from hive_lab_server.jobs.lifecycle.active import ActiveJob
+from hive_lab_server.jobs.lifecycle.work import EventSink, JobViews
+from hive_lab_server.store import Store
+from hive_lab_server.timeshare.progress import ProgressTracker
+from hive_lab_server.usage.metrics import Metrics
+
+if TYPE_CHECKING:  # built after this part, each handed it (``attach_parts``)
+    from hive_lab_server.jobs.lifecycle.moves import Moves
+    from hive_lab_server.jobs.lifecycle.share_grants import ShareGrants
+    from hive_lab_server.jobs.pipelines.dependencies import Dependencies
 
 log = logging.getLogger("hive_lab_server")
 
@@ -38,8 +54,76 @@ def _decision_job(d: Any) -> str | None:
 
 
 class UnitOfWork:
-    """The unit of work and the effects it runs (mixed into ``HiveService``)."""
+    """The unit of work and the effects it runs (held by ``HiveService`` as ``work``)."""
 
+    # handed over by ``attach_parts`` (each of them is built with this unit of work)
+    shares: ShareGrants
+    moves: Moves
+    dependencies: Dependencies
+
+    def __init__(self, *, store: Store, scheduler: LiveSchedulerCore, launcher: Launcher,
+                 active: dict[str, ActiveJob], metrics: Metrics, progress: ProgressTracker,
+                 start_estimates: StartEstimates, events: EventSink, views: JobViews, config: ClusterConfig,
+                 gpu_uuids: Mapping[tuple[str, int], str], jobs_root: pathlib.Path, now: Callable[[], float],
+                 preemption_grace_s: float, stop_grace_s: float, checkpoint_grace_s: float):
+        self.store = store
+        self.scheduler = scheduler
+        self.launcher = launcher
+        self.active = active
+        self.metrics = metrics
+        self.progress = progress
+        self.start_estimates = start_estimates
+        self.events = events
+        self.views = views  # the REST view of a job (published after a commit)
+        self.config = config
+        self.gpu_uuids = gpu_uuids
+        self.jobs_root = jobs_root
+        self.now = now  # the service's clock (never goes back)
+        self.preemption_grace_s = preemption_grace_s
+        self.stop_grace_s = stop_grace_s
+        self.checkpoint_grace_s = checkpoint_grace_s  # SIGUSR1 -> exit, before the stop (docs/checkpoint.md)
+        self.store_error: str | None = None  # the last failed commit, until one succeeds
+        self._deadlines: list[tuple[float, str]] = []  # heap of running attempts' deadlines (checked each poll)
+        self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
+        self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
+        self._ops: dict[str, asyncio.Task] = {}
+        self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
+        self._adopting: list[asyncio.Task] = []
+        self._state_listeners: list[Callable[[str, str, str], None]] = []
+
+    def attach_parts(self, *, shares: ShareGrants, moves: Moves, dependencies: Dependencies) -> None:
+        """The parts this unit of work calls that are built with it: a share's device and grant at
+        placement and launch, the GPU type a job was placed on, the dependency gate before the core."""
+        self.shares = shares
+        self.moves = moves
+        self.dependencies = dependencies
+
+    @property
+    def pending(self) -> list[tuple[str, m.Event]]:
+        """The facts whose unit did not commit (the store refused it), applied again by the next unit."""
+        return list(self._pending)
+
+    def on_state_change(self, listener: Callable[[str, str, str], None]) -> None:
+        """``listener(job_id, state, reason)`` soon after each stored transition (on the event loop, once
+        the transaction is committed, so it may call ``submit``/``cancel``)."""
+        self._state_listeners.append(listener)
+
+    def tell_listeners(self, job_id: str, state: str, reason: str) -> None:
+        """Let the state listeners hear of a committed transition (on the next turn of the event loop)."""
+        for listener in self._state_listeners:
+            asyncio.get_running_loop().call_soon(self._notify, listener, job_id, state, reason)
+
+    async def poll_launcher(self) -> None:
+        """Apply the exits the launcher reports (and the facts still pending) in one unit."""
+        async with self._poll_lock:  # (see _stop)
+            exits = await self.launcher.poll()
+            if exits or self._pending:
+                self.handle_exits(exits)
+
+    def cancel_operations(self) -> None:
+        """Cancel the per-job operations in flight (the service stops; the next start adopts the tasks)."""
+        for task in list(self._ops.values()):
+            task.cancel()
 
     def unit(self, facts: list[tuple[str, m.Event]], *, request: bool = False, exits: list[TaskExit] = (),
               write: Callable[[Any, float], None] | None = None,
@@ -144,7 +228,7 @@ class UnitOfWork:
                 self.store.clear_placement(batch, job.id)
                 self._close_usage(batch, job, now)
             else:
-                mig = self.share_device(job)  # a share under MIG: its device, chosen now so the row keeps it
+                mig = self.shares.share_device(job)  # a share under MIG: its device, chosen now so the row keeps it
                 self.store.set_placement(batch, job.id, lc.attempt,
                                          [launch_plan.placement_row(p, job.opportunistic, self.gpu_uuids, mig)
                                           for p in job.placement])
@@ -166,8 +250,7 @@ class UnitOfWork:
         for i in order:
             job_id, event, e = effects[i]
             if isinstance(e, m.Record) and e.history:
-                for listener in self._state_listeners:
-                    asyncio.get_running_loop().call_soon(self._notify, listener, job_id, e.state.value, e.reason)
+                self.tell_listeners(job_id, e.state.value, e.reason)
             elif isinstance(e, m.Core):
                 follow += self._core_call(job_id, e, now)
             elif isinstance(e, m.Start):
@@ -270,7 +353,7 @@ class UnitOfWork:
             elif d.event == "rejected":
                 facts.append((job_id, m.Rejected(d.error or "rejected by the scheduler")))
         if submitted is not None and not any(_decision_job(d) == submitted for d in decisions):
-            facts.append((submitted, m.Queued(self.core_reason(submitted) or "waiting")))
+            facts.append((submitted, m.Queued(presentation.core_reason(self.scheduler, submitted) or "waiting")))
         return facts
 
     @staticmethod
@@ -279,11 +362,6 @@ class UnitOfWork:
             listener(job_id, state, reason)
         except Exception:
             log.exception("hive-lab: state listener failed")
-
-    @functools.cached_property
-    def start_estimates(self) -> StartEstimates:
-        """``estimated_start`` of queued jobs, recomputed on change (see start_estimates)."""
-        return StartEstimates(self, on_changed=lambda ids: self.events.publish({"type": "estimates", "jobs": ids}))
 
     def publish(self, job_ids: list[str], cluster: bool = False, fresh: dict[str, dict] | None = None) -> None:
         self.start_estimates.refresh_soon()  # something changed: new estimates, off the request path
@@ -294,7 +372,7 @@ class UnitOfWork:
                 if fresh and job_id in fresh:
                     obj = {k: v for k, v in fresh[job_id].items() if k not in presentation.PRIVATE_FIELDS}
                 else:
-                    obj = self.job_object(job_id, detail=False, private=False)
+                    obj = self.views.job_object(job_id, detail=False, private=False)
                 self.events.publish({"type": "job", "job": obj})
             except Exception:
                 log.exception("hive-lab: publishing job %s failed", job_id)
@@ -344,8 +422,8 @@ class UnitOfWork:
         try:
             launch_plan.stage(job, self.launcher)
             await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                                 grant_for=self.share_grant,
-                                                                 gpu_type=self.placed_gpu_type(job)))
+                                                                 grant_for=self.shares.share_grant,
+                                                                 gpu_type=self.moves.placed_gpu_type(job)))
         except Exception as exc:
             msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
             if not isinstance(exc, LaunchError):
@@ -377,7 +455,7 @@ class UnitOfWork:
 
     def _adopt_tasks(self, job_id: str) -> None:
         job = self.active[job_id]
-        self.share_adopt(job)  # a share running on: its MIG device, MPS daemon use and budget again
+        self.shares.share_adopt(job)  # a share running on: its MIG device, MPS daemon use and budget again
 
         async def adopt() -> None:
             try:

@@ -1,5 +1,7 @@
 """What a part of the service needs of the unit of work (``shell.UnitOfWork``), as a small protocol:
-parts are handed the unit of work, never the service, and depend only on this."""
+parts are handed the unit of work, never the service, and depend only on this. Also the two small
+things the unit of work and admission are handed that are not parts of their own: the job's REST view
+(``JobViews``: the service answers it) and where events go (``EventSink``: ``wire.events.EventBus``)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ class Work(Protocol):
         """Tell the live UIs (after a commit)."""
 
 
+class GateWork(Work, Protocol):
+    """What the dependency gate needs on top: a job whose dependencies are met goes to the core."""
+
+    def submit_to_core(self, job_id: str) -> Facts:
+        """Hand an unfinished job to the core (through the gate); its decisions as facts."""
+
+
 class RecoveryWork(Work, Protocol):
     """What recovery needs on top: the running attempts' deadlines, the launcher's exits as facts,
     and the adoptions its facts started."""
@@ -44,3 +53,22 @@ class RecoveryWork(Work, Protocol):
 
     async def adopted(self) -> None:
         """Wait for the adoptions the last units started (tasks that ran on through a restart)."""
+
+
+class JobViews(Protocol):
+    """The REST view of a job (``HiveService.job_object``, built by ``lifecycle.presentation``)."""
+
+    def job_object(self, job_id: str, *, detail: bool, private: bool, row: dict[str, Any] | None = None,
+                   placement: list[dict[str, Any]] | None = None, live_reason: bool = True) -> dict[str, Any]:
+        """The job's REST object (ServiceError(404) when there is no such job)."""
+
+
+class EventSink(Protocol):
+    """Where the live UIs' events go (``wire.events.EventBus``)."""
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many listen now (none: nothing need be built to publish)."""
+
+    def publish(self, message: dict) -> None:
+        """Send ``message`` to every subscriber."""

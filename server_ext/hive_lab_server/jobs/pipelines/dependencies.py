@@ -18,10 +18,14 @@ submitter is an admin.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle import machine as m
+
+if TYPE_CHECKING:
+    from hive_lab_server.jobs.lifecycle.work import GateWork
+    from hive_lab_server.store import Store
 
 FINAL = ("succeeded", "failed", "cancelled")
 VERB = {"succeeded": "succeed", "failed": "fail", "ended": "end"}
@@ -31,7 +35,7 @@ Outcome = str  # "pending" | "succeeded" | "failed" | "cancelled" | "missing"
 class JobOutcomes:
     """What became of a job (or of another referenced thing a resolver knows)."""
 
-    def __init__(self, *, store: Any, active: Mapping[str, Any]):
+    def __init__(self, *, store: Store, active: Mapping[str, Any]):
         self.store = store
         self.active = active
         self._resolvers: list[Callable[[str], tuple[Outcome, str | None] | None]] = []
@@ -86,12 +90,12 @@ def judge(depends_on: Iterable[Mapping[str, str]], outcome_of: Callable[[str], O
 class Dependencies:
     """The service's part for ``depends_on``: submit checks, the gate before the core, and who waits on whom."""
 
-    def __init__(self, outcomes: JobOutcomes, active: Mapping[str, Any], work: Any,
+    def __init__(self, outcomes: JobOutcomes, active: Mapping[str, Any], work: GateWork,
                  containers: Callable[[str], list[str]] = lambda job_id: []):
         self.outcomes = outcomes
         self.active = active
         self.containers = containers  # job id -> what else its end may complete (its array)
-        self.work = work  # lifecycle.work.Work plus ``submit_to_core(job_id)`` (shell.UnitOfWork)
+        self.work = work  # lifecycle.work.GateWork: Work plus ``submit_to_core(job_id)`` (shell.UnitOfWork)
         self.held: set[str] = set()  # queued jobs kept out of the core until their dependencies are met
 
     def gate(self, job: Any) -> list[tuple[str, m.Event]] | None:

@@ -2,7 +2,7 @@
 and a policy; the service's loop calls ``tick`` and each due time submits the spec as its owner.
 
 A run goes through exactly what a ``POST jobs`` of the owner passes (``submit_checks`` with the
-owner's identity as of now: their VCs, limits, account), then ``service.submit``; a refusal (e.g.
+owner's identity as of now: their VCs, limits, account), then ``service.admission.submit``; a refusal (e.g.
 429, over their queue limit) is recorded on the run, not retried. Times come from the service's clock
 (``HiveLabApp.clock``), so tests move time themselves.
 
@@ -41,7 +41,7 @@ NOT_STARTED = ("submitted", "queued")
 class Schedules:
     def __init__(self, *, store: Any, service: Any, access: Any):
         self.store = store  # store.schedules.ScheduleStore
-        self.service = service  # now, submit, active, store (jobs), launcher, dependencies
+        self.service = service  # now, admission (submit, what_if), active, store (jobs), launcher, dependencies
         self.access = access
         self._seq = store.max_seq()
         self._next_due: float | None = None  # earliest next_run_at of the unpaused schedules (None: read it)
@@ -71,7 +71,7 @@ class Schedules:
                                     "out (policy queue_one makes a run wait for the previous one)", "job.depends_on")
         try:  # what a POST jobs by the caller would refuse now (all but a full queue, which passes)
             spec, vc = checked_submission(service=self.service, access=self.access, caller=caller, spec=spec)
-            self.service.what_if(spec, caller.user, vc, caller.groups)
+            self.service.admission.what_if(spec, caller.user, vc, caller.groups)
         except ServiceError as exc:
             if exc.status != 429:
                 raise ServiceError(exc.status, _in_job(exc.message, exc.field),
@@ -210,7 +210,7 @@ class Schedules:
                 body["depends_on"] = depends_on
             spec = self._spec(body)
             spec, vc = checked_submission(service=self.service, access=self.access, caller=caller, spec=spec)
-            job = self.service.submit(spec, caller.user, vc, caller.groups, self.access.fair_share_group(caller, vc))
+            job = self.service.admission.submit(spec, caller.user, vc, caller.groups, self.access.fair_share_group(caller, vc))
         except ServiceError as exc:
             log.info("hive-lab: schedule %s: a run was refused: %s", row["id"], exc.message)
             return {"outcome": "refused", "reason": exc.message}
