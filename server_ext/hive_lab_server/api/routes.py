@@ -95,6 +95,8 @@ def model_name(value: Any) -> str:
         return value.__name__
     if isinstance(value, dict) and "$ref" in value:
         return value["$ref"].rsplit("/", 1)[-1]
+    if isinstance(value, dict) and "oneOf" in value:
+        return " or ".join(model_name(v) for v in value["oneOf"])
     if isinstance(value, dict) and all("/" in key for key in value):
         kinds = []
         for kind, media in value.items():
@@ -110,7 +112,8 @@ def model_name(value: Any) -> str:
 class Operation:
     """One method of a route. ``path``: the documented path when the route's pattern serves several (an
     action chosen by the URL); ``who``: who may call it, in words; ``also``: answers besides ``ok``;
-    ``extra``: more keys of the operation object (description, x-messages, more request content types)."""
+    ``extra``: more keys of the operation object (description, x-messages). The document's summary adds
+    ``who`` in brackets unless it starts with "anyone"."""
 
     method: str
     op_id: str
@@ -131,7 +134,9 @@ class Operation:
         responses = {str(a.status): a.openapi() for a in (self.ok, *self.also)}
         for status in sorted({*self.errors, *ALWAYS}):
             responses[str(status)] = {"description": ERRORS[status], "content": json_content(models.Error)}
-        op: dict[str, Any] = {"operationId": self.op_id, "summary": self.summary, "x-who": self.who,
+        # the summary says who when not everyone may call it (x-who says it always)
+        summary = self.summary if self.who.startswith("anyone") else f"{self.summary} ({self.who})"
+        op: dict[str, Any] = {"operationId": self.op_id, "summary": summary, "x-who": self.who,
                               "responses": responses}
         if self.query:
             op["parameters"] = list(self.query)

@@ -44,6 +44,7 @@ STATES = "|".join(STATE_NAMES)
 FOREIGN = {".*": "the file is read by its platform's rules (docs/formats.md): OpenPAI v2, Kubernetes, Volcano, "
                  "sbatch; a 400 names the file's own field"}
 OWNER = "owner or admin"
+OWNER_404 = "owner or admin; others get 404"
 ADMINS = "admins"
 ANYONE = "anyone"
 
@@ -100,39 +101,39 @@ TABLE: list[Route] = [
     Route("/jobs/{job_id}", JobHandler, params=(JOB_ID,), area="jobs", operations=(
         Operation("get", "getJob", "One job with its history (spec and dirs only for its owner and admins)",
                   ANYONE, JOB, (403, 404)),
-        Operation("delete", "cancelJob", "Cancel a job (owner or admin)", OWNER,
+        Operation("delete", "cancelJob", "Cancel a job", OWNER,
                   Answer(200, "the job (state cancelled once stopped)", models.Job), (403, 404, 409),
                   (in_query("reason", TEXT_SCHEMA, "why (kept in the job's reason, 300 characters)"),)),
     )),
     Route("/jobs/{job_id}/{action}", JobActionHandler, params=(JOB_ID, action("pause", "resume", "migrate", "resize")),
           area="jobs", operations=(
-        Operation("post", "pauseJob", "Pause a job: checkpoint signal, stop, out of the queue until resumed (owner "
-                  "or admin)", OWNER, ACTED, (400, 403, 404, 409), body=ACTION_BODIES["pause"].model_json_schema(),
+        Operation("post", "pauseJob", "Pause a job: checkpoint signal, stop, out of the queue until resumed",
+                  OWNER, ACTED, (400, 403, 404, 409), body=ACTION_BODIES["pause"].model_json_schema(),
                   body_required=False, path="/jobs/{job_id}/pause"),
-        Operation("post", "resumeJob", "Queue a paused job again; it finds HIVE_RESUMED=1 (owner or admin)", OWNER,
+        Operation("post", "resumeJob", "Queue a paused job again; it finds HIVE_RESUMED=1", OWNER,
                   ACTED, (400, 403, 404, 409), body=ACTION_BODIES["resume"].model_json_schema(), body_required=False,
                   path="/jobs/{job_id}/resume"),
-        Operation("post", "migrateJob", "Move a job to another GPU type, through a checkpoint (admins)", ADMINS,
+        Operation("post", "migrateJob", "Move a job to another GPU type, through a checkpoint", ADMINS,
                   ACTED, (400, 403, 404, 409), body=ACTION_BODIES["migrate"].model_json_schema(),
                   path="/jobs/{job_id}/migrate"),
-        Operation("post", "resizeJob", "Give an elastic job another GPU count in min_gpus..max_gpus (admins)", ADMINS,
+        Operation("post", "resizeJob", "Give an elastic job another GPU count in min_gpus..max_gpus", ADMINS,
                   ACTED, (400, 403, 404, 409), body=ACTION_BODIES["resize"].model_json_schema(),
                   path="/jobs/{job_id}/resize"),
     )),
     Route("/jobs/{job_id}/logs", JobLogsHandler, params=(JOB_ID,), area="jobs", operations=(
-        Operation("get", "getJobLogs", "A task's log (owner or admin); `follow=1` streams text/plain until the task "
+        Operation("get", "getJobLogs", "A task's log; `follow=1` streams text/plain until the task "
                   "ends", OWNER, Answer(200, "a chunk of the log", {"application/json": {"schema": {
                       "$ref": "#/components/schemas/LogChunk"}}, "text/plain": {"schema": {"type": "string"}}}),
                   (400, 403, 404), (in_query("task", TEXT_SCHEMA, "task name, e.g. main-0 (default: the first task)"),
                                     in_query("offset", OFFSET), in_query("follow", FLAG_SCHEMA))),
     )),
     Route("/jobs/{job_id}/outputs", JobOutputsHandler, params=(JOB_ID,), area="jobs", operations=(
-        Operation("get", "listJobOutputs", "Files in the job's output dir (owner or admin)", OWNER,
+        Operation("get", "listJobOutputs", "Files in the job's output dir", OWNER,
                   Answer(200, "the files", models.OutputList), (403, 404)),
     )),
     Route("/jobs/{job_id}/outputs/{path}", JobOutputFileHandler, params=(JOB_ID, OUTPUT_PATH), area="jobs",
           slash=False, operations=(
-        Operation("get", "getJobOutput", "One output file (owner or admin)", OWNER,
+        Operation("get", "getJobOutput", "One output file", OWNER,
                   Answer(200, "the file", {"application/octet-stream": {"schema": {"type": "string",
                                                                                    "format": "binary"}}}),
                   (400, 403, 404)),
@@ -150,21 +151,21 @@ TABLE: list[Route] = [
                   body={"$ref": "#/components/schemas/ArraySpec"}, rules=ARRAY_RULES),
     )),
     Route("/arrays/{array_id}", ArrayHandler, params=(ARRAY_ID,), area="arrays", operations=(
-        Operation("get", "getArray", "An array with its counts by state and a page of its elements by index (owner "
-                  "or admin)", OWNER, ARRAY, (400, 403, 404), (
+        Operation("get", "getArray", "An array with its counts by state and a page of its elements by index",
+                  OWNER, ARRAY, (400, 403, 404), (
                       in_query("limit", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}),
                       in_query("offset", {**OFFSET, "maximum": 10**9}))),
-        Operation("delete", "cancelArray", "Cancel every element not ended (owner or admin)", OWNER, ARRAY, (403, 404)),
-        Operation("patch", "patchArray", "Change the throttle; elements running stay (owner or admin)", OWNER, ARRAY,
+        Operation("delete", "cancelArray", "Cancel every element not ended", OWNER, ARRAY, (403, 404)),
+        Operation("patch", "patchArray", "Change the throttle; elements running stay", OWNER, ARRAY,
                   (400, 403, 404), body=ArrayPatch.model_json_schema()),
     )),
     Route("/arrays/{array_id}/{action}", ArrayActionHandler, params=(ARRAY_ID, action("cancel", "pause", "resume")),
           area="arrays", operations=(
-        Operation("post", "cancelArrayElements", "Cancel some elements (indices) or all not ended (owner or admin)",
+        Operation("post", "cancelArrayElements", "Cancel some elements (indices) or all not ended",
                   OWNER, ARRAY, (400, 403, 404), body=ArrayCancel.model_json_schema(), path="/arrays/{array_id}/cancel"),
-        Operation("post", "pauseArray", "Release no more elements and pause those not ended (owner or admin)", OWNER,
+        Operation("post", "pauseArray", "Release no more elements and pause those not ended", OWNER,
                   ARRAY, (403, 404), path="/arrays/{array_id}/pause"),
-        Operation("post", "resumeArray", "Resume the paused elements and go on releasing (owner or admin)", OWNER,
+        Operation("post", "resumeArray", "Resume the paused elements and go on releasing", OWNER,
                   ARRAY, (403, 404), path="/arrays/{array_id}/resume"),
     )),
     Route("/cluster", ClusterHandler, area="cluster", operations=(
@@ -176,9 +177,9 @@ TABLE: list[Route] = [
                   Answer(200, "the VCs", models.VcList), (403,)),
     )),
     Route("/vcs/{vc}/limits", VcLimitsHandler, params=(VC,), area="cluster", operations=(
-        Operation("get", "getVcLimits", "The VC's per-user limits (anyone who may use the VC)",
+        Operation("get", "getVcLimits", "The VC's per-user limits",
                   "anyone who may use the VC", Answer(200, "the limits", models.VcLimits), (403, 404)),
-        Operation("put", "putVcLimits", "Replace the VC's per-user limits (admins); stored, applied at once", ADMINS,
+        Operation("put", "putVcLimits", "Replace the VC's per-user limits; stored, applied at once", ADMINS,
                   Answer(200, "the limits now in effect", models.VcLimits), (400, 403, 404), body=models.VcLimitsBody),
     )),
     Route("/me", MeHandler, area="cluster", operations=(
@@ -196,24 +197,24 @@ TABLE: list[Route] = [
     )),
     Route("/history", HistoryHandler, area="history", operations=(
         Operation("get", "getHistory", "The jobs of a window as a history trace the simulator replays, with the live "
-                  "cluster and policy (admins)", ADMINS, Answer(200, "the history", models.HistoryReport), (400, 403), (
+                  "cluster and policy", ADMINS, Answer(200, "the history", models.HistoryReport), (400, 403), (
                       SINCE, in_query("real_names", {**FLAG_SCHEMA, "default": "false"},
                                    "owners' names instead of pseudonyms (user-001, ... in order of first submit)"))),
     )),
     Route("/nodes/{node}/(?:gpus/{index}/)?{action}", DrainHandler,
           params=(NODE, GPU, action("drain", "undrain", "healthy")), area="admin", operations=(
-        Operation("post", "drainNode", "No new work on this node (admins)", ADMINS, DRAIN, (403, 404),
+        Operation("post", "drainNode", "No new work on this node", ADMINS, DRAIN, (403, 404),
                   path="/nodes/{node}/drain"),
-        Operation("post", "undrainNode", "Undo a node drain (admins)", ADMINS, DRAIN, (403, 404),
+        Operation("post", "undrainNode", "Undo a node drain", ADMINS, DRAIN, (403, 404),
                   path="/nodes/{node}/undrain"),
-        Operation("post", "drainGpu", "No new work on this GPU (admins)", ADMINS, DRAIN, (400, 403, 404),
+        Operation("post", "drainGpu", "No new work on this GPU", ADMINS, DRAIN, (400, 403, 404),
                   path="/nodes/{node}/gpus/{index}/drain"),
-        Operation("post", "undrainGpu", "Undo a GPU drain (admins)", ADMINS, DRAIN, (400, 403, 404),
+        Operation("post", "undrainGpu", "Undo a GPU drain", ADMINS, DRAIN, (400, 403, 404),
                   path="/nodes/{node}/gpus/{index}/undrain"),
-        Operation("post", "markNodeHealthy", "The node's bad GPUs were reset or repaired; give them out again "
-                  "(admins)", ADMINS, HEALTHY, (403, 404), path="/nodes/{node}/healthy"),
-        Operation("post", "markGpuHealthy", "A bad GPU was reset or repaired; give it out again unless drained "
-                  "(admins)", ADMINS, HEALTHY, (400, 403, 404), path="/nodes/{node}/gpus/{index}/healthy"),
+        Operation("post", "markNodeHealthy", "The node's bad GPUs were reset or repaired; give them out again",
+                  ADMINS, HEALTHY, (403, 404), path="/nodes/{node}/healthy"),
+        Operation("post", "markGpuHealthy", "A bad GPU was reset or repaired; give it out again unless drained",
+                  ADMINS, HEALTHY, (400, 403, 404), path="/nodes/{node}/gpus/{index}/healthy"),
     )),
     Route("/events", EventsHandler, area="live", operations=(
         Operation("get", "events", "Websocket of live updates: hello, state, snapshot, job, cluster, vcs messages",
@@ -250,16 +251,15 @@ TABLE: list[Route] = [
                   rules=SCHEDULE_RULES),
     )),
     Route("/schedules/{schedule_id}", ScheduleHandler, params=(SCHEDULE_ID,), area="schedules", operations=(
-        Operation("get", "getSchedule", "One schedule (owner or admin)", OWNER + " (others: 404)", SCHEDULE, (404,)),
-        Operation("delete", "deleteSchedule", "Delete a schedule (owner or admin); its jobs are not touched",
-                  OWNER + " (others: 404)", Answer(204, "deleted"), (404,)),
+        Operation("get", "getSchedule", "One schedule", OWNER_404, SCHEDULE, (404,)),
+        Operation("delete", "deleteSchedule", "Delete a schedule; its jobs are not touched",
+                  OWNER_404, Answer(204, "deleted"), (404,)),
     )),
     Route("/schedules/{schedule_id}/{action}", ScheduleActionHandler,
           params=(SCHEDULE_ID, action("pause", "resume")), area="schedules", operations=(
-        Operation("post", "pauseSchedule", "No runs until resumed (owner or admin)", OWNER + " (others: 404)",
+        Operation("post", "pauseSchedule", "No runs until resumed", OWNER_404,
                   SCHEDULE, (404,), path="/schedules/{schedule_id}/pause"),
-        Operation("post", "resumeSchedule", "Runs again from the next due time after now; missed times are not run "
-                  "(owner or admin)", OWNER + " (others: 404)", SCHEDULE, (404,),
+        Operation("post", "resumeSchedule", "Runs again from the next due time after now; missed times are not run", OWNER_404, SCHEDULE, (404,),
                   path="/schedules/{schedule_id}/resume"),
     )),
 ]
