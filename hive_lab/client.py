@@ -221,15 +221,9 @@ class Client:
                   elements: bool = True, after: int | None = None) -> dict:
         """``elements=False``: without the elements of job arrays (``arrays()`` counts them); ``after``: the
         previous page's ``next`` (``offset`` is for servers before cursors: pages shift as jobs arrive)."""
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        elif offset:
-            params["offset"] = offset
+        params = _page(limit, offset, after, user)
         if not elements:
             params["elements"] = "false"
-        if user:
-            params["user"] = user
         if vc:
             params["vc"] = vc
         if state:
@@ -261,14 +255,7 @@ class Client:
     def arrays(self, user: str | None = "me", limit: int = 50, offset: int = 0, after: int | None = None) -> dict:
         """A page of arrays, newest first, with their counts by state (``user="*"``: everyone's, admins);
         ``after``: the previous page's ``next``."""
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        elif offset:
-            params["offset"] = offset
-        if user:
-            params["user"] = user
-        return self._request("GET", "arrays", params=params)
+        return self._request("GET", "arrays", params=_page(limit, offset, after, user))
 
     def array(self, array_id: str, limit: int = 100, offset: int = 0) -> dict:
         """One array with a page of its elements (by index)."""
@@ -479,6 +466,18 @@ class Client:
         from .events import EventStream
 
         return EventStream(self, callback, on_error=on_error, since=since).start()
+
+
+def _page(limit: int, offset: int, after: int | None, user: str | None) -> dict[str, Any]:
+    """The query of a page of jobs or arrays: by cursor (``after``) when there is one, else by offset."""
+    params: dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
+    elif offset:
+        params["offset"] = offset
+    if user:
+        params["user"] = user
+    return params
 
 
 def _fix_hint(source: str) -> str:
