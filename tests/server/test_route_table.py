@@ -88,3 +88,21 @@ def test_a_route_or_a_path_added_by_hand_is_caught():
     assert unserved(by_hand_path, rules) == [
         f"GET {PREFIX}/by-hand is documented but NotFoundHandler serves it",
         f"PUT {PREFIX}/jobs is documented but JobsHandler serves it"]
+
+
+def test_what_the_table_says_only_admins_may_do_is_refused_to_others(live_server_factory):
+    """The table's ``who`` is what the docs and the document (x-who) say: each operation it gives to admins
+    answers 403 to a user who is not one (on a job of theirs, a VC they use, a node that exists)."""
+    srv = live_server_factory(users={"ann": {}}, vc_access={"ann": ["default"]})
+    job = srv.request("POST", "jobs", user="ann", json={"command": "sleep 60", "tasks": [{"gpus": 1}]}).json()
+    values = {**EXAMPLES, "job_id": job["id"]}
+    bodies = {"migrateJob": {"gpu_type": "A100"}, "resizeJob": {"gpus": 1}, "putVcLimits": {}}
+    admins_only = [(route, op) for route in TABLE for op in route.operations if op.who == "admins"]
+    assert len(admins_only) == 10
+    try:
+        for route, op in admins_only:
+            path = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], route.doc_path(op)).lstrip("/")
+            r = srv.request(op.method.upper(), path, user="ann", json=bodies.get(op.op_id))
+            assert r.status_code == 403, (op.op_id, r.status_code, r.text)
+    finally:
+        srv.request("DELETE", f"jobs/{job['id']}")

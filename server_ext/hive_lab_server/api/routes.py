@@ -90,7 +90,7 @@ def content(value: Any) -> dict[str, Any]:
 
 
 def model_name(value: Any) -> str:
-    """How the docs' tables name a body or an answer: the model, ``text`` or a content type."""
+    """How the docs' tables name a body or an answer: its model(s), else its content type(s)."""
     if isinstance(value, type):
         return value.__name__
     if isinstance(value, dict) and "$ref" in value:
