@@ -20,12 +20,17 @@ from hive_lab_server.api.handlers.query import (AFTER_HELP, AFTER_SCHEMA, FLAG_S
                                                 OFFSET_HELP, SINCE_PATTERN, TEXT_SCHEMA, integer_schema)
 from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, UPGRADE_HEADERS
 
-JOB_ID = Param("job_id", "[A-Za-z0-9_.-]{1,64}", {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"}, "j-000001")
-ARRAY_ID = Param("array_id", "a-[0-9]{1,12}", {"type": "string", "pattern": "^a-[0-9]{1,12}$"}, "a-000001")
-SCHEDULE_ID = Param("schedule_id", "[A-Za-z0-9_.-]{1,64}", {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
-                    "s-000001")
-NODE = Param("node", "[^/]{1,256}", {"type": "string", "pattern": "^[^/]{1,256}$"}, "node-0")
-VC = Param("vc", "[^/]{1,128}", {"type": "string", "pattern": "^[^/]{1,128}$"}, "default")
+
+def text(name: str, regex: str, example: str) -> Param:
+    """A path parameter the document states with the same pattern tornado matches."""
+    return Param(name, regex, {"type": "string", "pattern": f"^{regex}$"}, example)
+
+
+JOB_ID = text("job_id", "[A-Za-z0-9_.-]{1,64}", "j-000001")
+ARRAY_ID = text("array_id", "a-[0-9]{1,12}", "a-000001")
+SCHEDULE_ID = text("schedule_id", "[A-Za-z0-9_.-]{1,64}", "s-000001")
+NODE = text("node", "[^/]{1,256}", "node-0")
+VC = text("vc", "[^/]{1,128}", "default")
 GPU = Param("index", "[^/]+", {"type": "integer", "minimum": 0}, "0", kwarg="gpu")
 OUTPUT_PATH = Param("path", ".+", {"type": "string"}, "model.pt")
 
@@ -39,7 +44,7 @@ OFFSET = integer_schema(0, MAX_QUERY_INT, 0)
 PAGE = (in_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
         in_query("offset", {**OFFSET, "maximum": 10**9}, OFFSET_HELP), in_query("after", AFTER_SCHEMA, AFTER_HELP))
 SINCE = in_query("since", {"type": "string", "default": "7d", "pattern": SINCE_PATTERN},
-              "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01")
+                 "start of the window: 7d, 24h, 90m before now, or an ISO date/time (UTC), e.g. 2026-11-01")
 STATES = "|".join(STATE_NAMES)
 FOREIGN = {".*": "the file is read by its platform's rules (docs/formats.md): OpenPAI v2, Kubernetes, Volcano, "
                  "sbatch; a 400 names the file's own field"}
@@ -54,7 +59,6 @@ ARRAY = Answer(200, "the array with its counts by state", models.Array)
 SCHEDULE = Answer(200, "the schedule with its next run and its last runs", ScheduleOut)
 DRAIN = Answer(200, "the new drain state", models.Drain)
 HEALTHY = Answer(200, "the GPUs marked healthy", models.Healthy)
-UNSTORED = {"required": False}
 
 EVENTS_DESCRIPTION = """A websocket of JSON messages (`x-messages`), each with `seq`. `state` messages are the
 stored state changes, numbered by a sequence that only grows, also across server restarts. A client remembers
