@@ -1,4 +1,7 @@
-"""``hive_lab.Client``: a small synchronous wrapper of the REST API (docs/rest-api.md).
+"""``hive_lab.Client``: a small synchronous wrapper of the REST API (docs/rest-api.md), and the one way
+Python talks to it: the magics, the CLI (``hive-lab demo`` too), the widgets and ``hive_lab.job`` all go
+through it, so the token header, the base URL, errors, timeouts and the retry of a shed request are
+decided here once (tests/client/test_one_transport.py).
 
 Methods return the server's JSON (dicts/lists) unchanged; errors become ``HiveLabError`` subclasses
 carrying the server's message. ``Client.handle(job_id)`` gives a :class:`hive_lab.job.Job`.
@@ -30,8 +33,9 @@ class Client:
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
                  runtime_dir: str | None = None, busy_retry_s: float = 60.0,
-                 on_busy: "Callable[[float, str], None] | None" = None):
-        self.server: ServerInfo = find_server(url, token, runtime_dir)
+                 on_busy: "Callable[[float, str], None] | None" = None, server: ServerInfo | None = None):
+        # ``server``: one found already (``hive_lab.discovery``), taken as it is
+        self.server: ServerInfo = server or find_server(url, token, runtime_dir)
         self.timeout = timeout
         # a request the server shed (503 with Retry-After: nothing was done) is sent again after the pause
         # it asks for, as long as the pauses add up to at most this many seconds (0: never)
@@ -57,10 +61,13 @@ class Client:
 
     # -- transport -----------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, *, params: dict | None = None, json: Any = None,
-                 stream: bool = False, timeout: float | None = None, raw: bool = False,
-                 data: bytes | None = None, headers: dict | None = None) -> Any:
-        url = self.api_url + path
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A call of hive-lab's API (``path`` relative to ``<base_url>hive_lab/api/``)."""
+        return self._call(method, self.api_url + path, **kwargs)
+
+    def _call(self, method: str, url: str, *, params: dict | None = None, json: Any = None,
+              stream: bool = False, timeout: float | None = None, raw: bool = False,
+              data: bytes | None = None, headers: dict | None = None) -> Any:
         waited = 0.0
         while True:
             resp = self._send(method, url, params=params, json=json, stream=stream, data=data, headers=headers,
@@ -214,15 +221,9 @@ class Client:
                   elements: bool = True, after: int | None = None) -> dict:
         """``elements=False``: without the elements of job arrays (``arrays()`` counts them); ``after``: the
         previous page's ``next`` (``offset`` is for servers before cursors: pages shift as jobs arrive)."""
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        elif offset:
-            params["offset"] = offset
+        params = _page(limit, offset, after, user)
         if not elements:
             params["elements"] = "false"
-        if user:
-            params["user"] = user
         if vc:
             params["vc"] = vc
         if state:
@@ -254,14 +255,7 @@ class Client:
     def arrays(self, user: str | None = "me", limit: int = 50, offset: int = 0, after: int | None = None) -> dict:
         """A page of arrays, newest first, with their counts by state (``user="*"``: everyone's, admins);
         ``after``: the previous page's ``next``."""
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            params["after"] = after
-        elif offset:
-            params["offset"] = offset
-        if user:
-            params["user"] = user
-        return self._request("GET", "arrays", params=params)
+        return self._request("GET", "arrays", params=_page(limit, offset, after, user))
 
     def array(self, array_id: str, limit: int = 100, offset: int = 0) -> dict:
         """One array with a page of its elements (by index)."""
@@ -454,6 +448,13 @@ class Client:
         limits = self.me(refresh=True).get("limits") or {}
         return limits.get(vc, {}) if vc is not None else limits
 
+    # -- the Jupyter server's own API ----------------------------------------------------------
+
+    def kernel(self, kernel_id: str) -> dict:
+        """The Jupyter server's record of one of its kernels (``GET <base_url>api/kernels/<id>``:
+        ``connections`` counts the browsers attached to it)."""
+        return self._call("GET", self.base_url + f"api/kernels/{quote(kernel_id, safe='')}")
+
     # -- live events ---------------------------------------------------------------------------
 
     def events_url(self) -> str:
@@ -465,6 +466,18 @@ class Client:
         from .events import EventStream
 
         return EventStream(self, callback, on_error=on_error, since=since).start()
+
+
+def _page(limit: int, offset: int, after: int | None, user: str | None) -> dict[str, Any]:
+    """The query of a page of jobs or arrays: by cursor (``after``) when there is one, else by offset."""
+    params: dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
+    elif offset:
+        params["offset"] = offset
+    if user:
+        params["user"] = user
+    return params
 
 
 def _fix_hint(source: str) -> str:

@@ -58,21 +58,21 @@ def write_sample_notebook(root: str) -> str:
     return SAMPLE_NOTEBOOK
 
 
-def cancel_active_jobs(url: str, headers: dict) -> list[str]:
+def cancel_active_jobs(client) -> list[str]:
     """Cancel every job still active on the demo's server (the samples and whatever was submitted)."""
-    import requests
+    from ..errors import HiveLabError
 
     try:
-        r = requests.get(url + "hive_lab/api/jobs", params={"state": "submitted,queued,scheduled,running",
-                                                             "limit": 1000}, headers=headers, timeout=10)
-        r.raise_for_status()
-        ids = [j["id"] for j in r.json().get("jobs", [])]
-        for job_id in ids:
-            requests.delete(url + f"hive_lab/api/jobs/{job_id}", params={"reason": "hive-lab demo stopped"},
-                            headers=headers, timeout=30)
-        return ids
-    except requests.RequestException:
+        page = client.jobs_page(user=None, state="submitted,queued,scheduled,running", limit=1000)
+    except HiveLabError:
         return []
+    ids = [job["id"] for job in page.get("jobs", [])]
+    for job_id in ids:
+        try:
+            client.cancel(job_id, reason="hive-lab demo stopped")
+        except HiveLabError:  # ended meanwhile, or the server is going: the demo stops all the same
+            pass
+    return ids
 
 
 def register(subparsers) -> None:
@@ -93,31 +93,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_ready(url: str, headers: dict, proc: subprocess.Popen, timeout: float = 120) -> None:
-    import requests
+def _wait_ready(client, proc: subprocess.Popen, timeout: float = 120) -> None:
+    from ..errors import HiveLabError
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"hive-lab demo: JupyterLab exited with code {proc.returncode}")
         try:
-            if requests.get(url + "hive_lab/api/me", headers=headers, timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
+            client.me(refresh=True)
+            return
+        except HiveLabError:  # not listening yet, or hive-lab still recovering
             pass
         time.sleep(0.2)
     raise SystemExit(f"hive-lab demo: JupyterLab did not answer within {timeout:.0f}s")
 
 
-def submit_samples(url: str, headers: dict) -> list[dict]:
-    import requests
-
-    jobs = []
-    for body in SAMPLE_JOBS:
-        r = requests.post(url + "hive_lab/api/jobs", json=body, headers=headers, timeout=30)
-        r.raise_for_status()
-        jobs.append(r.json())
-    return jobs
+def submit_samples(client) -> list[dict]:
+    """The sample jobs, as they are (not in this process's environment: the demo's server has its own)."""
+    return [client.submit(body, inherit_env=False) for body in SAMPLE_JOBS]
 
 
 def run(args) -> int:
@@ -141,11 +135,14 @@ def run(args) -> int:
         cmd += ["--allow-root", "--Isolation.run_as=server"]
     proc = subprocess.Popen(cmd)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop JupyterLab on SIGTERM too (finally below)
-    headers = {"Authorization": f"token {token}"}
+    from ..client import Client
+
+    # one client (hive_lab.client: token, URL, errors, timeouts); short timeouts while JupyterLab starts
+    client = Client(url, token, timeout=30, busy_retry_s=0)
     try:
-        _wait_ready(url, headers, proc)
+        _wait_ready(Client(url, token, timeout=2, busy_retry_s=0), proc)
         if not args.no_jobs:
-            for job in submit_samples(url, headers):
+            for job in submit_samples(client):
                 print(f"hive-lab demo: submitted {job['id']} {job['name']:<20} {job['state']:<10} {job['reason']}")
         notebook = write_sample_notebook(workdir)
         print(f"hive-lab demo: JupyterLab with hive-lab is at {url}lab?token={token}")
@@ -156,7 +153,7 @@ def run(args) -> int:
         return 0
     finally:
         if proc.poll() is None:
-            cancelled = cancel_active_jobs(url, headers)
+            cancelled = cancel_active_jobs(client)
             if cancelled:
                 print(f"hive-lab demo: cancelled {', '.join(cancelled)}", flush=True)
             proc.terminate()

@@ -12,7 +12,9 @@ from ..errors import BadRequest
 from ._common import add_server_args, client_from, print_json, reports_errors
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
-TASK_FLAGS = ("gpus", "gpu_type", "tasks", "cpus", "memory_mb", "gpu_memory_mb")
+# the flags that set the first task's fields: flag -> the field
+TASK_FLAGS = {"gpus": "gpus", "gpu_type": "gpu_type", "tasks": "count", "cpus": "cpus", "memory_mb": "memory_mb",
+              "gpu_memory_mb": "gpu_memory_mb"}
 
 
 
@@ -125,19 +127,8 @@ def build_spec(args) -> dict:
                 spec["name"] = named
         tasks = spec.get("tasks") or [{"name": "main"}]
         spec["tasks"] = tasks
-        first = tasks[0]
-        if args.gpus is not None:
-            first["gpus"] = args.gpus
-        if args.gpu_type is not None:
-            first["gpu_type"] = args.gpu_type
-        if args.tasks is not None:
-            first["count"] = args.tasks
-        if args.cpus is not None:
-            first["cpus"] = args.cpus
-        if args.memory_mb is not None:
-            first["memory_mb"] = args.memory_mb
-        if args.gpu_memory_mb is not None:
-            first["gpu_memory_mb"] = args.gpu_memory_mb
+        tasks[0].update({field: getattr(args, flag) for flag, field in TASK_FLAGS.items()
+                         if getattr(args, flag) is not None})
         if args.file:
             files = dict(spec.get("files") or {})
             files.update(collect_files(args.file))  # relative to the current directory

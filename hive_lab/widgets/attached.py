@@ -27,21 +27,17 @@ def own_kernel_id() -> str | None:
 
 def kernel_connections(kernel_id: str, runtime_dir: str | None = None) -> int | None:
     """How many frontends the Jupyter server that runs this kernel has connected to it (None: unknown)."""
-    import requests
-
+    from ..client import Client
     from ..discovery import from_runtime_files
+    from ..errors import HiveLabError
 
     server = from_runtime_files(runtime_dir)
     if server is None:
         return None
-    headers = {"Authorization": f"token {server.token}"} if server.token else {}
     try:
-        r = requests.get(f"{server.base_url}api/kernels/{kernel_id}", headers=headers, timeout=5)
-        if r.status_code != 200:
-            return None
-        count = r.json().get("connections")
+        count = Client(server=server, timeout=5, busy_retry_s=0).kernel(kernel_id).get("connections")
         return int(count) if count is not None else None
-    except (requests.RequestException, ValueError):
+    except (HiveLabError, AttributeError, TypeError, ValueError):  # no such kernel, not JSON, not a count
         return None
 
 

@@ -462,6 +462,13 @@ class HiveLabApp(ExtensionApp):
         return {"source": self.cluster.origin, "gpus_seen_here": len(local.gpus) if local is not None else 0,
                 "simulated": simulated}
 
+    @property
+    def openapi_yaml(self) -> bytes:
+        """The OpenAPI document ``GET spec.yaml`` serves (built once per process from the route table)."""
+        from hive_lab_server.api.openapi import openapi_yaml
+
+        return openapi_yaml()
+
     def initialize_handlers(self) -> None:
         from hive_lab_server.api.handlers.bokeh_js import ROUTE as BOKEH_JS_ROUTE, BokehJsHandler
         from hive_lab_server.kernels.session_handlers import SESSION_ROUTES

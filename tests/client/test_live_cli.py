@@ -102,3 +102,14 @@ def test_outputs_lists_and_downloads_a_jobs_files(hive_server, tmp_path):
     assert (tmp_path / "dl" / "plots" / "a.png").read_text() == "png\n"
     out = cli(hive_server, "outputs", job["id"], user="bob", check=False)  # not bob's job
     assert out.returncode == 1 and "may not read" in out.stderr
+
+
+def test_submit_task_flags_set_the_first_task(hive_server):
+    job = json.loads(cli(hive_server, "submit", "--json", "--name", "flags", "--gpus", "1", "--gpu-type", "A100",
+                         "--tasks", "2", "--cpus", "0.5", "--memory-mb", "512", "-c", "sleep 60").stdout)
+    try:
+        task = json.loads(cli(hive_server, "jobs", job["id"], "--json").stdout)["spec"]["tasks"][0]
+        assert {k: task[k] for k in ("gpus", "gpu_type", "count", "cpus", "memory_mb")} == {
+            "gpus": 1, "gpu_type": "A100", "count": 2, "cpus": 0.5, "memory_mb": 512}
+    finally:
+        cli(hive_server, "cancel", job["id"])

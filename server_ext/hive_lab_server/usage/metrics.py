@@ -33,14 +33,19 @@ class MetricsSource(Protocol):
 JOB_STATES = STATE_NAMES
 
 
-class _ServiceCollector:
-    """Gauges computed at scrape time from the core and the store (never stale)."""
+class _ScrapeCollector:
+    """A collector whose series are computed at each scrape from the service (``collect``); it describes
+    none ahead, so registering it runs no scrape."""
 
     def __init__(self, service: MetricsSource):
         self.service = service
 
     def describe(self):
         return []
+
+
+class _ServiceCollector(_ScrapeCollector):
+    """Gauges computed at scrape time from the core and the store (never stale)."""
 
     def collect(self):
         s = self.service
@@ -79,14 +84,8 @@ class _ServiceCollector:
         yield jobs
 
 
-class _UserCollector:
+class _UserCollector(_ScrapeCollector):
     """Per-user series, computed at scrape time from the accounting records and the running jobs."""
-
-    def __init__(self, service: MetricsSource):
-        self.service = service
-
-    def describe(self):
-        return []
 
     def collect(self):
         s = self.service

@@ -22,10 +22,7 @@ from hive_lab_server.wire.spec import SpecError
 from hive_lab_server.api.handlers.array_submit import _raise, array_view
 from hive_lab_server.api.handlers.base import HiveError, HiveHandler
 from hive_lab_server.api.handlers import query
-from hive_lab_server.api.handlers.query import AFTER_HELP, AFTER_SCHEMA, NAMES_SCHEMA, OFFSET_HELP
 from hive_lab_server.api.handlers.jobs import JobsHandler
-
-ARRAY_ID = r"(?P<array_id>a-[0-9]{1,12})"
 
 
 class ArrayPatch(BaseModel):
@@ -175,41 +172,3 @@ def array_spec_schema(job_spec: dict[str, Any]) -> dict[str, Any]:
     command = schema.pop("anyOf", None)
     schema["allOf"] = [one_of_them] + ([{"anyOf": command}] if command else [])
     return schema
-
-
-def openapi_paths(op, query, json, offset: dict[str, Any]) -> dict[str, Any]:
-    """The array operations for the OpenAPI document (``openapi._paths``)."""
-    param = {"name": "array_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": "^a-[0-9]{1,12}$"}}
-    one = (200, "the array with its counts by state", json(models.Array))
-    page = (query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}),
-            query("offset", {**offset, "maximum": 10**9}, OFFSET_HELP), query("after", AFTER_SCHEMA, AFTER_HELP))
-    submit = op("submitArray", "Submit a job array or sweep: a JobSpec plus array (e.g. \"0-49%8\": indices 0..49, "
-                "at most 8 at once; \"1,3,5-9%2\") and/or sweep ({\"lr\": [0.1, 0.01]}: the product of the lists; "
-                "with a sweep array gives only the throttle, \"%8\"); at most 10000 elements. POST jobs takes the "
-                "same body", (201, "the array", json(models.Array)), (400, 403, 413),
-                body={"$ref": "#/components/schemas/ArraySpec"})
-    return {
-        "/arrays": {
-            "get": op("listArrays", "The caller's arrays with counts by state, newest first (admins: user=NAME "
-                      "or user=*)", (200, "a page of arrays", json(models.ArrayList)), (400, 403),
-                      (query("user", NAMES_SCHEMA, "me (default), a user name or * (admins)"), *page)),
-            "post": submit,
-        },
-        "/arrays/{array_id}": {
-            "parameters": [param],
-            "get": op("getArray", "An array with its counts by state and a page of its elements by index (owner or "
-                      "admin)", one, (400, 403, 404), (
-                          query("limit", {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}),
-                          query("offset", {**offset, "maximum": 10**9}))),
-            "delete": op("cancelArray", "Cancel every element not ended (owner or admin)", one, (403, 404)),
-            "patch": op("patchArray", "Change the throttle; elements running stay (owner or admin)", one,
-                        (400, 403, 404), body=ArrayPatch.model_json_schema()),
-        },
-        "/arrays/{array_id}/cancel": {"parameters": [param], "post": op(
-            "cancelArrayElements", "Cancel some elements (indices) or all not ended (owner or admin)", one,
-            (400, 403, 404), body=ArrayCancel.model_json_schema())},
-        "/arrays/{array_id}/pause": {"parameters": [param], "post": op(
-            "pauseArray", "Release no more elements and pause those not ended (owner or admin)", one, (403, 404))},
-        "/arrays/{array_id}/resume": {"parameters": [param], "post": op(
-            "resumeArray", "Resume the paused elements and go on releasing (owner or admin)", one, (403, 404))},
-    }

@@ -89,23 +89,3 @@ class JobActionHandler(HiveHandler):
         except ServiceError as exc:
             raise HiveError(exc.status, exc.message, exc.field, retry_after_s=exc.retry_after_s) from None
         self.reply_model(models.Job, job)
-
-
-def openapi_paths(op, job_id_param: dict[str, Any], json) -> dict[str, Any]:
-    """The four operations for the OpenAPI document (``openapi._paths``)."""
-    body, optional = {a: m.model_json_schema() for a, m in BODIES.items()}, {"required": False}
-    ok = (200, "the job (paused / queued again / being stopped with a checkpoint)", json(models.Job))
-    return {
-        "/jobs/{job_id}/pause": {"parameters": [job_id_param], "post": op(
-            "pauseJob", "Pause a job: checkpoint signal, stop, out of the queue until resumed (owner or admin)",
-            ok, (400, 403, 404, 409), body=body["pause"], body_options=optional)},
-        "/jobs/{job_id}/resume": {"parameters": [job_id_param], "post": op(
-            "resumeJob", "Queue a paused job again; it finds HIVE_RESUMED=1 (owner or admin)", ok,
-            (400, 403, 404, 409), body=body["resume"], body_options=optional)},
-        "/jobs/{job_id}/migrate": {"parameters": [job_id_param], "post": op(
-            "migrateJob", "Move a job to another GPU type, through a checkpoint (admins)", ok,
-            (400, 403, 404, 409), body=body["migrate"])},
-        "/jobs/{job_id}/resize": {"parameters": [job_id_param], "post": op(
-            "resizeJob", "Give an elastic job another GPU count in min_gpus..max_gpus (admins)", ok,
-            (400, 403, 404, 409), body=body["resize"])},
-    }

@@ -15,7 +15,6 @@ from tornado import web, websocket
 from hive_lab_server.auth.access import identify
 from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox, queued_cost
 from hive_lab_server.wire.events import state_message
-from hive_lab_server.api.openapi import openapi_yaml
 from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, upgrade_problem
 from hive_lab_server.api.handlers.base import AUTH_RESOURCE, HiveError, HiveHandler, json_error, require_caller, wait_for_recovery
@@ -133,4 +132,5 @@ class SpecHandler(HiveHandler):
     @web.authenticated
     @authorized
     def get(self) -> None:
-        self.finish(openapi_yaml(), set_content_type="application/yaml")
+        # (from the app: the document is built from the route table, which names this handler)
+        self.finish(self.hive.openapi_yaml, set_content_type="application/yaml")

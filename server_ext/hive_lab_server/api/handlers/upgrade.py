@@ -1,11 +1,11 @@
 """What ``GET events`` needs to be a websocket handshake, as the server checks it and the OpenAPI document
-states it (openapi._events_op): tornado's own refusals are bare or HTML 400s and 426s."""
+states it (the route table, api/handlers/__init__.py): tornado's own refusals are bare or HTML 400s and 426s."""
 
 from __future__ import annotations
 
 import re
 
-#: the websocket handshake's headers, as the OpenAPI document states them (openapi._events_op)
+#: the websocket handshake's headers, as the OpenAPI document states them (the route table, api/handlers/__init__.py)
 UPGRADE_HEADERS = {
     "Connection": {"type": "string", "pattern": r"^([^,]*,)*\s*[Uu][Pp][Gg][Rr][Aa][Dd][Ee]\s*(,[^,]*)*$"},
     "Upgrade": {"type": "string", "pattern": "^[Ww][Ee][Bb][Ss][Oo][Cc][Kk][Ee][Tt]$"},
