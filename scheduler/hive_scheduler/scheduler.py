@@ -869,8 +869,9 @@ class Scheduler:
         # Once every shape still ahead in ``jobs`` has failed in this pass (``memo``), nothing behind can
         # start: the rest only get their failure (``_fail_rest``). ``ahead`` counts each shape's jobs not yet
         # walked; ``open_shapes`` those shapes with jobs ahead that have not failed. (Not with per-user limits
-        # or reservations, whose skips do not go through ``memo``.)
-        fast = self.pass_shortcut and not limited and not reserve
+        # or reservations, whose skips do not go through ``memo``, nor under a dynamic order such as drf,
+        # whose ``jobs`` is an iterator that orders the rest as jobs start.)
+        fast = self.pass_shortcut and not limited and not reserve and type(jobs) is list
         if fast:
             ahead = Counter(map(_SHAPE, jobs))
             open_shapes = len(ahead)
