@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, IntEnum
+from weakref import WeakValueDictionary
 
 from .shares import job_share
 from .types import JobRequest, TaskPlacement
@@ -108,7 +109,7 @@ class Job:
         # the job ends, hold their VC's virtual GPUs (when guaranteed) but no physical cell
         self.detached: tuple = ()
         self.gpus = req.total_gpus  # GPUs it runs on (fair-share usage counts them each call)
-        self.shape = shape_key(req)  # what placement depends on (a pass tries each shape once), computed once
+        self.shape = shape_of(req)  # what placement depends on (a pass tries each shape once), computed once
         self.share = job_share(req)  # eighths of one GPU it asks for (0: whole GPUs), computed once
         # holds its VC's virtual GPUs but none of the physical ones (``Scheduler.lend``): opportunistic work
         # may run there; it never evicts any and holds no CPUs or memory
@@ -121,6 +122,32 @@ class Job:
         self.placement = ()
         self.fail = None
         self.detached = ()
+
+
+class Shape:
+    """A job's ``shape_key`` as one shared object: jobs of equal shapes alive at once hold the same one, so
+    a scheduling pass's memo (shape -> failure) hashes an object's identity, not a nested tuple (a pass
+    looks the shape up for each of its VC's waiting jobs, hundreds on a busy cluster)."""
+
+    __slots__ = ("key", "__weakref__")
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Shape({self.key!r})"
+
+
+_SHAPES: WeakValueDictionary = WeakValueDictionary()  # key -> its Shape while a job holds it (no growth)
+
+
+def shape_of(req: JobRequest) -> Shape:
+    """The shared ``Shape`` of ``req``."""
+    key = shape_key(req)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _SHAPES[key] = Shape(key)
+    return shape
 
 
 def shape_key(req: JobRequest) -> tuple:

@@ -8,6 +8,9 @@ config and calls always give the same decisions.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import Counter
+from itertools import islice
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -34,6 +37,10 @@ from .validation import validate_request
 from . import views as _views
 
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
+
+
+_SHAPE = attrgetter("shape")
+_JOB_ID = itemgetter(1)  # of a queue entry (key, job id)
 
 
 class Scheduler:
@@ -102,6 +109,9 @@ class Scheduler:
         self._trusted = bool(trusted)  # a twin (``fork``): replays validated jobs and needs no reasons
         self.private_placement = bool(private_placement)
         self.version = 0   # counts calls that may have changed the state (caches of derived views key on it)
+        # a VC's pass stops trying jobs once each shape still ahead has failed (False: it walks them all, as
+        # the differential tests compare)
+        self.pass_shortcut = True
 
     def reset_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration, which then
@@ -831,7 +841,7 @@ class Scheduler:
                     return
 
     def _ordered_waiting(self, vc) -> list[Job]:
-        return [self._jobs[jid] for _, jid in vc.queue]
+        return list(map(self._jobs.__getitem__, map(_JOB_ID, vc.queue)))
 
     def _pass_vc(self, vc, now: float, out: list) -> None:
         jobs = self._ordered_waiting(vc)
@@ -843,11 +853,9 @@ class Scheduler:
             self._pass_vc_jobs(jobs, now, out)
         finally:
             placement.fenced = outer
-        vc.min_bypass = None
-        for _, jid in vc.queue:
-            b = self._jobs[jid].bypass_since
-            if b is not None and (vc.min_bypass is None or b < vc.min_bypass):
-                vc.min_bypass = b
+        jobs_of = self._jobs
+        since = [b for _, jid in vc.queue if (b := jobs_of[jid].bypass_since) is not None]
+        vc.min_bypass = min(since) if since else None
 
     def _pass_vc_jobs(self, jobs: list[Job], now: float, out: list) -> None:
         memo: dict = {}
@@ -858,7 +866,18 @@ class Scheduler:
         reserve = self.backfill or self._strict
         blocked: list[Job] = []   # backfill: waiting jobs ahead that hold reservations
         limited = bool(self._gate.tables)  # no VC has per-user limits: nobody is blocked (the common case)
-        for j in jobs:
+        # Once every shape still ahead in ``jobs`` has failed in this pass (``memo``), nothing behind can
+        # start: the rest only get their failure (``_fail_rest``). ``ahead`` counts each shape's jobs not yet
+        # walked; ``open_shapes`` those shapes with jobs ahead that have not failed. (Not with per-user limits
+        # or reservations, whose skips do not go through ``memo``, nor under a dynamic order such as drf,
+        # whose ``jobs`` is an iterator that orders the rest as jobs start.)
+        fast = self.pass_shortcut and not limited and not reserve and type(jobs) is list
+        if fast:
+            ahead = Counter(map(_SHAPE, jobs))
+            open_shapes = len(ahead)
+        for i, j in enumerate(jobs):
+            if fast:
+                ahead[j.shape] -= 1
             if j.state != WAITING:
                 continue
             if hold is not None:
@@ -888,6 +907,8 @@ class Scheduler:
                 started = False
             else:
                 started = self._attempt(j, now, out, memo)
+                if fast:  # (the memo grew, or was cleared by a preemption)
+                    open_shapes = sum(1 for k, n in ahead.items() if n > 0 and k not in memo)
             if started:
                 self._gate.started(j, held)
                 for s in skipped:
@@ -905,6 +926,34 @@ class Scheduler:
                     else:
                         fenced_for = j
                         self.placement.fenced = fence_of(cells)  # (a shape that did not fit still does not)
+            if fast and open_shapes == 0:
+                self._fail_rest(jobs, i + 1, memo, hold, fenced_for, now)
+                return
+
+    def _fail_rest(self, jobs: list[Job], start: int, memo: dict, hold: Job | None, fenced_for: Job | None,
+                   now: float) -> None:
+        """What ``_pass_vc_jobs`` does to ``jobs[start:]`` once each of their shapes has failed in the pass
+        (``memo``): none starts, so each only gets its failure, and the anti-starvation check may still
+        hold back or fence the VC for the jobs behind an overtaken one."""
+        after = self.starvation_after
+        for j in islice(jobs, start, None):
+            if j.state != WAITING:
+                continue
+            if hold is not None:
+                j.fail = HeldBack(hold.req.id)
+                continue
+            if fenced_for is not None:
+                j.fail = HeldBack(fenced_for.req.id, reserved=True)
+                continue
+            j.fail = memo[j.shape]
+            b = j.bypass_since
+            if after is not None and b is not None and now - b >= after:
+                cells = None if self.starvation_hold else reserve_cells(self.state, j)
+                if cells is None:
+                    hold = j
+                else:
+                    fenced_for = j
+                    self.placement.fenced = fence_of(cells)
 
     def _may_backfill(self, j: Job, blocked: list[Job], now: float) -> bool:
         """Backfill: ``j`` (behind the reservations ``blocked``) may try to start only if its time limit
