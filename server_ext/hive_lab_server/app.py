@@ -478,6 +478,10 @@ class HiveLabApp(ExtensionApp):
         from hive_lab_server.stop_signals import stop_cleanly_on_sigint
 
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
+        from hive_lab_server.api import connection_shedding
+
+        # writes beyond the write budget are answered 503 before a handler is made (issue 40)
+        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection)
         await self.service.start()
         await self.hardware.start()
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
@@ -487,6 +491,11 @@ class HiveLabApp(ExtensionApp):
 
             gc.collect()  # (what is garbage already goes first, once)
             gc.freeze()
+
+    def _shed_at_connection(self, what: str) -> None:
+        self.writes_in_flight.shed += 1
+        self.metrics.requests_shed.inc()
+        self.shed_log.shed(what)
 
     async def stop_extension(self) -> None:
         if self.mode == "client":
