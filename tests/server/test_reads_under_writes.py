@@ -8,54 +8,19 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import json
-import os
-import signal
 import socket
 
 import pytest
 
+from fixtures.held_writes import HELD_WRITES_CONFIG, end_tasks, hold_two_writes
 from fixtures.live_server import LiveServer
-from waiting import wait_until
-
-HOLDS_TERM = "trap '' TERM; while true; do sleep 0.05; done"  # a pause waits for its stop (cancel_wait_s)
-
-
-def end_tasks(srv: LiveServer) -> None:
-    """SIGKILL the running tasks' process groups (the server reaps them and their cgroups, as after any exit;
-    ``LiveServer.kill_tasks`` also removes the cgroups, which races with a server still running)."""
-    for info in srv.jobs_root.glob(".*launcher/*/*.json"):
-        try:
-            os.killpg(int(json.loads(info.read_text())["pid"]), signal.SIGKILL)
-        except (OSError, ValueError, KeyError):
-            pass
 
 
 @pytest.fixture
 def srv(tmp_path):
-    server = LiveServer(tmp_path, config={"HiveLabApp": {
-        "max_requests_in_flight": 2, "cancel_wait_s": 60.0, "stop_grace_s": 60.0}}).start()
+    server = LiveServer(tmp_path, config=HELD_WRITES_CONFIG).start()
     yield server
     server.close()
-
-
-def hold_two_writes(srv: LiveServer, pool: concurrent.futures.ThreadPoolExecutor) -> tuple[list[str], list]:
-    """Two running jobs and a pause of each under way (each waits for its task, which ignores SIGTERM:
-    stop_grace_s 60): the server's two writes (max_requests_in_flight 2) are held until ``end_tasks``."""
-    def reason(job_id: str) -> str:  # (a read: answered also while the writes are held)
-        r = srv.request("GET", f"jobs/{job_id}")
-        assert r.status_code == 200, f"GET jobs/{job_id} while writes are held: {r.status_code} {r.text}"
-        return r.json()["reason"]
-
-    ids = []
-    for _ in range(2):
-        r = srv.request("POST", "jobs", json={"command": HOLDS_TERM, "tasks": [{"gpus": 1}]})
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
-    running = {job_id: srv.wait_for_job(job_id, "running")["reason"] for job_id in ids}
-    held = [pool.submit(srv.request, "POST", f"jobs/{job_id}/pause", timeout=120) for job_id in ids]
-    wait_until(lambda: all(reason(j) != running[j] for j in ids),
-               "both pauses under way (the jobs' reasons say they are being stopped)", timeout=30)
-    return ids, held
 
 
 def test_reads_are_answered_while_writes_are_shed(srv):
