@@ -185,7 +185,8 @@ class HiveLabApp(ExtensionApp):
         200, config=True,
         help="""Most hive-lab API reads (GET, DELETE) served at once, and apart from them, most writes (POST,
         PUT, PATCH) served or waiting their turn (see max_loop_lag_ms); more are answered 503 with Retry-After: 1
-        at once (load shedding) instead of queueing without bound. GET me and GET metrics are never shed.
+        at once (load shedding) instead of queueing without bound; a write is refused from its headers
+        alone, before its body is read or its caller authenticated. GET me and GET metrics are never shed.
         0: no bound.""",
     )
     max_loop_lag_ms = Float(
