@@ -22,6 +22,8 @@ Figures (each from one benchmark's printed line; the scripts' docstrings say wha
 - server: submits/s closed loop, submit -> running (server timestamps) of a local job;
 - reads: the worst read p99 (GET me, jobs, cluster, vcs, a job) while submits are offered at twice the sustainable
   rate, and the submits taken meanwhile (bench_reads.py);
+- launch: the local launcher's start of a 1-task job (bench_launch.py), the launch part of submit -> running;
+- shed: the server's CPU per write answered 503 while its write budget is spent (bench_shed.py);
 - task: a ``true`` task's start to recorded exit, isolated (as root only);
 - kernel: kernel start -> first execute reply through the ``hive`` provisioner.
 """
@@ -85,6 +87,10 @@ BENCHES = (
         Figure("submits taken during the flood", r"submits taken (\d+)/s", "/s", lower_is_better=False),
         Figure("sustainable submits/s (50 clients, true jobs)", r"sustainable: (\d+) submits/s", "/s",
                lower_is_better=False))),
+    Bench("launch", ("bench_launch.py", "--starts", "30"), (
+        Figure("local launcher start, 1 task", r"1 task: median ([\d.]+) ms", "ms"),)),
+    Bench("shed", ("bench_shed.py", "--writes", "1000"), (
+        Figure("server CPU per shed write (budget spent)", r"server CPU ([\d.]+) ms per write", "ms"),)),
     Bench("task", ("bench_isolation.py", "10"), (
         Figure("isolated task start -> exit", r"isolated.*?: median ([\d.]+) ms", "ms"),), root_only=True),
     Bench("kernel", ("bench_kernel.py", "--runs", "3", "--no-docker"), (

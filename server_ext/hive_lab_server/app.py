@@ -188,7 +188,8 @@ class HiveLabApp(ExtensionApp):
         200, config=True,
         help="""Most hive-lab API reads (GET, DELETE) served at once, and apart from them, most writes (POST,
         PUT, PATCH) served or waiting their turn (see max_loop_lag_ms); more are answered 503 with Retry-After: 1
-        at once (load shedding) instead of queueing without bound. GET me and GET metrics are never shed.
+        at once (load shedding) instead of queueing without bound; a write is refused from its headers
+        alone, before its body is read or its caller authenticated. GET me and GET metrics are never shed.
         0: no bound.""",
     )
     max_loop_lag_ms = Float(
@@ -491,6 +492,10 @@ class HiveLabApp(ExtensionApp):
         from hive_lab_server.stop_signals import stop_cleanly_on_sigint
 
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
+        from hive_lab_server.api import connection_shedding
+
+        # writes beyond the write budget are answered 503 before a handler is made (issue 40)
+        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection)
         await self.service.start()
         await self.hardware.start()
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
@@ -500,6 +505,11 @@ class HiveLabApp(ExtensionApp):
 
             gc.collect()  # (what is garbage already goes first, once)
             gc.freeze()
+
+    def _shed_at_connection(self, what: str) -> None:
+        self.writes_in_flight.shed += 1
+        self.metrics.requests_shed.inc()
+        self.shed_log.shed(what)
 
     async def stop_extension(self) -> None:
         if self.mode == "client":

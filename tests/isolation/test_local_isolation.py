@@ -370,6 +370,49 @@ async def test_log_size_limit_with_a_truncation_note(jobs_root, unix_accounts):
     assert 1000 < len(text.encode()) < 1300
 
 
+def _spare_copiers(besides: frozenset[int] = frozenset()) -> list[psutil.Process]:
+    """This process's spare log copiers (execution/launchers/log_copiers.py) waiting for a task, but for the
+    pids ``besides`` (the spares of other tests' launchers, still open)."""
+    found = []
+    for p in psutil.Process().children():
+        try:
+            if p.pid not in besides and "--receive" in p.cmdline():
+                found.append(p)
+        except psutil.Error:  # (gone, or a zombie: a copier that ended)
+            pass
+    return found
+
+
+async def test_the_spare_log_copier_waits_as_nobody_and_copies_the_next_task(jobs_root, unix_accounts):
+    """Issue 40: a task's copier is started ahead (one spawn per task on the start's path, not two). The spare
+    has dropped to nobody before it is handed a task's output, so no root process ever reads that output; the
+    next task's record names it, and it holds that task's log to the limit. Closing the launcher lets it go."""
+    import json
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    others = frozenset(p.pid for p in _spare_copiers())
+    launcher = _launcher(jobs_root, max_log_bytes=1000)
+    await launcher.start(_request(launcher, jobs_root, "j-first", A, "true"))
+    assert (await _exit(launcher, job_id="j-first")).exit_code == 0
+    await wait_until_async(lambda: len(_spare_copiers(others)) == 1, "a spare log copier after the first start")
+    spare = _spare_copiers(others)[0]
+    await wait_until_async(lambda: spare.uids().real == nobody.pw_uid, "the spare dropped its privileges")
+    assert tuple(spare.uids()) == (nobody.pw_uid,) * 3 and tuple(spare.gids()) == (nobody.pw_gid,) * 3
+    assert spare.environ() == {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    await launcher.start(_request(launcher, jobs_root, "j-spare", A,
+                                  "i=0; while [ $i -lt 200 ]; do echo 0123456789012345678901234567890123456789; i=$((i+1)); done"))
+    record = json.loads((jobs_root / ".local-launcher" / "j-spare" / "main-0.json").read_text())
+    assert record["copier"] == spare.pid
+    assert (await _exit(launcher, job_id="j-spare")).exit_code == 0
+    path = jobs_root / "j-spare" / "logs" / "main-0.log"
+    await wait_until_async(lambda: "truncated" in path.read_text())
+    assert path.read_text().startswith("0123456789") and 1000 < len(path.read_bytes()) < 1300
+    await wait_until_async(lambda: len(_spare_copiers(others)) == 1, "the next spare")
+    await launcher.close()
+    assert _spare_copiers(others) == []
+
+
 async def test_a_planted_log_symlink_is_not_followed(jobs_root, shared_tmp, unix_accounts):
     victim = shared_tmp / "victim"
     victim.write_text("root's file\n")

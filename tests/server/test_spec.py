@@ -13,6 +13,19 @@ def test_native_defaults():
     assert spec.core_priority == 0 and not spec.opportunistic
 
 
+def test_whole_number_floats_are_taken_where_an_integer_is_asked():
+    """JSON Schema's integer includes 2048.0 (the OpenAPI document allows it); 2048.5 stays refused. Asked twice:
+    the second parse reads the int fields from the per-model cache (spec._int_fields)."""
+    for _ in range(2):
+        spec = parse_job_spec({"command": "x", "max_retries": 2.0, "tasks": [{"gpus": 1.0, "memory_mb": 2048.0, "count": 2.0}]})
+        task = spec.tasks[0]
+        assert (task.memory_mb, task.count, task.gpus, spec.max_retries) == (2048, 2, 1, 2)
+        assert type(task.memory_mb) is int and type(task.count) is int and type(spec.max_retries) is int
+        with pytest.raises(SpecError, match="memory_mb"):
+            parse_job_spec({"command": "x", "tasks": [{"memory_mb": 2048.5}]})
+    assert type(parse_job_spec({"command": "x", "tasks": [{"cpus": 2.0}]}).tasks[0].cpus) is float  # a float field
+
+
 def test_opportunistic_priority_is_minus_one():
     spec = parse_job_spec({"command": "x", "priority": "opportunistic"})
     assert spec.opportunistic and spec.core_priority == -1

@@ -145,6 +145,18 @@ class WriteBudget:
         self.limit = int(self._budget)
         self._grant()
 
+    def full(self) -> bool:
+        """Writes being served and waiting fill ``ceiling``: the next write is shed (nothing is counted)."""
+        self.adapt()
+        return bool(self.ceiling) and self.count + len(self.queue) >= self.ceiling
+
+    def shed_message(self) -> str:
+        """What a shed write is answered (its 503's sentence)."""
+        late = (f" (its event loop runs late, so it serves {self.limit} at once: HiveLabApp.max_loop_lag_ms)"
+                if self.limit < self.ceiling else "")
+        return (f"hive-lab is serving or queueing {self.ceiling} writes already{late} "
+                "(HiveLabApp.max_requests_in_flight); send this again after Retry-After")
+
     def enter(self) -> WriteTicket | None:
         """A ticket (``await ticket.wait()`` for its turn), or None: shed (``ceiling`` writes are being
         served or waiting)."""

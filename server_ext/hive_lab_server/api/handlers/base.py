@@ -201,12 +201,8 @@ class HiveHandler(ExtensionHandlerMixin, APIHandler):
         budget = self.hive.writes_in_flight
         ticket = budget.enter()
         if ticket is None:
-            self._shed()
-            late = (f" (its event loop runs late, so it serves {budget.limit} at once: HiveLabApp.max_loop_lag_ms)"
-                    if budget.limit < budget.ceiling else "")
-            raise HiveError(503, f"hive-lab is serving or queueing {budget.ceiling} writes already{late} "
-                                 "(HiveLabApp.max_requests_in_flight); send this again after Retry-After",
-                            retry_after_s=1)
+            self._shed()  # (most sheds happen before a handler: api/connection_shedding.py)
+            raise HiveError(503, budget.shed_message(), retry_after_s=1)
         self._in_flight = ticket
         if not await ticket.wait():
             raise HiveError(503, "the connection closed while this write waited for its turn; send it again")

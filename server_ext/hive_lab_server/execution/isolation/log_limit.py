@@ -6,6 +6,12 @@ outlives a server restart. Started as root, it first drops to ``UID``/``GID`` (a
 that is not the task's, ``nobody``): the task's output is never read by a root process. Past the limit it appends one truncation note and then reads and drops the rest (the
 task never blocks on a full pipe). It ends when every writer (the task and its descendants) is gone.
 Stand-alone on purpose: standard library only, nothing of hive_lab_server imported.
+
+``python -I -S log_limit.py MAX_BYTES --receive [UID GID]``: a spare copier, started ahead of the task it will
+serve (so a task's start spawns only its wrapper: issue 40, submit -> running). It drops privileges first, then
+waits on its stdin, a Unix socket to the launcher, for the task's pipe and log descriptors (SCM_RIGHTS) and
+copies as above; it leaves without copying anything when the socket closes first (the launcher closed, or
+the server is gone).
 """
 
 import os
@@ -25,11 +31,29 @@ def drop(uid: int, gid: int) -> None:
         raise SystemExit("hive-lab log_limit: could not drop privileges")
 
 
+def receive(socket) -> int:
+    """The log fd, once the launcher sent (pipe, log) on stdin; the pipe becomes stdin. Leaves on EOF."""
+    sock = socket.socket(fileno=0)
+    try:
+        _, fds, _, _ = socket.recv_fds(sock, 16, 2)
+    finally:
+        sock.close()  # (fd 0)
+    if len(fds) != 2:
+        raise SystemExit(0)  # the launcher closed without a task for it
+    pipe, out = fds
+    os.dup2(pipe, 0)
+    os.close(pipe)
+    return out
+
+
 def main() -> None:
     limit = int(sys.argv[1])
-    out = int(sys.argv[2])
+    spare = sys.argv[2] == "--receive"
+    if spare:  # imported before the drop: nobody may not read the interpreter's own files (e.g. under /root)
+        import socket
     if len(sys.argv) > 4:
         drop(int(sys.argv[3]), int(sys.argv[4]))
+    out = receive(socket) if spare else int(sys.argv[2])
     written = os.fstat(out).st_size
     truncated = False
     while True:

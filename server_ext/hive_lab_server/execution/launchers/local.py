@@ -44,6 +44,7 @@ from hive_lab_server.execution.isolation import cgroups, gpu_access
 from hive_lab_server.execution.isolation.safe_files import UnsafePath, check_regular, open_beneath
 from hive_lab_server.execution.isolation.task_exec import encode_spec
 from hive_lab_server.execution.launchers.base import LaunchError, Launcher, LaunchRequest, TaskExit
+from hive_lab_server.execution.launchers.log_copiers import LogCopiers
 
 __all__ = ["LocalLauncher"]
 
@@ -83,7 +84,6 @@ exit $code
 # What root-run helpers (the wrapper, task_exec, the log copier) get as their environment: nothing else.
 ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
-LOG_LIMITER = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "log_limit.py")
 TASK_EXEC = str(pathlib.Path(__file__).resolve().parent.parent / "isolation" / "task_exec.py")
 
 # Server secrets the tasks must not inherit.
@@ -152,7 +152,7 @@ class LocalLauncher(Launcher):
         self._reported: set[tuple[str, str]] = set()  # orphan exits reported, not yet acknowledged
         # a PID and mount namespace per task needs root; the log copier runs as nobody (never as root)
         self._namespaces = isolation.namespaces and os.geteuid() == 0 and isolation.run_as != "server"
-        self._copier_ids = _nobody()
+        self._copiers = LogCopiers(isolation.max_log_bytes, _nobody() if os.geteuid() == 0 else None, ROOT_ENV)
         # no GPU descriptor outlives its task (isolation/gpu_holders.py): where the nodes are locked down
         self._gpu_sweep = None
         if os.geteuid() == 0 and isolation.isolates() and isolation.lock_gpu_devices:
@@ -349,12 +349,7 @@ class LocalLauncher(Launcher):
             out = logfd
             if limit > 0:
                 r, w = os.pipe()
-                copier_argv = [sys.executable, "-I", "-S", LOG_LIMITER, str(limit), str(logfd)]
-                if os.geteuid() == 0:
-                    copier_argv += [str(self._copier_ids[0]), str(self._copier_ids[1])]
-                copier = subprocess.Popen(copier_argv, stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          env=ROOT_ENV, cwd="/", pass_fds=(logfd,), start_new_session=True,
-                                          close_fds=True).pid
+                copier = self._copiers.start(r, logfd)  # (the spare started ahead, when there is one)
                 out = w
             go_r, go_w = os.pipe()
             try:
@@ -377,6 +372,14 @@ class LocalLauncher(Launcher):
         # (an 8-task gang's spawns no longer hold up every other request)
         started = await asyncio.to_thread(self._start_tasks, request)
         self._tasks[request.job_id] = {t.task: t for t in started}
+        if self.isolation.max_log_bytes > 0:  # the next task's log copier, started ahead (log_copiers.py)
+            asyncio.get_running_loop().run_in_executor(None, self._refill_copiers)
+
+    def _refill_copiers(self) -> None:
+        try:
+            self._copiers.refill()
+        except Exception:  # noqa: BLE001 - no spare: the next task spawns its copier itself
+            self.log.exception("hive-lab: starting a spare log copier failed")
 
     def _start_tasks(self, request: LaunchRequest) -> list[_Task]:
         """Spawn, record, then release ("go") every task of ``request``; on a failure none is left running."""
@@ -630,6 +633,7 @@ class LocalLauncher(Launcher):
         return "127.0.0.1"
 
     async def close(self) -> None:
-        """Tasks keep running (a restarted server adopts them)."""
+        """Tasks keep running (a restarted server adopts them); the spare log copier leaves."""
+        self._copiers.close()
         if self._gpu_sweep is not None:
             self._gpu_sweep.close()

@@ -1,0 +1,115 @@
+"""Shedding writes at the connection (issue 40): when the write budget is spent, a hive-lab write is answered
+503 + Retry-After from its start line and headers alone, before tornado makes a handler for it.
+
+A write shed by ``HiveHandler.prepare`` still cost the event loop the whole request: its body read, a
+handler, jupyter_server's authentication and ``prepare``, a log record. Under a flood of writes at twice the
+sustainable rate most requests are such sheds, and that work kept the one loop busy, so reads waited behind
+the refusals (p99 0.5-1.3 s). ``ShedAtConnection`` sits in front of the web application as the HTTP server's
+connection delegate (tornado's ``HTTPServerConnectionDelegate``): for each request it looks at the start line
+and the headers and either answers the 503 itself or hands the request on to the application unchanged.
+
+A shed write's body is never parsed. A small one (at most ``DRAIN_MAX_BYTES``, with a Content-Length) is
+read and dropped after the answer has been sent, so the client's keep-alive connection stays open (a
+reconnect costs the loop more than the bytes); a larger, chunked or ``Expect: 100-continue`` one is not read
+at all: the connection is closed after the answer (``Connection: close``), as tornado does for any answer
+sent before its request's body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Awaitable
+
+from tornado import httputil
+
+from hive_lab_server.api.load_shedding import WRITES, WriteBudget
+
+DRAIN_MAX_BYTES = 64 * 1024  # a job spec is ~1 KiB; a bigger body is not worth keeping the connection for
+
+
+class ShedAtConnection(httputil.HTTPServerConnectionDelegate):
+    """The HTTP server's delegate: writes (POST, PUT, PATCH) to ``prefix`` are answered 503 here while
+    ``budget.full()``; every other request goes to ``app`` (the tornado application) as before.
+    ``on_shed(what)`` counts and logs each shed (what: "POST /hive_lab/api/jobs")."""
+
+    def __init__(self, app: httputil.HTTPServerConnectionDelegate, prefix: str, budget: WriteBudget,
+                 on_shed: Callable[[str], None]):
+        self.app = app
+        self.prefix = prefix
+        self.budget = budget
+        self.on_shed = on_shed
+
+    def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
+        return _FirstLook(self, server_conn, request_conn)
+
+    def on_close(self, server_conn: object) -> None:
+        self.app.on_close(server_conn)
+
+    def sheds(self, start_line: httputil.RequestStartLine) -> bool:
+        return (start_line.method in WRITES and start_line.path.startswith(self.prefix)
+                and self.budget.full())
+
+
+class _FirstLook(httputil.HTTPMessageDelegate):
+    """One request: shed from its headers, or passed to the application's own delegate from then on."""
+
+    def __init__(self, shedder: ShedAtConnection, server_conn: object, request_conn: httputil.HTTPConnection):
+        self.shedder = shedder
+        self.server_conn = server_conn
+        self.request_conn = request_conn
+        self.inner: httputil.HTTPMessageDelegate | None = None
+        self.answered = False  # shed, and the answer finished
+
+    def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
+        if not self.shedder.sheds(start_line):
+            self.inner = self.shedder.app.start_request(self.server_conn, self.request_conn)
+            return self.inner.headers_received(start_line, headers)
+        self.shedder.on_shed(f"{start_line.method} {start_line.path.split('?', 1)[0]}")
+        length = headers.get("Content-Length", "")
+        drain = (length.isdigit() and int(length) <= DRAIN_MAX_BYTES
+                 and "Transfer-Encoding" not in headers and "Expect" not in headers)
+        body = json.dumps({"error": self.shedder.budget.shed_message(), "field": None}).encode()
+        answer = httputil.HTTPHeaders({"Content-Type": "application/json", "Retry-After": "1",
+                                       "Content-Length": str(len(body))})
+        if not drain:
+            answer["Connection"] = "close"
+        self.request_conn.write_headers(httputil.ResponseStartLine("HTTP/1.1", 503, "Service Unavailable"),
+                                        answer, body)
+        if not drain:  # tornado closes the connection without reading the body
+            self._finish()
+        return None
+
+    def data_received(self, chunk: bytes) -> Awaitable[None] | None:
+        if self.inner is not None:
+            return self.inner.data_received(chunk)
+        return None  # a shed write's body: dropped unparsed
+
+    def finish(self) -> None:
+        if self.inner is not None:
+            self.inner.finish()
+        else:
+            self._finish()
+
+    def on_connection_close(self) -> None:
+        if self.inner is not None:
+            self.inner.on_connection_close()
+
+    def _finish(self) -> None:
+        if not self.answered:
+            self.answered = True
+            self.request_conn.finish()
+
+
+def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None]) -> bool:
+    """Put a ``ShedAtConnection`` in front of ``serverapp``'s web application (its HTTP server asks its
+    delegate for each request, so requests from then on pass through it). False when the server has no
+    HTTP server of its own (embedded without one)."""
+    try:
+        server = serverapp.http_server
+    except AttributeError:
+        return False
+    if isinstance(server.request_callback, ShedAtConnection):
+        return True
+    prefix = serverapp.base_url.rstrip("/") + "/hive_lab/api/"
+    server.request_callback = ShedAtConnection(server.request_callback, prefix, budget, on_shed)
+    return True
