@@ -13,7 +13,7 @@ jupyter_server's handlers call its ``kernel_manager`` or ``contents_manager``:
   ``dependencies`` (``depends_on``).
 
 The service itself answers cancels, the REST views of jobs, the cluster and the VCs, progress and
-usage. The state table is ``lifecycle/states.py`` (and docs/lifecycle.md), the pure step function
+usage. The state table is ``wire/states.py`` (and docs/lifecycle.md), the pure step function
 ``machine.py``, staging and launch requests ``launch_plan.py``, REST views ``presentation.py``; the
 refusals live in ``errors.py``.
 
