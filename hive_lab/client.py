@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import requests
+from hive_lab_server.wire import transport
 
 from .discovery import HOW_TO_CONFIGURE, ServerInfo, find_server
 from .errors import HiveLabError, ServerError, ServerUnreachable, error_for_status
@@ -43,9 +44,7 @@ class Client:
         self.on_busy = on_busy  # told (pause, the server's sentence) before each such pause (the CLI prints it)
         self._sleep = time.sleep
         self.session = requests.Session()
-        self.session.headers["Accept"] = "application/json"
-        if self.server.token:
-            self.session.headers["Authorization"] = f"token {self.server.token}"
+        self.session.headers.update(transport.request_headers(self.server.token))
         self._me: dict | None = None
 
     def __repr__(self) -> str:
@@ -108,14 +107,7 @@ class Client:
             ) from None
 
     def _error(self, resp: requests.Response) -> HiveLabError:
-        message, field = None, None
-        try:
-            body = resp.json()
-            if isinstance(body, dict):
-                message = body.get("error") or body.get("message") or body.get("reason")
-                field = body.get("field")
-        except ValueError:
-            pass
+        message, field = transport.error_reply(resp.content)
         if resp.status_code == 401 or (resp.status_code == 403 and message is None):
             message = (  # the server's "authenticate first" does not say where a client's token comes from
                 f"The hive-lab server at {self.base_url} refused the token "
@@ -500,14 +492,4 @@ def _short(exc: Exception) -> str:
 
 
 def _retry_after(resp: requests.Response) -> float | None:
-    """The pause a 503 asks for (its ``Retry-After``, in seconds), or None: not to be sent again. The
-    server answers 503 only for requests it did nothing with (shed under load, too many unfinished jobs,
-    a store that cannot write), so sending one again is safe, a submit included."""
-    if resp.status_code != 503:
-        return None
-    value = resp.headers.get("Retry-After", "").strip()
-    try:
-        pause = float(value)
-    except ValueError:  # (absent, or an HTTP date: the server sends seconds)
-        return None
-    return pause if 0 <= pause <= 3600 else None
+    return transport.retry_after(resp.status_code, resp.headers)

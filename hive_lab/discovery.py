@@ -21,9 +21,11 @@ import pathlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from hive_lab_server.wire import transport
+
 from .errors import ServerNotFound
 
-API_PATH = "hive_lab/api/"
+API_PATH = transport.API_PREFIX
 
 HOW_TO_CONFIGURE = (
     "Set HIVE_LAB_URL (the Jupyter server's URL, e.g. http://127.0.0.1:8888/) and HIVE_LAB_TOKEN "
@@ -42,7 +44,7 @@ class ServerInfo:
 
     @property
     def api_url(self) -> str:
-        return self.base_url + API_PATH
+        return transport.api_url(self.base_url)
 
 
 def normalise_base_url(url: str) -> str:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.parse
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from hive_lab_server.wire import transport
 
 
 class HiveApiError(RuntimeError):
@@ -51,34 +52,26 @@ def find_server(url: str | None = None, token: str | None = None) -> tuple[str, 
 
 
 class HiveRest:
+    """The provisioner's async calls; URL, headers and error sentences from ``wire.transport`` (the
+    client's own codec: ``hive_lab.Client`` is the synchronous one and cannot run inside this loop)."""
+
     def __init__(self, url: str, token: str | None):
         self.url = url
         self.token = token
-        self.api = url + "hive_lab/api/"
+        self.api = transport.api_url(url)
         self._http = AsyncHTTPClient(force_instance=True)
 
     async def request(self, method: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
-        target = self.api + path
-        if query:
-            target += "?" + urllib.parse.urlencode(query)
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"token {self.token}"
         req = HTTPRequest(
-            target, method=method, headers=headers, body=json.dumps(body) if body is not None else None,
+            transport.request_url(self.api, path, query), method=method,
+            headers=transport.request_headers(self.token, json_body=body is not None), body=json.dumps(body) if body is not None else None,
             request_timeout=30, allow_nonstandard_methods=True,
         )
         try:
             resp = await self._http.fetch(req)
         except HTTPClientError as exc:
-            message = str(exc)
-            if exc.response is not None and exc.response.body:
-                try:
-                    reply = json.loads(exc.response.body)  # hive-lab's {"error"}, or the Hub's {"message"}
-                    message = reply.get("error") or reply.get("message") or message
-                except (ValueError, AttributeError):
-                    pass
-            raise HiveApiError(exc.code, message) from None
+            message, _field = transport.error_reply(exc.response.body if exc.response is not None else None)
+            raise HiveApiError(exc.code, message or str(exc)) from None
         return json.loads(resp.body) if resp.body else {}
 
     def close(self) -> None:
