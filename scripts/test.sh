@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run them. Extra arguments go to pytest.
+#
+# The suite runs on $HIVE_TEST_WORKERS pytest-xdist workers (default 4: most of a test's time is spent
+# waiting on servers, browsers and daemons, so more workers than a 2-core machine's cores pay; see
+# docs/testing.md). A caller's own -n (e.g. `-n 0` for one process) wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh test
 ./scripts/system-deps.sh
-exec .venv/bin/python -m pytest "$@"
+workers=(-n "${HIVE_TEST_WORKERS:-4}")
+for arg in "$@"; do
+  case "$arg" in
+    -n|-n*|--numprocesses|--numprocesses=*|no:xdist) workers=() ;;
+  esac
+done
+exec .venv/bin/python -m pytest "${workers[@]}" "$@"

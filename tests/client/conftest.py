@@ -14,6 +14,25 @@ def recorded():
 
 # --- a REAL jupyter server with hive-lab, shared by this directory's live tests -----------------------
 
+
+def end_active_jobs(client) -> None:
+    """Cancels every job of the client's user that has not finished and waits until they have: the next
+    test on this worker's shared server starts with the user's GPUs free. (Cancelling without waiting
+    left a job stopping into the next test, whose job then overflowed into another VC's GPUs: which test
+    came next decided it, and under pytest-xdist the order differs from a serial run's.)"""
+    from hive_lab_server.jobs.lifecycle.states import ACTIVE_STATES
+
+    from waiting import wait_until
+
+    active = ",".join(str(getattr(s, "value", s)) for s in ACTIVE_STATES)
+    for job in client.jobs(user="me", state=active):
+        try:
+            client.cancel(job["id"])
+        except Exception:  # noqa: BLE001 - it may have just finished
+            pass
+    wait_until(lambda: not client.jobs(user="me", state=active), "the user's cancelled jobs to end")
+
+
 LIVE_CLUSTER = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "A100", "levels": ["pair"],
                 "vcs": {"default": 2, "other": 2}}
 
@@ -47,12 +66,7 @@ def ann(ann_env):
 
     client = Client()
     yield client
-    # leave no job of ann's running for the next test
-    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
-        try:
-            client.cancel(job["id"])
-        except Exception:  # noqa: BLE001 - it may have just finished
-            pass
+    end_active_jobs(client)
 
 
 @pytest.fixture
@@ -69,9 +83,4 @@ def shell(ann_env, tmp_path, monkeypatch):
     ip.run_line_magic("load_ext", "hive_lab")
     ip.magics_manager.registry["HiveLabMagics"].client = None  # a fresh client per test (the env differs)
     yield ip
-    client = Client(ann_env.url, ann_env.tokens["ann"])
-    for job in client.jobs(user="me", state="submitted,queued,scheduled,running"):
-        try:
-            client.cancel(job["id"])
-        except Exception:  # noqa: BLE001 - it may have just finished
-            pass
+    end_active_jobs(Client(ann_env.url, ann_env.tokens["ann"]))

@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from fixtures.live_server import LiveServer
-from fixtures.unix_accounts import run_as
+from fixtures.unix_accounts import ACCOUNTS, run_as
 
 from hive_lab_server.execution.isolation.jobs_root import untraversable
 
@@ -39,7 +39,7 @@ def _refused(srv: LiveServer) -> str:
 
 def _server(base: pathlib.Path, **hive) -> LiveServer:
     dev = base / "no-gpus"  # no GPU device nodes are touched by these servers
-    return LiveServer(base / "srv", users={"hive-stu-a": {}}, vc_access={"*": ["*"]}, config={
+    return LiveServer(base / "srv", users={ACCOUNTS[0]: {}}, vc_access={"*": ["*"]}, config={
         "HiveLabApp": hive,
         "Isolation": {"run_as": "auto", "gpu_device_glob": str(dev / "nvidia[0-9]*"), "gpu_control_globs": []},
     })
@@ -71,16 +71,16 @@ def test_a_traversable_jobs_root_starts_and_the_students_job_runs_in_it(base, un
     os.chmod(base / "srv", 0o711)
     try:
         srv.start()
-        r = srv.request("POST", "jobs", user="hive-stu-a", json={"command": "pwd", "tasks": [{"gpus": 0}]})
+        r = srv.request("POST", "jobs", user=ACCOUNTS[0], json={"command": "pwd", "tasks": [{"gpus": 0}]})
         assert r.status_code == 201, r.text
-        job = srv.wait_for_job(r.json()["id"], "succeeded", "failed", timeout=60, user="hive-stu-a")
+        job = srv.wait_for_job(r.json()["id"], "succeeded", "failed", timeout=60, user=ACCOUNTS[0])
         assert job["state"] == "succeeded", job
     finally:
         srv.close()
 
 
 def test_untraversable_names_each_dir_a_student_cannot_enter(base, unix_accounts):
-    student = unix_accounts["hive-stu-a"]
+    student = unix_accounts[ACCOUNTS[0]]
     (base / "a" / "b").mkdir(parents=True)
     os.chmod(base / "a", 0o750)
     assert untraversable(base / "a" / "b") == [base / "a"]
