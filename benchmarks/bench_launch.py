@@ -21,7 +21,7 @@ import time
 from hive_lab_server.execution.isolation import Isolation
 from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
-from hive_lab_server.jobs.staging import private_dir
+from hive_lab_server.execution.staging import private_dir
 
 
 def request(root: pathlib.Path, job_id: str) -> LaunchRequest:

@@ -20,7 +20,7 @@ def end_active_jobs(client) -> None:
     test on this worker's shared server starts with the user's GPUs free. (Cancelling without waiting
     left a job stopping into the next test, whose job then overflowed into another VC's GPUs: which test
     came next decided it, and under pytest-xdist the order differs from a serial run's.)"""
-    from hive_lab_server.jobs.lifecycle.states import ACTIVE_STATES
+    from hive_lab_server.wire.states import ACTIVE_STATES
 
     from waiting import wait_until
 
