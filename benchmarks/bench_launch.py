@@ -21,7 +21,10 @@ import time
 from hive_lab_server.execution.isolation import Isolation
 from hive_lab_server.execution.launchers.base import LaunchRequest, TaskLaunch
 from hive_lab_server.execution.launchers.local import LocalLauncher
-from hive_lab_server.execution.staging import private_dir
+try:  # (the gate runs this script against older commits too: staging lived in jobs/ before 6a30093)
+    from hive_lab_server.execution.staging import private_dir
+except ModuleNotFoundError:
+    from hive_lab_server.jobs.staging import private_dir
 
 
 def request(root: pathlib.Path, job_id: str) -> LaunchRequest:
