@@ -253,8 +253,15 @@ def test_a_cell_job_speaks_the_one_voice_on_a_real_server(shell, ann_env, capsys
     assert info["name"] == "train resnet on CIFAR", info
     assert client.job(untitled.id)["name"] == "resnet-sweep"
     placed = [h["reason"] for h in info["history"] if (h.get("reason") or "").startswith("placed:")]
-    assert placed == [f"placed: main-0 on {fmt.placement_text(info['placement'])}"], info["history"]
-    assert re.fullmatch(r"placed: main-0 on node-0 GPU \d,\d", placed[0]), placed
+    # The GPU list is said as every surface says it. Whether the job ran in its VC's own GPUs or overflowed
+    # into idle ones depends on what the worker's shared server still runs for other tests (under xdist,
+    # which tests ran before on this worker): the sentence then names the overflow, and nothing else.
+    where = f"placed: main-0 on {fmt.placement_text(info['placement'])}"
+    overflow = f" (running in idle GPUs outside VC {info['vc']} (overflow); preemptible)"
+    assert placed in ([where], [where + overflow]), info["history"]
+    if placed == [where + overflow]:
+        assert info["opportunistic"] is True, info  # an overflowed job is preemptible, and says so
+    assert re.fullmatch(r"placed: main-0 on node-0 GPU \d,\d( \(.*\(overflow\); preemptible\))?", placed[0]), placed
     capsys.readouterr()
     shell.run_line_magic("hive_status", "")
     out = capsys.readouterr().out
