@@ -1,6 +1,6 @@
 // Generated from hive_lab_server/wire/states.py by
 //   python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts
-// Do not edit: tests/server/test_job_state_ts.py fails when this file and the Python drift.
+// Do not edit: tests/server/wire/test_job_state_ts.py fails when this file and the Python drift.
 
 export type JobState =
   | 'submitted'

@@ -1,6 +1,6 @@
 // Generated from hive_lab_server/wire/models.py by
 //   python -m hive_lab_server.api.typescript labextension/src/wire.ts
-// Do not edit: tests/server/test_wire_ts.py fails when this file and the Python drift.
+// Do not edit: tests/server/api/test_wire_ts.py fails when this file and the Python drift.
 
 import { JobState } from './jobStates';
 

@@ -1,5 +1,5 @@
 """``hive-lab schedules`` (subprocess) and the Python client's schedule calls against a REAL server
-(firing on an injected clock is tests/server/test_schedules_live.py)."""
+(firing on an injected clock is tests/server/jobs/pipelines/test_schedules_live.py)."""
 
 import json
 import pathlib

@@ -3,7 +3,7 @@ launcher, real processes): ``hive-lab admin history`` -> ``hive-lab simulate --h
 a bigger VC, the capacity search) and ``hive_lab.replay`` with its charts, as an admin; refused to a student.
 
 Times here are the server's wall clock, so the assertions are relations (the check holds, a bigger VC
-waits less, the capacity answer), never figures; exact waits are in tests/server/test_history_week.py.
+waits less, the capacity answer), never figures; exact waits are in tests/server/usage/test_history_week.py.
 """
 
 import json

@@ -3,11 +3,20 @@
 The tests here are plain functions driving pytest-jupyter's event loop themselves (``api``,
 ``wait_state``, ``run``): with pytest-asyncio in auto mode, async tests would run on another loop
 than the server's.
+
+The tests sit in one directory per package of ``hive_lab_server`` (tests/test_tests_layout.py). A
+helper module shared by the tests of several packages (``checkpointing_job``) sits here, and this
+directory is put on ``sys.path`` so that ``import checkpointing_job`` works from every one of them
+whichever test runs first (pytest only adds each test file's own directory).
 """
 
 import json
+import pathlib
+import sys
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """docs/rest-api.md's endpoint tables, generated from the route table (``api/handlers/__init__.py``), so the
-docs list exactly the routes the server registers and documents (tests/server/test_rest_docs.py):
+docs list exactly the routes the server registers and documents (tests/server/api/test_rest_docs.py):
 
     python -m hive_lab_server.api.rest_docs docs/rest-api.md
 

@@ -7,7 +7,7 @@ query parameters, answers and errors). From the table (``api/handlers/__init__.p
 - ``rest_docs`` writes the endpoint tables of docs/rest-api.md.
 
 So a route cannot be served without being documented, nor documented without being served
-(tests/server/test_route_table.py). This module holds data types only: no handler, no tornado.
+(tests/server/api/test_route_table.py). This module holds data types only: no handler, no tornado.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The rules of a submit that JSON Schema cannot state, in words, by the field a 400 names (the OpenAPI
 document's ``x-rules``: field pattern -> rule). They relate two fields (task names unique, min_gpus <=
-max_gpus) or depend on this server (its VCs, GPU types, cells, launcher, limits). tests/server/test_fuzz.py
+max_gpus) or depend on this server (its VCs, GPU types, cells, launcher, limits). tests/server/api/test_fuzz.py
 accepts a 400 for schema-valid input only when it names one of these."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The TypeScript interfaces of what the REST API answers, generated from the response models' JSON Schema
-(``wire/models.py``), so the panel's types are the server's and cannot drift (tests/server/test_wire_ts.py).
+(``wire/models.py``), so the panel's types are the server's and cannot drift (tests/server/api/test_wire_ts.py).
 
     python -m hive_lab_server.api.typescript labextension/src/wire.ts
 
@@ -20,7 +20,7 @@ from hive_lab_server.wire.job_state import STATE_NAMES
 
 HEADER = """// Generated from hive_lab_server/wire/models.py by
 //   python -m hive_lab_server.api.typescript labextension/src/wire.ts
-// Do not edit: tests/server/test_wire_ts.py fails when this file and the Python drift.
+// Do not edit: tests/server/api/test_wire_ts.py fails when this file and the Python drift.
 """
 
 

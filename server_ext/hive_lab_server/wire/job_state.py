@@ -6,7 +6,7 @@ panel share.
 Defined once, with the transition table, in ``wire/states.py``; this module is the short import
 for code that only needs the names (handlers, models, metrics, the OpenAPI document), and it writes the
 TypeScript copy the panel imports (``labextension/src/jobStates.ts``, generated, never edited by hand;
-``tests/server/test_job_state_ts.py`` fails when the two drift):
+``tests/server/wire/test_job_state_ts.py`` fails when the two drift):
 
     python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts
 """
@@ -38,7 +38,7 @@ def typescript() -> str:
     lines = [
         "// Generated from hive_lab_server/wire/states.py by",
         "//   python -m hive_lab_server.wire.job_state labextension/src/jobStates.ts",
-        "// Do not edit: tests/server/test_job_state_ts.py fails when this file and the Python drift.",
+        "// Do not edit: tests/server/wire/test_job_state_ts.py fails when this file and the Python drift.",
         "",
         "export type JobState =",
         *[f"  | '{n}'" + (";" if i == len(names) - 1 else "") for i, n in enumerate(names)],

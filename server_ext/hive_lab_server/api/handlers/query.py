@@ -3,7 +3,7 @@
 A parameter left out takes its default. A parameter given but empty (``offset=``), given twice
 (``offset=1&offset=2``) or malformed (``limit=x``, ``elements=maybe``) is a 400 whose message names it and
 says what to send: an empty value is never read as "absent", so what the document calls invalid the
-server refuses, and what it calls valid the server takes (tests/server/test_fuzz.py holds both to it).
+server refuses, and what it calls valid the server takes (tests/server/api/test_fuzz.py holds both to it).
 """
 
 from __future__ import annotations

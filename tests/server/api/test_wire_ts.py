@@ -9,7 +9,7 @@ import re
 
 from hive_lab_server.api.typescript import typescript, wire_models
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 SRC = REPO / "labextension" / "src"
 GENERATED = SRC / "wire.ts"
 

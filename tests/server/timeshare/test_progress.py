@@ -141,7 +141,7 @@ def test_the_service_keeps_no_progress_state_for_jobs_that_ended(tmp_path):
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "service_trace.py"
+    path = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "service_trace.py"
     spec = importlib.util.spec_from_file_location("service_trace", path)
     trace = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(trace)

@@ -21,7 +21,7 @@ from hive_lab_server.wire.spec import SpecError, parse_job_spec
 from waiting import wait_until
 
 S = JobState
-DATA = pathlib.Path(__file__).resolve().parent / "formats_data"
+DATA = pathlib.Path(__file__).resolve().parents[2] / "api" / "formats" / "data"
 
 
 def running(tasks, policy=(), max_retries=0) -> m.Job:

@@ -8,7 +8,7 @@ import pytest
 from hive_lab_server.api.handlers import TABLE
 from hive_lab_server.api.rest_docs import render
 
-DOC = pathlib.Path(__file__).parents[2] / "docs" / "rest-api.md"
+DOC = pathlib.Path(__file__).parents[3] / "docs" / "rest-api.md"
 
 
 def test_the_tables_in_the_docs_are_the_route_tables():

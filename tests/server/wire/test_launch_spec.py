@@ -14,8 +14,8 @@ from hive_lab_server.api import formats
 from hive_lab_server.wire.launch_spec import LaunchSpec, LaunchTaskGroup
 from hive_lab_server.wire.spec import parse_job_spec
 
-SERVER = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "hive_lab_server"
-DATA = pathlib.Path(__file__).parent / "formats_data"
+SERVER = pathlib.Path(__file__).resolve().parents[3] / "server_ext" / "hive_lab_server"
+DATA = pathlib.Path(__file__).resolve().parents[1] / "api" / "formats" / "data"
 # the modules that turn a placed job into what the launcher gets
 LAUNCHING = [SERVER / "jobs" / "lifecycle" / "launch_plan.py", SERVER / "execution" / "runtime_env.py"]
 

@@ -13,7 +13,7 @@ from hive_lab_server.execution.runtime_env import platform_env as _platform_env
 from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.execution.secrets import seal, unseal
 
-DATA = pathlib.Path(__file__).parent / "formats_data"
+DATA = pathlib.Path(__file__).resolve().parents[1] / "api" / "formats" / "data"
 ADDRESS = {"node-0": "10.0.0.1", "node-1": "10.0.0.2"}.__getitem__
 
 

@@ -152,7 +152,7 @@ def test_sigkill_and_restart_loses_nothing(tmp_path):
 
 # --- the service answers only once recovery is over; a task ending during recovery keeps its exit ---
 
-SERVER_TESTS = pathlib.Path(__file__).resolve().parent
+GATES_DIR = pathlib.Path(__file__).resolve().parent  # where recovery_gates.py is, for the server's PYTHONPATH
 WAIT_FOR_GO = 'while [ ! -e "$GO" ]; do sleep 0.02; done; exit {code}'
 
 
@@ -169,7 +169,7 @@ def test_requests_wait_for_recovery_and_see_its_result(tmp_path):
         tmp_path / "srv", launcher="recovery_gates:GatedLocalLauncher",
         config={"HiveLabApp": {"recovery_wait_s": 2.0}},
         env={"HIVE_TEST_RECOVERY_GATE": str(gate),
-             "PYTHONPATH": os.pathsep.join(filter(None, [str(SERVER_TESTS), os.environ.get("PYTHONPATH")]))},
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(GATES_DIR), os.environ.get("PYTHONPATH")]))},
     )
     try:
         srv.start()

@@ -9,7 +9,7 @@ import re
 
 from hive_lab_server.wire.job_state import STATE_NAMES, typescript
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 SRC = REPO / "labextension" / "src"
 GENERATED = SRC / "jobStates.ts"
 

@@ -10,7 +10,7 @@ import pathlib
 import pytest
 import yaml
 
-DATA = pathlib.Path(__file__).parent / "formats_data"
+DATA = pathlib.Path(__file__).parent / "data"
 EXPECTED = yaml.safe_load((DATA / "expected.yaml").read_text())
 CTYPE = {".json": "application/json", ".yaml": "application/yaml", ".sbatch": "text/plain"}
 

@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "service_trace.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "service_trace.py"
 
 
 def trace(seed: int) -> str:

@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
+from checkpointing_job import MIXED, TRAIN, expected
 from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.timeshare.rounds import RoundDriver
 from hive_lab_server.jobs.service import HiveService
 from hive_lab_server.wire.spec import parse_job_spec
 from hive_lab_server.store import Store
 from hive_scheduler import Scheduler, load_cluster_config
-from test_checkpoint_live import MIXED, TRAIN, expected
 from test_rounds_resolve import Clock, _kill_leftovers  # noqa: F401
 from waiting import wait_until_async
 
