@@ -32,6 +32,11 @@ from hive_lab_server.execution.launchers.local import LocalLauncher
 from hive_lab_server.execution.staging import private_dir
 from waiting import wait_until, wait_until_async
 
+# A sweep judges every process on the machine, so two of this module's tests at once (on two pytest-xdist
+# workers) kill each other's holders and each misses its own log line: the module runs on one worker, one
+# test after another (seen: two failures in a parallel run, each holder killed by the other worker's sweep).
+pytestmark = pytest.mark.xdist_group("gpu-sweep")
+
 A = ACCOUNTS[0]
 GPU = 7  # the fake GPU's index: its node is char 1:7
 MAPPABLE_GPU = 5  # a second fake GPU, char 1:5 (the kernel's "zero": a private mapping keeps its file)

@@ -47,3 +47,18 @@ def test_the_watchdog_stops_a_kernel_whose_heartbeat_is_older_than_the_lease(tmp
                        env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
     assert r.returncode == 143, (r.returncode, r.stderr)
     assert "no heartbeat from the Jupyter server holding this kernel" in r.stderr
+
+
+def test_the_watchdogs_slack_is_the_provisioners_setting():
+    """``c.HiveProvisioner.watchdog_slack_s`` reaches the kernel job's supervisor: the watchdog acts at the
+    lease plus that slack (the default: ``WATCHDOG_SLACK_S``)."""
+    from hive_lab_server.kernels.job import WATCHDOG_SLACK_S, kernel_job_body
+    from hive_lab_server.kernels.provisioner import HiveProvisioner
+
+    def body(**kw):
+        return kernel_job_body(name="k", argv=["sleep", "1"], connection_text="{}", url=None, token=None, gpus=1,
+                               gpu_type=None, vc=None, image=None, cpus=0, memory_mb=0, env={}, lease_s=4, **kw)
+
+    assert "-gt 604 ]" in body(watchdog_slack_s=600)["command"]
+    assert f"-gt {4 + WATCHDOG_SLACK_S} ]" in body()["command"]
+    assert HiveProvisioner.watchdog_slack_s.default_value == WATCHDOG_SLACK_S

@@ -317,8 +317,10 @@ async def test_a_kernel_whose_jupyter_server_died_stops_and_frees_its_gpu(live_s
                               memory_mb=0, display_name=None)
     (specs / "kernels" / "hive-gpu").mkdir(parents=True)
     (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
+    # the kernel's own watchdog (the fallback, tests/launchers/test_kernel_bind.py) must not win the race the
+    # restart below runs against it on a busy machine: it waits long past the lease here
     srv = live_server_factory(launcher="local", cluster_config=ONE_GPU, env={"JUPYTER_PATH": str(specs)},
-                              config={"HiveProvisioner": {"heartbeat_lease_s": 4}})
+                              config={"HiveProvisioner": {"heartbeat_lease_s": 4, "watchdog_slack_s": 600}})
     r = srv.request("POST", "/api/kernels", json={"name": "hive-gpu"})
     assert r.status_code == 201, r.text
     (job,) = srv.request("GET", "jobs").json()["jobs"]

@@ -136,6 +136,7 @@ def kernel_job_body(
     memory_mb: int,
     env: dict[str, str],
     lease_s: int = 60,
+    watchdog_slack_s: int = WATCHDOG_SLACK_S,
     time_limit_s: float | None = None,
 ) -> dict:
     """The ``POST jobs`` body of a kernel job (a time limit only when its kernelspec asks for one)."""
@@ -147,7 +148,7 @@ def kernel_job_body(
     body = {
         "name": name,
         "kind": "kernel",
-        "command": supervisor_command(argv, url, lease_s),
+        "command": supervisor_command(argv, url, lease_s, watchdog_slack_s),
         "tasks": [task],
         "image": image,
         "env": env,

@@ -59,6 +59,7 @@ from hive_lab_server.kernels.culler import IdleCuller
 from hive_lab_server.kernels.job import (
     CONNECTION_FILE,
     KERNEL_DIR,
+    WATCHDOG_SLACK_S,
     duration,
     dumps_notice,
     kernel_argv,
@@ -112,6 +113,9 @@ class HiveProvisioner(LocalProvisioner):
     cull_interval_s = Float(30.0, config=True, help="how often idleness is checked")
     queue_log_interval_s = Float(30.0, config=True, help="how often a queued kernel's wait is logged")
     heartbeat_lease_s = Int(60, config=True, help="a kernel whose Jupyter server sent no heartbeat for this long stops")
+    watchdog_slack_s = Int(WATCHDOG_SLACK_S, config=True,
+                           help="the kernel's own watchdog stops it this long after the lease, should the service "
+                                "not have ended its job by then (the fallback when the service is down too)")
     placement_wait_s = Float(10.0, config=True, help="how long launching waits for the scheduler to place or queue the kernel's job")
 
     job_id: str | None = None
@@ -331,6 +335,7 @@ class HiveProvisioner(LocalProvisioner):
             memory_mb=self.memory_mb,
             env=job_env,
             lease_s=self.heartbeat_lease_s,
+            watchdog_slack_s=self.watchdog_slack_s,
             time_limit_s=self.time_limit_s or None,
         )
         self._submitted = time.monotonic()
