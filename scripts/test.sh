@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh test
 ./scripts/system-deps.sh
+# Bytecode caches: without them every server, zygote, CLI call and worker compiles hive-lab's sources, and
+# pytest rewrites every test module's asserts, again each time (a machine may set this for its own reasons;
+# __pycache__ is ignored by git).
+unset PYTHONDONTWRITEBYTECODE
 workers=(-n "${HIVE_TEST_WORKERS:-4}")
 for arg in "$@"; do
   case "$arg" in
