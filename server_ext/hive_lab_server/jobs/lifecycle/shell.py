@@ -48,6 +48,23 @@ if TYPE_CHECKING:  # built after this part, each handed it (``attach_parts``)
 log = logging.getLogger("hive_lab_server")
 
 
+MAX_EXIT_JOBS = 16  # jobs whose exits one unit applies at most (poll_launcher)
+
+
+def exits_by_jobs(exits: list[TaskExit], jobs: int) -> list[list[TaskExit]]:
+    """``exits`` in the order reported, cut into lists of at most ``jobs`` jobs' exits each; one job's exits
+    stay in one list (the machine sees them together, as when they were applied in one unit). At least
+    one list, maybe empty (the facts still pending are applied with the first)."""
+    ordinal: dict[str, int] = {}  # job -> its place among the jobs, by its first exit
+    chunks: list[list[TaskExit]] = [[]]
+    for e in exits:
+        n = ordinal.setdefault(e.job_id, len(ordinal)) // jobs
+        if n == len(chunks):
+            chunks.append([])
+        chunks[n].append(e)
+    return chunks
+
+
 def _decision_job(d: Any) -> str | None:
     value = getattr(d, "job", None)
     return value if isinstance(value, str) else None
@@ -114,11 +131,19 @@ class UnitOfWork:
             asyncio.get_running_loop().call_soon(self._notify, listener, job_id, state, reason)
 
     async def poll_launcher(self) -> None:
-        """Apply the exits the launcher reports (and the facts still pending) in one unit."""
+        """Apply the exits the launcher reports (and the facts still pending): one unit per
+        ``MAX_EXIT_JOBS`` jobs' exits, the loop turning between them, so a read waits for one such unit
+        (its commit, its jobs' core finishes and their placements), not for all the exits a poll found
+        (issue 40: a poll after a burst of short jobs held the loop for up to 1.4 s)."""
         async with self._poll_lock:  # (see _stop)
             exits = await self.launcher.poll()
-            if exits or self._pending:
-                self.handle_exits(exits)
+            if not exits and not self._pending:
+                return
+            chunks = exits_by_jobs(exits, MAX_EXIT_JOBS)
+            for i, chunk in enumerate(chunks):
+                if i:
+                    await asyncio.sleep(0)
+                self.handle_exits(chunk)
 
     def cancel_operations(self) -> None:
         """Cancel the per-job operations in flight (the service stops; the next start adopts the tasks)."""
