@@ -81,3 +81,34 @@ def test_a_read_after_an_answered_write_sees_it(api, hive):
     assert api("GET", f"jobs/{queued['id']}")[1]["state"] == "cancelled"
     assert queued["id"] not in [j["id"] for j in api("GET", "jobs?limit=50&state=queued")[1]["jobs"]]
     api("DELETE", f"jobs/{held['id']}")
+
+
+def test_the_launches_of_one_placement_pass_are_prepared_one_per_turn_of_the_loop(api, wait_state, hive, run):
+    """A holder of the 4 GPUs ends; one pass places the 4 jobs waiting behind it. Their launches' dirs are
+    made one per turn of the loop (the loop turns, and reads are answered, between them), not all in one."""
+    svc = hive.service
+    code, held = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 4}]})
+    assert code == 201, held
+    wait_state(held["id"], "running")
+    ids = []
+    for _ in range(4):
+        code, job = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 1}]})
+        assert code == 201 and job["state"] == "queued", job
+        ids.append(job["id"])
+    logs = [svc.jobs_root / job_id / "logs" for job_id in ids]  # made by the launch's staging
+    seen: list[int] = []
+
+    async def watch() -> None:  # another callback of the loop: how many were staged, turn by turn
+        while len(seen) < 100_000 and (not seen or seen[-1] < len(ids)):
+            seen.append(sum(1 for p in logs if p.exists()))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(watch(), loop=run.__self__)
+    assert api("DELETE", f"jobs/{held['id']}")[0] == 200
+    for job_id in ids:
+        wait_state(job_id, "running")
+    run(watcher)
+    assert seen[0] == 0 and seen[-1] == len(ids), seen
+    assert {1, 2, 3} <= set(seen), seen  # each launch was staged in a turn of its own
+    for job_id in ids:
+        api("DELETE", f"jobs/{job_id}")

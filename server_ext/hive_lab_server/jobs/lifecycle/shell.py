@@ -104,6 +104,9 @@ class UnitOfWork:
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
+        # launches prepared one per turn of the event loop (their dirs, files and request: ~20 ms each on a
+        # busy machine), so the launches one placement pass starts do not hold up every read together
+        self._launch_turn = asyncio.Lock()
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -436,29 +439,39 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        job = self.active.get(job_id)
-        if job is None:
-            return
-        begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
-        if not begun.launched or job.lc.launched:
-            return  # preempted, cancelled or re-placed before its turn: nothing runs
-        job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
-        t0 = time.perf_counter()
+        async with self._launch_turn:  # one launch prepared per turn of the loop (see __init__)
+            job = self.active.get(job_id)
+            if job is None:
+                return
+            begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
+            if not begun.launched or job.lc.launched:
+                return  # preempted, cancelled or re-placed before its turn: nothing runs
+            job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
+            t0 = time.perf_counter()
+            try:
+                launch_plan.stage(job, self.launcher)
+                request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
+                                                     grant_for=self.shares.share_grant,
+                                                     gpu_type=self.moves.placed_gpu_type(job))
+                await asyncio.sleep(0)  # the loop turns (reads are answered) before the next launch is prepared
+            except Exception as exc:
+                self._launch_failed(job_id, attempt, exc)
+                return
         try:
-            launch_plan.stage(job, self.launcher)
-            await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                                 grant_for=self.shares.share_grant,
-                                                                 gpu_type=self.moves.placed_gpu_type(job)))
+            await self.launcher.start(request)
         except Exception as exc:
-            msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
-            if not isinstance(exc, LaunchError):
-                log.exception("hive-lab: launching %s failed", job_id)
-            self.unit([(job_id, m.LaunchFailed(attempt, msg))])
+            self._launch_failed(job_id, attempt, exc)
             return
         self.metrics.launch_seconds.observe(time.perf_counter() - t0)
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
+
+    def _launch_failed(self, job_id: str, attempt: int, exc: Exception) -> None:
+        msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
+        if not isinstance(exc, LaunchError):
+            log.exception("hive-lab: launching %s failed", job_id, exc_info=exc)
+        self.unit([(job_id, m.LaunchFailed(attempt, msg))])
 
     async def _stop(self, job_id: str, attempt: int, grace_s: float, checkpoint: bool = False) -> None:
         if job_id not in self.active:
