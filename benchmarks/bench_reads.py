@@ -9,6 +9,10 @@ Prints per endpoint: answers, p50 / p99 / max latency and how many were shed (50
 shed and refused (``max_unfinished_jobs``). Target: every read p99 <= 100 ms while submits are shed at 2x.
 
     .venv/bin/python benchmarks/bench_reads.py [--duration 30] [--factor 2] [--measure 10] [--clients 50]
+
+``--probe DIR``: the server's event-loop turns over 20 ms, by what ran them, go to ``DIR/turns.json`` and a
+cProfile of its loop thread to ``DIR/server.prof`` (``benchmarks/loop_probe``; the figures it prints are then
+not comparable with unprobed runs).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import pathlib
 import statistics
 import sys
 import tempfile
@@ -83,6 +88,18 @@ async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dic
             "latencies": latencies, "read_shed": shed}
 
 
+def probe_env(probe: str | None) -> dict[str, str]:
+    """The server's environment for ``--probe`` (benchmarks/loop_probe/sitecustomize.py), else nothing."""
+    if not probe:
+        return {}
+    out = pathlib.Path(probe).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    here = pathlib.Path(__file__).resolve().parent / "loop_probe"
+    path = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "HIVE_BENCH_LOOP_TURNS": str(out / "turns.json"),
+            "HIVE_BENCH_PROFILE": str(out / "server.prof")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=30.0)
@@ -92,6 +109,7 @@ def main() -> None:
     ap.add_argument("--read-gap", type=float, default=0.1)
     ap.add_argument("--set", action="append", default=[], metavar="TRAIT=JSON",
                     help="a HiveLabApp setting for the server, e.g. --set max_requests_in_flight=0")
+    ap.add_argument("--probe", metavar="DIR", help="write the server's long loop turns and a cProfile there")
     args = ap.parse_args()
     hive = {"poll_interval_s": 0.1}  # as bench_overload
     for item in args.set:
@@ -99,7 +117,7 @@ def main() -> None:
         hive[name] = json.loads(value)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(prefix="hive-bench-reads-") as tmp:
-        srv = LiveServer(tmp, config={"HiveLabApp": hive}).start()
+        srv = LiveServer(tmp, config={"HiveLabApp": hive}, env=probe_env(args.probe)).start()
         try:
             rate = asyncio.run(sustainable_rate(srv, args.clients, args.measure))
             print(f"sustainable: {rate:.0f} submits/s ({args.clients} closed-loop clients, {args.measure:g} s)")

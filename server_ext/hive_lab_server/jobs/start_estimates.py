@@ -75,6 +75,7 @@ class StartEstimates:
         self._version = -1           # the core version the cache is of
         self._history_at = -1        # succeeded-jobs count the history was learned at
         self._history = RuntimeHistory(HISTORY_RUNS)
+        self._kinds: dict[str, str] = {}  # job id -> its kind's key, for the succeeded jobs ``_learn`` read
         self._labels: dict[str, str] = {}
         self._scheduled = False
         self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
@@ -113,17 +114,25 @@ class StartEstimates:
 
     # ------------------------------------------------------------------ what
     def _learn(self) -> None:
-        """Relearn run times from the store when jobs succeeded since the last time."""
-        rows, total = self.svc.store.list_jobs(states=["succeeded"], limit=HISTORY_ROWS)
+        """Relearn run times from the store when jobs succeeded since the last time: the newest
+        ``HISTORY_ROWS`` succeeded jobs, oldest first. A job's kind is read from its spec once (a succeeded
+        job's spec never changes) and kept while the job is among them: decoding the 1,000 specs on each
+        recompute was most of a recompute's time under a flood of short jobs (issue 40)."""
+        rows, total = self.svc.store.runs("succeeded", HISTORY_ROWS)
         if total == self._history_at:
             return
         self._history_at = total
+        kinds = self._kinds
+        unseen = [r["id"] for r in rows if r["id"] not in kinds]
+        if unseen:
+            for job_id, spec in self.svc.store.specs(unseen).items():
+                kinds[job_id] = kind_of(spec or {})[0]
+        self._kinds = {r["id"]: kinds[r["id"]] for r in rows if r["id"] in kinds}  # the window's jobs only
         hist = RuntimeHistory(HISTORY_RUNS)
         for row in reversed(rows):  # oldest first: the last runs are kept
-            if row.get("started_at") is None or row.get("finished_at") is None:
+            if row.get("started_at") is None or row.get("finished_at") is None or row["id"] not in kinds:
                 continue
-            key, _ = kind_of(row.get("spec") or {})
-            hist.record(row["user"], key, row["finished_at"] - row["started_at"])
+            hist.record(row["user"], kinds[row["id"]], row["finished_at"] - row["started_at"])
         self._history = hist
 
     def recompute(self) -> None:

@@ -360,6 +360,28 @@ class Store:
             ).mappings()
             return [dict(r) for r in rows], int(total)
 
+    def runs(self, state: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The newest ``limit`` jobs in ``state`` (``id``, ``user``, ``started_at``, ``finished_at``; newest
+        first, as ``list_jobs``) and how many jobs are in it: ``list_jobs`` without the specs, whose decoding
+        was most of the cost of the start estimates' history (issue 40; ``specs`` reads those not seen yet)."""
+        cond = _jobs.c.state == state
+        with self.engine.connect() as conn:
+            total = conn.execute(select(func.count()).select_from(_jobs).where(cond)).scalar() or 0
+            rows = conn.execute(
+                select(_jobs.c.id, _jobs.c.user, _jobs.c.started_at, _jobs.c.finished_at)
+                .where(cond).order_by(_jobs.c.seq.desc()).limit(limit)
+            ).mappings()
+            return [dict(r) for r in rows], int(total)
+
+    def specs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """``{job id: spec}`` of the jobs among ``ids`` that exist."""
+        out: dict[str, dict[str, Any]] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(ids), 500):
+                rows = conn.execute(select(_jobs.c.id, _jobs.c.spec).where(_jobs.c.id.in_(ids[start : start + 500])))
+                out.update((job_id, spec) for job_id, spec in rows)
+        return out
+
     def jobs_in_window(self, since: float) -> list[dict[str, Any]]:
         """Jobs submitted at or after ``since``, or not finished by then (still queued or running at
         ``since``), oldest first (the history export)."""

@@ -67,7 +67,7 @@ class Moves:
 
     def placed_gpu_type(self, job: ActiveJob) -> str | None:
         """The GPU type the job runs on now (None when it holds no GPUs)."""
-        if not job.placement:
+        if not any(p.gpus for p in job.placement):  # (a CPU-only job: no walk of the cluster's view per launch)
             return None
         nodes = self.nodes
         simple = {tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ()) for p in job.placement if p.gpus}

@@ -48,6 +48,23 @@ if TYPE_CHECKING:  # built after this part, each handed it (``attach_parts``)
 log = logging.getLogger("hive_lab_server")
 
 
+MAX_EXIT_JOBS = 16  # jobs whose exits one unit applies at most (poll_launcher)
+
+
+def exits_by_jobs(exits: list[TaskExit], jobs: int) -> list[list[TaskExit]]:
+    """``exits`` in the order reported, cut into lists of at most ``jobs`` jobs' exits each; one job's exits
+    stay in one list (the machine sees them together, as when they were applied in one unit). At least
+    one list, maybe empty (the facts still pending are applied with the first)."""
+    ordinal: dict[str, int] = {}  # job -> its place among the jobs, by its first exit
+    chunks: list[list[TaskExit]] = [[]]
+    for e in exits:
+        n = ordinal.setdefault(e.job_id, len(ordinal)) // jobs
+        if n == len(chunks):
+            chunks.append([])
+        chunks[n].append(e)
+    return chunks
+
+
 def _decision_job(d: Any) -> str | None:
     value = getattr(d, "job", None)
     return value if isinstance(value, str) else None
@@ -87,6 +104,9 @@ class UnitOfWork:
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
+        # launches prepared one per turn of the event loop (their dirs, files and request: ~20 ms each on a
+        # busy machine), so the launches one placement pass starts do not hold up every read together
+        self._launch_turn = asyncio.Lock()
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -114,11 +134,19 @@ class UnitOfWork:
             asyncio.get_running_loop().call_soon(self._notify, listener, job_id, state, reason)
 
     async def poll_launcher(self) -> None:
-        """Apply the exits the launcher reports (and the facts still pending) in one unit."""
+        """Apply the exits the launcher reports (and the facts still pending): one unit per
+        ``MAX_EXIT_JOBS`` jobs' exits, the loop turning between them, so a read waits for one such unit
+        (its commit, its jobs' core finishes and their placements), not for all the exits a poll found
+        (issue 40: a poll after a burst of short jobs held the loop for up to 1.4 s)."""
         async with self._poll_lock:  # (see _stop)
             exits = await self.launcher.poll()
-            if exits or self._pending:
-                self.handle_exits(exits)
+            if not exits and not self._pending:
+                return
+            chunks = exits_by_jobs(exits, MAX_EXIT_JOBS)
+            for i, chunk in enumerate(chunks):
+                if i:
+                    await asyncio.sleep(0)
+                self.handle_exits(chunk)
 
     def cancel_operations(self) -> None:
         """Cancel the per-job operations in flight (the service stops; the next start adopts the tasks)."""
@@ -411,29 +439,39 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        job = self.active.get(job_id)
-        if job is None:
-            return
-        begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
-        if not begun.launched or job.lc.launched:
-            return  # preempted, cancelled or re-placed before its turn: nothing runs
-        job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
-        t0 = time.perf_counter()
+        async with self._launch_turn:  # one launch prepared per turn of the loop (see __init__)
+            job = self.active.get(job_id)
+            if job is None:
+                return
+            begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
+            if not begun.launched or job.lc.launched:
+                return  # preempted, cancelled or re-placed before its turn: nothing runs
+            job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
+            t0 = time.perf_counter()
+            try:
+                launch_plan.stage(job, self.launcher)
+                request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
+                                                     grant_for=self.shares.share_grant,
+                                                     gpu_type=self.moves.placed_gpu_type(job))
+                await asyncio.sleep(0)  # the loop turns (reads are answered) before the next launch is prepared
+            except Exception as exc:
+                self._launch_failed(job_id, attempt, exc)
+                return
         try:
-            launch_plan.stage(job, self.launcher)
-            await self.launcher.start(launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                                 grant_for=self.shares.share_grant,
-                                                                 gpu_type=self.moves.placed_gpu_type(job)))
+            await self.launcher.start(request)
         except Exception as exc:
-            msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
-            if not isinstance(exc, LaunchError):
-                log.exception("hive-lab: launching %s failed", job_id)
-            self.unit([(job_id, m.LaunchFailed(attempt, msg))])
+            self._launch_failed(job_id, attempt, exc)
             return
         self.metrics.launch_seconds.observe(time.perf_counter() - t0)
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
+
+    def _launch_failed(self, job_id: str, attempt: int, exc: Exception) -> None:
+        msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
+        if not isinstance(exc, LaunchError):
+            log.exception("hive-lab: launching %s failed", job_id, exc_info=exc)
+        self.unit([(job_id, m.LaunchFailed(attempt, msg))])
 
     async def _stop(self, job_id: str, attempt: int, grace_s: float, checkpoint: bool = False) -> None:
         if job_id not in self.active:

@@ -1,0 +1,114 @@
+"""A poll that finds many exits applies them in units of at most ``MAX_EXIT_JOBS`` jobs, the event loop
+turning between units (issue 40: one unit for every exit a poll found held the loop, and every read, for
+up to 1.4 s), and nothing is lost on the way: every job ends as it would have. Reads see what a write that
+was answered did (read-your-writes), as they are computed from the store and the core on each request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from hive_lab_server.execution.launchers.base import TaskExit
+from hive_lab_server.jobs.lifecycle.shell import MAX_EXIT_JOBS, exits_by_jobs
+
+
+def test_exits_are_cut_by_jobs_and_a_jobs_exits_stay_together():
+    exits = [TaskExit("a", "t0", 0), TaskExit("b", "t0", 0), TaskExit("c", "t0", 1), TaskExit("a", "t1", 0),
+             TaskExit("d", "t0", 0), TaskExit("b", "t1", 0)]
+    assert exits_by_jobs(exits, 2) == [[exits[0], exits[1], exits[3], exits[5]], [exits[2], exits[4]]]
+    assert exits_by_jobs(exits, 16) == [exits]
+    assert exits_by_jobs([], 16) == [[]]  # one (empty) unit still applies the facts left pending
+
+
+def test_a_poll_of_many_exits_lets_the_loop_turn_between_its_units(api, wait_state, hive, run, tmp_path):
+    svc = hive.service
+    flag = tmp_path / "go"
+    jobs = MAX_EXIT_JOBS + 8  # (the built-in cluster's CPUs run 32 CPU-only tasks at once)
+    ids = []
+    for _ in range(jobs):
+        code, job = api("POST", "jobs", {"command": f"while [ ! -e {flag} ]; do sleep 0.05; done",
+                                         "tasks": [{"gpus": 0}]})
+        assert code == 201, job
+        ids.append(job["id"])
+    for job_id in ids:
+        wait_state(job_id, "running", timeout=60)
+    svc._loop_task.cancel()  # this test polls the launcher itself, once, after every task has ended
+    with contextlib.suppress(asyncio.CancelledError):
+        run(svc._loop_task)
+    flag.touch()
+    deadline = time.monotonic() + 60
+    while set(ids) & set(run(svc.launcher.running())):
+        assert time.monotonic() < deadline, "the tasks did not end"
+        run(asyncio.sleep(0.05))
+
+    async def poll_and_watch() -> list[int]:
+        seen: list[int] = []
+        done = asyncio.Event()
+
+        async def watch() -> None:  # another callback of the loop: what it sees between turns
+            while not done.is_set():
+                seen.append(sum(1 for j in ids if j in svc.active))
+                await asyncio.sleep(0)
+
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.sleep(0)
+        await svc.work.poll_launcher()
+        done.set()
+        await watcher
+        return seen + [sum(1 for j in ids if j in svc.active)]
+
+    seen = run(poll_and_watch())
+    assert seen[0] == jobs and seen[-1] == 0, seen
+    # the loop turned while the poll's exits were applied: it saw them applied in part
+    assert any(0 < n < jobs for n in seen), seen
+    for job_id in ids:
+        code, job = api("GET", f"jobs/{job_id}")
+        assert code == 200 and job["state"] == "succeeded", job
+
+
+def test_a_read_after_an_answered_write_sees_it(api, hive):
+    code, held = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 4}]})
+    assert code == 201, held
+    code, queued = api("POST", "jobs", {"command": "true", "tasks": [{"gpus": 1}]})
+    assert code == 201 and queued["state"] == "queued", queued
+    assert api("GET", f"jobs/{queued['id']}")[1]["state"] == "queued"
+    assert queued["id"] in [j["id"] for j in api("GET", "jobs?limit=50")[1]["jobs"]]
+    vcs = {v["name"]: v for v in api("GET", "vcs")[1]["vcs"]}
+    assert vcs["default"]["queue_length"] >= 1 and vcs["default"]["used_gpus"] == 4, vcs
+    code, cancelled = api("DELETE", f"jobs/{queued['id']}")
+    assert code == 200, cancelled
+    assert api("GET", f"jobs/{queued['id']}")[1]["state"] == "cancelled"
+    assert queued["id"] not in [j["id"] for j in api("GET", "jobs?limit=50&state=queued")[1]["jobs"]]
+    api("DELETE", f"jobs/{held['id']}")
+
+
+def test_the_launches_of_one_placement_pass_are_prepared_one_per_turn_of_the_loop(api, wait_state, hive, run):
+    """A holder of the 4 GPUs ends; one pass places the 4 jobs waiting behind it. Their launches' dirs are
+    made one per turn of the loop (the loop turns, and reads are answered, between them), not all in one."""
+    svc = hive.service
+    code, held = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 4}]})
+    assert code == 201, held
+    wait_state(held["id"], "running")
+    ids = []
+    for _ in range(4):
+        code, job = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 1}]})
+        assert code == 201 and job["state"] == "queued", job
+        ids.append(job["id"])
+    logs = [svc.jobs_root / job_id / "logs" for job_id in ids]  # made by the launch's staging
+    seen: list[int] = []
+
+    async def watch() -> None:  # another callback of the loop: how many were staged, turn by turn
+        while len(seen) < 100_000 and (not seen or seen[-1] < len(ids)):
+            seen.append(sum(1 for p in logs if p.exists()))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(watch(), loop=run.__self__)
+    assert api("DELETE", f"jobs/{held['id']}")[0] == 200
+    for job_id in ids:
+        wait_state(job_id, "running")
+    run(watcher)
+    assert seen[0] == 0 and seen[-1] == len(ids), seen
+    assert {1, 2, 3} <= set(seen), seen  # each launch was staged in a turn of its own
+    for job_id in ids:
+        api("DELETE", f"jobs/{job_id}")
