@@ -19,7 +19,24 @@ def _strip_line_comments(text: str) -> str:
 
 
 def read_body(raw: bytes, content_type: str | None) -> Any:
-    """The document in the body: a JSON or YAML value, or a batch script (str)."""
+    """The document in the body: a JSON or YAML value, or a batch script (str).
+
+    Only a body sent as a script (``text/plain`` and the shell types), or one that reads as one (``#!``, an
+    ``#SBATCH`` line), is a batch script: a JSON or YAML document that is a bare string is refused, not run."""
+    document = _read_document(raw, content_type)
+    if isinstance(document, _Script):
+        return str(document)
+    if isinstance(document, str):
+        raise fail("body", "the body is a JSON or YAML string, not a job: send a JSON or YAML object describing the "
+                           "job, or an sbatch script as text/plain")
+    return document
+
+
+class _Script(str):
+    """A body taken as a batch script (not a JSON or YAML string)."""
+
+
+def _read_document(raw: bytes, content_type: str | None) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -38,7 +55,7 @@ def read_body(raw: bytes, content_type: str | None) -> Any:
                     raise fail("body", f"the body is not valid JSON ({exc}); send a JSON object describing "
                                        "the job") from None
     if ctype in SCRIPT_TYPES or text.startswith("#!") or re.search(r"^#SBATCH", text, re.M):
-        return text
+        return _Script(text)
     if ctype in ("", "application/json"):
         try:
             return json.loads(text)
