@@ -440,7 +440,7 @@ class UnitOfWork:
             return
         try:
             job = self.active[job_id]
-            if checkpoint and job.spec.get("checkpoint") and self.checkpoint_grace_s > 0:  # docs/checkpoint.md
+            if checkpoint and job.spec.checkpoint and self.checkpoint_grace_s > 0:  # docs/checkpoint.md
                 await self.launcher.checkpoint(job_id, self.checkpoint_grace_s)
             await self.launcher.stop(job_id, grace_s)
             # collect the stopped tasks' exit codes now, and wait for a poll in flight to be applied: an
