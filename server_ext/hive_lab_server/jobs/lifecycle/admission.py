@@ -39,8 +39,7 @@ from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.wire.states import PLACED_STATES
 from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, capped_time_limit
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, VcTimeLimit, effective_limit
-from hive_lab_server.jobs.lifecycle.work import JobViews
-from hive_lab_server.jobs.pipelines.dependencies import Dependencies
+from hive_lab_server.jobs.lifecycle.work import DependencyGate, JobViews
 from hive_lab_server.store import Store
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.usage.metrics import Metrics
@@ -55,7 +54,7 @@ class Admission:
 
     def __init__(self, *, work: UnitOfWork, store: Store, scheduler: LiveSchedulerCore, launcher: Launcher,
                  active: dict[str, ActiveJob], metrics: Metrics, progress: ProgressTracker, shares: ShareGrants,
-                 dependencies: Dependencies, time_limits: Mapping[str, VcTimeLimit],
+                 dependencies: DependencyGate, time_limits: Mapping[str, VcTimeLimit],
                  kernel_caps: Mapping[str, KernelCap], gpu_uuids: Mapping[tuple[str, int], str],
                  jobs_root: pathlib.Path, max_unfinished_jobs: int, views: JobViews):
         self.work = work
