@@ -98,6 +98,7 @@ class LaunchSpec:
 
     # its task groups and other containers, once read (its own ``__dict__``, which its ``__setattr__`` keeps
     # everyone else from: a plain instance dict makes a view ~7x faster than slots set through object.__setattr__)
+    _raw: Mapping[str, Any]  # the stored dict (set once, in __init__)
     _tasks: tuple[LaunchTaskGroup, ...] | None = None
     _made: dict[str, Any] | None = None
 
