@@ -228,6 +228,43 @@ def test_each_module_imports_only_its_own_package_or_lower_layers():
     assert not breaks, "imports against the layers (ARCHITECTURE.md, \"Layers, one way\"):\n" + "\n".join(breaks)
 
 
+# --- inside a package ------------------------------------------------------------------------------
+
+def ties_inside_packages(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """Each pair of parts of one package (its sub-packages and modules: ``execution.isolation`` and
+    ``execution.launchers`` in ``execution``) that import each other, at every depth."""
+    out = []
+    for package in sorted(packages):
+        depth = package.count(".") + 1
+
+        def part(mod: str, package=package, depth=depth) -> str | None:
+            return mod.split(".")[depth] if mod.startswith(package + ".") else None
+
+        out += [f"inside {package}: {tie}" for tie in two_way_ties(package_edges(graph, part))]
+    return out
+
+
+def product_packages() -> set[str]:
+    return {mod for mod, path in product_modules().items() if path.name == "__init__.py"}
+
+
+def test_the_tie_reader_looks_inside_packages():
+    graph = {"p.ex.iso.files": {"p.ex.launch.base"}, "p.ex.launch.base": set(),
+             "p.ex.launch.local": {"p.ex.iso.cgroups"}, "p.ex.iso.cgroups": set(), "p.ex.env": {"p.ex.iso.files"}}
+    assert ties_inside_packages(graph, {"p", "p.ex", "p.ex.iso", "p.ex.launch"}) == [
+        "inside p.ex: iso <-> launch: p.ex.iso.files -> p.ex.launch.base, p.ex.launch.local -> p.ex.iso.cgroups"]
+    graph["p.ex.iso.files"] = set()  # one way only: no tie
+    assert ties_inside_packages(graph, {"p", "p.ex", "p.ex.iso", "p.ex.launch"}) == []
+
+
+def test_no_two_parts_of_a_package_import_each_other():
+    """The layer rule one level down: inside ``execution`` or ``jobs``, two sub-packages (or a module and a
+    sub-package) that import each other are one part split in two; one of them names the other by a
+    protocol, or the shared piece moves to the part that owns it."""
+    ties = ties_inside_packages(import_graph(product_modules()), product_packages())
+    assert not ties, "parts of a package that import each other:\n" + "\n".join(ties)
+
+
 def test_the_wire_types_import_nothing_of_the_server_above_them():
     """The named case of the rule: the spec, the models and the states are what everyone else imports."""
     graph = import_graph(product_modules())

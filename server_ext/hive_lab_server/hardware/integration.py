@@ -58,10 +58,9 @@ def make_monitor(service: Any, cluster: Any, cluster_gpus: list[dict[str, Any]],
     def labels() -> dict[str, dict[str, str]]:
         out = {}
         for job in service.active.values():
-            tasks = job.spec.get("tasks") or []
-            share = tasks[0].get("gpus") if len(tasks) == 1 else None
+            share = job.spec.share
             out[job.id] = {"user": job.user, "vc": job.vc}
-            if isinstance(share, float) and 0 < share < 1:
+            if share is not None:
                 out[job.id]["share"] = f"{share:g}"  # a share of its GPU: its per-process utilisation series
         return out
 

@@ -50,6 +50,7 @@ from hive_lab_server.errors import STORE_RETRY_AFTER_S, ServiceError, StoreUnava
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job  # noqa: F401  (kept importable from here)
 from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.jobs.start_estimates import StartEstimates
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import PLACED_STATES, JobState
 from hive_lab_server.jobs.lifecycle.kernel_caps import parse_kernel_limits
 from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
@@ -343,12 +344,12 @@ class HiveService:
         row = row or self.store.get_job(job_id)
         if row is None:
             return None
-        spec = row["spec"]
-        task = task_names(spec)[0]
+        spec = LaunchSpec.of(row["spec"])
+        task = spec.task_names()[0]
         tracker = self.progress
         final = job_id not in self.active and job_id in tracker.ending  # ended since the last read: read to the end
         if job_id not in self.active and not final:  # ended: its kept progress, else its log read once, nothing kept
-            kept = tracker.view(job_id, spec.get("job_type"), row["gpus"])
+            kept = tracker.view(job_id, spec.job_type, row["gpus"])
             if kept is not None and kept["steps"] is not None:
                 return kept
             tracker = ProgressTracker(self.progress.throughputs)
@@ -359,10 +360,10 @@ class HiveService:
                 data, nxt, size = read_log(self, row["user"], path, offset)  # as the owner, no link followed
                 return (data, nxt) if data or size >= offset else (b"", size)
 
-            tracker.read(job_id, spec.get("job_type"), chunk, self.now(), source)
+            tracker.read(job_id, spec.job_type, chunk, self.now(), source)
         if final:
             tracker.finish(job_id)
-        return tracker.view(job_id, spec.get("job_type"), row["gpus"])
+        return tracker.view(job_id, spec.job_type, row["gpus"])
 
     def end_unreachable_kernels(self) -> None:
         """Cancel the kernel jobs whose Jupyter server's heartbeat lease ran out (``lifecycle.kernel_leases``)."""
@@ -392,7 +393,7 @@ class HiveService:
         read to their end (their last steps), once."""
         for job in list(self.active.values()):
             if job.lc.state is S.RUNNING:
-                row = {"spec": job.spec, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
+                row = {"spec": job.spec.stored, "user": job.user, "gpus": sum(len(p.gpus) for p in job.placement)}
                 try:
                     self.read_progress(job.id, row)
                 except Exception:

@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import Expected, RuntimeHistory, StartEstimate
 
+from hive_lab_server.wire.launch_spec import LaunchSpec
+
 
 class EstimatesSource(Protocol):
     """What the estimates read of the service (``HiveService`` is one): the core, the store, the
@@ -46,19 +48,18 @@ MIN_INTERVAL_S = 0.05  # and at least this long (a burst of submits: at most 20 
 MAX_WAITING = 500
 
 
-def kind_of(spec: dict[str, Any]) -> tuple[str, str]:
+def kind_of(spec: LaunchSpec) -> tuple[str, str]:
     """(key, label) of a job's kind: its command (else its first task's command, else its name)."""
-    command = spec.get("command") or next((t.get("command") for t in spec.get("tasks") or () if t.get("command")), None)
-    name = spec.get("name") or "job"
+    command = spec.command or next((t.command for t in spec.tasks if t.command), None)
+    name = spec.name or "job"
     if command:
         label = name if name != "job" else (command if len(command) <= 40 else command[:37] + "...")
         return f"cmd:{command}", label
     return f"name:{name}", name
 
 
-def with_time_limit(request, spec: dict[str, Any]):
+def with_time_limit(request, limit: float | None):
     """The core request carrying the spec's ``time_limit_s`` (backfill and the estimates read it)."""
-    limit = spec.get("time_limit_s")
     if limit is None or getattr(request, "time_limit_s", None) == limit:
         return request
     return dataclasses.replace(request, time_limit_s=float(limit))
@@ -126,7 +127,7 @@ class StartEstimates:
         unseen = [r["id"] for r in rows if r["id"] not in kinds]
         if unseen:
             for job_id, spec in self.svc.store.specs(unseen).items():
-                kinds[job_id] = kind_of(spec or {})[0]
+                kinds[job_id] = kind_of(LaunchSpec.of(spec or {}))[0]
         self._kinds = {r["id"]: kinds[r["id"]] for r in rows if r["id"] in kinds}  # the window's jobs only
         hist = RuntimeHistory(HISTORY_RUNS)
         for row in reversed(rows):  # oldest first: the last runs are kept
@@ -182,7 +183,7 @@ class _ExpectedRuns:
         job = self._active.get(job_id)
         exp = None
         if job is not None:
-            limit = job.spec.get("time_limit_s")
+            limit = job.spec.time_limit_s
             if limit is not None:
                 exp = Expected(float(limit), "limit")
             else:

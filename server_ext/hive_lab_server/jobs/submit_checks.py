@@ -12,7 +12,6 @@ from typing import Any
 
 from hive_lab_server.auth.access import Caller
 from hive_lab_server.errors import ServiceError
-from hive_lab_server.execution.isolation.job_files import run_as_refusal
 from hive_lab_server.execution.launchers.base import UnsupportedSpec
 from hive_lab_server.wire.spec import JobSpec
 
@@ -35,7 +34,7 @@ def checked_submission(*, service: Any, access: Any, caller: Caller, spec: JobSp
     if not caller.may_submit(vc):
         mine = ", ".join(caller.vcs) or "none"
         raise ServiceError(403, f"user {caller.user} may not submit to VC {vc}; your VCs: {mine}", "vc")
-    refusal = run_as_refusal(service, caller.user)  # no Unix account, or root: refused before queueing
+    refusal = service.launcher.run_as_refusal(caller.user)  # no Unix account, or root: refused before queueing
     if refusal:
         raise ServiceError(403, refusal, "user")
     try:  # what the configured launcher can never run (e.g. an image under the local launcher)

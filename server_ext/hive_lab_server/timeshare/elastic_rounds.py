@@ -46,7 +46,7 @@ def plan_resizes(vc: str, jobs: list[Any], choice: dict[str, str | None], gpus_b
     """The resizes of one VC after a round. ``jobs``: the round's candidates (oldest first);
     ``choice``: job -> GPU type or None (waits); ``gpu_type_of(job)``: the type it runs on now;
     ``runs(job)``: it runs with no move pending; ``cooling(job_id)``: it was resized last round."""
-    size = {j.id: sum(t["gpus"] * t["count"] for t in j.spec["tasks"]) for j in jobs}
+    size = {j.id: j.spec.total_gpus for j in jobs}
     held = {t: 0 for t in gpus_by_type}
     for j in jobs:
         t = choice.get(j.id)
@@ -55,9 +55,7 @@ def plan_resizes(vc: str, jobs: list[Any], choice: dict[str, str | None], gpus_b
     free = {t: gpus_by_type[t] - held.get(t, 0) for t in gpus_by_type}
 
     def elastic(j: Any) -> bool:
-        return (j.spec.get("min_gpus") is not None and j.spec.get("max_gpus") is not None
-                and len(j.spec["tasks"]) == 1 and j.spec["tasks"][0]["count"] == 1
-                and choice.get(j.id) is not None and runs(j) and gpu_type_of(j) == choice.get(j.id)
+        return (j.spec.elastic and choice.get(j.id) is not None and runs(j) and gpu_type_of(j) == choice.get(j.id)
                 and not cooling(j.id))
 
     waiting = [j for j in jobs if choice.get(j.id) is None]
@@ -68,7 +66,7 @@ def plan_resizes(vc: str, jobs: list[Any], choice: dict[str, str | None], gpus_b
         for j in jobs:
             if not elastic(j):
                 continue
-            t, cur, lo = choice[j.id], size[j.id], j.spec["min_gpus"]
+            t, cur, lo = choice[j.id], size[j.id], j.spec.min_gpus
             lack = need - free.get(t, 0)
             if lack <= 0 or cur - lo < lack:
                 continue
@@ -81,7 +79,7 @@ def plan_resizes(vc: str, jobs: list[Any], choice: dict[str, str | None], gpus_b
     for j in jobs:
         if not elastic(j):
             continue
-        t, cur, hi = choice[j.id], size[j.id], j.spec["max_gpus"]
+        t, cur, hi = choice[j.id], size[j.id], j.spec.max_gpus
         idle = free.get(t, 0)
         if idle <= 0 or cur >= hi:
             continue

@@ -103,7 +103,7 @@ class RoundDriver:
         return {t: n for t, n in sorted(out.items()) if n > 0}
 
     def throughput(self, job: Any, gpu_types: list[str], gpus: int) -> np.ndarray:
-        known = self.svc.progress.known(job.spec.get("job_type"), gpus) or {}
+        known = self.svc.progress.known(job.spec.job_type, gpus) or {}
         learned = self.svc.progress.jobs.get(job.id)
         if learned is None and job.lc.attempt:
             # rates live in memory only; after a restart (or for a job that is not running) the job's
@@ -136,13 +136,13 @@ class RoundDriver:
     def candidates(self, vc: str) -> list[Any]:
         out = []
         for job in self.svc.active.values():
-            if job.vc != vc or job.spec.get("kind", "batch") != "batch" or job.lc.intent is not None:
+            if job.vc != vc or job.spec.kind != "batch" or job.lc.intent is not None:
                 continue
             if job.id in self.svc.dependencies.held:  # waits for other jobs (depends_on), not for GPUs
                 continue
             if job.lc.state not in (S.QUEUED, S.PAUSED, S.RUNNING, S.SCHEDULED):
                 continue
-            if sum(t["gpus"] * t["count"] for t in job.spec["tasks"]) <= 0:
+            if job.spec.total_gpus <= 0:
                 continue
             out.append(job)
         return sorted(out, key=lambda j: j.seq)
@@ -163,7 +163,7 @@ class RoundDriver:
                 continue
             types = list(gpus_by_type)
             gpus = np.array([gpus_by_type[t] for t in types], dtype=float)
-            sf = np.array([sum(t["gpus"] * t["count"] for t in j.spec["tasks"]) for j in jobs])
+            sf = np.array([j.spec.total_gpus for j in jobs])
             thr = np.array([self.throughput(j, types, int(s)) for j, s in zip(jobs, sf)])
             inputs = Inputs(jobs=tuple((j.id, int(s)) for j, s in zip(jobs, sf)),
                             gpus=tuple((t, gpus_by_type[t]) for t in types), throughput=thr)
@@ -178,7 +178,7 @@ class RoundDriver:
                     job_ids=list(range(len(jobs))), gpu_types=types, gpus=gpus, throughput=thr, scale_factor=sf,
                     remaining_steps=self.remaining_steps(jobs), priority_weight=np.ones(len(jobs)),
                     time_since_start=np.array([max(1.0, now - j.request.submit_time) for j in jobs]),
-                    job_keys=[(j.spec.get("job_type") or j.id, int(s)) for j, s in zip(jobs, sf)])
+                    job_keys=[(j.spec.job_type or j.id, int(s)) for j, s in zip(jobs, sf)])
                 self.last_problem[vc] = problem
                 x = self.policy.allocate(problem)
                 if isinstance(x, PackedAllocation):  # packing is simulated only: keep the single-job units
@@ -237,7 +237,7 @@ class RoundDriver:
                         await self.svc.moves.pause(job_id, why)
                     continue
                 current = self.svc.moves.placed_gpu_type(job) if job.lc.state in (S.RUNNING, S.SCHEDULED) else None
-                asked = {t.get("gpu_type") for t in job.spec["tasks"] if t.get("gpus")}
+                asked = {t.gpu_type for t in job.spec.tasks if t.gpus}
                 if (current or (asked.pop() if len(asked) == 1 else None)) != gpu_type:
                     await self.svc.moves.migrate(job_id, gpu_type, f"{why}: faster type" if current else why)
                 if self.svc.active.get(job_id) is not None and self.svc.active[job_id].lc.state is S.PAUSED:

@@ -21,6 +21,8 @@ from typing import Any, Iterable
 
 from hive_scheduler.sim.history import HISTORY_COLUMNS
 
+from hive_lab_server.wire.launch_spec import LaunchSpec, LaunchTaskGroup
+
 __all__ = ["history_rows", "live_policy", "HISTORY_COLUMNS"]
 
 
@@ -37,10 +39,10 @@ def live_policy(queue_policy: str, overflow: bool, backfill: bool) -> dict[str, 
     return out
 
 
-def _tasks(spec: dict[str, Any] | None, gpus: int) -> list[dict[str, Any]]:
-    tasks = (spec or {}).get("tasks") or [{"name": "main", "count": 1, "gpus": gpus}]
-    return [{"name": t.get("name") or "main", "count": int(t.get("count") or 1), "gpus": t.get("gpus", 1),
-             **({"gpu_type": t["gpu_type"]} if t.get("gpu_type") else {})} for t in tasks]
+def _tasks(spec: LaunchSpec, gpus: int) -> list[dict[str, Any]]:
+    tasks = spec.tasks or (LaunchTaskGroup("main", 1, gpus),)
+    return [{"name": t.name or "main", "count": int(t.count or 1), "gpus": t.gpus,
+             **({"gpu_type": t.gpu_type} if t.gpu_type else {})} for t in tasks]
 
 
 def _num(x: float) -> float | int:
@@ -96,8 +98,8 @@ def history_rows(jobs: Iterable[dict[str, Any]], usage: Iterable[dict[str, Any]]
             else:
                 wait = until - start_of_window
         gpus = int(job.get("gpus") or 0)
-        tasks = _tasks(job.get("spec"), gpus)
-        spec = job.get("spec") or {}
+        spec = LaunchSpec.of(job.get("spec") or {})
+        tasks = _tasks(spec, gpus)
         rows.append({
             "job_id": job["id"],
             "submit_time_s": _num(max(0.0, submitted - since)),
@@ -110,7 +112,7 @@ def history_rows(jobs: Iterable[dict[str, Any]], usage: Iterable[dict[str, Any]]
             "priority": int(job.get("priority") or 0),  # the core's: -1 opportunistic
             "kind": job.get("kind") or "batch",
             "user_group": job.get("user_group") or "",
-            "time_limit_s": spec.get("time_limit_s"),
+            "time_limit_s": spec.time_limit_s,
             "tasks": json.dumps(tasks, separators=(",", ":"), sort_keys=True),
             "observed_wait_s": _num(wait),
             "end_time_s": None if end_time is None else _num(end_time),

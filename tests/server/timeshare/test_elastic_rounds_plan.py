@@ -6,10 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from hive_lab_server.timeshare.elastic_rounds import plan_resizes
+from hive_lab_server.wire.launch_spec import LaunchSpec
 
 
 def job(job_id, gpus, lo=None, hi=None):
-    return SimpleNamespace(id=job_id, spec={"min_gpus": lo, "max_gpus": hi, "tasks": [{"gpus": gpus, "count": 1}]})
+    return SimpleNamespace(id=job_id, spec=LaunchSpec.of({"min_gpus": lo, "max_gpus": hi,
+                                                          "tasks": [{"gpus": gpus, "count": 1}]}))
 
 
 def plan(jobs, choice, cooling=()):

@@ -75,7 +75,7 @@ def settled(svc, plan) -> bool:
 
 
 def gpus(svc, job_id) -> int:
-    return svc.active[job_id].spec["tasks"][0]["gpus"]
+    return svc.active[job_id].spec.tasks[0].gpus
 
 
 @pytest.mark.timeout(300)

@@ -5,6 +5,7 @@ string key of the spec themselves."""
 from __future__ import annotations
 
 import ast
+import json
 import dataclasses
 import pathlib
 
@@ -79,3 +80,41 @@ def test_the_reader_finds_string_key_reads():
 @pytest.mark.parametrize("path", LAUNCHING, ids=lambda p: p.name)
 def test_launching_reads_the_spec_only_through_its_view(path):
     assert string_key_reads(path.read_text()) == [], f"{path.name}: read the spec through LaunchSpec"
+
+
+def test_each_attribute_of_the_view_is_the_submitted_specs_field():
+    """The view reads each field under the name JobSpec gives it (a misspelt key would read None)."""
+    spec = parse_job_spec({
+        "name": "train", "vc": "cv-101", "command": "python train.py", "within": "rack-1", "pinned_cell": "pc-1",
+        "time_limit_s": 600, "checkpoint": True, "min_gpus": 1, "max_gpus": 4, "job_type": "resnet50",
+        "working_dir": "src", "data_dir": "/data", "kind": "batch",
+        "tasks": [{"name": "w", "gpus": 2, "gpu_type": "V100", "cpus": 2, "memory_mb": 512, "min_failed": None,
+                   "min_succeeded": 1}],
+        "depends_on": [{"job": "j-000001", "when": "ended"}], "after": ["j-000002"],
+    })
+    view = LaunchSpec.of(spec.model_dump(mode="json"))
+    for name in ("name", "vc", "command", "within", "pinned_cell", "time_limit_s", "checkpoint", "min_gpus",
+                 "max_gpus", "job_type", "working_dir", "data_dir", "kind", "image"):
+        assert getattr(view, name) == getattr(spec, name), name
+    for group, asked in zip(view.tasks, spec.tasks):
+        for name in LaunchTaskGroup._fields:
+            assert getattr(group, name) == getattr(asked, name), name
+    assert [(d.job, d.when) for d in view.depends_on] == [("j-000001", "ended"), ("j-000002", "succeeded")]
+    assert view.total_gpus == spec.total_gpus == 2 and view.share is None and view.elastic
+    assert view.task_names() == ["w-0"]
+
+
+def test_a_changed_spec_is_a_new_view_and_keeps_every_stored_key():
+    stored = parse_job_spec({"command": "x", "min_gpus": 1, "max_gpus": 4, "tasks": [{"gpus": 2}],
+                             "files": {"a.txt": "a"}, "env": {"A": "1"}}).model_dump(mode="json")
+    before = json.loads(json.dumps(stored))
+    view = LaunchSpec.of(stored)
+    resized, moved = view.with_gpus(3), view.with_gpu_type("V100")
+    element = view.as_element("sweep[2]", {**view.env, "HIVE_ARRAY_INDEX": "2"})
+    assert stored == before and view.tasks[0].gpus == 2 and view.tasks[0].gpu_type is None  # the view is unchanged
+    assert resized.as_stored() == {**before, "tasks": [{**before["tasks"][0], "gpus": 3}]}
+    assert moved.as_stored() == {**before, "tasks": [{**before["tasks"][0], "gpu_type": "V100"}]}
+    assert element.as_stored() == {**before, "name": "sweep[2]", "env": {"A": "1", "HIVE_ARRAY_INDEX": "2"}}
+    assert dict(view.as_element("e", {}, {"p.json": "{}"}).files) == {"p.json": "{}"}
+    with pytest.raises(TypeError):
+        view.stored["name"] = "evil"  # type: ignore[index]

@@ -12,7 +12,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from hive_lab_server.wire import models
-from hive_lab_server.execution.isolation.job_files import UnsafePath, list_outputs, open_output, read_log, run_as_refusal
+from hive_lab_server.execution.isolation.job_files import UnsafePath, list_outputs, open_output, read_log
 from hive_lab_server.wire.job_state import STATE_NAMES
 from hive_lab_server.jobs.lifecycle import launch_plan
 from hive_lab_server.execution.launchers.base import UnsupportedSpec

@@ -29,20 +29,6 @@ def job_uids(service, user: str) -> set[int]:
     return uids
 
 
-def run_as_refusal(service, user: str) -> str:
-    """Why ``user``'s jobs cannot run here (no Unix account, root not allowed), or "" when they can."""
-    from hive_lab_server.execution.launchers.base import LaunchError
-
-    owner = getattr(service.launcher, "task_owner", None)
-    if not callable(owner):
-        return ""
-    try:
-        owner(user)
-    except LaunchError as exc:
-        return str(exc)
-    return ""
-
-
 def _base_and_rel(service, path: pathlib.Path) -> tuple[pathlib.Path, str]:
     root = pathlib.Path(service.jobs_root)
     try:
@@ -76,4 +62,4 @@ def open_output(service, user: str, output_dir: str, path: str) -> tuple[int, os
     return open_regular(base, f"{rel}/{path}", job_uids(service, user))
 
 
-__all__ = ["run_as_refusal", "job_uids", "read_log", "list_outputs", "open_output", "open_beneath", "UnsafePath"]
+__all__ = ["job_uids", "read_log", "list_outputs", "open_output", "open_beneath", "UnsafePath"]

@@ -163,6 +163,15 @@ class Launcher(LoggingConfigurable, metaclass=_LauncherMeta):
         else None. The service creates the job's dirs and staged files owned by it (they are 0700/0600)."""
         return None
 
+    def run_as_refusal(self, user: str) -> str:
+        """Why ``user``'s jobs cannot run here (no Unix account, root not allowed: ``task_owner`` refuses
+        them), or "" when they can. Asked before a job is queued, so it is refused with a 403 then."""
+        try:
+            self.task_owner(user)
+        except LaunchError as exc:
+            return str(exc)
+        return ""
+
     def task_pids(self) -> dict[int, str]:
         """pid -> job id of the task processes it started and tracks (the hardware monitor maps a GPU's
         processes to jobs by them); empty when it runs no task as a process of this machine."""

@@ -199,8 +199,7 @@ class ArrayFeeder:
             effective_limit(spec.time_limit_s, spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
-        spec_dict = spec.model_dump(mode="json")
-        request = request_from("array-check", vc, user, spec_dict["tasks"], spec.core_priority, spec.within,
+        request = request_from("array-check", vc, user, spec.tasks, spec.core_priority, spec.within,
                                self.work.now(), groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
         try:
             validate_request(self.core, request)
@@ -341,9 +340,9 @@ class ArrayFeeder:
         if not new:
             return 0
         self.admit(new)  # StoreUnavailable: nothing released (the ids are new; the next feed tries again)
-        for job, _ in new:
-            index = job.spec["env"]["HIVE_ARRAY_INDEX"]
-            live.released[int(index)] = job.id
+        for job, job_row in new:
+            index = job_row["array_index"]
+            live.released[index] = job.id
             lc = getattr(self.work, "active", {}).get(job.id)
             state = lc.lc.state.value if lc is not None else None
             if state is None or state not in ENDED:
@@ -356,21 +355,19 @@ class ArrayFeeder:
         """Turn a prepared job into element ``index``: its name, HIVE_ARRAY_* and, for a sweep, HIVE_PARAM_*
         and its parameter file (staged with the job's files, beneath its working dir)."""
         arr = live.row
-        spec = job.spec  # the same dict as row["spec"]
-        env = dict(spec.get("env") or {})
+        env = dict(job.spec.env)
         env.update({"HIVE_ARRAY_ID": arr["id"], "HIVE_ARRAY_INDEX": str(index),
                     "HIVE_ARRAY_COUNT": str(len(arr["indices"]))})
+        files = None  # (the job's own, unless a sweep's parameter file joins them)
         if arr["sweep"] is not None:
             params = sweep_params(arr["sweep"], position)
             for name, value in params.items():
                 env[f"HIVE_PARAM_{name.upper()}"] = param_env_value(value)
-            files = dict(spec.get("files") or {})
-            files[PARAMS_FILE] = json.dumps(params, sort_keys=True) + "\n"
-            spec["files"] = files
+            files = {**job.spec.files, PARAMS_FILE: json.dumps(params, sort_keys=True) + "\n"}
             env["HIVE_PARAMS_FILE"] = os.path.join(job.working_dir, PARAMS_FILE)
-        spec["env"] = env
         name = f"{arr['name']}[{index}]"[:128]
-        spec["name"] = name
+        job.spec = job.spec.as_element(name, env, files)
+        row["spec"] = dict(job.spec.stored)  # (a new top level; what it holds is the element's own)
         row["name"] = name
         row["array_id"] = arr["id"]
         row["array_index"] = index

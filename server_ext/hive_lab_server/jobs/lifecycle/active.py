@@ -5,13 +5,14 @@ to change it makes (``unfinished_job``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Protocol
 
 from hive_scheduler import JobRequest, TaskGroup, TaskPlacement
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import machine as m
+from hive_lab_server.wire.launch_spec import LaunchSpec
 
 
 @dataclass
@@ -22,7 +23,7 @@ class ActiveJob:
     seq: int
     user: str
     vc: str
-    spec: dict[str, Any]
+    spec: LaunchSpec  # its stored spec, typed (the row keeps ``spec.stored``)
     request: JobRequest
     working_dir: str
     output_dir: str
@@ -36,7 +37,7 @@ class ActiveJob:
 
     def __post_init__(self) -> None:
         # the core's request carries the spec's time limit (backfill and the start estimates read it)
-        self.request = with_time_limit(self.request, self.spec)
+        self.request = with_time_limit(self.request, self.spec.time_limit_s)
 
     @property
     def state(self) -> str:
@@ -51,13 +52,24 @@ class ActiveJob:
         return set(self.lc.left)
 
 
-def request_from(job_id: str, vc: str, user: str, tasks: list[dict], priority: int, within: Any,
+class AskedTasks(Protocol):
+    """A task group as the core's request needs it: a submitted ``TaskSpec`` or a stored ``LaunchTaskGroup``."""
+
+    name: Any
+    count: int
+    gpus: int | float
+    gpu_type: str | None
+    cpus: float | None
+    memory_mb: int | None
+
+
+def request_from(job_id: str, vc: str, user: str, tasks: Iterable[AskedTasks], priority: int, within: Any,
                   submit_time: float, group: str = "", *, groups: tuple[str, ...] | list[str] | None = (),
                   kind: str = "batch", pinned_cell: str | None = None) -> JobRequest:
     return JobRequest(
         id=job_id, vc=vc, user=user, group=group,
-        tasks=tuple(TaskGroup(name=t["name"], count=t["count"], gpus=t["gpus"], gpu_type=t.get("gpu_type"),
-                              cpus=t.get("cpus") or 0, memory_mb=t.get("memory_mb") or 0) for t in tasks),
+        tasks=tuple(TaskGroup(name=t.name, count=t.count, gpus=t.gpus, gpu_type=t.gpu_type,
+                              cpus=t.cpus or 0, memory_mb=t.memory_mb or 0) for t in tasks),
         priority=priority, within=within, submit_time=submit_time, groups=tuple(groups or ()), kind=kind,
         pinned_cell=pinned_cell,
     )

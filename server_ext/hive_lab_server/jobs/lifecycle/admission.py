@@ -27,6 +27,7 @@ from hive_scheduler import RequestError
 from hive_scheduler.protocol import LiveSchedulerCore
 from hive_scheduler.validation import validate_request
 
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.spec import JobSpec
 from hive_lab_server.jobs.start_estimates import with_time_limit
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
@@ -38,8 +39,7 @@ from hive_lab_server.jobs.lifecycle.shell import UnitOfWork
 from hive_lab_server.wire.states import PLACED_STATES
 from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, capped_time_limit
 from hive_lab_server.jobs.lifecycle.time_limit import TimeLimitError, VcTimeLimit, effective_limit
-from hive_lab_server.jobs.lifecycle.work import JobViews
-from hive_lab_server.jobs.pipelines.dependencies import Dependencies
+from hive_lab_server.jobs.lifecycle.work import DependencyGate, JobViews
 from hive_lab_server.store import Store
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.usage.metrics import Metrics
@@ -54,7 +54,7 @@ class Admission:
 
     def __init__(self, *, work: UnitOfWork, store: Store, scheduler: LiveSchedulerCore, launcher: Launcher,
                  active: dict[str, ActiveJob], metrics: Metrics, progress: ProgressTracker, shares: ShareGrants,
-                 dependencies: Dependencies, time_limits: Mapping[str, VcTimeLimit],
+                 dependencies: DependencyGate, time_limits: Mapping[str, VcTimeLimit],
                  kernel_caps: Mapping[str, KernelCap], gpu_uuids: Mapping[tuple[str, int], str],
                  jobs_root: pathlib.Path, max_unfinished_jobs: int, views: JobViews):
         self.work = work
@@ -158,7 +158,7 @@ class Admission:
         ended even before it starts (``kernel_leases``); under a Hub the owner cannot make it in the
         jobs root."""
         for job in jobs:
-            if job.spec.get("kind") == "kernel":
+            if job.spec.kind == "kernel":
                 try:
                     launch_plan.make_job_dir(job, self.launcher)
                 except OSError as exc:
@@ -185,7 +185,7 @@ class Admission:
         spec_dict = spec.model_dump(mode="json")
         spec_dict["vc"] = vc
         spec_dict["time_limit_s"] = limit
-        request = request_from(job_id, vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now, group,
+        request = request_from(job_id, vc, user, spec.tasks, spec.core_priority, spec.within, now, group,
                                groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
         try:
             if spec.gpu_share:
@@ -214,11 +214,12 @@ class Admission:
             "owner_groups": list(groups),
             "user_group": group,
         }
-        job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=spec_dict, request=request,
+        stored = LaunchSpec.of(spec_dict)  # (the row keeps the same dict: nobody changes it from here on)
+        job = ActiveJob(id=job_id, seq=seq, user=user, vc=vc, spec=stored, request=request,
                         working_dir=working_dir, output_dir=output_dir, queued_at=now,
                         opportunistic=spec.opportunistic,
                         lc=m.Job(job_id, max_retries=spec.max_retries, time_limit_s=limit,
-                                 policy=m.completion_policy(spec_dict["tasks"])))
+                                 policy=m.completion_policy(stored.tasks)))
         return job, row
 
     def what_if(self, spec: JobSpec, user: str, vc: str, groups: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -231,10 +232,9 @@ class Admission:
             limit = effective_limit(self._kernel_capped(spec, vc), spec.kind, vc, self.time_limits)
         except TimeLimitError as exc:
             raise ServiceError(400, exc.message, exc.field) from None
-        spec_dict = spec.model_dump(mode="json")
-        request = request_from("what-if", vc, user, spec_dict["tasks"], spec.core_priority, spec.within, now,
+        request = request_from("what-if", vc, user, spec.tasks, spec.core_priority, spec.within, now,
                                groups=groups, kind=spec.kind, pinned_cell=spec.pinned_cell)
-        request = with_time_limit(request, {"time_limit_s": limit})  # backfill decides on it, as for a submit
+        request = with_time_limit(request, limit)  # backfill decides on it, as for a submit
         try:
             validate_request(self.scheduler, request)
             self.scheduler.check_can_ever_fit(request)

@@ -63,11 +63,6 @@ def cap_of(vc: str, caps: Mapping[str, KernelCap]) -> KernelCap:
     return caps.get(vc) or caps.get("*") or KernelCap()
 
 
-def is_gpu_kernel(spec: Mapping[str, Any]) -> bool:
-    """A stored job spec of kind ``kernel`` holding GPUs or a share of one (what the caps bind)."""
-    return spec.get("kind") == "kernel" and any(float(t.get("gpus") or 0) > 0 for t in spec.get("tasks") or [])
-
-
 def capped_time_limit(asked: float | None, kind: str, gpus: float, vc: str,
                       caps: Mapping[str, KernelCap]) -> float | None:
     """The time limit a job asks for once its VC's kernel cap applies: a GPU kernel asking for none, or

@@ -18,7 +18,7 @@ import json
 from typing import Any, Callable, Iterable, Mapping
 
 from hive_lab_server.jobs.lifecycle.active import ActiveJob
-from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, cap_of, is_gpu_kernel
+from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCap, cap_of
 from hive_lab_server.wire.states import JobState
 from hive_lab_server.kernels.culler import IdleCuller
 from hive_lab_server.kernels.job import CONNECTION_FILE, duration
@@ -36,7 +36,7 @@ async def _never(_idle_s: float) -> None:  # the service cancels the job itself 
 def iopub_of(job: ActiveJob) -> dict[str, Any] | None:
     """``{"transport", "iopub_port"}`` of the connection file the job was submitted with, or None when it
     names no unprivileged TCP port (the watch then hears nothing, and the job counts as idle)."""
-    text = (job.spec.get("files") or {}).get(CONNECTION_FILE)
+    text = job.spec.files.get(CONNECTION_FILE)
     try:
         info = json.loads(text) if isinstance(text, str) else None
     except ValueError:
@@ -74,7 +74,7 @@ class KernelIdleWatch:
         keep = set()
         for job in jobs:
             if job.lc.state is not JobState.RUNNING or not job.placement or not self._limit(job) \
-                    or not is_gpu_kernel(job.spec):
+                    or not job.spec.gpu_kernel:
                 continue
             keep.add(job.id)
             attempt = job.lc.attempt
@@ -106,7 +106,7 @@ class KernelIdleWatch:
             if self.gpu_busy(job):
                 culler.last_activity = self.clock()
                 continue
-            gpus = sum(float(t.get("gpus") or 0) * int(t.get("count") or 1) for t in job.spec.get("tasks") or [])
+            gpus = sum(float(t.gpus or 0) * int(t.count or 1) for t in job.spec.tasks)
             out.append((job_id, f"hive-lab (idle kernel culled: no execution for {duration(idle)} while holding "
                                 f"{gpus:g} GPU{'' if gpus == 1 else 's'}; VC {job.vc} culls idle GPU kernels "
                                 f"after {duration(culler.limit_s)}, whatever their kernelspec says)"))

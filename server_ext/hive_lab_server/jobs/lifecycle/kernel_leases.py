@@ -56,7 +56,7 @@ def unreachable_kernels(jobs: Iterable[ActiveJob], now: float) -> list[tuple[str
     """(job id, who/why for the cancel) of each unfinished kernel job whose lease ran out."""
     out = []
     for job in jobs:
-        if job.spec.get("kind") != "kernel" or job.lc.state in FINAL_STATES:
+        if job.spec.kind != "kernel" or job.lc.state in FINAL_STATES:
             continue
         why = lapsed(job.working_dir, now)
         if why is not None:

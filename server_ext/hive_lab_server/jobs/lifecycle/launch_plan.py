@@ -1,8 +1,8 @@
 """What a placed job needs before and for its launch: its dirs and staged files, each task's environment,
 the ``LaunchRequest`` for the launcher (also the one used to adopt or stop tasks found after a restart).
 
-The job's stored spec is read through its typed view, ``LaunchSpec.of(job.spec)`` (``wire/launch_spec.py``),
-never by string keys here."""
+The job's stored spec is read through its typed view, ``job.spec`` (a ``LaunchSpec``, ``wire/launch_spec.py``,
+made at admission or recovery), never by string keys here."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def stage(job: "ActiveJob", launcher: Launcher) -> None:
     """The job's dirs (0700) and spec ``files`` (0600), owned by the Unix user its tasks run as. The dirs
     the spec names (``working_dir``, ``output_dir``, relative) are made without following a link the
     job planted in its dir on an earlier attempt."""
-    spec = LaunchSpec.of(job.spec)
+    spec = job.spec
     owner = launcher.task_owner(job.user)
     root = pathlib.Path(job.working_dir)
     private_dir(root, owner, stop_at=root.parent)  # also hands over a dir the kernel provisioner made
@@ -162,7 +162,7 @@ def launch_request(job: "ActiveJob", launcher: Launcher, jobs_root: pathlib.Path
                    master_port: int | None = None, grant_for=None, gpu_type: str | None = None) -> LaunchRequest:
     """``grant_for(job, placement)``: a share's ``hardware.sharing.ShareGrant`` (None for whole GPUs);
     ``gpu_type``: the type of GPUs it was placed on (``HIVE_GPU_TYPE``)."""
-    spec = LaunchSpec.of(job.spec)
+    spec = job.spec
     placement = sorted(job.placement, key=lambda p: p.rank)
     master_addr = launcher.host_address(placement[0].node) if placement else ""
     if master_port is None:
@@ -246,7 +246,7 @@ def usage_row(job: Any, attempt: int, now: float, config: Any) -> dict[str, Any]
         node_types = tuple(getattr(nodes.get(p.node), "gpu_types", ()) or ())
         gpu_type = node_types[0] if len(node_types) == 1 else (asked.get(p.group) or "unknown")
         types[gpu_type] = types.get(gpu_type, 0) + len(p.gpus)
-    tasks = LaunchSpec.of(job.spec).tasks
+    tasks = job.spec.tasks
     share = tasks[0].gpus if len(tasks) == 1 else None  # a share of one GPU: 0.5, 0.25, 0.125
     share = float(share) if isinstance(share, float) and 0 < share < 1 else 1.0
     return {"job_id": job.id, "attempt": attempt, "user": job.user, "user_group": job.request.group,

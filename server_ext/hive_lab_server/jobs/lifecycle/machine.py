@@ -7,7 +7,7 @@ No I/O, no clock, no core: the shell (``HiveService``) runs the effects in one u
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import Any, Iterable, Union
 
 from hive_lab_server.wire.states import FINAL_STATES, Intent, JobState
 from hive_lab_server.jobs.lifecycle.time_limit import limit_text
@@ -30,11 +30,12 @@ class GroupPolicy:
 DEFAULT_POLICY = GroupPolicy("")
 
 
-def completion_policy(tasks: list[dict]) -> tuple[GroupPolicy, ...]:
-    """The policies of a spec's task groups (``min_failed``/``min_succeeded``), those not the default."""
+def completion_policy(tasks: Iterable[Any]) -> tuple[GroupPolicy, ...]:
+    """The policies of a spec's task groups (``min_failed``/``min_succeeded``; a ``TaskSpec`` or a stored
+    ``LaunchTaskGroup``), those not the default."""
     out = []
     for t in tasks:
-        policy = GroupPolicy(t["name"], t.get("min_failed", 1), t.get("min_succeeded"))
+        policy = GroupPolicy(t.name, t.min_failed, t.min_succeeded)
         if (policy.min_failed, policy.min_succeeded) != (1, None):
             out.append(policy)
     return tuple(out)

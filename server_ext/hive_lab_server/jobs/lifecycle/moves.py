@@ -12,7 +12,6 @@ unfinished jobs, the unit of work (``work.Work``) and the job's REST view to ans
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -22,6 +21,7 @@ from hive_scheduler.validation import validate_request
 from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from, unfinished_job
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import JobState
 from hive_lab_server.jobs.lifecycle.work import Work
 
@@ -104,13 +104,10 @@ class Moves:
             raise ServiceError(400, f"gpu_type: the cluster has no GPU type {gpu_type!r}; its types are "
                                     f"{', '.join(types)}", "gpu_type")
         current = self.placed_gpu_type(job)
-        asked = {t.get("gpu_type") for t in job.spec["tasks"]}
+        asked = {t.gpu_type for t in job.spec.tasks}
         if current == match or (current is None and asked == {match}):
             raise ServiceError(409, f"job {job_id} already {'runs on' if current else 'asks for'} {match} GPUs")
-        spec = copy.deepcopy(job.spec)
-        for t in spec["tasks"]:
-            if t.get("gpus"):
-                t["gpu_type"] = match
+        spec = job.spec.with_gpu_type(match)
         text = f"{current or '/'.join(sorted(a for a in asked if a)) or 'any type'} -> {match}"
         await self._move(job, spec, "migrate", f"{text}: {reason}" if reason else text, gpu_type=match)
         await self.work.settle(job_id, wait_s)
@@ -120,24 +117,23 @@ class Moves:
         """Give an elastic job ``gpus`` GPUs (``min_gpus..max_gpus``): stopped with a checkpoint if it runs,
         then queued for the new size (``HIVE_WORLD_SIZE`` in the next attempt)."""
         job = self._movable(job_id, "resized")
-        lo, hi = job.spec.get("min_gpus"), job.spec.get("max_gpus")
+        lo, hi = job.spec.min_gpus, job.spec.max_gpus
         if lo is None or hi is None:
             raise ServiceError(409, f"job {job_id} is not elastic (it gives no min_gpus..max_gpus); it cannot be resized")
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not lo <= gpus <= hi:
             raise ServiceError(400, f"gpus: give a GPU count in the job's range {lo}..{hi}, got {gpus!r}", "gpus")
-        now_gpus = job.spec["tasks"][0]["gpus"]
+        now_gpus = job.spec.tasks[0].gpus
         if gpus == now_gpus:
             raise ServiceError(409, f"job {job_id} already has {gpus} GPUs")
-        spec = copy.deepcopy(job.spec)
-        spec["tasks"][0]["gpus"] = gpus
+        spec = job.spec.with_gpus(gpus)
         text = f"{now_gpus} -> {gpus} GPUs"
         await self._move(job, spec, "resize", f"{text}: {reason}" if reason else text)
         await self.work.settle(job_id, wait_s)
         return self.view(job_id)
 
-    async def _move(self, job: ActiveJob, spec: dict[str, Any], kind: str, reason: str, **row: Any) -> None:
-        request = request_from(job.id, job.vc, job.user, spec["tasks"], job.request.priority, spec.get("within"),
-                               job.request.submit_time, pinned_cell=spec.get("pinned_cell"))
+    async def _move(self, job: ActiveJob, spec: LaunchSpec, kind: str, reason: str, **row: Any) -> None:
+        request = request_from(job.id, job.vc, job.user, spec.tasks, job.request.priority, spec.within,
+                               job.request.submit_time, pinned_cell=spec.pinned_cell)
         probe = dataclasses.replace(request, id=f"{job.id}:probe")  # the job itself is in the core already
         try:
             validate_request(self.core, probe)
@@ -145,12 +141,12 @@ class Moves:
         except RequestError as exc:
             raise ServiceError(409, f"job {job.id} cannot be {'migrated' if kind == 'migrate' else 'resized'}: {exc}",
                                getattr(exc, "field", None)) from None
-        total = sum(t["gpus"] * t["count"] for t in spec["tasks"])
+        total = spec.total_gpus
         old = job.spec, job.request
         job.spec, job.request = spec, request  # the core's requeue (after the commit) submits the new request
 
         def write(batch, at: float) -> None:
-            self.store.update_job(batch, job.id, spec=spec, gpus=total, **row)
+            self.store.update_job(batch, job.id, spec=spec.as_stored(), gpus=total, **row)
 
         try:
             self.work.unit([(job.id, m.Move(kind, reason))], request=True, write=write)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import NO_LIMIT
 
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import JobState
 
 if TYPE_CHECKING:
@@ -55,8 +56,9 @@ def iso(t: float | None) -> str | None:
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def task_names(spec: dict[str, Any]) -> list[str]:
-    return [f"{t['name']}-{i}" for t in spec["tasks"] for i in range(t["count"])]
+def task_names(stored: Mapping[str, Any]) -> list[str]:
+    """The task names of a stored row's spec (``row["spec"]``)."""
+    return LaunchSpec.of(stored).task_names()
 
 
 PRIVATE_FIELDS = ("spec", "working_dir", "output_dir")
@@ -66,20 +68,21 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
                private: bool, live_reason: bool = True) -> dict[str, Any]:
     job_id = row["id"]
     reason = row["reason"]
+    spec = LaunchSpec.of(row["spec"])
     job = svc.active.get(job_id)
     if live_reason and row["state"] == JobState.QUEUED.value and job is not None and job.lc.intent is None:
         reason = core_reason(svc.scheduler, job_id) or reason
     obj: dict[str, Any] = {
         "id": row["id"], "name": row["name"], "user": row["user"], "vc": row["vc"], "kind": row["kind"],
         "state": row["state"], "reason": reason, "priority": row["priority"],
-        "opportunistic": bool(row["opportunistic"]), "gpus": spec_gpus(row), "gpu_type": row["gpu_type"],
-        "tasks": task_names(row["spec"]),
+        "opportunistic": bool(row["opportunistic"]), "gpus": spec_gpus(spec, row["gpus"]),
+        "gpu_type": row["gpu_type"], "tasks": spec.task_names(),
         "submitted_at": iso(row["submitted_at"]), "started_at": iso(row["started_at"]),
         "finished_at": iso(row["finished_at"]), "exit_code": row["exit_code"], "retries": row["retries"],
         "max_retries": row["max_retries"],
         "placement": [placement_object(svc, p) for p in placement],
     }
-    obj.update(time_limit_fields(svc, row, job))
+    obj.update(time_limit_fields(svc, row, spec.time_limit_s, job))
     if row.get("array_id") is not None:  # an element of a job array (arrays/)
         obj["array_id"] = row["array_id"]
         obj["array_index"] = row["array_index"]
@@ -89,7 +92,7 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
         obj["output_dir"] = row["output_dir"]
     obj.update(estimate_fields(svc, row, fresh=live_reason))
     progress = svc.read_progress(job_id, row) if detail else svc.progress.view(
-        job_id, row["spec"].get("job_type"), row["gpus"])
+        job_id, spec.job_type, row["gpus"])
     if progress is not None:  # hive_lab.progress lines and known figures (docs/checkpoint.md)
         obj["progress"] = progress
     if detail:
@@ -98,10 +101,9 @@ def job_object(svc: ServiceView, row: dict[str, Any], placement: list[dict[str, 
     return obj
 
 
-def time_limit_fields(svc: ServiceView, row: dict[str, Any], job: Any) -> dict[str, Any]:
-    """``time_limit_s``, and for a running attempt with a limit its ``deadline`` and ``time_left_s``
-    (derived like the machine's: the attempt's stored start + the limit)."""
-    limit = (row.get("spec") or {}).get("time_limit_s")
+def time_limit_fields(svc: ServiceView, row: dict[str, Any], limit: float | None, job: Any) -> dict[str, Any]:
+    """``time_limit_s`` (``limit``: its spec's), and for a running attempt with a limit its ``deadline`` and
+    ``time_left_s`` (derived like the machine's: the attempt's stored start + the limit)."""
     out: dict[str, Any] = {"time_limit_s": limit, "deadline": None, "time_left_s": None}
     if limit is not None and row["state"] == JobState.RUNNING.value and row.get("started_at") is not None:
         deadline = row["started_at"] + limit
@@ -133,12 +135,10 @@ def placement_object(svc: ServiceView, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def spec_gpus(row: dict[str, Any]) -> int | float:
-    """The job's GPUs: a share of one GPU (0.5, 0.25, 0.125) from its spec, else the stored count."""
-    tasks = (row.get("spec") or {}).get("tasks") or []
-    if len(tasks) == 1 and isinstance(tasks[0].get("gpus"), float) and 0 < tasks[0]["gpus"] < 1:
-        return tasks[0]["gpus"]
-    return row["gpus"]
+def spec_gpus(spec: LaunchSpec, gpus: int) -> int | float:
+    """The job's GPUs: a share of one GPU (0.5, 0.25, 0.125) from its spec, else ``gpus``, the row's count."""
+    share = spec.share
+    return share if share is not None else gpus
 
 
 def cluster_object(svc: ServiceView) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, MutableMapping
 
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import PLACED_STATES, Intent, JobState
 from hive_lab_server.jobs.lifecycle.work import RecoveryWork
 
@@ -46,11 +47,11 @@ class Recovery:
         self.work = work
 
     def _active_from_row(self, row: dict[str, Any], placement: list[dict[str, Any]]) -> ActiveJob:
-        spec = row["spec"]
-        request = request_from(row["id"], row["vc"], row["user"], spec["tasks"], row["priority"],
-                                spec.get("within"), row["submitted_at"], groups=row.get("owner_groups"),
+        spec = LaunchSpec.of(row["spec"])
+        request = request_from(row["id"], row["vc"], row["user"], spec.tasks, row["priority"],
+                                spec.within, row["submitted_at"], groups=row.get("owner_groups"),
                                 kind=row.get("kind") or "batch", group=row.get("user_group") or "",
-                                pinned_cell=spec.get("pinned_cell"))
+                                pinned_cell=spec.pinned_cell)
         tasks = tuple(p["task"] for p in sorted(placement, key=lambda p: p["rank"]))
         state = JobState(row["state"])
         intent = Intent(row["stop_intent"]) if row.get("stop_intent") else None
@@ -60,8 +61,8 @@ class Recovery:
                    intent_reason=row.get("stop_reason") or "", reason=row["reason"],
                    ended=tuple((t, int(c)) for t, c in (row.get("task_exits") or {}).items() if t in tasks)
                    if state in PLACED_STATES else (),
-                   policy=m.completion_policy(spec["tasks"]),
-                   time_limit_s=spec.get("time_limit_s"),
+                   policy=m.completion_policy(spec.tasks),
+                   time_limit_s=spec.time_limit_s,
                    started_at=row["started_at"] if state is S.RUNNING else None)
         placed = state in PLACED_STATES
         job = ActiveJob(id=row["id"], seq=row["seq"], user=row["user"], vc=row["vc"], spec=spec, request=request,

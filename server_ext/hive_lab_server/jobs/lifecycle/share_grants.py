@@ -61,9 +61,7 @@ class ShareGrants:
 
     @staticmethod
     def _share_of(job: "ActiveJob") -> float | None:
-        tasks = job.spec.get("tasks") or []
-        share = tasks[0].get("gpus") if len(tasks) == 1 else None
-        return share if isinstance(share, float) and 0 < share < 1 else None
+        return job.spec.share
 
     def share_device(self, job: "ActiveJob") -> str | None:
         """A share placed on a GPU in MIG mode: its MIG device, taken when its placement is stored so the
@@ -90,7 +88,6 @@ class ShareGrants:
     def share_grant(self, job: "ActiveJob", p: Any, adopted: bool = False):
         """The share's enforcement on its GPU (None: the job holds whole GPUs); ShareRefused -> LaunchError.
         ``adopted``: it runs already (after a restart): its MPS daemon is not started again."""
-        tasks = job.spec.get("tasks") or []
         share = self._share_of(job)
         if share is None or not p.gpus:
             return None
@@ -98,7 +95,7 @@ class ShareGrants:
         device = self.gpu_uuids.get((p.node, gpu)) or str(gpu)
         try:
             grant = self.sharing.grant(job.id, self.gpu_type_of(p.node, gpu), p.node, gpu, share, device,
-                                       tasks[0].get("gpu_memory_mb"))
+                                       job.spec.tasks[0].gpu_memory_mb)
             if grant.mode == "mps":
                 if adopted:
                     self.mps.adopt(p.node, gpu, job.id)

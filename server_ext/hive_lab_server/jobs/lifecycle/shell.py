@@ -35,7 +35,7 @@ from hive_lab_server.execution.launchers.base import Launcher, LaunchError, Task
 from hive_lab_server.jobs.start_estimates import StartEstimates
 from hive_lab_server.jobs.lifecycle import launch_plan, machine as m, presentation
 from hive_lab_server.jobs.lifecycle.active import ActiveJob
-from hive_lab_server.jobs.lifecycle.work import EventSink, JobViews
+from hive_lab_server.jobs.lifecycle.work import DependencyGate, EventSink, JobViews
 from hive_lab_server.store import Store
 from hive_lab_server.timeshare.progress import ProgressTracker
 from hive_lab_server.usage.metrics import Metrics
@@ -43,7 +43,6 @@ from hive_lab_server.usage.metrics import Metrics
 if TYPE_CHECKING:  # built after this part, each handed it (``attach_parts``)
     from hive_lab_server.jobs.lifecycle.moves import Moves
     from hive_lab_server.jobs.lifecycle.share_grants import ShareGrants
-    from hive_lab_server.jobs.pipelines.dependencies import Dependencies
 
 log = logging.getLogger("hive_lab_server")
 
@@ -76,7 +75,7 @@ class UnitOfWork:
     # handed over by ``attach_parts`` (each of them is built with this unit of work)
     shares: ShareGrants
     moves: Moves
-    dependencies: Dependencies
+    dependencies: DependencyGate
 
     def __init__(self, *, store: Store, scheduler: LiveSchedulerCore, launcher: Launcher,
                  active: dict[str, ActiveJob], metrics: Metrics, progress: ProgressTracker,
@@ -111,7 +110,7 @@ class UnitOfWork:
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
 
-    def attach_parts(self, *, shares: ShareGrants, moves: Moves, dependencies: Dependencies) -> None:
+    def attach_parts(self, *, shares: ShareGrants, moves: Moves, dependencies: DependencyGate) -> None:
         """The parts this unit of work calls that are built with it: a share's device and grant at
         placement and launch, the GPU type a job was placed on, the dependency gate before the core."""
         self.shares = shares
@@ -478,7 +477,7 @@ class UnitOfWork:
             return
         try:
             job = self.active[job_id]
-            if checkpoint and job.spec.get("checkpoint") and self.checkpoint_grace_s > 0:  # docs/checkpoint.md
+            if checkpoint and job.spec.checkpoint and self.checkpoint_grace_s > 0:  # docs/checkpoint.md
                 await self.launcher.checkpoint(job_id, self.checkpoint_grace_s)
             await self.launcher.stop(job_id, grace_s)
             # collect the stopped tasks' exit codes now, and wait for a poll in flight to be applied: an

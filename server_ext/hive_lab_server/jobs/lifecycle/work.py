@@ -1,7 +1,9 @@
 """What a part of the service needs of the unit of work (``shell.UnitOfWork``), as a small protocol:
-parts are handed the unit of work, never the service, and depend only on this. Also the two small
-things the unit of work and admission are handed that are not parts of their own: the job's REST view
-(``JobViews``: the service answers it) and where events go (``EventSink``: ``wire.events.EventBus``)."""
+parts are handed the unit of work, never the service, and depend only on this. Also the small things
+the unit of work and admission are handed that are not parts of their own: the job's REST view
+(``JobViews``: the service answers it), where events go (``EventSink``: ``wire.events.EventBus``) and
+the dependency gate (``DependencyGate``: ``pipelines.dependencies.Dependencies``, which imports the
+lifecycle, so the lifecycle names it only by this)."""
 
 from __future__ import annotations
 
@@ -53,6 +55,15 @@ class RecoveryWork(Work, Protocol):
 
     async def adopted(self) -> None:
         """Wait for the adoptions the last units started (tasks that ran on through a restart)."""
+
+
+class DependencyGate(Protocol):
+    """What admission and the unit of work ask of ``depends_on`` (``pipelines.dependencies.Dependencies``)."""
+
+    held: set[str]  # queued jobs kept out of the core until their dependencies are met
+
+    def gate(self, job: Any) -> Facts | None:
+        """Before a job goes to the core: None (go on), else the facts that keep it out or end it."""
 
 
 class JobViews(Protocol):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping
 
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.jobs.lifecycle import machine as m
+from hive_lab_server.wire.launch_spec import Dependency, LaunchSpec
 
 if TYPE_CHECKING:
     from hive_lab_server.jobs.lifecycle.work import GateWork
@@ -68,12 +69,12 @@ class Verdict:
     reason: str = ""
 
 
-def judge(depends_on: Iterable[Mapping[str, str]], outcome_of: Callable[[str], Outcome]) -> Verdict:
+def judge(depends_on: Iterable[Dependency], outcome_of: Callable[[str], Outcome]) -> Verdict:
     """Met (all ended as asked), waiting (some have not ended; the reason names them) or never (one
     ended the wrong way or does not exist; the reason says which and how)."""
     waiting: list[str] = []
     for dep in depends_on:
-        ref, when = dep["job"], dep.get("when", "succeeded")
+        ref, when = dep.job, dep.when
         outcome = outcome_of(ref)
         if outcome == "missing":
             return Verdict("never", f"dependency never met: {ref} does not exist")
@@ -140,9 +141,9 @@ class Dependencies:
                 raise ServiceError(403, f"depends_on[{i}].job: job {ref} belongs to another user; a job may only "
                                         "depend on its owner's jobs", f"depends_on[{i}].job")
 
-    def verdict(self, spec: Mapping[str, Any]) -> Verdict | None:
+    def verdict(self, spec: LaunchSpec) -> Verdict | None:
         """None for a job without dependencies."""
-        deps = spec.get("depends_on") or ()
+        deps = spec.depends_on
         if not deps:
             return None
         return judge(deps, self.outcomes.of)
@@ -152,6 +153,6 @@ class Dependencies:
         found = []
         for job in self.active.values():
             if job.lc.state.value in ("submitted", "queued") and job.lc.intent is None and \
-                    any(d.get("job") == job_id for d in job.spec.get("depends_on") or ()):
+                    any(d.job == job_id for d in job.spec.depends_on):
                 found.append((job.seq, job.id))
         return [j for _, j in sorted(found)]

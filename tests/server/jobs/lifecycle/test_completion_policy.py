@@ -16,6 +16,7 @@ import pytest
 from fixtures.live_server import LiveServer
 from hive_lab_server.api.formats import read_job
 from hive_lab_server.jobs.lifecycle import machine as m
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import Intent, JobState
 from hive_lab_server.wire.spec import SpecError, parse_job_spec
 from waiting import wait_until
@@ -160,8 +161,10 @@ def test_the_spec_refuses_a_count_no_group_can_reach():
     assert err.value.field == "tasks[0].min_succeeded" and "at most 2" in err.value.message
     spec = parse_job_spec({"command": "x", "tasks": [{"name": "w", "count": 2, "min_failed": None,
                                                       "min_succeeded": 1}]})
-    assert m.completion_policy(spec.model_dump(mode="json")["tasks"]) == (m.GroupPolicy("w", None, 1),)
-    assert m.completion_policy(parse_job_spec({"command": "x"}).model_dump(mode="json")["tasks"]) == ()
+    assert m.completion_policy(spec.tasks) == (m.GroupPolicy("w", None, 1),)
+    # what recovery reads back from the store: the same policies
+    assert m.completion_policy(LaunchSpec.of(spec.model_dump(mode="json")).tasks) == (m.GroupPolicy("w", None, 1),)
+    assert m.completion_policy(LaunchSpec.of(parse_job_spec({"command": "x"}).model_dump(mode="json")).tasks) == ()
 
 
 def policies(path: str) -> dict[str, tuple]:

@@ -18,6 +18,7 @@ from hive_lab_server.jobs.lifecycle import machine as m
 from hive_lab_server.jobs.lifecycle.active import ActiveJob, request_from
 from hive_lab_server.jobs.lifecycle.kernel_caps import KernelCapsError, capped_time_limit, parse_kernel_limits
 from hive_lab_server.jobs.lifecycle.kernel_idle import KernelIdleWatch
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import JobState
 from hive_lab_server.kernels.job import CONNECTION_FILE
 from hive_scheduler.types import TaskPlacement
@@ -52,13 +53,13 @@ def test_a_gpu_kernel_gets_the_cap_as_its_time_limit(asked, kind, gpus, vc, want
 
 def kernel_job(port: int, started_at: float, vc: str = "cs-101") -> ActiveJob:
     """A running GPU kernel's job, as admission and the launch make it."""
-    tasks = [{"name": "kernel", "count": 1, "gpus": 1}]
-    spec = {"kind": "kernel", "tasks": tasks, "time_limit_s": None,
-            "files": {CONNECTION_FILE: json.dumps({"ip": "127.0.0.1", "transport": "tcp", "iopub_port": port})}}
-    lc = replace(m.Job("j-1", policy=m.completion_policy(tasks)), state=JobState.RUNNING, attempt=1,
+    spec = LaunchSpec.of({"kind": "kernel", "tasks": [{"name": "kernel", "count": 1, "gpus": 1}], "time_limit_s": None,
+                          "files": {CONNECTION_FILE: json.dumps({"ip": "127.0.0.1", "transport": "tcp",
+                                                                 "iopub_port": port})}})
+    lc = replace(m.Job("j-1", policy=m.completion_policy(spec.tasks)), state=JobState.RUNNING, attempt=1,
                  started_at=started_at)
     return ActiveJob(id="j-1", seq=1, user="ann", vc=vc, spec=spec, working_dir="/nonexistent", output_dir="/nonexistent",
-                     request=request_from("j-1", vc, "ann", tasks, 0, None, started_at, kind="kernel"), lc=lc,
+                     request=request_from("j-1", vc, "ann", spec.tasks, 0, None, started_at, kind="kernel"), lc=lc,
                      placement=[TaskPlacement("kernel", "kernel", 0, 0, "node-0", (0,))])
 
 

@@ -7,6 +7,7 @@ import os
 import types
 
 from hive_lab_server.jobs.lifecycle.kernel_leases import lapsed, unreachable_kernels
+from hive_lab_server.wire.launch_spec import LaunchSpec
 from hive_lab_server.wire.states import JobState
 
 NOW = 1_800_000_000.0
@@ -51,7 +52,7 @@ def test_a_planted_link_or_fifo_is_not_read(tmp_path):
 def test_only_unfinished_kernel_jobs_are_ended(tmp_path):
     def job(name, kind, state):
         wd = kernel_dir(tmp_path / name, int(NOW - 500))
-        return types.SimpleNamespace(id=name, spec={"kind": kind}, working_dir=str(wd),
+        return types.SimpleNamespace(id=name, spec=LaunchSpec.of({"kind": kind}), working_dir=str(wd),
                                      lc=types.SimpleNamespace(state=state))
 
     jobs = [job("queued-kernel", "kernel", JobState.QUEUED), job("running-kernel", "kernel", JobState.RUNNING),

@@ -6,6 +6,7 @@ import pytest
 
 from hive_lab_server.jobs.pipelines import cron
 from hive_lab_server.jobs.pipelines.dependencies import judge
+from hive_lab_server.wire.launch_spec import Dependency
 
 OUTCOMES = {"j-1": "succeeded", "j-2": "failed", "j-3": "cancelled", "j-4": "pending", "j-5": "pending"}
 
@@ -20,7 +21,7 @@ OUTCOMES = {"j-1": "succeeded", "j-2": "failed", "j-3": "cancelled", "j-4": "pen
     ([("j-9", "ended")], "never", "dependency never met: j-9 does not exist"),
 ])
 def test_judge(deps, status, reason):
-    verdict = judge([{"job": j, "when": w} for j, w in deps], lambda ref: OUTCOMES.get(ref, "missing"))
+    verdict = judge([Dependency(j, w) for j, w in deps], lambda ref: OUTCOMES.get(ref, "missing"))
     assert (verdict.status, verdict.reason) == (status, reason)
 
 
