@@ -114,6 +114,10 @@ def pause_migrate_resize(srv, command: str, **extra) -> None:
     assert r.status_code == 409, r.text  # it runs there
     r = post(srv, job, "migrate", user="carol", gpu_type="v100", reason="faster type")
     assert r.status_code == 200, r.text
+    # more steps only once the attempt on the V100 runs: allowed while the K80 attempt still ran (its
+    # checkpoint signal not yet there), that attempt took them itself (seen under load: step 70 on the K80)
+    wait_until(lambda: len(attempts(srv, job)) == 3, "the attempt on the V100")
+    assert placed_node(srv, job) == "v100-node"
     allow(srv, job, 70)
     wait_until(lambda: reached_step(srv, job) == 70, "70 steps done on the V100")
     assert placed_node(srv, job) == "v100-node"
