@@ -86,6 +86,7 @@ class StartEstimates:
         self._scheduled = False
         self._in_flight = False      # a replay runs on a worker thread (``_refresh_off_loop``)
         self._estimator = None       # the worker's replay twin (the core's ``new_estimator``)
+        self._task: asyncio.Future | None = None  # the recompute in flight
         self.stale = 0               # off-loop answers dropped: the core changed while they were computed
         self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
         self._last_run = 0.0         # time.monotonic() at the end of the last recompute
@@ -111,7 +112,7 @@ class StartEstimates:
             return
         self._in_flight = True
         self._scheduled = False
-        asyncio.ensure_future(self._refresh_off_loop())
+        self._task = asyncio.ensure_future(self._refresh_off_loop())  # (held: the loop keeps tasks weakly)
 
     async def _refresh_off_loop(self) -> None:
         """One recompute with its replay on a worker thread; the answer published only if the core is
@@ -120,11 +121,10 @@ class StartEstimates:
             t0 = time.perf_counter()
             snap = self._snapshot()
             loop_ms = 1000 * (time.perf_counter() - t0)
-            t1 = time.perf_counter()
-            answer = await self.off_loop(snap.run)
-            # the cost that spaces recomputes is what the loop spent, plus the thread's share of the GIL
-            # it competes for (counted whole: a replay that cost the loop nothing would be rerun at once)
-            self.last_ms = loop_ms + 1000 * (time.perf_counter() - t1)
+            answer, replay_ms = await self.off_loop(lambda: _cpu_timed(snap.run))
+            # the cost that spaces recomputes: what the loop spent plus the replay's CPU on its thread (the
+            # GIL it took from the loop; a replay counted as free would be rerun back to back)
+            self.last_ms = loop_ms + replay_ms
             if self.svc.scheduler.version == snap.version:
                 self._publish(snap.version, answer)
             else:
@@ -213,6 +213,13 @@ class StartEstimates:
             changed = sorted(j for j, est in self._cache.items() if _shown(est) != _shown(old.get(j)))
             if changed:
                 self.on_changed(changed)
+
+
+def _cpu_timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and the CPU milliseconds it took on the calling thread."""
+    t0 = time.thread_time()
+    out = fn()
+    return out, 1000 * (time.thread_time() - t0)
 
 
 def _shown(est: StartEstimate | None) -> tuple | None:
