@@ -123,7 +123,70 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
                     max_steps: int | None = None, vc: str | None = None,
                     alternatives: Mapping[str, str] | None = None,
                     names: Mapping[str, str] | None = None, max_waiting: int | None = None) -> dict[str, StartEstimate]:
-    """Estimated start of every waiting (or preempting) job of ``core`` at core time ``now``.
+    """Estimated start of every waiting job of the live ``core`` (see ``replay_starts``), on the core's own
+    twin (``core.estimator``)."""
+    return replay_starts(core.estimator.replay_twin(), core.estimator, core.job_table.values(),
+                         core.state.node_down, core.state.gpu_down, now, expected, max_steps=max_steps, vc=vc,
+                         alternatives=alternatives, names=names, max_waiting=max_waiting)
+
+
+class _JobCopy:
+    """What the replay reads of one core job, copied (``EstimatesSnapshot``): the live record changes
+    under a replay that runs off the event loop."""
+
+    __slots__ = ("req", "seq", "state", "opp", "placement", "started_at", "preempted_by", "detached")
+
+    def __init__(self, j):
+        self.req = j.req                 # (frozen)
+        self.seq = j.seq
+        self.state = j.state
+        self.opp = j.opp
+        self.placement = j.placement     # (a tuple of frozen TaskPlacements)
+        self.started_at = j.started_at
+        self.preempted_by = j.preempted_by
+        self.detached = j.detached       # (a tuple)
+
+
+class EstimatesSnapshot:
+    """The inputs of one ``estimate_starts`` taken from a live core in one go (O(jobs), on its thread), so
+    that the replay itself (``run``, ~(waiting jobs)^2) may run on another thread while the core goes on
+    changing: each job's state, placement and start copied, the unhealthy hardware copied, and a twin of
+    ``estimator``'s own (not ``core.estimator``, which the core's backfill replays on) made ready. ``version``:
+    the core's ``version`` it was taken at (publish a result only while the core is still there).
+
+    One snapshot of an ``estimator`` runs at a time (they share its twin)."""
+
+    def __init__(self, core, estimator: "StartEstimates", now: float, expected=None,
+                 alternatives: Mapping[str, str] | None = None, names: Mapping[str, str] | None = None,
+                 max_waiting: int | None = None):
+        self.version = core.version
+        self.estimator = estimator
+        self.twin = estimator.replay_twin()
+        self.jobs = tuple(_JobCopy(j) for j in core.job_table.values())
+        self.node_down = frozenset(core.state.node_down)
+        self.gpu_down = frozenset(core.state.gpu_down)
+        self.now = float(now)
+        self.expected = expected
+        self.alternatives = dict(alternatives) if alternatives else None
+        self.names = dict(names) if names else None
+        self.max_waiting = max_waiting
+
+    def run(self) -> dict[str, StartEstimate]:
+        """What ``estimate_starts`` answered when the snapshot was taken (touches only the snapshot and the
+        twin: safe on a worker thread)."""
+        return replay_starts(self.twin, self.estimator, self.jobs, self.node_down, self.gpu_down, self.now,
+                             self.expected, alternatives=self.alternatives, names=self.names,
+                             max_waiting=self.max_waiting)
+
+
+def replay_starts(twin, estimator: StartEstimates, core_jobs, node_down, gpu_down, now: float,
+                  expected: Mapping[str, Expected] | None = None,
+                  max_steps: int | None = None, vc: str | None = None,
+                  alternatives: Mapping[str, str] | None = None,
+                  names: Mapping[str, str] | None = None, max_waiting: int | None = None) -> dict[str, StartEstimate]:
+    """Estimated start of every waiting (or preempting) job of a core (its jobs ``core_jobs``, its unhealthy
+    nodes and GPUs ``node_down``, ``gpu_down``) at core time ``now``, replayed on ``twin`` (``estimator``'s,
+    dropped there if the replay did not leave it empty).
 
     ``vc``: only that VC's guaranteed jobs (backfill's reservations). Its guaranteed jobs only ever
     use its own virtual cells, and HiveD's buddy invariant keeps those bindable whatever the other
@@ -140,9 +203,7 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     replay runs a scheduling pass over every waiting job, so the replay costs ~(waiting jobs)^2: 10,000
     waiting 1-GPU jobs took ~20 s of the server's event loop. Left out, the later jobs cannot pass the
     earlier ones in the replay (an earlier start for those is then not seen)."""
-    estimator = core.estimator
-    twin = estimator.replay_twin()
-    jobs = sorted(core.job_table.values(), key=lambda j: j.seq)
+    jobs = sorted(core_jobs, key=lambda j: j.seq)
     if vc is not None:
         jobs = [j for j in jobs if j.req.vc == vc and not j.opp]
     waiting = [j for j in jobs if j.state == WAITING or j.state == PREEMPTING]
@@ -172,9 +233,9 @@ def estimate_starts(core, now: float, expected: Mapping[str, Expected] | None = 
     starts: dict[str, tuple[float, str | None]] = {}
     try:
         twin.rewind_clock(0.0)  # the twin runs on time relative to ``now``
-        for node in sorted(core.state.node_down):
+        for node in sorted(node_down):
             twin.set_node_health(node, False, 0.0)
-        for node, gpu in sorted(core.state.gpu_down):
+        for node, gpu in sorted(gpu_down):
             twin.set_gpu_health(node, gpu, False, 0.0)
         seq = 0
         for j in jobs:

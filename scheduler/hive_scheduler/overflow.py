@@ -504,7 +504,23 @@ class OverflowScheduler:
         start withdraws the other, as ``submit`` does), a shadow expected to run as long as its job, and
         every estimate under the job's own id: the earlier of its two starts, the shadow's saying
         where it would run."""
-        exp = _AsOwner(expected) if expected else None
+        alternatives, names = self._alternatives()
+        # (max_waiting: a job and its shadow are replayed together and count once, as alternatives)
+        raw = self.inner.estimate_starts(now, _AsOwner(expected) if expected else None, alternatives=alternatives,
+                                         names=names, max_waiting=max_waiting)
+        return _by_owner(raw, self._overflowed, self._shadow_waiting, {j: r.vc for j, r in self._req.items()})
+
+    def estimates_snapshot(self, estimator, now: float, expected=None, max_waiting=None) -> "_OverflowSnapshot":
+        """``estimate_starts`` in two halves (the core's ``estimates_snapshot``): what it reads of this
+        wrapper is copied too, so ``run()`` answers what ``estimate_starts`` answered now."""
+        alternatives, names = self._alternatives()
+        inner = self.inner.estimates_snapshot(estimator, now, _AsOwner(expected) if expected else None,
+                                              alternatives=alternatives, names=names, max_waiting=max_waiting)
+        return _OverflowSnapshot(inner, frozenset(self._overflowed), frozenset(self._shadow_waiting),
+                                 {j: r.vc for j, r in self._req.items()})
+
+    def _alternatives(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Each waiting job and its waiting shadow as alternatives; how a shadow's id is shown."""
         alternatives: dict[str, str] = {}
         names: dict[str, str] = {}
         for job in self._req:
@@ -512,23 +528,7 @@ class OverflowScheduler:
             names[shadow] = job
             if job in self._g_waiting and job in self._shadow_waiting:
                 alternatives[job], alternatives[shadow] = shadow, job
-        # (max_waiting: a job and its shadow are replayed together and count once, as alternatives)
-        raw = self.inner.estimate_starts(now, exp, alternatives=alternatives, names=names, max_waiting=max_waiting)
-        out: dict = {}
-        for core_id, est in raw.items():
-            owner = _owner(core_id)
-            if owner in self._overflowed:  # running: no start to estimate
-                continue
-            if owner != core_id:
-                if owner not in self._shadow_waiting:
-                    continue
-                if est.start is not None:
-                    vc = self._req[owner].vc if owner in self._req else "its VC"
-                    est = dataclasses.replace(est, basis=f"{est.basis}, in idle GPUs outside VC {vc} (overflow)")
-            have = out.get(owner)
-            if have is None or (est.start is not None and (have.start is None or est.start < have.start)):
-                out[owner] = est
-        return out
+        return alternatives, names
 
     def _waiting_shadows(self, vc: str, user: str | None = None) -> int:
         """Core jobs of ``vc`` (``user``) that wait but are not a waiting job of their own: waiting shadows
@@ -630,6 +630,40 @@ class _Ghosts:
         self.gpus.pop(job, None)
         self.outside.pop(job, None)
         self.since.pop(job, None)
+
+
+def _by_owner(raw: dict, overflowed, shadow_waiting, vcs) -> dict:
+    """The core's estimates under each job's own id: the earlier of its and its shadow's starts (none for
+    an overflowed job, which runs). ``vcs``: job id -> its VC."""
+    out: dict = {}
+    for core_id, est in raw.items():
+        owner = _owner(core_id)
+        if owner in overflowed:  # running: no start to estimate
+            continue
+        if owner != core_id:
+            if owner not in shadow_waiting:
+                continue
+            if est.start is not None:
+                vc = vcs[owner] if owner in vcs else "its VC"
+                est = dataclasses.replace(est, basis=f"{est.basis}, in idle GPUs outside VC {vc} (overflow)")
+        have = out.get(owner)
+        if have is None or (est.start is not None and (have.start is None or est.start < have.start)):
+            out[owner] = est
+    return out
+
+
+class _OverflowSnapshot:
+    """The core's ``EstimatesSnapshot`` and the wrapper's state its answer is read with, copied."""
+
+    def __init__(self, inner, overflowed: frozenset, shadow_waiting: frozenset, vcs: dict[str, str]):
+        self.inner = inner
+        self.version = inner.version
+        self._overflowed = overflowed
+        self._shadow_waiting = shadow_waiting
+        self._vcs = vcs
+
+    def run(self) -> dict:
+        return _by_owner(self.inner.run(), self._overflowed, self._shadow_waiting, self._vcs)
 
 
 class _Tally:

@@ -576,6 +576,19 @@ class Scheduler:
         return _estimates.estimate_starts(self, float(now), expected, alternatives=alternatives, names=names,
                                           max_waiting=max_waiting)
 
+    def new_estimator(self) -> "_estimates.StartEstimates":
+        """A holder of a replay twin of this core's own, for ``estimates_snapshot`` (a replay off the caller's
+        thread must not share ``self.estimator``'s twin, which backfill replays on)."""
+        return _estimates.StartEstimates(self)
+
+    def estimates_snapshot(self, estimator, now: float, expected=None, alternatives=None, names=None,
+                           max_waiting=None) -> "_estimates.EstimatesSnapshot":
+        """``estimate_starts`` in two halves: this copy of its inputs (O(jobs)), and its ``run()``, the
+        replay, which touches only the copy and ``estimator``'s twin (``new_estimator``), so it may run on
+        another thread while this core changes; ``run()`` answers what ``estimate_starts`` answered now."""
+        return _estimates.EstimatesSnapshot(self, estimator, float(now), expected, alternatives=alternatives,
+                                            names=names, max_waiting=max_waiting)
+
     # ================================================================== internals: bookkeeping
     def job_record(self, job_id: str) -> Job:
         """Job ``job_id``'s record (read it, change nothing); RequestError if unknown."""

@@ -164,3 +164,38 @@ async def test_task_pids_name_each_task_process_and_its_job(tmp_path):
         t.proc.wait(5)  # reap (the test process is its parent)
     await _wait_exits(second, 2)
     assert second.task_pids() == {}
+
+
+async def test_poll_gives_the_loop_a_turn_after_each_jobs_exits(tmp_path):
+    """Reaping an exit (its cgroup's leftovers) costs milliseconds: a poll that finds many jobs ended lets
+    the loop run between jobs (reads are answered meanwhile), never between one job's tasks."""
+    import asyncio
+
+    launcher = LocalLauncher(tmp_path / "state")
+    go = tmp_path / "go"
+    wait_for_go = f"while [ ! -e {go} ]; do sleep 0.02; done"
+    jobs = ("a", "b", "c")
+    for job_id in jobs:
+        await launcher.start(_request(tmp_path, job_id, [wait_for_go, wait_for_go]))
+    pids = sorted(launcher.task_pids())
+    assert len(pids) == 6
+    go.touch()
+    await wait_until_async(lambda: all(_ended(p) for p in pids), "every task ended (not yet reaped)")
+
+    reaped_at_turns = []  # how many tasks were reaped each time the loop gave another coroutine a turn
+    done = asyncio.Event()
+
+    async def other_work():
+        while not done.is_set():
+            reaped_at_turns.append(sum(not psutil.pid_exists(p) for p in pids))
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(other_work())
+    await asyncio.sleep(0)
+    exits = await launcher.poll()
+    done.set()
+    await watcher
+    assert sorted((e.job_id, e.exit_code) for e in exits) == sorted((j, 0) for j in jobs for _ in range(2))
+    during = set(reaped_at_turns) - {0, 6}
+    assert during, f"the loop had no turn while the exits were reaped: {reaped_at_turns}"
+    assert during <= {2, 4}, f"a job's tasks were reaped apart: {reaped_at_turns}"

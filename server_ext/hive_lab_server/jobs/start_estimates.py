@@ -4,7 +4,11 @@ After every unit of work that changed something the service asks ``refresh_soon`
 however many changes came meanwhile, spaced so it takes at most a tenth of the event loop and runs at
 most 20 times a second); REST reads
 take the cached answer (``get``), recomputing first only if the core changed and no refresh is on its
-way; the answer to a submit never waits for it. Running jobs end at their time limit
+way; the answer to a submit never waits for it. On the event loop the recompute's replay (~(waiting
+jobs)^2: up to ~1 s at 500) runs on a worker thread: the loop takes a copy of the core's inputs
+(``estimates_snapshot``, O(jobs)), the thread replays it on a twin of the service's own, and the loop
+publishes the answer only if the core's ``version`` is still the one the copy was taken at (else it
+recomputes again), so a client reads what the inline replay would have answered for the same state. Running jobs end at their time limit
 (the spec's ``time_limit_s``), else at the median run time of the owner's last 5 succeeded runs of
 the same kind of job (same command, else same name), else at their VC's default time limit
 (``vc_time_limits``' ``default_s``, which a kernel does not get as a limit: the basis says "if it runs
@@ -19,7 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 from hive_scheduler.estimates import Expected, RuntimeHistory, StartEstimate
 
@@ -66,8 +70,10 @@ def with_time_limit(request, limit: float | None):
 
 
 class StartEstimates:
-    def __init__(self, svc: EstimatesSource, on_changed: Callable[[list[str]], None] | None = None):
+    def __init__(self, svc: EstimatesSource, on_changed: Callable[[list[str]], None] | None = None,
+                 off_loop: Callable[[Callable[[], Any]], Awaitable[Any]] = asyncio.to_thread):
         self.svc = svc
+        self.off_loop = off_loop     # how the replay runs off the loop (a worker thread)
         # told the queued jobs whose shown estimate (start to the minute, basis) a recompute changed: live
         # views learn it (the estimate is not a stored state change, and a view that fetched a new job
         # before its first recompute would show none until something else happened)
@@ -79,6 +85,10 @@ class StartEstimates:
         self._kinds: dict[str, str] = {}  # job id -> its kind's key, for the succeeded jobs ``_learn`` read
         self._labels: dict[str, str] = {}
         self._scheduled = False
+        self._in_flight = False      # a replay runs on a worker thread (``_refresh_off_loop``)
+        self._estimator = None       # the worker's replay twin (the core's ``new_estimator``)
+        self._task: asyncio.Future | None = None  # the recompute in flight
+        self.stale = 0               # off-loop answers dropped: the core changed while they were computed
         self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
         self._last_run = 0.0         # time.monotonic() at the end of the last recompute
 
@@ -87,15 +97,47 @@ class StartEstimates:
         """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
         recompute's cost (and per ``MIN_INTERVAL_S``), so a burst of changes never spends more than a
         tenth of the loop on it."""
-        if self._scheduled:
-            return
+        if self._scheduled or self._in_flight:
+            return  # (a replay in flight schedules the next one when it ends, if the core changed meanwhile)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
         self._scheduled = True
         wait = self._last_run + max(MIN_GAP * self.last_ms / 1000, MIN_INTERVAL_S) - time.monotonic()
-        loop.call_later(max(0.0, wait), self._refresh_now)
+        loop.call_later(max(0.0, wait), self._start_off_loop)
+
+    def _start_off_loop(self) -> None:
+        if self._version == self.svc.scheduler.version or not hasattr(self.svc.scheduler, "estimates_snapshot"):
+            self._refresh_now()  # (nothing to do; or a core without the two halves: inline)
+            return
+        self._in_flight = True
+        self._scheduled = False
+        self._task = asyncio.ensure_future(self._refresh_off_loop())  # (held: the loop keeps tasks weakly)
+
+    async def _refresh_off_loop(self) -> None:
+        """One recompute with its replay on a worker thread; the answer published only if the core is
+        still at the version it was copied at (else dropped, and another recompute scheduled)."""
+        try:
+            t0 = time.perf_counter()
+            snap = self._snapshot()
+            loop_ms = 1000 * (time.perf_counter() - t0)
+            answer, replay_ms = await self.off_loop(lambda: _cpu_timed(snap.run))
+            # the cost that spaces recomputes: what the loop spent plus the replay's CPU on its thread (the
+            # GIL it took from the loop; a replay counted as free would be rerun back to back)
+            self.last_ms = loop_ms + replay_ms
+            if self.svc.scheduler.version == snap.version:
+                self._publish(snap.version, answer)
+            else:
+                self.stale += 1
+        except Exception:  # an estimate must never break the service
+            self._estimator = None  # (a twin a failed replay may have left changed)
+            log.exception("hive-lab: computing start estimates failed")
+        finally:
+            self._in_flight = False
+            self._last_run = time.monotonic()
+        if self._version != self.svc.scheduler.version:
+            self.refresh_soon()
 
     def _refresh_now(self) -> None:
         self._scheduled = False
@@ -109,7 +151,7 @@ class StartEstimates:
     def get(self, job_id: str, fresh: bool = True) -> StartEstimate | None:
         """The cached estimate. ``fresh``: recompute first if the core changed and no refresh is on its
         way (never on the submit path, which answers from what is cached)."""
-        if fresh and not self._scheduled and self._version != self.svc.scheduler.version:
+        if fresh and not self._scheduled and not self._in_flight and self._version != self.svc.scheduler.version:
             self._refresh_now()
         return self._cache.get(job_id)
 
@@ -136,23 +178,49 @@ class StartEstimates:
             hist.record(row["user"], kinds[row["id"]], row["finished_at"] - row["started_at"])
         self._history = hist
 
+    def _expected(self, copy: bool = False) -> "_ExpectedRuns":
+        svc = self.svc
+        limits = getattr(svc, "time_limits", None) or {}
+        if copy:  # (read on a worker thread while the loop changes the originals)
+            return _ExpectedRuns(dict(svc.active), self._history, dict(limits))
+        return _ExpectedRuns(svc.active, self._history, limits)
+
+    def _snapshot(self):
+        """The core's inputs to a recompute, copied on the loop (``run()`` replays them anywhere)."""
+        core = self.svc.scheduler
+        self._learn()
+        if self._estimator is None or self._estimator.core is not getattr(core, "inner", core):
+            self._estimator = core.new_estimator()
+        return core.estimates_snapshot(self._estimator, self.svc.now(), self._expected(copy=True),
+                                       max_waiting=MAX_WAITING)
+
     def recompute(self) -> None:
+        """Recompute inline (no event loop, or a read that cannot wait)."""
         svc = self.svc
         core = svc.scheduler
         version = core.version
         t0 = time.perf_counter()
         self._learn()
-        old = self._cache
-        self._cache = core.estimate_starts(svc.now(), _ExpectedRuns(svc.active, self._history,
-                                                                   getattr(svc, "time_limits", None) or {}),
-                                           max_waiting=MAX_WAITING)
-        self._version = version
+        answer = core.estimate_starts(svc.now(), self._expected(), max_waiting=MAX_WAITING)
         self.last_ms = 1000 * (time.perf_counter() - t0)
         self._last_run = time.monotonic()
+        self._publish(version, answer)
+
+    def _publish(self, version: int, answer: dict[str, StartEstimate]) -> None:
+        old = self._cache
+        self._cache = answer
+        self._version = version
         if self.on_changed is not None:
             changed = sorted(j for j, est in self._cache.items() if _shown(est) != _shown(old.get(j)))
             if changed:
                 self.on_changed(changed)
+
+
+def _cpu_timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and the CPU milliseconds it took on the calling thread."""
+    t0 = time.thread_time()
+    out = fn()
+    return out, 1000 * (time.thread_time() - t0)
 
 
 def _shown(est: StartEstimate | None) -> tuple | None:

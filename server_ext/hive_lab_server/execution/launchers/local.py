@@ -512,13 +512,19 @@ class LocalLauncher(Launcher):
         return TaskExit(t.job_id, t.task, None, "lost", **measured)
 
     async def poll(self) -> list[TaskExit]:
+        """The tasks' exits since the last poll. Reaping an exit (its cgroup's leftovers killed and
+        removed: ``_exit_of``) costs milliseconds, so the loop gets a turn after each job whose tasks ended
+        (a flood of short jobs once held reads up for over a second); one job's exits are reaped together."""
         out, self._pending = self._pending, []
         ended: list[_Task] = []
         if not self._scanned:
             self._scanned = True
             out.extend(self._scan_orphan_exits(ended))
         for job_id in list(self._tasks):
-            tasks = self._tasks[job_id]
+            tasks = self._tasks.get(job_id)
+            if tasks is None:
+                continue  # (gone while the loop had its turn)
+            reaped = len(ended)
             for name in list(tasks):
                 t = tasks[name]
                 if self._alive(t):
@@ -532,6 +538,8 @@ class LocalLauncher(Launcher):
                 del tasks[name]  # its records stay until the service acknowledges the exit (ack)
             if not tasks:
                 del self._tasks[job_id]
+            if len(ended) > reaped:
+                await asyncio.sleep(0)  # a turn for the loop before the next job's reaping
         if self._gpu_sweep is not None and any(t.gpus is None or t.gpus for t in ended):
             unknown = any(t.gpus is None for t in ended)  # a record of an older server: sweep every GPU
             await self._sweep_after(None if unknown else {g for t in ended for g in t.gpus})
