@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import time
 
 import pytest
 from playwright.sync_api import expect
+
+from waiting import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -233,13 +234,16 @@ def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(events_o
     def colours():
         return {(c["node"], c["index"]): _pixel(lab_page, c) for c in _cells(lab_page)}
 
-    deadline = time.monotonic() + 15
-    seen = colours()
-    while time.monotonic() < deadline and len({seen[k] for k in placed} - {free_color}) == 0:
-        time.sleep(0.2)
-        seen = colours()
+    seen: dict = {}
+
+    def every_placed_gpu_recoloured():
+        # all of them: a repaint sampled half-way showed one placed GPU recoloured and the other still free
+        seen.clear()
+        seen.update(colours())
+        return all(seen[k] != free_color for k in placed)
+
+    wait_until(every_placed_gpu_recoloured, lambda: f"placed GPUs {placed} drawn in use: {seen}", timeout=30)
     used = {seen[k] for k in placed}
-    assert free_color not in used, f"placed GPUs {placed} still drawn free: {seen}"
     assert len(used) == 1
     assert all(seen[k] == free_color for k in seen if k not in placed)
     # Hover shows the details of the GPU under the pointer.
@@ -277,11 +281,8 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     dialog.locator("button", has_text="Submit").click()
     expect(dialog).to_have_count(0)
 
-    deadline = time.monotonic() + 20
-    jobs = []
-    while time.monotonic() < deadline and not jobs:
-        jobs = [j for j in srv.request("GET", "jobs?limit=500").json()["jobs"] if j["name"] == "submit-me"]
-        time.sleep(0.2)
+    jobs = wait_until(lambda: [j for j in srv.request("GET", "jobs?limit=500").json()["jobs"] if j["name"] == "submit-me"],
+                      "the submitted notebook's job", timeout=30)
     assert len(jobs) == 1, jobs
     job = srv.request("GET", f"jobs/{jobs[0]['id']}").json()
     assert job["gpus"] == 1 and job["vc"] == "default"
