@@ -234,6 +234,10 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     this._drawChart();
   }
 
+  protected onBeforeDetach(): void {
+    this._detaches += 1;
+  }
+
   /**
    * A %%submit cell's lines as the kernel last drew them (status, "as of", log tail), with the status
    * line then taken from the server: a notebook saved while its job ran, reopened after it ended, says
@@ -325,7 +329,11 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     await this._fetchArray();
   }
 
-  /** BokehJS draws only into the page: a chart rendered before the output is attached waits for it. */
+  /**
+   * BokehJS draws only into the page: a chart rendered before the output is attached waits for it, and one
+   * whose output was detached while BokehJS loaded or drew (Bokeh: "element ... must be under <body>") is
+   * drawn again at the next attach, not left as an error.
+   */
   private _drawChart(): void {
     const chart = this._chartToDraw;
     if (!chart || !this._charts.isConnected) {
@@ -333,10 +341,32 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
     }
     this._chartToDraw = null;
     this._chartDrawn = chart;
-    embedChart(this.model.api.settings, chart, this._charts).catch(error => {
-      this._chartDrawn = null;
-      this._charts.replaceChildren(el('div', 'jp-HiveView-error', `The charts could not be drawn: ${(error as Error).message}`));
-    });
+    const detaches = this._detaches;
+    const detached = (): boolean => this._detaches !== detaches || !this._charts.isConnected;
+    embedChart(this.model.api.settings, chart, this._charts)
+      .then(() => {
+        if (detached()) {
+          this._redrawLater(chart);
+        }
+      })
+      .catch(error => {
+        if (detached()) {
+          this._redrawLater(chart);
+          return;
+        }
+        this._chartDrawn = null;
+        this._charts.replaceChildren(el('div', 'jp-HiveView-error', `The charts could not be drawn: ${(error as Error).message}`));
+      });
+  }
+
+  /** The chart's drawing met a detached output: draw it now if it is back, else at the next attach. */
+  private _redrawLater(chart: string): void {
+    if (this._chartDrawn !== chart) {
+      return; // another chart (or none) was asked for meanwhile
+    }
+    this._chartDrawn = null;
+    this._chartToDraw = chart;
+    this._drawChart();
   }
 
   private async _fetchArray(): Promise<void> {
@@ -485,6 +515,7 @@ export class HiveNotebookView extends Widget implements IRenderMime.IRenderer {
   private readonly _charts = el('div', 'jp-HiveView-charts');
   private _chartToDraw: string | null = null;
   private _chartDrawn: string | null = null;
+  private _detaches = 0; // times this output left the page (a chart drawn across one is drawn again)
   private readonly _vcs: HTMLDivElement;
   private readonly _heatmapHost: HTMLDivElement;
   private readonly _jobsBox: HTMLDivElement;
