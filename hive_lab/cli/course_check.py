@@ -128,7 +128,7 @@ def course_report(root: pathlib.Path) -> CourseReport:
     course = _Course(root, hub, svc, cluster)
     for check in (_check_settings_names, _check_vc_access, _check_limits, _check_cells, _check_kernelspecs,
                   _check_profile, _check_nodes, _check_jobs_root_mode, _check_accounts, _check_student_paths,
-                  _check_privacy):
+                  _check_privacy, _check_gpu_driver):
         check(course, report)
     return report
 
@@ -453,3 +453,26 @@ def _check_privacy(course: _Course, report: CourseReport) -> None:
         report.warnings.append("/proc is mounted without hidepid: every student sees every process's command line "
                                f"(classmates' arguments, paths, tokens passed on the command line): "
                                f"{student_access.PROC_FIX}")
+
+
+def _check_gpu_driver(course: _Course, report: CourseReport) -> None:
+    """GPUs only through jobs needs the NVIDIA driver to keep its nodes locked (the service refuses to start
+    otherwise): said here, before the term, with the same sentence."""
+    from hive_lab_server.execution.isolation import Isolation
+    from hive_lab_server.execution.isolation.gpu_access import driver_reopens_nodes
+
+    iso = course.svc.Isolation if "Isolation" in course.svc else {}
+    if not course.isolates() or not config_value(iso, "lock_gpu_devices", True):
+        return
+    docker = config_value(course.app, "launcher", "auto") == "docker"
+    params = config_value(iso, "nvidia_params_file", Isolation.nvidia_params_file.default_value)
+    gid = 0
+    if docker:
+        from hive_lab_server.execution.isolation.gpu_access import gpu_group_gid
+
+        gid = gpu_group_gid(config_value(iso, "gpu_group", Isolation.gpu_group.default_value))
+        if gid is None:
+            return  # the group is made at the service's first start; its check then says what to set
+    why = driver_reopens_nodes(params, gid, 0o660 if docker else 0o600)
+    if why:
+        report.problems.append(f"the service will not start: {why}")

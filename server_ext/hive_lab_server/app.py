@@ -434,6 +434,7 @@ class HiveLabApp(ExtensionApp):
         if isolation.isolates():
             protect(server_secret_files(self), self.log)
             if os.geteuid() == 0:
+                _refuse_mps_where_locked(isolation, self.gpu_share_modes)
                 _lock_down(isolation, jobs_root, self.log, getattr(launcher, "needs_gpu_group", False))
         from hive_lab_server.kernels.websocket import install
 
@@ -522,6 +523,20 @@ class HiveLabApp(ExtensionApp):
                 await getattr(self, part).stop()
 
 
+def _refuse_mps_where_locked(isolation, share_modes: dict) -> None:
+    """MPS cannot share a GPU whose nodes are locked: the control daemon starts the MPS server as the first
+    client's account, outside that client's job (not in its namespace or cgroup). On a real H100 the
+    descriptor sweep killed that server as a GPU holder outside any job; and with the nodes root 0600 (a
+    driver that keeps the lock) it could not open them at all."""
+    mps = sorted(str(t) for t, m in (share_modes or {}).items() if m == "mps")
+    if mps and isolation.lock_gpu_devices:
+        raise SystemExit(
+            f"hive-lab: HiveLabApp.gpu_share_modes shares {', '.join(mps)} through MPS, which cannot work where jobs "
+            f"run under their owners' accounts with the GPUs' nodes locked: the MPS server runs as a job's user "
+            f"outside the job, where it may not hold the GPU. Use 'timeslice' or 'mig' for those GPU types, or run "
+            f"without the lock (c.Isolation.lock_gpu_devices = False)")
+
+
 def _lock_down(isolation, jobs_root: pathlib.Path, log, needs_gpu_group: bool = False) -> None:
     """What a server that isolates jobs (as root) enforces at every start: the jobs root is not listable
     (each job's dir is reached by its own owner only), and the GPUs' device nodes open only in jobs:
@@ -535,6 +550,11 @@ def _lock_down(isolation, jobs_root: pathlib.Path, log, needs_gpu_group: bool = 
         return
     group = isolation.gpu_group if needs_gpu_group else None
     report = gpu_access.lock_down(isolation.gpu_globs(), group)
+    if report.gid is not None and gpu_access.device_nodes(isolation.gpu_globs()):
+        reopened = gpu_access.driver_reopens_nodes(isolation.nvidia_params_file, report.gid,
+                                                   0o600 if group is None else 0o660)
+        if reopened:
+            raise SystemExit(f"hive-lab: {reopened}")
     for problem in report.problems:
         log.error("hive-lab: cannot lock the GPUs' device nodes down: %s", problem)
     if report.locked:

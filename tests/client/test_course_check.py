@@ -244,3 +244,17 @@ def test_the_layout_is_the_one_init_writes():
     # the instructor's local files, where init writes them (course-init's names; the same paths)
     assert getattr(course, "SERVICE_LOCAL", course_check.SERVICE_LOCAL_FILE) == course_check.SERVICE_LOCAL_FILE
     assert getattr(course, "HUB_LOCAL", course_check.HUB_LOCAL_FILE) == course_check.HUB_LOCAL_FILE
+
+
+def test_a_gpu_driver_that_would_reopen_the_locked_nodes_fails_the_check_with_the_fix(good, capsys, tmp_path):
+    """Seen on a real H100 (tests/hardware/test_real_gpu.py): a stock driver puts the GPUs' nodes back to 0666,
+    so the service refuses to start; the check says so before the term, with the same fix."""
+    params = tmp_path / "params"
+    params.write_text("ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 0\nDeviceFileMode: 438\n")
+    add(good / course.SERVICE_FILE, f"c.Isolation.nvidia_params_file = {str(params)!r}")
+    rc, err = check(good, capsys)
+    assert rc == 1 and "the service will not start: the NVIDIA driver makes its device nodes" in err, err
+    assert "NVreg_DeviceFileMode=0600" in err
+    params.write_text("ModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: 0\nDeviceFileMode: 384\n")
+    rc, err = check(good, capsys)
+    assert rc == 0 and "NVIDIA driver" not in err, err

@@ -59,6 +59,12 @@ class Isolation(Configurable):
         make the GPU device nodes root:root 0600 (root:<gpu_group> 0660 and a nosuid jobs root with the
         Docker launcher), so users' own processes cannot open them""",
     )
+    nvidia_params_file = Unicode(
+        "/proc/driver/nvidia/params", config=True,
+        help="""where the NVIDIA driver lists its module parameters: a server that locks the GPUs' nodes
+        (lock_gpu_devices) does not start when the driver would make them open again (ModifyDeviceFiles
+        with other DeviceFileUID/GID/Mode); absent: no driver loaded, nothing to check. docs/isolation.md""",
+    )
     gpu_sweep_interval_s = Float(
         5.0, config=True,
         help="""No GPU descriptor outlives its task: how often (seconds) a server that isolates jobs (root, with

@@ -12,7 +12,9 @@ the GPUs from the user's own terminal for ever. So, in two layers:
    container the host's own nodes) gets ``root:<Isolation.gpu_group>`` 0660 instead; it then makes the
    container's host-writable mounts ``nosuid`` so no file carries the group out (``docker_spec``), and
    ``setgid_files`` reports (and disarms) setgid files of the group left in the jobs root. The service
-   applies this at every start (a restart, a driver that re-created the nodes).
+   applies this at every start (a restart, a driver that re-created the nodes). The driver must agree:
+   with its default parameters it puts the nodes back to 0666 whenever a root process uses NVML or CUDA
+   (seen on a real H100), so the service does not start while ``driver_reopens_nodes`` says it would.
 2. **Per task** (the local launcher, ``isolation/task_exec.py``): in the task's own mount namespace each
    node of its granted GPUs (and each control node) is covered by a *per-task node*: the same device
    numbers, owned by the task's account, mode 0600, made on a tmpfs that exists only in that namespace
@@ -109,6 +111,47 @@ def lock_down(globs: list[str] | tuple[str, ...], group: str | None = None) -> L
         except OSError as exc:
             report.problems.append(f"{path}: {exc.strerror}")
     return report
+
+
+def driver_params(path: str | os.PathLike) -> dict[str, str] | None:
+    """The NVIDIA driver's module parameters (``Name: value`` lines), None when no driver is loaded."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    return dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in text.splitlines()) if _)
+
+
+def driver_reopens_nodes(params_path: str | os.PathLike, gid: int, mode: int) -> str | None:
+    """Why the NVIDIA driver would undo a lock to ``root:gid mode``, or None when it keeps it.
+
+    With ``ModifyDeviceFiles`` 1 (its default) the driver's user-space side puts ``/dev/nvidiaN`` and
+    ``/dev/nvidiactl`` back to its own ``DeviceFileUID``/``GID``/``Mode`` whenever they differ: NVML and CUDA
+    do it in any root process (hive-lab's own GPU sampler, right after the lock) and, for every user, the
+    set-uid ``nvidia-modprobe`` that CUDA runs when it cannot open a node. Seen on a real H100 (driver
+    580): nodes locked to 0600 were 0666 again before the first job, and a student's own PyTorch found
+    the GPU. Only the driver's own parameters make the lock hold."""
+    try:
+        params = driver_params(params_path)
+    except OSError as exc:
+        return f"cannot read the NVIDIA driver's parameters ({params_path}: {exc.strerror})"
+    if params is None or params.get("ModifyDeviceFiles", "1") == "0":
+        return None
+    try:
+        have = (int(params.get("DeviceFileUID", "0")), int(params.get("DeviceFileGID", "0")),
+                int(params.get("DeviceFileMode", str(0o666))))
+    except ValueError:
+        return f"cannot read the NVIDIA driver's device file parameters in {params_path}"
+    if have == (0, gid, mode):
+        return None
+    return (f"the NVIDIA driver makes its device nodes uid {have[0]} gid {have[1]} mode {have[2]:04o} again "
+            f"whenever a root process uses NVML or CUDA, or anyone runs nvidia-modprobe (ModifyDeviceFiles="
+            f"{params.get('ModifyDeviceFiles', '1')} in {params_path}), so locking them to root:{gid} "
+            f"{mode:04o} would not hold and every user's own processes could open the GPUs outside jobs. "
+            f"Give the driver the same modes once and reload it (or reboot): echo \"options nvidia "
+            f"NVreg_DeviceFileUID=0 NVreg_DeviceFileGID={gid} NVreg_DeviceFileMode=0{mode:o}\" > "
+            f"/etc/modprobe.d/hive-lab-gpus.conf; or run without this boundary: "
+            f"c.Isolation.lock_gpu_devices = False")
 
 
 def setgid_files(root: str | os.PathLike, gid: int, disarm: bool = False) -> list[str]:
