@@ -276,3 +276,34 @@ def test_mig_mode_is_read_as_the_driver_reports_it():
             assert not listed, (s, migs)  # MIG off (or "[N/A]": not a MIG GPU): whole-GPU shares only
         else:  # on, with devices made: hive-lab lists them; on with none made: nothing to hand out
             print("MIG on: devices listed by hive-lab:", listed)
+
+
+async def test_a_gpu_notebook_kernel_computes_on_its_gpu_and_gives_it_back(srv, unix_accounts, torch_python,
+                                                                          tmp_path, monkeypatch):
+    """A notebook kernel of one GPU, started as Jupyter starts it (the ``hive`` provisioner, a kernelspec
+    from ``hive-lab kernelspec install``), runs CUDA on its GPU as the student, and its job ends with it."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets.config import Config
+
+    from test_hw_shares_kernels_live import run_code
+
+    prefix = tmp_path / "kernelspecs"
+    done = subprocess.run([torch_python, "-m", "hive_lab.cli", "kernelspec", "install", "--name", "gpu-one",
+                           "--gpus", "1", "--prefix", str(prefix)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    km = AsyncKernelManager(kernel_name="gpu-one", config=Config({"HiveProvisioner": {
+        "url": srv.url, "token": srv.tokens[A], "queue_log_interval_s": 3600, "placement_wait_s": 120}}))
+    await km.start_kernel()
+    try:
+        out = await run_code(km, "import os, torch; x = torch.randn(4096, 4096, device='cuda'); "
+                                 "print('K', torch.cuda.device_count(), float((x @ x).isfinite().all()), os.getuid(), "
+                                 "torch.cuda.get_device_name(0))", timeout=180)
+    finally:
+        await km.shutdown_kernel(now=True)
+    print("kernel said:", out.strip())
+    assert f"K 1 1.0 {unix_accounts[A].pw_uid} NVIDIA" in out, out
+    wait_until(lambda: not srv.request("GET", "jobs", user=A, params={"state": "queued,scheduled,running"}).json()["jobs"],
+               what="the kernel's job to end with the kernel", timeout=60)
+    jobs = srv.request("GET", "jobs", user=A).json()["jobs"]
+    print("the student's jobs:", [(j["id"], j.get("kind"), j["state"]) for j in jobs])
