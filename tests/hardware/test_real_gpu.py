@@ -307,3 +307,35 @@ async def test_a_gpu_notebook_kernel_computes_on_its_gpu_and_gives_it_back(srv, 
                what="the kernel's job to end with the kernel", timeout=60)
     jobs = srv.request("GET", "jobs", user=A).json()["jobs"]
     print("the student's jobs:", [(j["id"], j.get("kind"), j["state"]) for j in jobs])
+
+
+@needs_lock
+def test_a_gpu_node_taken_out_of_a_running_job_dies_with_the_job(srv, unix_accounts, torch_python):
+    """The student's own process opens the job's GPU node through /proc/<task>/root (same account: allowed)
+    while the job runs; when the job ends, the descriptor sweep kills that holder (docs/isolation.md)."""
+    import psutil
+
+    student = unix_accounts[A]
+    marker = f"held-{os.getpid()}"
+    job_id = _submit(srv, A, f"{torch_python} -c \"import time, torch; torch.ones(1, device='cuda'); "
+                             f"print('{marker}', flush=True); time.sleep(120)\"")
+    wait_until(lambda: marker in _log(srv, job_id, A), what="the job holding its GPU", timeout=90)
+    gpu = srv.request("GET", f"jobs/{job_id}", user=A).json()["placement"][0]["gpus"][0]
+    task = wait_until(lambda: next((p.pid for p in psutil.process_iter(["uids", "cmdline"])
+                                    if p.info["uids"] and p.info["uids"].real == student.pw_uid
+                                    and marker in " ".join(p.info["cmdline"] or [])), None), what="the job's process")
+    holder = subprocess.Popen(
+        ["setpriv", f"--reuid={student.pw_uid}", f"--regid={student.pw_gid}", "--init-groups", "--",
+         torch_python, "-c", f"import os, time; fd = os.open('/proc/{task}/root/dev/nvidia{gpu}', os.O_RDWR); "
+                             f"print('opened', flush=True); time.sleep(300)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "opened"
+        assert srv.request("DELETE", f"jobs/{job_id}", user=A).status_code == 200
+        srv.wait_for_job(job_id, "cancelled", "failed", timeout=60, user=A)
+        wait_until(lambda: holder.poll() is not None, what="the sweep to end the holder", timeout=30)
+        assert holder.returncode == -9, holder.returncode
+        print("sweep:", [line for line in srv.log().splitlines() if "killed pid" in line][-1][:300])
+    finally:
+        if holder.poll() is None:
+            holder.kill()
