@@ -1,6 +1,7 @@
 """Cost of the hardware layer per round, on the fake NVML backend (no GPU needed).
 
     .venv/bin/python benchmarks/bench_hardware.py [--rounds N] [--gpus 8,16]
+    .venv/bin/python benchmarks/bench_hardware.py --real [--rounds N]   # this machine's GPUs, real NVML
 
 For machines of 8 and 16 GPUs (DGX-like: 2 sockets, a PCIe switch per pair, NVLink pairs), times
 (medians over ``--rounds``): discovery + cell tree (``detect_local_cluster``), one sampling round of
@@ -50,7 +51,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--gpus", default="8,16")
+    parser.add_argument("--real", action="store_true", help="time discovery and sampling on this machine's NVML")
     args = parser.parse_args()
+    if args.real:
+        return real(args.rounds)
     print(f"{'GPUs':>5} {'discovery ms':>13} {'sample ms':>10} {'health ms':>10} {'scrape ms':>10}   (medians of {args.rounds})")
     for n in [int(x) for x in args.gpus.split(",")]:
         desc = machine(n)
@@ -70,6 +74,37 @@ def main() -> None:
         scrape = timed(lambda: generate_latest(registry), args.rounds)
         sampler.close()
         print(f"{n:>5} {discovery:>13.2f} {sample:>10.2f} {health:>10.3f} {scrape:>10.2f}")
+
+
+def real(rounds: int) -> None:
+    """Discovery and one sampling round on the real NVML (wall and CPU medians: NVML's calls wait on the
+    driver, which the fake backend does not)."""
+    import socket
+
+    import pynvml
+
+    from hive_lab_server.hardware.nvml_backend import nvml_session
+
+    def both(fn) -> tuple[float, float]:
+        wall, cpu = [], []
+        for _ in range(rounds):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        return statistics.median(wall) * 1000, statistics.median(cpu) * 1000
+
+    with nvml_session(pynvml) as ok:
+        if not ok:
+            raise SystemExit("no NVIDIA driver here (NVML did not initialise)")
+        n = pynvml.nvmlDeviceGetCount()
+        discovery = both(lambda: detect_local_cluster(pynvml))
+        sampler = GpuSampler(pynvml, socket.gethostname())
+        sampler.open()
+        sample = both(sampler.sample)
+        sampler.close()
+    print(f"{n} GPU(s), real NVML, medians of {rounds}: discovery {discovery[0]:.2f} ms wall / {discovery[1]:.2f} ms CPU; "
+          f"one sampling round {sample[0]:.2f} ms wall / {sample[1]:.2f} ms CPU")
 
 
 if __name__ == "__main__":
