@@ -24,6 +24,11 @@ QUEUE_SLOT = 8  # a deque's pointer to each queued message
 # wrapper task and coroutine of WebSocketProtocol13.write_message (measured: ~1,380 bytes; rounded up)
 IN_FLIGHT_OVERHEAD = 1600
 BATCH_BYTES = 64 * 1024  # in-flight bytes handed to the socket at most at once
+# the kernel's send buffer of an events socket (Linux doubles it for its bookkeeping): a write counts as sent
+# once the kernel holds it, and loopback/LAN sockets autotune up to tcp_wmem's maximum (4 MiB by default),
+# so without a bound a subscriber that never reads first parks megabytes in kernel memory before its outbox
+# fills. 64 KiB still carries ~1 MiB/s of events at 100 ms round trips: far above what the bus publishes.
+SEND_BUFFER_BYTES = 64 * 1024
 
 
 def queued_cost(text: str) -> int:

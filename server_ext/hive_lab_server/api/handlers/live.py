@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized, ws_authenticated
@@ -13,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web, websocket
 
 from hive_lab_server.auth.access import identify
-from hive_lab_server.api.event_outbox import SLOW_CONSUMER, Outbox, queued_cost
+from hive_lab_server.api.event_outbox import SEND_BUFFER_BYTES, SLOW_CONSUMER, Outbox, queued_cost
 from hive_lab_server.wire.events import state_message
 from hive_lab_server.api.handlers import query
 from hive_lab_server.api.handlers.upgrade import MAX_EVENT_SEQ, upgrade_problem
@@ -63,6 +64,7 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
         user, _ = identify(self, hive.owner)
         bus = hive.service.events
         self._outbox = Outbox(hive.events_buffer_bytes, self.write_message, self._overflow)
+        self._bound_send_buffer()
         self._last_sent = bus.seq
         # hello, the replay and the live messages are sent in this order with no await in between:
         # nothing published meanwhile can slip before the replay or be lost
@@ -72,6 +74,16 @@ class EventsHandler(ExtensionHandlerMixin, WebSocketMixin, JupyterHandler, webso
             for text in self._replay(hive, since, bus.seq):
                 self._outbox.put(text)
         self._unsubscribe = bus.subscribe(self._outbox.put)
+
+    def _bound_send_buffer(self) -> None:
+        """What the kernel holds for this subscriber is bounded too (``SEND_BUFFER_BYTES``)."""
+        stream = getattr(self.ws_connection, "stream", None)
+        sock = getattr(stream, "socket", None)
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+            except OSError:  # not a socket that takes it (a test transport): the outbox still bounds it
+                pass
 
     @staticmethod
     def _replay(hive, since: int, head: int) -> list[str]:
