@@ -286,6 +286,39 @@ class ClusterState:
         if txn is not None:
             txn.append(lambda: self.leaf_set(leaf, job0, jopp0, res0, healthy0))
 
+    def leaves_set(self, leaves: list, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP) -> None:
+        """``leaf_set`` of each of ``leaves`` (one job's GPUs: they share cells above them), each cell's
+        counters changed once by the sum of its leaves' changes (``_pcells_up``), not once per leaf."""
+        if len(leaves) == 1:
+            self.leaf_set(leaves[0], job, jopp, reserved_by)
+            return
+        changed: dict = {}
+        dopp = 0
+        freed = False
+        for leaf in leaves:
+            job0, jopp0, res0 = leaf.job, leaf.jopp, leaf.reserved_by
+            j = job0 if job is _KEEP else job
+            o = jopp0 if jopp is _KEEP else jopp
+            r = res0 if reserved_by is _KEEP else reserved_by
+            leaf.job, leaf.jopp, leaf.reserved_by = j, o, r
+            u0 = job0 is not None
+            u1 = j is not None
+            r1 = r is not None
+            du = u1 - u0
+            do = (u1 and o) - (u0 and jopp0)
+            dr = r1 - (res0 is not None)
+            da = (1 if (not u1 and leaf.healthy and not r1 and not leaf.in_pin) else 0) - leaf.avail
+            if du or do or dr or da:
+                changed[leaf] = [du, do, dr, da]
+                dopp += do
+                if da > 0:
+                    freed = True
+        if changed:
+            self.opp_leaves += dopp
+            _pcells_up(changed)
+            if freed:
+                self.opp_dirty = True
+
     # ------------------------------------------------------------------ virtual leaves
     def vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
         x = v
@@ -350,6 +383,95 @@ class ClusterState:
             x = x.parent
         if v.pcell is None or v.pcell.healthy:  # (vunhold freed a healthy GPU for a moment: its VC is dirty)
             self.vcs[v.vc].dirty = True
+
+    def vhold_many(self, vs: list, job_id: str, prio: int, txn=None) -> None:
+        """``vhold`` of each of ``vs`` (free virtual GPUs of one VC, e.g. one task's), in one walk up the
+        cells they share (``_vcells_up``)."""
+        if len(vs) == 1:
+            self.vhold(vs[0], job_id, prio, txn)
+            return
+        changed = {}
+        for v in vs:
+            p = v.pcell
+            changed[v] = [-1 if v.job is None and (p is None or p.healthy) else 0, 1]
+            v.job = job_id
+        self._vcells_up(changed, prio)
+        if txn is not None:
+            txn.append(lambda: self.vunhold_many(vs, prio))
+
+    def vunhold_many(self, vs: list, prio: int) -> None:
+        """``vunhold`` of each of ``vs`` (held by one job of priority ``prio``), in one walk up."""
+        if len(vs) == 1:
+            self.vunhold(vs[0], prio)
+            return
+        changed = {}
+        for v in vs:
+            p = v.pcell
+            changed[v] = [0 if p is not None and not p.healthy else 1, -1]
+            v.job = None
+        self._vcells_up(changed, prio)
+
+    def vswap_many(self, vs: list, jobs: list, old_prios: list, prios: list) -> None:
+        """``vswap(vs[i], jobs[i], old_prios[i], prios[i])`` for each ``i``, in one walk up per priority
+        involved (the preemption search hands a task's GPUs from their holders to the preemptor, and back)."""
+        if len(vs) == 1:
+            self.vswap(vs[0], jobs[0], old_prios[0], prios[0])
+            return
+        lose: dict = {}
+        gain: dict = {}
+        dirty = False
+        for v, job, op, np in zip(vs, jobs, old_prios, prios):
+            v.job = job
+            d = lose.get(op)
+            if d is None:
+                d = lose[op] = {}
+            d[v] = [0, -1]
+            d = gain.get(np)
+            if d is None:
+                d = gain[np] = {}
+            d[v] = [0, 1]
+            if v.pcell is None or v.pcell.healthy:
+                dirty = True
+        for op, changed in lose.items():
+            self._vcells_up(changed, op)
+        for np, changed in gain.items():
+            self._vcells_up(changed, np)
+        if dirty:  # (as ``vswap``)
+            self.vcs[vs[0].vc].dirty = True
+
+    def _vcells_up(self, changed: dict, prio: int) -> None:
+        """Add ``[free, held]`` of each virtual cell in ``changed`` (held at priority ``prio``) to it and
+        every cell above it, each ancestor once with the sum of its descendants' changes; then to the
+        VCs' counters (as ``vdelta`` does per leaf). All changes of one call have the same sign."""
+        vcs = self.vcs
+        while changed:
+            up: dict = {}
+            for x, d in changed.items():
+                df, dh = d
+                x.free += df
+                x.held += dh
+                hp = x.hp
+                n = hp.get(prio, 0) + dh
+                if n:
+                    hp[prio] = n
+                else:
+                    del hp[prio]
+                p = x.parent
+                if p is not None:
+                    e = up.get(p)
+                    if e is None:
+                        up[p] = [df, dh]
+                    else:
+                        e[0] += df
+                        e[1] += dh
+                else:  # a root: its VC's counters (a pinned cell counts in none)
+                    vc = vcs[x.vc]
+                    if x.pin is None:
+                        vc.free[x.chain] += df
+                        vc.held[x.chain] += dh
+                    if df > 0:
+                        vc.dirty = True
+            changed = up
 
     # ------------------------------------------------------------------ binding
     def bind(self, root: VCell, pcell: PCell, txn=None) -> None:
@@ -419,3 +541,27 @@ class ClusterState:
             self.bad_leaves[leaf.chain][leaf.id] = leaf
             buddy.mark_bad(leaf)
         self.mark_all_dirty()
+
+
+def _pcells_up(changed: dict) -> None:
+    """Add ``[used, opp, reserved, avail]`` of each physical cell in ``changed`` to it and every cell above
+    it, each ancestor once with the sum of its descendants' changes (``ClusterState.leaves_set``)."""
+    while changed:
+        up: dict = {}
+        for c, d in changed.items():
+            du, do, dr, da = d
+            c.used += du
+            c.opp += do
+            c.reserved += dr
+            c.avail += da
+            p = c.parent
+            if p is not None:
+                e = up.get(p)
+                if e is None:
+                    up[p] = [du, do, dr, da]
+                else:
+                    e[0] += du
+                    e[1] += do
+                    e[2] += dr
+                    e[3] += da
+        changed = up
