@@ -339,7 +339,9 @@ class GuaranteedPlacement:
 
     def place(self, job, mode: int, txn: list):
         """Hold virtual GPUs for every task of ``job`` (all or nothing), recording every change in
-        ``txn`` (roll it back to undo). Returns the task list ``[(group, index, node, leaves)]`` or None."""
+        ``txn`` (roll it back to undo). Returns the task list ``[(group, index, node, leaves)]`` or None.
+        DISPLACE (the preemption search, always undone) holds nothing for the last task: it only notes
+        in ``stolen`` whose GPUs that task takes."""
         req = job.req
         vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
@@ -405,6 +407,12 @@ class GuaranteedPlacement:
                 if found is None:
                     return None
                 node, leaves = found
+                if mode == DISPLACE and ti == tg.count - 1 and gi == order[-1]:
+                    # the search's last task: nothing after it reads what it would hold, and the search is
+                    # always undone, so it only notes whose GPUs it takes (in order, as ``_vsteal`` does)
+                    self.stolen.extend(v.job for v in leaves if v.job is not None)
+                    out.append((gi, ti, node, [v.pcell for v in leaves]))
+                    continue
                 free = [v for v in leaves if v.job is None]
                 if len(free) < len(leaves):  # (the preemption search: it takes held GPUs too)
                     self._vsteal([v for v in leaves if v.job is not None], jid, prio, txn)
