@@ -287,12 +287,8 @@ class ClusterState:
             txn.append(lambda: self.leaf_set(leaf, job0, jopp0, res0, healthy0))
 
     def leaves_set(self, leaves: list, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP) -> None:
-        """``leaf_set`` of each of ``leaves`` (one job's GPUs: they share cells above them), each cell's
-        counters changed once by the sum of its leaves' changes (``_pcells_up``), not once per leaf."""
-        if len(leaves) == 1:
-            self.leaf_set(leaves[0], job, jopp, reserved_by)
-            return
-        changed: dict = {}
+        """``leaf_set`` of each of ``leaves`` (one job's GPUs) in one call: the same walks up the cells,
+        without a call and the health bookkeeping per leaf (their health does not change)."""
         dopp = 0
         freed = False
         for leaf in leaves:
@@ -308,16 +304,26 @@ class ClusterState:
             do = (u1 and o) - (u0 and jopp0)
             dr = r1 - (res0 is not None)
             da = (1 if (not u1 and leaf.healthy and not r1 and not leaf.in_pin) else 0) - leaf.avail
-            if du or do or dr or da:
-                changed[leaf] = [du, do, dr, da]
-                dopp += do
-                if da > 0:
-                    freed = True
-        if changed:
-            self.opp_leaves += dopp
-            _pcells_up(changed)
-            if freed:
-                self.opp_dirty = True
+            c = leaf
+            if dr:
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.reserved += dr
+                    c.avail += da
+                    c = c.parent
+            elif du or do or da:
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.avail += da
+                    c = c.parent
+            dopp += do
+            if da > 0:
+                freed = True
+        self.opp_leaves += dopp
+        if freed:
+            self.opp_dirty = True
 
     # ------------------------------------------------------------------ virtual leaves
     def vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
@@ -390,12 +396,12 @@ class ClusterState:
         if len(vs) == 1:
             self.vhold(vs[0], job_id, prio, txn)
             return
-        changed = {}
+        dfree = []
         for v in vs:
             p = v.pcell
-            changed[v] = [-1 if v.job is None and (p is None or p.healthy) else 0, 1]
+            dfree.append(-1 if v.job is None and (p is None or p.healthy) else 0)
             v.job = job_id
-        self._vcells_up(changed, prio)
+        self._vcells_up(vs, dfree, 1, prio)
         if txn is not None:
             txn.append(lambda: self.vunhold_many(vs, prio))
 
@@ -404,46 +410,55 @@ class ClusterState:
         if len(vs) == 1:
             self.vunhold(vs[0], prio)
             return
-        changed = {}
+        dfree = []
         for v in vs:
             p = v.pcell
-            changed[v] = [0 if p is not None and not p.healthy else 1, -1]
+            dfree.append(0 if p is not None and not p.healthy else 1)
             v.job = None
-        self._vcells_up(changed, prio)
+        self._vcells_up(vs, dfree, -1, prio)
 
     def vswap_many(self, vs: list, jobs: list, old_prios: list, prios: list) -> None:
-        """``vswap(vs[i], jobs[i], old_prios[i], prios[i])`` for each ``i``, in one walk up per priority
-        involved (the preemption search hands a task's GPUs from their holders to the preemptor, and back)."""
+        """``vswap(vs[i], jobs[i], old_prios[i], prios[i])`` for each ``i``: only the priority counts change
+        (as ``vswap``), in one walk up per pair of priorities involved (the preemption search hands a
+        task's GPUs from their holders to the preemptor, and back)."""
         if len(vs) == 1:
             self.vswap(vs[0], jobs[0], old_prios[0], prios[0])
             return
-        lose: dict = {}
-        gain: dict = {}
+        groups: dict = {}
         dirty = False
         for v, job, op, np in zip(vs, jobs, old_prios, prios):
             v.job = job
-            d = lose.get(op)
-            if d is None:
-                d = lose[op] = {}
-            d[v] = [0, -1]
-            d = gain.get(np)
-            if d is None:
-                d = gain[np] = {}
-            d[v] = [0, 1]
+            g = groups.get((op, np))
+            if g is None:
+                groups[(op, np)] = [v]
+            else:
+                g.append(v)
             if v.pcell is None or v.pcell.healthy:
                 dirty = True
-        for op, changed in lose.items():
-            self._vcells_up(changed, op)
-        for np, changed in gain.items():
-            self._vcells_up(changed, np)
+        for (op, np), cells in groups.items():
+            counts = dict.fromkeys(cells, 1)
+            while counts:
+                up: dict = {}
+                for x, n in counts.items():
+                    hp = x.hp
+                    m = hp[op] - n
+                    if m:
+                        hp[op] = m
+                    else:
+                        del hp[op]
+                    hp[np] = hp.get(np, 0) + n
+                    p = x.parent
+                    if p is not None:
+                        up[p] = up.get(p, 0) + n
+                counts = up
         if dirty:  # (as ``vswap``)
             self.vcs[vs[0].vc].dirty = True
 
-    def _vcells_up(self, changed: dict, prio: int) -> None:
-        """Add ``[free, held]`` of each virtual cell in ``changed`` (held at priority ``prio``) to it and
-        every cell above it, each ancestor once with the sum of its descendants' changes; then to the
-        VCs' counters (as ``vdelta`` does per leaf). All changes of one call have the same sign."""
-        vcs = self.vcs
+    def _vcells_up(self, vs: list, dfree: list, dheld: int, prio: int) -> None:
+        """Add ``dfree[i]`` free and ``dheld`` held at priority ``prio`` to each ``vs[i]`` (distinct virtual
+        GPUs) and to every cell above them, each ancestor once with the sum of its descendants' changes;
+        and to their VCs' counters (as ``vdelta`` does per leaf)."""
+        changed = {x: [df, dheld] for x, df in zip(vs, dfree)}  # (the leaves first, then level by level)
         while changed:
             up: dict = {}
             for x, d in changed.items():
@@ -465,7 +480,7 @@ class ClusterState:
                         e[0] += df
                         e[1] += dh
                 else:  # a root: its VC's counters (a pinned cell counts in none)
-                    vc = vcs[x.vc]
+                    vc = self.vcs[x.vc]
                     if x.pin is None:
                         vc.free[x.chain] += df
                         vc.held[x.chain] += dh
@@ -542,26 +557,3 @@ class ClusterState:
             buddy.mark_bad(leaf)
         self.mark_all_dirty()
 
-
-def _pcells_up(changed: dict) -> None:
-    """Add ``[used, opp, reserved, avail]`` of each physical cell in ``changed`` to it and every cell above
-    it, each ancestor once with the sum of its descendants' changes (``ClusterState.leaves_set``)."""
-    while changed:
-        up: dict = {}
-        for c, d in changed.items():
-            du, do, dr, da = d
-            c.used += du
-            c.opp += do
-            c.reserved += dr
-            c.avail += da
-            p = c.parent
-            if p is not None:
-                e = up.get(p)
-                if e is None:
-                    up[p] = [du, do, dr, da]
-                else:
-                    e[0] += du
-                    e[1] += do
-                    e[2] += dr
-                    e[3] += da
-        changed = up
