@@ -161,11 +161,24 @@ class GuaranteedPlacement:
             return v.pcell.node_obj, out[:g]
         if level == 1 and v.level == 2:  # its children are GPUs: each has 0 or 1 available, so the
             return self._first_vleaf(v, node_level, tg, mode)  # packing order is theirs (by index)
-        kids = self._kids(v, mode, g)
         if mode == DISPLACE:
-            kids.sort(key=_displace_order(g, v.level - 1 >= node_level))
-        else:
-            kids.sort()  # by (available, index): indices differ, so the cells themselves are never compared
+            # its order does not depend on what is available: sort the children, then check each in turn
+            # (the walk usually ends at the first, and the rest need not be summed up)
+            cut = self.cut
+            for c in sorted(v.children, key=_displace_order(g, v.level - 1 >= node_level)):
+                a = c.free
+                hp = c.hp
+                if hp:
+                    for p, n in hp.items():
+                        if p <= cut:
+                            a += n
+                if a >= g:
+                    r = self._vdescend(c, g, level, node_level, tg, mode, True)
+                    if r is not None:
+                        return r
+            return None
+        kids = self._kids(v, mode, g)
+        kids.sort()  # by (available, index): indices differ, so the cells themselves are never compared
         for _, _, c in kids:
             r = self._vdescend(c, g, level, node_level, tg, mode, True)
             if r is not None:
@@ -443,11 +456,11 @@ class GuaranteedPlacement:
 
 
 def _displace_order(g: int, node_or_above: bool):
-    """The order in which the preemption search (DISPLACE) tries the children that can hold a task of
+    """The order in which the preemption search (DISPLACE) tries the children (cells) that can hold a task of
     ``g`` GPUs, as HiveD's intra-VC scheduler with preemption does: nodes (and cells above them) most
     used first, whatever the priorities using them (cross-priority packing; among equals in order), so
     that among holders of equal priority the victim is the one on the fullest node; inside a node, the
     cells needing the fewest GPUs taken from others first (free GPUs before preemptible ones)."""
     if node_or_above:
-        return lambda x: (x[2].free - x[2].size, x[1])
-    return lambda x: (max(0, g - x[2].free), x[1])
+        return lambda c: (c.free - c.size, c.index)
+    return lambda c: (max(0, g - c.free), c.index)
