@@ -101,9 +101,8 @@ class Installer:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
         if not victims:
-            leaf_set, opp = self.state.leaf_set, j.opp
-            for leaf in leaves_all:
-                leaf_set(leaf, jid, opp, None)
+            if leaves_all:
+                self.state.leaves_set(leaves_all, jid, j.opp, None)
             j.pleaves = leaves_all
             j.state = RUNNING
             j.started_at = now
@@ -112,8 +111,8 @@ class Installer:
             if announce:
                 out.append(Decision("started", jid, now, placement=j.placement, opportunistic=j.opp))
             return
-        for leaf in leaves_all:
-            self.state.leaf_set(leaf, reserved_by=jid)
+        if leaves_all:
+            self.state.leaves_set(leaves_all, reserved_by=jid)
         j.reserved = leaves_all
         j.state = PREEMPTING
         j.waiting_on = list(victims)
@@ -148,13 +147,14 @@ class Installer:
         Its virtual cells are unbound when idle, unless ``keep_bound`` collects them (a non-lazy
         victim's cells stay where they are, so the preemptor lands exactly there)."""
         state = self.state
-        for leaf in x.pleaves:
-            state.leaf_set(leaf, jopp=True)
+        if x.pleaves:
+            state.leaves_set(x.pleaves, jopp=True)
         roots = {}
         jid, prio = x.req.id, x.req.priority
-        for v in x.vleaves:
-            if v.job == jid:
-                state.vunhold(v, prio)
+        held = [v for v in x.vleaves if v.job == jid]
+        if held:
+            state.vunhold_many(held, prio)
+            for v in held:
                 roots[v.root.id] = v.root
         self.unregister_holder(x)
         x.vleaves = []

@@ -45,19 +45,48 @@ class GuaranteedPlacement:
 
     # ------------------------------------------------------------------ guaranteed (virtual space)
     def _vavail(self, v: VCell, mode: int) -> int:
-        if self.fenced and v in self.fenced and mode != DISPLACE:
+        """GPUs of ``v`` a placement in ``mode`` may take (an upper bound: ``_vleaf_ok`` has the last word)."""
+        if mode == DISPLACE:  # (first: the search's walks call this most; a fence does not bind it)
+            hp = v.hp
+            if not hp:
+                return v.free
+            cut = self.cut
+            a = v.free
+            for p, n in hp.items():  # a plain loop: this is the hottest function of the search
+                if p <= cut:
+                    a += n
+            return a
+        if self.fenced and v in self.fenced:
             return 0
         if mode == FREE and v.pcell is not None:
             a = v.free - v.pcell.opp
             return a if a > 0 else 0
-        if mode == DISPLACE and v.hp:
-            cut = self.cut
-            a = v.free
-            for p, n in v.hp.items():  # a plain loop: this is the hottest function of the search
-                if p <= cut:
-                    a += n
-            return a
         return v.free
+
+    def _kids(self, v: VCell, mode: int, least: int) -> list:
+        """``[(available, index, child)]`` of ``v``'s children with at least ``least`` (>= 1) available: what
+        ``_vavail`` says of each, computed here without a call per child (the walks' inner loop)."""
+        children = v.children
+        if mode == DISPLACE:
+            cut = self.cut
+            out = []
+            for c in children:
+                a = c.free
+                hp = c.hp
+                if hp:
+                    for p, n in hp.items():
+                        if p <= cut:
+                            a += n
+                if a >= least:
+                    out.append((a, c.index, c))
+            return out
+        if self.fenced:
+            vavail = self._vavail
+            return [(a, c.index, c) for c in children if (a := vavail(c, mode)) >= least]
+        if mode == FREE:  # (a negative difference is 0 to ``_vavail``: below ``least`` either way)
+            return [(a, c.index, c) for c in children
+                    if (a := (c.free - c.pcell.opp if c.pcell is not None else c.free)) >= least]
+        return [(c.free, c.index, c) for c in children if c.free >= least]
 
     def _vleaf_ok(self, v: VCell, mode: int) -> bool:
         if v.job is not None:
@@ -84,12 +113,21 @@ class GuaranteedPlacement:
         return True
 
     def _vtake(self, v: VCell, k: int, mode: int, out: list) -> None:
+        """Append to ``out`` up to ``k`` GPUs of ``v`` (whose availability is at least ``k``) that may be taken."""
+        if k == v.size and (mode == DISPLACE or not self.fenced):
+            # all of ``v``: every child is wholly available, so the walk below would visit every leaf in
+            # index order (the children of a cell are of one type: equal sizes) and keep those that may be
+            # taken; a fence (a starving job's cells, below ``v``) would hide some, so not with one
+            leaf_ok = self._vleaf_ok
+            for leaf in v.leaves:
+                if leaf_ok(leaf, mode):
+                    out.append(leaf)
+            return
         if v.level == 1:
             if self._vleaf_ok(v, mode):
                 out.append(v)
             return
-        vavail = self._vavail
-        kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) > 0]
+        kids = self._kids(v, mode, 1)
         fit = [x for x in kids if x[0] >= k]
         if fit:
             if mode == DISPLACE:  # free GPUs before preemptible ones (HiveD), else in order
@@ -105,8 +143,11 @@ class GuaranteedPlacement:
             if need <= 0:
                 return
 
-    def _vdescend(self, v: VCell, g: int, level: int, node_level: int, tg: TaskGroup, mode: int):
-        if self._vavail(v, mode) < g:
+    def _vdescend(self, v: VCell, g: int, level: int, node_level: int, tg: TaskGroup, mode: int,
+                  checked: bool = False):
+        """The first place (node, GPUs) for one task of ``g`` GPUs in ``v``, descending to ``level``
+        (``checked``: the caller saw at least ``g`` available in ``v``)."""
+        if not checked and self._vavail(v, mode) < g:
             return None
         if v.level <= node_level:
             node = v.pcell.node_obj
@@ -118,16 +159,28 @@ class GuaranteedPlacement:
             if len(out) < g:
                 return None
             return v.pcell.node_obj, out[:g]
-        vavail = self._vavail
         if level == 1 and v.level == 2:  # its children are GPUs: each has 0 or 1 available, so the
             return self._first_vleaf(v, node_level, tg, mode)  # packing order is theirs (by index)
-        kids = [(a, c.index, c) for c in v.children if (a := vavail(c, mode)) >= g]
         if mode == DISPLACE:
-            kids.sort(key=_displace_order(g, v.level - 1 >= node_level))
-        else:
-            kids.sort(key=lambda x: (x[0], x[1]))
+            # its order does not depend on what is available: sort the children, then check each in turn
+            # (the walk usually ends at the first, and the rest need not be summed up)
+            cut = self.cut
+            for c in sorted(v.children, key=_displace_order(g, v.level - 1 >= node_level)):
+                a = c.free
+                hp = c.hp
+                if hp:
+                    for p, n in hp.items():
+                        if p <= cut:
+                            a += n
+                if a >= g:
+                    r = self._vdescend(c, g, level, node_level, tg, mode, True)
+                    if r is not None:
+                        return r
+            return None
+        kids = self._kids(v, mode, g)
+        kids.sort()  # by (available, index): indices differ, so the cells themselves are never compared
         for _, _, c in kids:
-            r = self._vdescend(c, g, level, node_level, tg, mode)
+            r = self._vdescend(c, g, level, node_level, tg, mode, True)
             if r is not None:
                 return r
         return None
@@ -204,7 +257,7 @@ class GuaranteedPlacement:
         else:
             bound.sort()  # by (available, level, id): ids are unique, so the cells themselves are never compared
         for _, _, _, r in bound:
-            res = self._vdescend(r, g, level, nl, tg, mode)
+            res = self._vdescend(r, g, level, nl, tg, mode, True)
             if res is not None:
                 return res
         tried_levels = set()
@@ -249,22 +302,25 @@ class GuaranteedPlacement:
     def _whole_cells_free(self, vcs, chain: str, level: int, mode: int, need: int) -> bool:
         """Are there at least ``need`` wholly free level-``level`` cells in the VC (cheap pre-check)?"""
         size = self.state.types[self.state.config.chains[chain].type_at(level)].leaf_count
+        kids = self._kids  # availability: an upper bound in every mode, only used to reject
         n = 0
         for r in vcs.roots.get(chain, ()):
             if r.level < level:
                 continue
             if r.bound is None:
                 n += r.size // size
-            else:
+            elif r.level == level:
+                n += self._vavail(r, mode) >= size
+            elif self._vavail(r, mode) >= size:
                 stack = [r]
                 while stack:
                     v = stack.pop()
-                    if self._vavail(v, mode) < size:  # an upper bound in every mode: only used to reject
-                        continue
-                    if v.level == level:
-                        n += 1
+                    if v.level == level + 1:  # (its children are the cells counted)
+                        n += len(kids(v, mode, size))
+                        if n >= need:
+                            return True
                     else:
-                        stack.extend(v.children)
+                        stack.extend(c for _, _, c in kids(v, mode, size))
             if n >= need:
                 return True
         return False
@@ -296,7 +352,9 @@ class GuaranteedPlacement:
 
     def place(self, job, mode: int, txn: list):
         """Hold virtual GPUs for every task of ``job`` (all or nothing), recording every change in
-        ``txn`` (roll it back to undo). Returns the task list ``[(group, index, node, leaves)]`` or None."""
+        ``txn`` (roll it back to undo). Returns the task list ``[(group, index, node, leaves)]`` or None.
+        DISPLACE (the preemption search, always undone) holds nothing for the last task: it only notes
+        in ``stolen`` whose GPUs that task takes."""
         req = job.req
         vcs = self.state.vcs[req.vc]
         if self._surely_unplaceable(req, vcs, mode):
@@ -330,7 +388,6 @@ class GuaranteedPlacement:
         req = job.req
         jid, prio = req.id, req.priority
         state = self.state
-        hold = state.vhold
         chain_gpu = state.chain_gpu
         out = []
         used_nodes: list = []
@@ -363,39 +420,47 @@ class GuaranteedPlacement:
                 if found is None:
                     return None
                 node, leaves = found
-                for v in leaves:
-                    if v.job is None:
-                        hold(v, jid, prio, txn)
-                    else:
-                        self._vsteal(v, jid, prio, txn)
+                if mode == DISPLACE and ti == tg.count - 1 and gi == order[-1]:
+                    # the search's last task: nothing after it reads what it would hold, and the search is
+                    # always undone, so it only notes whose GPUs it takes (in order, as ``_vsteal`` does)
+                    self.stolen.extend(v.job for v in leaves if v.job is not None)
+                    out.append((gi, ti, node, [v.pcell for v in leaves]))
+                    continue
+                free = [v for v in leaves if v.job is None]
+                if len(free) < len(leaves):  # (the preemption search: it takes held GPUs too)
+                    self._vsteal([v for v in leaves if v.job is not None], jid, prio, txn)
+                if free:
+                    state.vhold_many(free, jid, prio, txn)
                 take_node(node, tg, txn)
                 used_nodes.append(node)
                 out.append((gi, ti, node, [v.pcell for v in leaves]))
         return out
 
-    def _vsteal(self, v: VCell, job_id: str, prio: int, txn: list) -> None:
-        """Tentatively hand a held virtual GPU to ``job_id`` (priority ``prio``; the preemption search,
-        always rolled back)."""
+    def _vsteal(self, vs: list, job_id: str, prio: int, txn: list) -> None:
+        """Tentatively hand held virtual GPUs ``vs`` to ``job_id`` (priority ``prio``; the preemption
+        search, always rolled back)."""
         state = self.state
-        old = v.job
-        old_prio = self.jobs[old].req.priority
+        olds = [v.job for v in vs]
+        jobs = self.jobs
+        old_prios = [jobs[old].req.priority for old in olds]
         stolen = self.stolen
-        stolen.append(old)
-        state.vswap(v, job_id, old_prio, prio)
+        stolen.extend(olds)
+        n = len(vs)
+        state.vswap_many(vs, [job_id] * n, old_prios, [prio] * n)
 
         def undo():
-            state.vswap(v, old, prio, old_prio)
-            stolen.pop()
+            state.vswap_many(vs, olds, [prio] * n, old_prios)
+            del stolen[-n:]
 
         txn.append(undo)
 
 
 def _displace_order(g: int, node_or_above: bool):
-    """The order in which the preemption search (DISPLACE) tries the children that can hold a task of
+    """The order in which the preemption search (DISPLACE) tries the children (cells) that can hold a task of
     ``g`` GPUs, as HiveD's intra-VC scheduler with preemption does: nodes (and cells above them) most
     used first, whatever the priorities using them (cross-priority packing; among equals in order), so
     that among holders of equal priority the victim is the one on the fullest node; inside a node, the
     cells needing the fewest GPUs taken from others first (free GPUs before preemptible ones)."""
     if node_or_above:
-        return lambda x: (x[2].free - x[2].size, x[1])
-    return lambda x: (max(0, g - x[2].free), x[1])
+        return lambda c: (c.free - c.size, c.index)
+    return lambda c: (max(0, g - c.free), c.index)

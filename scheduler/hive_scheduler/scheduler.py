@@ -753,8 +753,8 @@ class Scheduler:
                 self._start_reserved(p, now, out)
 
     def _start_reserved(self, p: Job, now: float, out: list) -> None:
-        for leaf in p.reserved:
-            self.state.leaf_set(leaf, job=p.req.id, jopp=p.opp, reserved_by=None)
+        if p.reserved:
+            self.state.leaves_set(p.reserved, job=p.req.id, jopp=p.opp, reserved_by=None)
         p.pleaves, p.reserved = p.reserved, []
         size = job_share(p.req)
         if size and p.pleaves:
@@ -787,18 +787,18 @@ class Scheduler:
         if j.pleaves and j.pleaves[0].shares is not None:
             self.shares.leave(j)  # another share job on its GPU takes over the leaf, else it is freed below
         state = self.state
-        leaf_set = state.leaf_set
-        for leaf in j.pleaves:
-            if leaf.job == jid:
-                leaf_set(leaf, None, False)  # (job, jopp)
-        for leaf in j.reserved:
-            if leaf.reserved_by == jid:
-                leaf_set(leaf, reserved_by=None)
+        mine = [leaf for leaf in j.pleaves if leaf.job == jid]
+        if mine:
+            state.leaves_set(mine, None, False)  # (job, jopp)
+        if j.reserved:
+            mine = [leaf for leaf in j.reserved if leaf.reserved_by == jid]
+            if mine:
+                state.leaves_set(mine, reserved_by=None)
         roots = {}
-        prio = j.req.priority
-        for v in j.vleaves:
-            if v.job == jid:
-                state.vunhold(v, prio)
+        held = [v for v in j.vleaves if v.job == jid]
+        if held:
+            state.vunhold_many(held, j.req.priority)
+            for v in held:
                 roots[v.root.id] = v.root
         state.release_idle_roots(roots.values())
         if j.res:

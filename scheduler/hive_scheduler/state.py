@@ -286,6 +286,45 @@ class ClusterState:
         if txn is not None:
             txn.append(lambda: self.leaf_set(leaf, job0, jopp0, res0, healthy0))
 
+    def leaves_set(self, leaves: list, job=_KEEP, jopp=_KEEP, reserved_by=_KEEP) -> None:
+        """``leaf_set`` of each of ``leaves`` (one job's GPUs) in one call: the same walks up the cells,
+        without a call and the health bookkeeping per leaf (their health does not change)."""
+        dopp = 0
+        freed = False
+        for leaf in leaves:
+            job0, jopp0, res0 = leaf.job, leaf.jopp, leaf.reserved_by
+            j = job0 if job is _KEEP else job
+            o = jopp0 if jopp is _KEEP else jopp
+            r = res0 if reserved_by is _KEEP else reserved_by
+            leaf.job, leaf.jopp, leaf.reserved_by = j, o, r
+            u0 = job0 is not None
+            u1 = j is not None
+            r1 = r is not None
+            du = u1 - u0
+            do = (u1 and o) - (u0 and jopp0)
+            dr = r1 - (res0 is not None)
+            da = (1 if (not u1 and leaf.healthy and not r1 and not leaf.in_pin) else 0) - leaf.avail
+            c = leaf
+            if dr:
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.reserved += dr
+                    c.avail += da
+                    c = c.parent
+            elif du or do or da:
+                while c is not None:
+                    c.used += du
+                    c.opp += do
+                    c.avail += da
+                    c = c.parent
+            dopp += do
+            if da > 0:
+                freed = True
+        self.opp_leaves += dopp
+        if freed:
+            self.opp_dirty = True
+
     # ------------------------------------------------------------------ virtual leaves
     def vdelta(self, v: VCell, dfree: int, dheld: int, prio: int = 0) -> None:
         x = v
@@ -350,6 +389,104 @@ class ClusterState:
             x = x.parent
         if v.pcell is None or v.pcell.healthy:  # (vunhold freed a healthy GPU for a moment: its VC is dirty)
             self.vcs[v.vc].dirty = True
+
+    def vhold_many(self, vs: list, job_id: str, prio: int, txn=None) -> None:
+        """``vhold`` of each of ``vs`` (free virtual GPUs of one VC, e.g. one task's), in one walk up the
+        cells they share (``_vcells_up``)."""
+        if len(vs) == 1:
+            self.vhold(vs[0], job_id, prio, txn)
+            return
+        dfree = []
+        for v in vs:
+            p = v.pcell
+            dfree.append(-1 if v.job is None and (p is None or p.healthy) else 0)
+            v.job = job_id
+        self._vcells_up(vs, dfree, 1, prio)
+        if txn is not None:
+            txn.append(lambda: self.vunhold_many(vs, prio))
+
+    def vunhold_many(self, vs: list, prio: int) -> None:
+        """``vunhold`` of each of ``vs`` (held by one job of priority ``prio``), in one walk up."""
+        if len(vs) == 1:
+            self.vunhold(vs[0], prio)
+            return
+        dfree = []
+        for v in vs:
+            p = v.pcell
+            dfree.append(0 if p is not None and not p.healthy else 1)
+            v.job = None
+        self._vcells_up(vs, dfree, -1, prio)
+
+    def vswap_many(self, vs: list, jobs: list, old_prios: list, prios: list) -> None:
+        """``vswap(vs[i], jobs[i], old_prios[i], prios[i])`` for each ``i``: only the priority counts change
+        (as ``vswap``), in one walk up per pair of priorities involved (the preemption search hands a
+        task's GPUs from their holders to the preemptor, and back)."""
+        if len(vs) == 1:
+            self.vswap(vs[0], jobs[0], old_prios[0], prios[0])
+            return
+        groups: dict = {}
+        dirty = False
+        for v, job, op, np in zip(vs, jobs, old_prios, prios):
+            v.job = job
+            g = groups.get((op, np))
+            if g is None:
+                groups[(op, np)] = [v]
+            else:
+                g.append(v)
+            if v.pcell is None or v.pcell.healthy:
+                dirty = True
+        for (op, np), cells in groups.items():
+            counts = dict.fromkeys(cells, 1)
+            while counts:
+                up: dict = {}
+                for x, n in counts.items():
+                    hp = x.hp
+                    m = hp[op] - n
+                    if m:
+                        hp[op] = m
+                    else:
+                        del hp[op]
+                    hp[np] = hp.get(np, 0) + n
+                    p = x.parent
+                    if p is not None:
+                        up[p] = up.get(p, 0) + n
+                counts = up
+        if dirty:  # (as ``vswap``)
+            self.vcs[vs[0].vc].dirty = True
+
+    def _vcells_up(self, vs: list, dfree: list, dheld: int, prio: int) -> None:
+        """Add ``dfree[i]`` free and ``dheld`` held at priority ``prio`` to each ``vs[i]`` (distinct virtual
+        GPUs) and to every cell above them, each ancestor once with the sum of its descendants' changes;
+        and to their VCs' counters (as ``vdelta`` does per leaf)."""
+        changed = {x: [df, dheld] for x, df in zip(vs, dfree)}  # (the leaves first, then level by level)
+        while changed:
+            up: dict = {}
+            for x, d in changed.items():
+                df, dh = d
+                x.free += df
+                x.held += dh
+                hp = x.hp
+                n = hp.get(prio, 0) + dh
+                if n:
+                    hp[prio] = n
+                else:
+                    del hp[prio]
+                p = x.parent
+                if p is not None:
+                    e = up.get(p)
+                    if e is None:
+                        up[p] = [df, dh]
+                    else:
+                        e[0] += df
+                        e[1] += dh
+                else:  # a root: its VC's counters (a pinned cell counts in none)
+                    vc = self.vcs[x.vc]
+                    if x.pin is None:
+                        vc.free[x.chain] += df
+                        vc.held[x.chain] += dh
+                    if df > 0:
+                        vc.dirty = True
+            changed = up
 
     # ------------------------------------------------------------------ binding
     def bind(self, root: VCell, pcell: PCell, txn=None) -> None:
@@ -419,3 +556,4 @@ class ClusterState:
             self.bad_leaves[leaf.chain][leaf.id] = leaf
             buddy.mark_bad(leaf)
         self.mark_all_dirty()
+

@@ -15,6 +15,7 @@ import json
 import pathlib
 
 import pytest
+from core_helpers import recount
 
 from hive_scheduler import load_cluster_config
 from hive_scheduler.sim import samples, simulate
@@ -106,3 +107,51 @@ def test_course_week_decisions_are_unchanged():
                             policies=["hived", "fair_share"], anomaly=True)
     got = {sc.label: digest(sc.result) for sc in report.scenarios}
     assert got == COURSE_DIGESTS
+
+
+# The core under a preemption-heavy load: ``benchmarks/bench_core.py``'s loads (philly filled to 85 %,
+# priorities 0/10/100 in each VC, lazy and non-lazy victims stopped at once), every decision of every call
+# (the fill, the backlog, the timed calls, the victims' ``preemption_done``) reduced to one digest. Its
+# slowest decisions are preemptions, which issue 40 made faster: each digest was recorded from main at
+# 812a955, before that work.
+CORE_LOADS = {
+    # name: (fraction of GPUs bad, backlog, queue order, timed calls)
+    "5 % bad GPUs, 300 backlog": (0.05, 300, "fifo", 1500),
+    "85 % busy": (0.0, 0, "fifo", 1500),
+    "2 % bad GPUs, 600 backlog, priority order": (0.02, 600, "priority", 1500),
+}
+
+CORE_DIGESTS = {
+    "5 % bad GPUs, 300 backlog": "e69d574b3aee3e68fb33423917c80d2695dca53c506d983202fd130430cdda1c",
+    "85 % busy": "e2491906b3fc31c21f2e1fa113f2d02078ada6c87692c82e75c93e622417f875",
+    "2 % bad GPUs, 600 backlog, priority order": "381ae90d34d9f9a4d2ee93cff1db62bad21dafae109f10ce7849024405e1cc3a",
+}
+
+
+def core_load(bad: float, backlog: int, order: str, samples: int):
+    """(digest of every decision, the scheduler after) of one of bench_core's loads."""
+    spec = importlib.util.spec_from_file_location("bench_core", REPO / "benchmarks" / "bench_core.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    load = bench.Load("philly", order=order)
+    h = hashlib.sha256()
+    for name in ("submit", "finish", "preemption_done", "set_gpu_health"):
+        def recorded(*args, _call=getattr(load.sched, name), **kw):
+            out = _call(*args, **kw)
+            for d in out:
+                h.update(json.dumps(d.to_json(), sort_keys=True, separators=(",", ":")).encode())
+                h.update(b"\n")
+            return out
+        setattr(load.sched, name, recorded)  # (the load calls these through the instance)
+    load.break_gpus(bad)
+    load.fill(0.85)
+    load.backlog(backlog)
+    load.measure(samples)
+    return h.hexdigest(), load.sched
+
+
+@pytest.mark.parametrize("name", sorted(CORE_LOADS))
+def test_core_decisions_under_preemption_load_are_unchanged(name):
+    got, sched = core_load(*CORE_LOADS[name])
+    assert got == CORE_DIGESTS[name]
+    recount(sched)  # (the preemption path changes a task's GPUs at once: every counter still exact)
