@@ -1,15 +1,17 @@
 """CPU of one JupyterLab page load in the test suite's Chromium: the browser's processes and the server's.
 
-    .venv/bin/python benchmarks/bench_lab_load.py --loads 4
-    .venv/bin/python benchmarks/bench_lab_load.py --variant flags=base --variant flags=lean --loads 4 --rounds 3
+    .venv/bin/python benchmarks/bench_lab_load.py --loads 3 --rounds 2 --idle 10
+    .venv/bin/python benchmarks/bench_lab_load.py --variant lab=base --variant "lab=lean,add=--disable-extensions;--mute-audio"
 
-Starts one ``jupyter lab`` with hive-lab (as tests/fixtures/browser.py's ``lab_server``) and, per variant, one
-Chromium; then loads JupyterLab ``--loads`` times (each in a fresh browser context, as ``open_lab`` does, or
-with ``reuse=page`` in one page, ``reuse=context`` in one context) until hive-lab's panel is attached and the
-splash is gone. Printed per variant: CPU seconds per load of Chromium (all its processes) and of the server,
-the median over rounds; variants alternate within each round. Variants: ``flags=base|lean`` (the Chromium
-flags before this change, or tests/fixtures/browser.py's), ``lab=base|lean`` (the Lab settings before, or
-the fixture's page config).
+Starts two ``jupyter lab`` with hive-lab (as tests/fixtures/browser.py's ``lab_server``: ``lab=base`` with its
+settings only, ``lab=lean`` with ``LAB_ARGS`` and the page config leaving out ``LAB_DISABLED``) and, per variant,
+one Chromium (``flags=base``: the flags the suite used before issue 39, ``flags=lean``: ``CHROMIUM_ARGS``, plus
+any ``add=`` flags, ``;``-separated); then loads JupyterLab ``--loads`` times (each in a fresh browser context,
+as ``open_lab`` does; ``reuse=context``: one context, ``reuse=page``: one page) until hive-lab's panel is
+attached and the splash is gone. Printed per variant: CPU seconds per load of Chromium (all its processes,
+counted before it closes: processes it leaves to init would be lost) and of the server, the median over
+rounds; with ``--idle S``, the CPU per second of the last page left open S seconds. Variants alternate within
+each round.
 """
 
 from __future__ import annotations
