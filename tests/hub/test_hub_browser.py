@@ -44,12 +44,12 @@ def open_lab(chromium, hub, user):
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)
-    page.goto(hub.url + "/hub/login")
+    # the login page, asked to go on to her Lab: one JupyterLab load (not her server's default page, then Lab)
+    page.goto(f"{hub.url}/hub/login?next=/user/{user}/lab")
     page.locator("#username_input").fill(user)
     page.locator("#password_input").fill(hub.password)
     page.locator("#login_submit").click()
-    page.wait_for_url(f"**/user/{user}/**", timeout=120_000)  # the Hub sends her to her running server
-    page.goto(f"{hub.url}/user/{user}/lab")
+    page.wait_for_url(f"**/user/{user}/lab**", timeout=120_000)  # the Hub sends her to her running server
     page.locator("#hive-lab-panel").wait_for(state="attached", timeout=120_000)
     page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
     if not page.locator("#hive-lab-panel").is_visible():

@@ -17,6 +17,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from fixtures.browser import open_in_lab
 from fixtures.job_files import K8S_JOB, PAI_V2
 from fixtures.readme import python_blocks, section
 from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
@@ -28,6 +29,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 def readme_sweep() -> str:
     return next(b for b in python_blocks(section("Your first job")) if b.startswith("%%submit --sweep"))
+
+
+def open_here(page, name: str) -> None:
+    """Opens another notebook in the Lab already loaded (no page load: a reload is checked once, above), and
+    waits until its kernel is idle: the status bar follows the current tab (``open_in_lab`` waited for it to
+    be this notebook's) and says Idle only once its kernel is connected. (The execution indicator says idle
+    before that: Run All then finds no kernel and runs nothing, seen under load.)"""
+    open_in_lab(page, name)
+    panel = page.locator(".jp-NotebookPanel:visible")
+    panel.locator(".jp-Cell").first.wait_for(state="visible", timeout=90_000)
+    expect(page.locator(".jp-StatusBar-Widget", has_text="Idle").first).to_be_visible(timeout=90_000)
 
 
 def test_the_newest_surfaces_as_an_ordinary_user(her_lab, chromium):
@@ -77,8 +89,8 @@ def test_the_newest_surfaces_as_an_ordinary_user(her_lab, chromium):
         sweep = cell_output(page, 1)
         shows_the_sweep()
 
-        # 2. a cron cell run twice: one schedule, and the cell's output is one line
-        open_notebook(page, lab, "cron.ipynb")
+        # 2. a cron cell run twice: one schedule, and the cell's output is one line (opened in the same page)
+        open_here(page, "cron.ipynb")
         for _ in range(2):
             run_all(page)
             expect(cell_output(page, 1)).to_contain_text("schedule nightly: every day at 00:00 Europe/Berlin",
@@ -101,7 +113,7 @@ def test_the_newest_surfaces_as_an_ordinary_user(her_lab, chromium):
         lab.write("replay.ipynb", notebook([
             "import hive_lab\nr = hive_lab.replay(since='1d', policies=['hived', 'fair_share'], anomaly=False)\n"
             "print(r.effects[0])"]))
-        open_notebook(page, lab, "replay.ipynb")
+        open_here(page, "replay.ipynb")
         run_all(page)
         expect(cell_output(page, 0)).to_contain_text("no change, every job waits as long as under the live",
                                                      timeout=120_000)

@@ -23,7 +23,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from fixtures.browser import RESULTS, run_from_palette
+from fixtures.browser import LAB_ARGS, RESULTS, run_from_palette, write_lab_page_config
 from fixtures.jupyterhub import HUB_VENV, ensure_unix_user
 from fixtures.readme import FILES, inline_commands, python_blocks, section
 from playwright_loop import jp_asyncio_loop, jp_server_cleanup  # noqa: F401 (fixtures: Playwright's loop)
@@ -78,7 +78,10 @@ class HerLab:
         news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
         news.parent.mkdir(parents=True)
         news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-        subprocess.run(["chown", "-R", f"{USER}:", str(settings)], check=True)
+        # her Lab leaves out the plugins no test looks at (a config dir of this run's own, for her server only)
+        config = self.work / ".jupyter-config"
+        write_lab_page_config(config)
+        subprocess.run(["chown", "-R", f"{USER}:", str(settings), str(config)], check=True)
         import socket
 
         with socket.socket() as s:
@@ -88,8 +91,9 @@ class HerLab:
         self.proc = subprocess.Popen(
             [str(HUB_VENV / "bin" / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.work}",
-             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.work / '.workspaces'}"],
-            cwd=self.work, env=self.env, user=USER, group=self.account.pw_gid, extra_groups=[],
+             f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.work / '.workspaces'}",
+             *LAB_ARGS],
+            cwd=self.work, env={**self.env, "JUPYTER_CONFIG_DIR": str(config)}, user=USER, group=self.account.pw_gid, extra_groups=[],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(self._up, "her JupyterLab to answer", timeout=120)
 

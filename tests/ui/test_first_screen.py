@@ -19,16 +19,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 @pytest.fixture(scope="module")
 def lone_lab(tmp_path_factory):
     """``jupyter lab`` for one person: its owner's token only (no token map of other users)."""
+    from fixtures.browser import lab_args, write_lab_page_config
     from fixtures.live_server import LiveServer
 
     tmp = tmp_path_factory.mktemp("lone-lab")
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    srv = LiveServer(tmp, lab=True,
-                     extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'ws'}"],
+    srv = LiveServer(tmp, lab=True, extra_args=lab_args(tmp),
                      env={"PATH": str(pathlib.Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")})
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     yield srv
     srv.close()

@@ -16,7 +16,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import open_lab
+from fixtures.browser import lab_args, open_lab, write_lab_page_config
 from fixtures.fake_nvml import add_fault, topology
 from hive_lab_server.hardware.fake_nvml import write_description
 
@@ -36,12 +36,9 @@ def hw_lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hwlab")
     hardware = tmp / "hardware.yaml"
     write_description(hardware, topology("workstation-4"))
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    extra_args = lab_args(tmp)
     # the charts read the GPUs every second (the setting; 5 s by default)
-    plugin = settings / "hive-lab" / "plugin.jupyterlab-settings"
+    plugin = tmp / "user-settings" / "hive-lab" / "plugin.jupyterlab-settings"
     plugin.parent.mkdir(parents=True)
     plugin.write_text(json.dumps({"chartInterval": 1}))
     venv_bin = str(pathlib.Path(sys.executable).parent)
@@ -54,9 +51,10 @@ def hw_lab(tmp_path_factory):
         admin_users=["carol"],
         config={"HiveLabApp": {"nvml_backend": f"fake:{hardware}", "gpu_sample_interval_s": 0.2,
                                "stop_grace_s": 0.5}},
-        extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
+        extra_args=extra_args,
         env={"PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")},
     )
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     srv.hardware = hardware
     yield srv

@@ -17,7 +17,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import open_lab
+from fixtures.browser import lab_args, open_lab, write_lab_page_config
 from hive_lab.cli.kernelspec import kernel_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -41,10 +41,6 @@ def kernel_lab(tmp_path_factory):
                               memory_mb=0, display_name="Python 3 (1 GPU)")
     (specs / "kernels" / "hive-gpu").mkdir(parents=True)
     (specs / "kernels" / "hive-gpu" / "kernel.json").write_text(json.dumps(kernel_json(args)))
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     venv_bin = str(pathlib.Path(sys.executable).parent)
     jupyter_path = os.pathsep.join(p for p in (str(specs), os.environ.get("JUPYTER_PATH", "")) if p)
     srv = LiveServer(
@@ -52,9 +48,10 @@ def kernel_lab(tmp_path_factory):
         lab=True,
         config={"HiveProvisioner": {"idle_timeout_per_vc": {"default": IDLE_LIMIT_S}, "cull_interval_s": 0.3},
                 "HiveLabApp": {"preemption_grace_s": 0.5}},
-        extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
+        extra_args=lab_args(tmp),
         env={"PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""), "JUPYTER_PATH": jupyter_path},
     )
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     yield srv
     srv.close()
@@ -64,8 +61,8 @@ def kernel_lab(tmp_path_factory):
 def page_of(kernel_lab, chromium):
     contexts = []
 
-    def open_():
-        context, lab = open_lab(chromium, kernel_lab, None)
+    def open_(path: str):
+        context, lab = open_lab(chromium, kernel_lab, None, path=path)
         contexts.append(context)
         return lab
 
@@ -88,11 +85,10 @@ def notebook_with_gpu_kernel(srv, name: str) -> None:
     assert r.status_code in (200, 201), r.text
 
 
-def open_notebook(lab, name: str) -> dict:
-    """Opens the notebook in the page; JupyterLab starts its hive GPU kernel: returns that kernel's job."""
-    srv = lab.server
-    # ?reset: a fresh workspace (no notebook of an earlier test reopened with its kernel)
-    lab.page.goto(f"{srv.url}lab/tree/{name}?reset&token={srv.token}")
+def open_notebook(page_of, srv, name: str):
+    """A page opened at the notebook (``?reset``: a fresh workspace, no notebook of an earlier test reopened
+    with its kernel); JupyterLab starts its hive GPU kernel: returns the page and that kernel's job."""
+    lab = page_of(name)
     lab.page.locator(".jp-NotebookPanel:visible .jp-Cell").first.wait_for(state="visible", timeout=60_000)
     found = None
     for _ in range(300):
@@ -103,7 +99,7 @@ def open_notebook(lab, name: str) -> dict:
             break
         lab.page.wait_for_timeout(200)
     assert found, f"JupyterLab started no GPU kernel for {name}"
-    return srv.wait_for_job(found[0]["id"], "running")
+    return lab, srv.wait_for_job(found[0]["id"], "running")
 
 
 def open_launcher(page, attempts: int = 5) -> None:
@@ -129,11 +125,10 @@ def wait_toast_in_view(page, text: str) -> None:
     )
 
 
-def test_an_idle_gpu_kernel_culled_is_announced_in_its_open_notebook(page_of):
-    lab = page_of()
-    srv = lab.server
+def test_an_idle_gpu_kernel_culled_is_announced_in_its_open_notebook(kernel_lab, page_of):
+    srv = kernel_lab
     notebook_with_gpu_kernel(srv, "idle.ipynb")
-    job = open_notebook(lab, "idle.ipynb")
+    lab, job = open_notebook(page_of, srv, "idle.ipynb")
     page = lab.page
     # the notebook loses focus (another tab) while its kernel idles
     open_launcher(page)
@@ -149,11 +144,10 @@ def test_an_idle_gpu_kernel_culled_is_announced_in_its_open_notebook(page_of):
     expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")).to_contain_text("idle.ipynb")
 
 
-def test_a_preempted_gpu_kernel_is_announced_in_its_open_notebook(page_of):
-    lab = page_of()
-    srv = lab.server
+def test_a_preempted_gpu_kernel_is_announced_in_its_open_notebook(kernel_lab, page_of):
+    srv = kernel_lab
     notebook_with_gpu_kernel(srv, "train.ipynb")
-    job = open_notebook(lab, "train.ipynb")
+    lab, job = open_notebook(page_of, srv, "train.ipynb")
     page = lab.page
     # run a cell: the kernel is busy, not idle, when an urgent job takes every GPU
     expect(page.get_by_role("button", name="Python 3 (1 GPU) | Idle")).to_be_visible(timeout=60_000)

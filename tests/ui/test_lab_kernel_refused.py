@@ -12,6 +12,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
+from fixtures.browser import lab_args, write_lab_page_config
 from fixtures.live_server import LiveServer
 from hive_lab.cli.kernelspec import kernel_json
 
@@ -28,15 +29,13 @@ def refusing_lab(tmp_path_factory):
                               memory_mb=0, display_name="Python 3 (1 A100 GPU)")
     (tmp / "specs" / "kernels" / "a100").mkdir(parents=True)
     (tmp / "specs" / "kernels" / "a100" / "kernel.json").write_text(json.dumps(kernel_json(args)))
-    settings = tmp / "user-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     srv = LiveServer(
         tmp / "srv", lab=True,
-        extra_args=[f"--LabApp.user_settings_dir={tmp / 'user-settings'}", f"--LabApp.workspaces_dir={tmp / 'ws'}"],
+        extra_args=lab_args(tmp),
         env={"JUPYTER_PATH": str(tmp / "specs"),
              "PATH": str(pathlib.Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")},
     )
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     yield srv
     srv.close()

@@ -257,8 +257,8 @@ def test_heatmap_draws_one_cell_per_gpu_and_recolours_when_a_job_starts(events_o
     lab_page.screenshot("heatmap")
 
 
-def test_submit_the_current_notebook_as_a_job(lab_page):
-    srv = lab_page.server
+def test_submit_the_current_notebook_as_a_job(lab_server, chromium):
+    srv = lab_server
     notebook = {
         "cells": [{"cell_type": "code", "execution_count": None, "id": "c0", "metadata": {"tags": ["parameters"]},
                    "outputs": [], "source": "factor = 1"},
@@ -270,7 +270,16 @@ def test_submit_the_current_notebook_as_a_job(lab_page):
     r = srv.request("PUT", "/api/contents/submit-me.ipynb", json={"type": "notebook", "format": "json",
                                                                     "content": notebook})
     assert r.status_code in (200, 201), r.text
-    lab_page.page.goto(f"{srv.url}lab/tree/submit-me.ipynb")
+    from fixtures.browser import open_lab
+
+    context, lab_page = open_lab(chromium, srv, None, path="submit-me.ipynb")  # one page load, at the notebook
+    try:
+        _submit_the_open_notebook(srv, lab_page)
+    finally:
+        context.close()
+
+
+def _submit_the_open_notebook(srv, lab_page) -> None:
     lab_page.page.locator(".jp-NotebookPanel .jp-Cell").first.wait_for(state="visible", timeout=60_000)
     lab_page.command("hive-lab:submit-notebook")
     dialog = lab_page.page.locator(".jp-Dialog")

@@ -24,7 +24,7 @@ GATE = "class-over"
 @pytest.fixture(scope="module")
 def shares_lab(tmp_path_factory):
     """``jupyter lab`` with hive-lab on one fake RTX 4090 whose GPU is timesliced into shares."""
-    from fixtures.browser import _labextension_installed
+    from fixtures.browser import _labextension_installed, lab_args, write_lab_page_config
     from fixtures.fake_nvml import topology, write_description
     from fixtures.live_server import LiveServer
 
@@ -33,17 +33,14 @@ def shares_lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("shares-lab")
     hw = tmp / "hardware.yaml"
     write_description(hw, topology("single"))
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     srv = LiveServer(
         tmp, lab=True, cluster_config=None,
         config={"HiveLabApp": {"nvml_backend": f"fake:{hw}", "gpu_sample_interval_s": 0.2, "stop_grace_s": 0.5,
                                "gpu_share_modes": {"*": "timeslice"}}},
-        extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
+        extra_args=lab_args(tmp),
         env={"PATH": str(pathlib.Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")},
     )
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     srv.hw = hw
     yield srv

@@ -13,7 +13,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import _labextension_installed, open_lab
+from fixtures.browser import _labextension_installed, lab_args, open_in_lab, open_lab, write_lab_page_config
 from fixtures.live_server import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -32,12 +32,8 @@ def array_lab(tmp_path_factory):
         ext.mkdir(parents=True)
         (ext / "hive-lab").symlink_to(BUILD)
         env["JUPYTER_PATH"] = str(tmp / "jupyter-path")
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    srv = LiveServer(tmp, lab=True, env=env,
-                     extra_args=[f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'ws'}"])
+    srv = LiveServer(tmp, lab=True, env=env, extra_args=lab_args(tmp))
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     yield srv
     srv.close()
@@ -154,7 +150,7 @@ def test_an_array_cell_is_live_and_keeps_its_table_and_charts_after_save_reload_
         nb["cells"].append({"cell_type": "markdown", "id": "other", "metadata": {}, "source": "from a colleague"})
         nb["metadata"].pop("signature", None)
         (array_lab.root_dir / "theirs.ipynb").write_text(json.dumps(nb))
-        page.goto(f"{array_lab.url}lab/tree/theirs.ipynb?token={array_lab.token}")
+        open_in_lab(page, "theirs.ipynb")  # beside the first, in the same page
         theirs = page.locator(".jp-NotebookPanel", has=page.locator(".jp-MarkdownCell", has_text="from a colleague"))
         view = theirs.locator(".jp-HiveView[data-view='array']")
         expect(view.locator(".hive-array-status")).to_contain_text("20 succeeded", timeout=60_000)

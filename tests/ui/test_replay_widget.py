@@ -15,7 +15,7 @@ import sys
 import pytest
 from playwright.sync_api import expect
 
-from fixtures.browser import RESULTS, open_lab, run_from_palette
+from fixtures.browser import RESULTS, lab_args, open_lab, run_from_palette, write_lab_page_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 
@@ -30,18 +30,13 @@ def replay_lab(tmp_path_factory):
     if not _labextension_installed():
         pytest.fail("the hive-lab labextension is not installed: run ./scripts/setup.sh (pip install -e .)")
     tmp = tmp_path_factory.mktemp("replaylab")
-    settings = tmp / "user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     venv_bin = str(pathlib.Path(sys.executable).parent)
     srv = LiveServer(tmp, lab=True, cluster_config=CLUSTER,
                      users={"ann": {"groups": ["cv-101"]}, "bob": {"groups": ["cv-101"]}, "carol": {}},
                      vc_access={"@cv-101": ["cv-101"]}, admin_users=["carol"],
                      config={"HiveLabApp": {"overflow": False}},
-                     extra_args=[f"--LabApp.user_settings_dir={settings}",
-                                 f"--LabApp.workspaces_dir={tmp / 'workspaces'}"],
-                     env={"PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")})
+                     extra_args=lab_args(tmp), env={"PATH": venv_bin + os.pathsep + os.environ.get("PATH", "")})
+    write_lab_page_config(srv.config_dir)
     srv.start(timeout=90)
     try:
         ids = [srv.request("POST", "jobs", user=u, json={"vc": "cv-101", "command": "sleep 2",
@@ -68,11 +63,9 @@ def _notebook(path: pathlib.Path, url: str, token: str) -> None:
 
 def test_the_replay_widget_shows_sentences_and_charts(replay_lab, chromium):
     _notebook(replay_lab.root_dir / "replay.ipynb", replay_lab.url, replay_lab.tokens["carol"])
-    context, lab = open_lab(chromium, replay_lab, None)
+    context, lab = open_lab(chromium, replay_lab, None, path="replay.ipynb")  # one page load, at the notebook
     try:
         page = lab.page
-        page.goto(f"{replay_lab.url}lab/tree/replay.ipynb?token={replay_lab.token}")
-        page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=60_000)
         page.locator(".jp-Notebook .jp-Cell").first.wait_for(state="visible", timeout=60_000)
         # JupyterLab may ask which kernel to start (the notebook names one): take it, whenever it asks
         select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
