@@ -105,7 +105,7 @@ if [ "$force" = 1 ] || [ ! -s "$TARBALL" ]; then
   for d in bin sbin lib lib64; do ln -s "usr/$d" "$root/$d"; done
   log "unpacking $(echo "$debs" | wc -l) packages"
   for deb in $debs; do
-    dpkg-deb --fsys-tarfile "$CACHE/debs/$deb" | tar -C "$root" -x --keep-directory-symlink --no-same-owner \
+    dpkg-deb --fsys-tarfile "$CACHE/debs/$deb" | tar -C "$root" -x --keep-directory-symlink --numeric-owner \
       --exclude='./usr/share/doc/*' --exclude='./usr/share/man/*' --exclude='./usr/share/locale/*' \
       --exclude='./usr/share/info/*' \
       || { log "unpacking $deb failed"; exit 1; }
