@@ -23,9 +23,19 @@ venv=$(mktemp -d "${TMPDIR:-/tmp}/hive-lab-build.XXXXXX")
 trap 'rm -rf "$venv"' EXIT
 rm -f "$wheel"
 # pip from a throw-away venv (python3-venv is all it takes, as for the install; Debian's own python3 may
-# have no pip); it builds in an isolated env with the build requirements of pyproject.toml
+# have no pip), which holds the build requirements of pyproject.toml and builds there. JupyterLab is one
+# of them only to build the extension (jlpm): with the extension built already it is left out (it and its
+# some 60 dependencies were most of this script's time).
 "$PY" -m venv "$venv"
-if ! "$venv/bin/python" -m pip wheel --no-deps --wheel-dir dist . >"$log" 2>&1; then
+requires=$("$venv/bin/python" -c '
+import pathlib, re, sys, tomllib
+requires = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["build-system"]["requires"]
+prebuilt = pathlib.Path("hive_lab/labextension/static/style.js").is_file()
+print("\n".join(r for r in requires if not (prebuilt and re.match(r"jupyterlab\b", r))))')
+mapfile -t requires <<<"$requires"
+export PATH="$venv/bin:$PATH"  # jlpm, when the extension is built here
+if ! { "$venv/bin/python" -m pip install "${requires[@]}" &&
+       "$venv/bin/python" -m pip wheel --no-deps --no-build-isolation --wheel-dir dist .; } >"$log" 2>&1; then
   echo "hive-lab: building the wheel failed; $(scripts/node-build-cause.sh "$log") (the whole output: $log)" >&2
   exit 1
 fi

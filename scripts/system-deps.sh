@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install the Debian packages the real-component tests use (Docker engine, Chromium, Slurm, munge,
-# debootstrap, PostgreSQL, Node.js for JupyterHub's configurable-http-proxy) when they are missing. Needs root; without root it says what is missing and goes on
+# PostgreSQL, Node.js for JupyterHub's configurable-http-proxy) when they are missing. Needs root; without root it says what is missing and goes on
 # (the tests that need them then skip with a reason).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
-command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v dpkg-deb >/dev/null && command -v apt-get >/dev/null || need+=(dpkg apt)  # the Docker test image
 command -v chromium >/dev/null || need+=(chromium)
 command -v slurmctld >/dev/null || need+=(slurmctld)
 command -v slurmd >/dev/null || need+=(slurmd)

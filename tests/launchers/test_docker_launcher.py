@@ -12,7 +12,7 @@ from hive_lab_server.execution.launchers.base import LaunchError, LaunchRequest,
 from hive_lab_server.execution.launchers.docker import DockerLauncher
 from waiting import wait_until_async
 
-# the first docker test may build the test image (debootstrap, minutes on a fresh machine)
+# the first docker test may build the test image (apt + dpkg-deb + docker import, about half a minute on a fresh machine)
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 

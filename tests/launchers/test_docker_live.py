@@ -7,7 +7,7 @@ import time
 import pytest
 from waiting import wait_until
 
-# the first docker test may build the test image (debootstrap, minutes on a fresh machine)
+# the first docker test may build the test image (apt + dpkg-deb + docker import, about half a minute on a fresh machine)
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 
