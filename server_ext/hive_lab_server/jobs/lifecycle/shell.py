@@ -103,9 +103,10 @@ class UnitOfWork:
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
-        # launches prepared one per turn of the event loop (their dirs, files and request: ~20 ms each on a
-        # busy machine), so the launches one placement pass starts do not hold up every read together
-        self._launch_turn = asyncio.Lock()
+        # launches prepared and started one per turn of the event loop (dirs, files, request, spawn: ~20 ms
+        # each on a busy machine), so the launches one placement pass starts do not hold up every read
+        # together; a lone launch waits for no turn (issue 40: submit -> running)
+        self._launched_this_turn = False
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -438,25 +439,23 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        async with self._launch_turn:  # one launch prepared per turn of the loop (see __init__)
-            job = self.active.get(job_id)
-            if job is None:
-                return
-            begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
-            if not begun.launched or job.lc.launched:
-                return  # preempted, cancelled or re-placed before its turn: nothing runs
-            job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
-            t0 = time.perf_counter()
-            try:
-                launch_plan.stage(job, self.launcher)
-                request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                     grant_for=self.shares.share_grant,
-                                                     gpu_type=self.moves.placed_gpu_type(job))
-                await asyncio.sleep(0)  # the loop turns (reads are answered) before the next launch is prepared
-            except Exception as exc:
-                self._launch_failed(job_id, attempt, exc)
-                return
+        while self._launched_this_turn:  # another launch had this turn of the loop: wait for the next
+            await asyncio.sleep(0)
+        job = self.active.get(job_id)
+        if job is None:
+            return
+        begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
+        if not begun.launched or job.lc.launched:
+            return  # preempted, cancelled or re-placed before its turn: nothing runs
+        job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
+        self._launched_this_turn = True
+        asyncio.get_running_loop().call_soon(self._next_turn)
+        t0 = time.perf_counter()
         try:
+            launch_plan.stage(job, self.launcher)
+            request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
+                                                 grant_for=self.shares.share_grant,
+                                                 gpu_type=self.moves.placed_gpu_type(job))
             await self.launcher.start(request)
         except Exception as exc:
             self._launch_failed(job_id, attempt, exc)
@@ -465,6 +464,9 @@ class UnitOfWork:
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
+
+    def _next_turn(self) -> None:
+        self._launched_this_turn = False
 
     def _launch_failed(self, job_id: str, attempt: int, exc: Exception) -> None:
         msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
