@@ -103,9 +103,10 @@ class UnitOfWork:
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
-        # launches prepared and started one per turn of the event loop (dirs, files, request, spawn: ~20 ms
-        # each on a busy machine), so the launches one placement pass starts do not hold up every read
-        # together; a lone launch waits for no turn (issue 40: submit -> running)
+        # the launches one placement pass starts are prepared and started with a turn of the event loop free
+        # of launches between two (dirs, files, request, spawn: ~20 ms each on a busy machine), so they do not
+        # hold up every read together, and requests are taken between them as before (main's lock and its
+        # turn); a lone launch waits for no turn (issue 40: submit -> running)
         self._launched_this_turn = False
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
@@ -439,7 +440,7 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        while self._launched_this_turn:  # another launch had this turn of the loop: wait for the next
+        while self._launched_this_turn:  # another launch had this turn of the loop or the one before: wait
             await asyncio.sleep(0)
         job = self.active.get(job_id)
         if job is None:
@@ -449,7 +450,8 @@ class UnitOfWork:
             return  # preempted, cancelled or re-placed before its turn: nothing runs
         job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
         self._launched_this_turn = True
-        asyncio.get_running_loop().call_soon(self._next_turn)
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self._next_turn)  # (the turn after next: a free turn between two launches)
         t0 = time.perf_counter()
         try:
             launch_plan.stage(job, self.launcher)
