@@ -17,6 +17,7 @@ adopt) are chained per job.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import logging
@@ -107,7 +108,8 @@ class UnitOfWork:
         # of launches between two (dirs, files, request, spawn: ~20 ms each on a busy machine), so they do not
         # hold up every read together, and requests are taken between them as before (main's lock and its
         # turn); a lone launch waits for no turn (issue 40: submit -> running)
-        self._launched_this_turn = False
+        self._launch_busy = False  # a launch had this turn of the loop or the one before (``_take_launch_turn``)
+        self._launch_waiters: collections.deque[asyncio.Future] = collections.deque()
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -440,8 +442,7 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        while self._launched_this_turn:  # another launch had this turn of the loop or the one before: wait
-            await asyncio.sleep(0)
+        await self._take_launch_turn()
         job = self.active.get(job_id)
         if job is None:
             return
@@ -449,9 +450,6 @@ class UnitOfWork:
         if not begun.launched or job.lc.launched:
             return  # preempted, cancelled or re-placed before its turn: nothing runs
         job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
-        self._launched_this_turn = True
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._next_turn)  # (the turn after next: a free turn between two launches)
         t0 = time.perf_counter()
         try:
             launch_plan.stage(job, self.launcher)
@@ -467,8 +465,30 @@ class UnitOfWork:
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
 
-    def _next_turn(self) -> None:
-        self._launched_this_turn = False
+    async def _take_launch_turn(self) -> None:
+        """Return at once when no launch had this turn of the loop or the one before; else wait, in order, until
+        the launch before hands over (the turn after next its own). The waiters sleep on a future: a burst's
+        launches do not spin the loop."""
+        loop = asyncio.get_running_loop()
+        if self._launch_busy:
+            turn = loop.create_future()
+            self._launch_waiters.append(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():  # handed the turn, cancelled before it ran: pass it on
+                    self._pass_launch_turn()
+                raise
+        self._launch_busy = True
+        loop.call_soon(loop.call_soon, self._pass_launch_turn)
+
+    def _pass_launch_turn(self) -> None:
+        while self._launch_waiters:
+            turn = self._launch_waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)  # (``_launch_busy`` stays set: the turn is handed over)
+                return
+        self._launch_busy = False
 
     def _launch_failed(self, job_id: str, attempt: int, exc: Exception) -> None:
         msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"
