@@ -74,7 +74,10 @@ def test_long_names_wrap_between_words_and_show_whole_on_hover(lab_page):
     label = lab_page.page.locator(f"#hive-lab-panel .jp-HivePanel-job[data-job-id='{job['id']}'] .jp-HivePanel-jobName")
     expect(label).to_have_text(name, timeout=20_000)
     assert label.get_attribute("title").startswith(name)  # the full name on hover
-    got = label.evaluate(WORD_FIT)
+    # measured on a laid-out row: the panel re-renders a row when its job's state arrives, and a row it has
+    # just replaced is measured detached (no box, no style: width 0, lines NaN)
+    got = wait_until(lambda: (fit := label.evaluate(WORD_FIT))["width"] > 0 and fit["lines"] == fit["lines"] and fit,
+                     what="the job's name laid out in the panel")
     assert got["lines"] >= 2, got  # it is long enough to wrap in the sidebar ...
     # ... and wraps between words: its box is as wide as its longest word (narrower, a word was cut)
     assert got["width"] + 0.5 >= got["longest"], got
