@@ -136,7 +136,12 @@ class HerLab:
             found[:] = [job] if job else []
             return bool(job) and job["state"] in states
 
-        wait_until(reached, f"job {name} to be {' or '.join(states)}", timeout=timeout)
+        def seen() -> str:  # what a failure says: the job as last seen (or none), and her server's log's end
+            state = f"{found[0]['id']} {found[0]['state']}" if found else "no job of that name"
+            return (f"job {name} to be {' or '.join(states)} (last seen: {state}); her jobs: "
+                    f"{[(j['id'], j['name'], j['state']) for j in self.api('GET', 'jobs').json()['jobs']]}")
+
+        wait_until(reached, seen, timeout=timeout)
         return found[0]
 
     def log(self) -> str:
