@@ -144,6 +144,14 @@ class HerLab:
         wait_until(reached, seen, timeout=timeout)
         return found[0]
 
+    def tracebacks(self) -> list[str]:
+        """The tracebacks in her server's log, less those of ipykernel's own subshell race (a
+        ``delete_subshell_request`` that JupyterLab sends when a page reloads after a kernel restart fails in
+        ipykernel 7's control thread with ``assert current_thread() == self.parent_thread``: not hive-lab's
+        code, and harmless to her)."""
+        blocks = self.log().split("Traceback (most recent call last):")[1:]
+        return [b[:1500] for b in blocks if "delete_subshell_request" not in b[:1500]]
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
@@ -302,6 +310,6 @@ def test_the_first_hour_as_an_ordinary_user(her_lab, chromium):
         RESULTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(RESULTS / "first-hour.png"), full_page=True)
         assert not errors, errors
-        assert "Traceback" not in lab.log(), lab.log()[-5000:]
+        assert not lab.tracebacks(), lab.tracebacks()
     finally:
         context.close()
