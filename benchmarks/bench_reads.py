@@ -3,7 +3,9 @@
 1. The sustainable submit rate: ``--clients`` closed-loop clients for ``--measure`` seconds.
 2. For ``--duration`` seconds, submits at ``--factor`` x that rate, open loop (a ``true`` job with no GPU),
    while one reader per endpoint asks ``GET me``, ``GET jobs?limit=50``, ``GET cluster``, ``GET vcs`` and
-   ``GET jobs/{a queued job}`` in a loop (each waits for its answer, then ``--read-gap`` seconds).
+   ``GET jobs/{a queued job}`` in a loop (each waits for its answer, then ``--read-gap`` seconds). The readers
+   run in a process of their own, as a person's browser is one: in the flood's process their answers would
+   also wait for its event loop, busy with thousands of submits in flight.
 
 Prints per endpoint: answers, p50 / p99 / max latency and how many were shed (503); and the submits taken,
 shed and refused (``max_unfinished_jobs``). Target: every read p99 <= 100 ms while submits are shed at 2x.
@@ -35,31 +37,22 @@ from fixtures.live_server import LiveServer  # noqa: E402
 READS = ("me", "jobs?limit=50", "cluster", "vcs", "job")
 
 
-async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dict:
+async def read_loop(api_url: str, headers: dict[str, str], queued: str, gap: float,
+                    stop: asyncio.Event, ready: asyncio.Event | None = None) -> dict:
+    """One reader per endpoint of ``READS``, each asking again ``gap`` seconds after its answer, until ``stop``."""
     latencies: dict[str, list[float]] = {r: [] for r in READS}
     shed: dict[str, int] = {r: 0 for r in READS}
-    statuses: list[int] = []
-    async def post(client, body) -> str:
-        while True:  # (a 503 just after the sustainable-rate run: sent again after its Retry-After)
-            async with client.post("jobs", json=body) as r:
-                if r.status == 201:
-                    return (await r.json())["id"]
-                assert r.status == 503, (r.status, await r.text())
-            await asyncio.sleep(1.0)
-
     # the readers keep their own connections open (as a person's browser does): a read then waits for the
     # server, not for a connection among the flood's thousands (whose connects the kernel's accept queue
     # drops once it is full: a SYN retried after 1 s, 3 s, ...)
-    async with session(srv, 4096) as client, session(srv, len(READS)) as readers_client:
-        holder = await post(client, {"command": "sleep 3600", "tasks": [{"gpus": 4}]})
-        queued = await post(client, {"command": "true", "tasks": [{"gpus": 1}]})  # waits behind the holder
-        done = asyncio.Event()
-
+    async with aiohttp.ClientSession(base_url=api_url.rstrip("/") + "/", headers=headers,
+                                     connector=aiohttp.TCPConnector(limit=len(READS)),
+                                     timeout=aiohttp.ClientTimeout(total=600)) as client:
         async def reader(what: str) -> None:
             path = f"jobs/{queued}" if what == "job" else what
-            while not done.is_set():
+            while not stop.is_set():
                 t0 = time.monotonic()
-                async with readers_client.get(path) as r:
+                async with client.get(path) as r:
                     await r.read()
                     if r.status == 503:
                         shed[what] += 1
@@ -69,23 +62,73 @@ async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dic
                         raise AssertionError(f"GET {path}: {r.status}")
                 await asyncio.sleep(gap)
 
+        for what in READS:  # one answered read each (connections open) before the flood starts
+            async with client.get(f"jobs/{queued}" if what == "job" else what) as r:
+                await r.read()
+        if ready is not None:
+            ready.set()
+        await asyncio.gather(*(reader(w) for w in READS))
+    return {"latencies": latencies, "read_shed": shed}
+
+
+async def reader_process() -> None:
+    """``--readers``: the readers in a process of their own (stdin: one JSON line with where and what to read;
+    stdout: "ready", then, once stdin closes, one JSON line with the latencies)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    job = json.loads(await reader.readline())
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.ensure_future(read_loop(job["api"], job["headers"], job["queued"], job["gap"], stop, ready))
+    await ready.wait()
+    print("ready", flush=True)
+    await reader.read()  # until the parent closes stdin
+    stop.set()
+    print(json.dumps(await task), flush=True)
+
+
+async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dict:
+    statuses: list[int] = []
+    async def post(client, body) -> str:
+        while True:  # (a 503 just after the sustainable-rate run: sent again after its Retry-After)
+            async with client.post("jobs", json=body) as r:
+                if r.status == 201:
+                    return (await r.json())["id"]
+                assert r.status == 503, (r.status, await r.text())
+            await asyncio.sleep(1.0)
+
+    async with session(srv, 4096) as client:
+        holder = await post(client, {"command": "sleep 3600", "tasks": [{"gpus": 4}]})
+        queued = await post(client, {"command": "true", "tasks": [{"gpus": 1}]})  # waits behind the holder
+        # The readers run in a process of their own, as a person's browser does: in this one their answers
+        # would also wait for this process's event loop, busy with the flood's thousands of requests in flight.
+        readers = await asyncio.create_subprocess_exec(
+            sys.executable, os.path.abspath(__file__), "--readers",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        assert readers.stdin is not None and readers.stdout is not None
+        readers.stdin.write((json.dumps({"api": srv.api_url, "headers": srv.headers(), "queued": queued,
+                                         "gap": gap}) + "\n").encode())
+        await readers.stdin.drain()
+        line = await readers.stdout.readline()
+        assert line.strip() == b"ready", line
+
         async def one() -> None:
             statuses.append((await submit(client))[0])
 
-        readers = [asyncio.ensure_future(reader(w)) for w in READS]
         pending, n, t0 = [], 0, time.monotonic()
         while t0 + n / rate < t0 + seconds:
             await asyncio.sleep(max(0.0, t0 + n / rate - time.monotonic()))
             pending.append(asyncio.ensure_future(one()))
             n += 1
         await asyncio.gather(*pending)
-        done.set()
-        await asyncio.gather(*readers)
+        readers.stdin.close()
+        read = json.loads(await readers.stdout.readline())
+        assert await readers.wait() == 0
         for job in (queued, holder):
             async with client.delete(f"jobs/{job}") as r:
                 await r.read()
     return {"offered": n, "taken": statuses.count(201), "shed": statuses.count(503), "full": statuses.count(507),
-            "latencies": latencies, "read_shed": shed}
+            **read}
 
 
 def probe_env(probe: str | None) -> dict[str, str]:
@@ -110,7 +153,11 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="TRAIT=JSON",
                     help="a HiveLabApp setting for the server, e.g. --set max_requests_in_flight=0")
     ap.add_argument("--probe", metavar="DIR", help="write the server's long loop turns and a cProfile there")
+    ap.add_argument("--readers", action="store_true", help=argparse.SUPPRESS)  # the readers' own process
     args = ap.parse_args()
+    if args.readers:
+        asyncio.run(reader_process())
+        return
     hive = {"poll_interval_s": 0.1}  # as bench_overload
     for item in args.set:
         name, _, value = item.partition("=")
