@@ -8,6 +8,12 @@
    the first GET that sees ``running``; server side: ``started_at - submitted_at``).
 
     .venv/bin/python benchmarks/bench_server.py [--submits 2000] [--clients 50] [--rate 200] [--runs 20]
+    .venv/bin/python benchmarks/bench_server.py --steps DIR --runs 40   # submit -> running only, step by step
+
+``--steps DIR``: only the submit-to-running part, with the server's steps timestamped (``benchmarks/loop_probe``,
+``HIVE_BENCH_STEPS``): the median time of each step of a job's way from its POST to its ``running`` commit is
+printed, and the raw marks go to ``DIR/steps.json`` (the probe's wrappers cost a little, so the total is not
+the figure of an unprobed run).
 
 Targets: >= 1,000 submits/s closed loop (issue 11), p99 <= 50 ms at 200/s, submit to running <= 0.3 s.
 A measurement, not a test. On a shared machine the wall-clock figures follow the other load; the CPU per
@@ -145,14 +151,58 @@ def submit_to_running(srv: LiveServer, runs: int) -> tuple[list[float], list[flo
     return client_side, server_side
 
 
+STEP_ORDER = ("handler.post >", "admission.submit_grouped >", "admission.flush >", "unit[insert] >",
+              "unit[insert] <", "core.submit >", "core.submit <", "unit[Placed] >", "unit[Placed] <",
+              "admission.flush <", "shell.launch >", "plan.stage >", "plan.stage <", "plan.request >", "plan.request <", "launcher.start >",
+              "launcher.start_tasks >", "cgroup.create >", "cgroup.create <", "launcher.spawn >",
+              "copier.start >", "copier.start <", "launcher.spawn <", "launcher.start_tasks <",
+              "launcher.start <", "unit[LaunchStarted] >", "unit[LaunchStarted] <", "handler.post <")
+
+
+def print_steps(path: pathlib.Path) -> None:
+    """The median gap between consecutive steps of each job (a job's steps: from one POST to the next),
+    from the probe's marks (``loop_probe/sitecustomize.py``, ``HIVE_BENCH_STEPS``)."""
+    marks = json.loads(path.read_text())
+    jobs: list[dict[str, tuple[float, str, float]]] = []
+    for name, t, thread, cpu in marks:
+        if name == "handler.post >":
+            jobs.append({})
+        if jobs and name not in jobs[-1]:  # (the first of each step: a job's own)
+            jobs[-1][name] = (t, thread, cpu)
+    jobs = jobs[2:]  # (the first two warm the code paths up)
+    print(f"steps of {len(jobs)} submits: median ms since the POST's handler began, since the step before, and the"
+          " CPU its thread spent in that gap (when the same thread took both):")
+    prev = prev_step = None
+    for step in STEP_ORDER:
+        seen = [j for j in jobs if step in j and "handler.post >" in j]
+        if not seen:
+            continue
+        since = statistics.median((j[step][0] - j["handler.post >"][0]) * 1000 for j in seen)
+        gap = "" if prev is None else f"  (+{since - prev:6.2f})"
+        cpu = ""
+        if prev_step is not None:
+            same = [(j[step][2] - j[prev_step][2]) * 1000 for j in seen if prev_step in j and j[prev_step][1] == j[step][1]]
+            cpu = f"  cpu {statistics.median(same):5.2f}" if same else ""
+        threads = sorted({j[step][1] for j in seen})
+        print(f"  {step:28s} {since:7.2f} ms{gap}{cpu}  {'/'.join(threads)[:24]}  n={len(seen)}")
+        prev, prev_step = since, step
+    others = sorted({name for j in jobs for name in j} - set(STEP_ORDER))
+    for name in others:  # what else ran between a job's POST and the next
+        ts = [(j[name][0] - j["handler.post >"][0]) * 1000 for j in jobs if name in j and "handler.post >" in j]
+        print(f"  (also) {name:24s} median {statistics.median(ts):8.2f} ms after the POST, in {len(ts)} of {len(jobs)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submits", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rate", type=float, default=200.0, help="offered load of the open-loop run (submits/s)")
+    parser.add_argument("--steps", metavar="DIR", help="only submit -> running, its steps timestamped (see above)")
     args = parser.parse_args()
     cluster = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "T4", "vcs": {"default": 4}}
+    if args.steps:
+        return steps_only(args, cluster)
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (client and server share them)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -205,6 +255,27 @@ def main() -> int:
         print(f"  client side median {statistics.median(client_side) * 1000:7.1f} ms   max {max(client_side) * 1000:.1f} ms"
               f"   (target <= 300)")
         print(f"  server side median {statistics.median(server_side) * 1000:7.1f} ms   max {max(server_side) * 1000:.1f} ms")
+    return 0
+
+
+def steps_only(args: argparse.Namespace, cluster: dict) -> int:
+    out = pathlib.Path(args.steps).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    probe = pathlib.Path(__file__).resolve().parent / "loop_probe"
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH", "")) if p),
+           "HIVE_BENCH_STEPS": str(out / "steps.json")}
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = LiveServer(pathlib.Path(tmp) / "b", cluster_config=cluster, env=env,
+                         config={"HiveLabApp": {"poll_interval_s": 0.1}, "ServerApp": {"log_level": "WARN"}})
+        try:
+            srv.start()
+            client_side, server_side = submit_to_running(srv, args.runs)
+        finally:
+            srv.close()
+    print(f"submit to running (probed), {args.runs} jobs: server side median {statistics.median(server_side) * 1000:.1f} ms,"
+          f" client side median {statistics.median(client_side) * 1000:.1f} ms")
+    print_steps(out / "steps.json")
     return 0
 
 

@@ -74,3 +74,113 @@ if _PROFILE:
     _profiler = cProfile.Profile()
     _profiler.enable()
     atexit.register(lambda: (_profiler.disable(), _profiler.dump_stats(_PROFILE)))
+
+_STEPS = os.environ.get("HIVE_BENCH_STEPS")
+
+if _STEPS:
+    # ``HIVE_BENCH_STEPS=FILE``: the steps from a job's POST to its ``running`` commit, timestamped
+    # (perf_counter, seconds; with the thread that took each and its CPU time then): FILE gets a JSON list
+    # of (step, t, thread, thread CPU) when the process exits. Patched in as the server's modules are imported (nothing changes otherwise).
+    import atexit
+    import functools
+    import importlib.abc
+    import inspect
+    import json
+    import sys
+    import threading
+    import time
+
+    _steps: list = []
+
+    def _mark(name: str) -> None:
+        _steps.append((name, time.perf_counter(), threading.current_thread().name, time.thread_time()))
+
+    def _wrap(owner, attr: str, label: str) -> None:
+        fn = getattr(owner, attr, None)
+        if fn is None:  # (another commit's code: not every step exists in every version)
+            return
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def timed(*a, **k):
+                _mark(label + " >")
+                try:
+                    return await fn(*a, **k)
+                finally:
+                    _mark(label + " <")
+        else:
+            @functools.wraps(fn)
+            def timed(*a, **k):
+                _mark(label + " >")
+                try:
+                    return fn(*a, **k)
+                finally:
+                    _mark(label + " <")
+        setattr(owner, attr, staticmethod(timed) if isinstance(vars(owner).get(attr), classmethod) else timed)
+
+    def _unit_label(owner) -> None:
+        fn = owner.unit
+
+        @functools.wraps(fn)
+        def unit(self, facts, *a, **k):
+            kinds = ",".join(sorted({type(e).__name__ for _, e in facts})) or ("insert" if k.get("write") else "-")
+            _mark(f"unit[{kinds}] >")
+            try:
+                return fn(self, facts, *a, **k)
+            finally:
+                _mark(f"unit[{kinds}] <")
+        owner.unit = unit
+
+    _PATCHES = {
+        "hive_lab_server.api.handlers.jobs": lambda m: _wrap(m.JobsHandler, "post", "handler.post"),
+        "hive_lab_server.jobs.lifecycle.admission": lambda m: (
+            _wrap(m.Admission, "submit_grouped", "admission.submit_grouped"),
+            _wrap(m.Admission, "_flush_submits", "admission.flush"),
+            _wrap(m.Admission, "prepare", "admission.prepare")),
+        "hive_lab_server.jobs.lifecycle.shell": lambda m: (
+            _unit_label(m.UnitOfWork),
+            _wrap(m.UnitOfWork, "_core_submit", "core.submit"),
+            _wrap(m.UnitOfWork, "_launch", "shell.launch")),
+        "hive_lab_server.jobs.lifecycle.launch_plan": lambda m: (
+            _wrap(m, "stage", "plan.stage"), _wrap(m, "launch_request", "plan.request")),
+        "hive_lab_server.jobs.start_estimates": lambda m: (
+            _wrap(m.StartEstimates, "_start_off_loop", "estimates.start"),
+            _wrap(m.StartEstimates, "_refresh_off_loop", "estimates.refresh")),
+        "hive_lab_server.jobs.service": lambda m: _wrap(m.HiveService, "cancel", "service.cancel"),
+        "hive_lab_server.store": lambda m: _wrap(m.Store, "begin", "store.begin"),
+        "hive_lab_server.execution.launchers.local": lambda m: (
+            _wrap(m.LocalLauncher, "start", "launcher.start"),
+            _wrap(m.LocalLauncher, "_start_tasks", "launcher.start_tasks"),
+            _wrap(m.LocalLauncher, "_spawn", "launcher.spawn")),
+        "hive_lab_server.execution.launchers.log_copiers": lambda m: (
+            _wrap(m.LogCopiers, "start", "copier.start"), _wrap(m.LogCopiers, "refill", "copier.refill")),
+        "hive_lab_server.execution.isolation.cgroups": lambda m: _wrap(m.TaskCgroup, "create", "cgroup.create"),
+    }
+
+    class _Patcher(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name not in _PATCHES:
+                return None
+            sys.meta_path.remove(self)
+            try:
+                import importlib.util
+                spec = importlib.util.find_spec(name)
+            finally:
+                sys.meta_path.insert(0, self)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            exec_module = loader.exec_module
+
+            def patched_exec(module, _exec=exec_module, _name=name):
+                _exec(module)
+                _PATCHES[_name](module)
+            loader.exec_module = patched_exec
+            return spec
+
+    sys.meta_path.insert(0, _Patcher())
+
+    def _dump_steps() -> None:
+        with open(_STEPS, "w") as f:
+            json.dump(_steps, f)
+
+    atexit.register(_dump_steps)

@@ -368,12 +368,20 @@ class LocalLauncher(Launcher):
                     os.close(fd)
 
     async def start(self, request: LaunchRequest) -> None:
-        # cgroups, forks and file writes block: off the event loop, so requests are answered meanwhile
-        # (an 8-task gang's spawns no longer hold up every other request)
-        started = await asyncio.to_thread(self._start_tasks, request)
+        # A one-task job is started on the event loop: its cgroup, one spawn (vfork: the loop waits for the
+        # exec only) and its record take about a millisecond, less than the two thread hops they replace,
+        # each a wait for the GIL and the OS scheduler on a busy machine (issue 40: submit -> running). A
+        # gang's spawns go to a thread, so requests are answered meanwhile (8 spawns in a row would hold up
+        # every other request).
+        if len(request.tasks) == 1:
+            started = self._start_tasks(request)
+        else:
+            started = await asyncio.to_thread(self._start_tasks, request)
         self._tasks[request.job_id] = {t.task: t for t in started}
-        if self.isolation.max_log_bytes > 0:  # the next task's log copier, started ahead (log_copiers.py)
-            asyncio.get_running_loop().run_in_executor(None, self._refill_copiers)
+        if self.isolation.max_log_bytes > 0:  # the next task's log copier, started ahead (log_copiers.py),
+            # once the caller's turn (its "running" commit) is over: a spawn beside it takes its CPU
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.run_in_executor, None, self._refill_copiers)
 
     def _refill_copiers(self) -> None:
         try:

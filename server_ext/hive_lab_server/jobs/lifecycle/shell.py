@@ -17,6 +17,7 @@ adopt) are chained per job.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import logging
@@ -103,9 +104,12 @@ class UnitOfWork:
         self._pending: list[tuple[str, m.Event]] = []  # facts whose unit of work did not commit yet
         self._unacked: list[TaskExit] = []  # exits in those facts (acknowledged to the launcher on commit)
         self._ops: dict[str, asyncio.Task] = {}
-        # launches prepared one per turn of the event loop (their dirs, files and request: ~20 ms each on a
-        # busy machine), so the launches one placement pass starts do not hold up every read together
-        self._launch_turn = asyncio.Lock()
+        # the launches one placement pass starts are prepared and started with a turn of the event loop free
+        # of launches between two (dirs, files, request, spawn: ~20 ms each on a busy machine), so they do not
+        # hold up every read together, and requests are taken between them as before (main's lock and its
+        # turn); a lone launch waits for no turn (issue 40: submit -> running)
+        self._launch_busy = False  # a launch had this turn of the loop or the one before (``_take_launch_turn``)
+        self._launch_waiters: collections.deque[asyncio.Future] = collections.deque()
         self._poll_lock = asyncio.Lock()  # one launcher poll (and the handling of its exits) at a time
         self._adopting: list[asyncio.Task] = []
         self._state_listeners: list[Callable[[str, str, str], None]] = []
@@ -438,25 +442,20 @@ class UnitOfWork:
         return task
 
     async def _launch(self, job_id: str, attempt: int) -> None:
-        async with self._launch_turn:  # one launch prepared per turn of the loop (see __init__)
-            job = self.active.get(job_id)
-            if job is None:
-                return
-            begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
-            if not begun.launched or job.lc.launched:
-                return  # preempted, cancelled or re-placed before its turn: nothing runs
-            job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
-            t0 = time.perf_counter()
-            try:
-                launch_plan.stage(job, self.launcher)
-                request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
-                                                     grant_for=self.shares.share_grant,
-                                                     gpu_type=self.moves.placed_gpu_type(job))
-                await asyncio.sleep(0)  # the loop turns (reads are answered) before the next launch is prepared
-            except Exception as exc:
-                self._launch_failed(job_id, attempt, exc)
-                return
+        await self._take_launch_turn()
+        job = self.active.get(job_id)
+        if job is None:
+            return
+        begun, _ = m.step(job.lc, m.LaunchBegin(attempt))
+        if not begun.launched or job.lc.launched:
+            return  # preempted, cancelled or re-placed before its turn: nothing runs
+        job.lc = begun  # memory only: a crash before the start forgets it, and nothing ran then
+        t0 = time.perf_counter()
         try:
+            launch_plan.stage(job, self.launcher)
+            request = launch_plan.launch_request(job, self.launcher, self.jobs_root, self.gpu_uuids,
+                                                 grant_for=self.shares.share_grant,
+                                                 gpu_type=self.moves.placed_gpu_type(job))
             await self.launcher.start(request)
         except Exception as exc:
             self._launch_failed(job_id, attempt, exc)
@@ -465,6 +464,31 @@ class UnitOfWork:
         n = len(job.placement)
         detail = f"{n} task{'s' if n != 1 else ''} started by the {self.launcher.name} launcher"
         self.unit([(job_id, m.LaunchStarted(attempt, detail, at=self.now()))])
+
+    async def _take_launch_turn(self) -> None:
+        """Return at once when no launch had this turn of the loop or the one before; else wait, in order, until
+        the launch before hands over (the turn after next its own). The waiters sleep on a future: a burst's
+        launches do not spin the loop."""
+        loop = asyncio.get_running_loop()
+        if self._launch_busy:
+            turn = loop.create_future()
+            self._launch_waiters.append(turn)
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if turn.done() and not turn.cancelled():  # handed the turn, cancelled before it ran: pass it on
+                    self._pass_launch_turn()
+                raise
+        self._launch_busy = True
+        loop.call_soon(loop.call_soon, self._pass_launch_turn)
+
+    def _pass_launch_turn(self) -> None:
+        while self._launch_waiters:
+            turn = self._launch_waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)  # (``_launch_busy`` stays set: the turn is handed over)
+                return
+        self._launch_busy = False
 
     def _launch_failed(self, job_id: str, attempt: int, exc: Exception) -> None:
         msg = str(exc) if isinstance(exc, LaunchError) else f"the {self.launcher.name} launcher failed: {exc}"

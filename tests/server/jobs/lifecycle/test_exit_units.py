@@ -112,3 +112,33 @@ def test_the_launches_of_one_placement_pass_are_prepared_one_per_turn_of_the_loo
     assert {1, 2, 3} <= set(seen), seen  # each launch was staged in a turn of its own
     for job_id in ids:
         api("DELETE", f"jobs/{job_id}")
+
+
+def test_a_lone_launch_is_started_in_the_turn_after_its_placement(api, hive, run):
+    """Issue 40 (submit -> running): a job placed alone is staged, started and recorded ``running`` by its
+    launch task's first step, the turn of the loop after the one that placed it: no turn given to other
+    callbacks on the way (the 201's reply was one), no hop to a worker thread and back (each a wait for
+    the GIL and the OS scheduler on a busy machine). A watcher counts the loop's turns; the state listeners
+    hear each stored transition one turn after its commit, so the two are heard one turn apart."""
+    svc = hive.service
+    turns = [0]
+    heard: dict[str, int] = {}
+    svc.work.on_state_change(lambda job_id, state, reason: heard.setdefault(state, turns[0]))
+    stop = asyncio.Event()
+
+    async def count() -> None:
+        while not stop.is_set():
+            turns[0] += 1
+            await asyncio.sleep(0)
+
+    watcher = asyncio.ensure_future(count(), loop=run.__self__)
+    code, job = api("POST", "jobs", {"command": "sleep 600", "tasks": [{"gpus": 1}]})
+    assert code == 201, job
+    deadline = time.monotonic() + 30
+    while "running" not in heard:
+        assert time.monotonic() < deadline, heard
+        run(asyncio.sleep(0.01))
+    stop.set()
+    run(watcher)
+    assert heard["running"] - heard["scheduled"] <= 1, heard
+    api("DELETE", f"jobs/{job['id']}")
