@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 
 from hive_lab_server.execution.launchers.base import TaskExit
@@ -96,17 +97,23 @@ def test_the_launches_of_one_placement_pass_are_prepared_one_per_turn_of_the_loo
         assert code == 201 and job["state"] == "queued", job
         ids.append(job["id"])
     logs = [svc.jobs_root / job_id / "logs" for job_id in ids]  # made by the launch's staging
-    seen: list[int] = []
+    seen: list[int] = []  # how many were staged, at each turn where that changed
+    give_up = threading.Event()
 
-    async def watch() -> None:  # another callback of the loop: how many were staged, turn by turn
-        while len(seen) < 100_000 and (not seen or seen[-1] < len(ids)):
-            seen.append(sum(1 for p in logs if p.exists()))
+    async def watch() -> None:  # another callback of the loop, looking once per turn
+        while not give_up.is_set() and (not seen or seen[-1] < len(ids)):
+            staged = sum(1 for p in logs if p.exists())
+            if not seen or staged != seen[-1]:
+                seen.append(staged)
             await asyncio.sleep(0)
 
     watcher = asyncio.ensure_future(watch(), loop=run.__self__)
-    assert api("DELETE", f"jobs/{held['id']}")[0] == 200
-    for job_id in ids:
-        wait_state(job_id, "running")
+    try:
+        assert api("DELETE", f"jobs/{held['id']}")[0] == 200
+        for job_id in ids:
+            wait_state(job_id, "running")
+    finally:
+        give_up.set()  # (the watcher stops by itself once all 4 are staged)
     run(watcher)
     assert seen[0] == 0 and seen[-1] == len(ids), seen
     assert {1, 2, 3} <= set(seen), seen  # each launch was staged in a turn of its own
