@@ -149,10 +149,13 @@ class Dependencies:
         return judge(deps, self.outcomes.of)
 
     def dependents_of(self, job_id: str) -> list[str]:
-        """Unfinished jobs waiting in the queue that name ``job_id`` (oldest first)."""
+        """Held jobs (waiting in the queue for their dependencies) that name ``job_id``, oldest first. Only
+        the held ones: a job's end scanned every unfinished job (~7 ms at 2,000 of them, on the event loop,
+        per end: issue 40's write flood), while only a held job can be waiting for it."""
         found = []
-        for job in self.active.values():
-            if job.lc.state.value in ("submitted", "queued") and job.lc.intent is None and \
+        for held_id in self.held:
+            job = self.active.get(held_id)
+            if job is not None and job.lc.state.value in ("submitted", "queued") and job.lc.intent is None and \
                     any(d.job == job_id for d in job.spec.depends_on):
                 found.append((job.seq, job.id))
         return [j for _, j in sorted(found)]
