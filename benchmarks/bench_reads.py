@@ -30,6 +30,7 @@ import tempfile
 import time
 
 import aiohttp
+import psutil
 
 from bench_overload import ROOT, pct, session, submit, sustainable_rate  # noqa: F401 (ROOT: tests/ on sys.path)
 from fixtures.live_server import LiveServer  # noqa: E402
@@ -168,7 +169,12 @@ def main() -> None:
         try:
             rate = asyncio.run(sustainable_rate(srv, args.clients, args.measure))
             print(f"sustainable: {rate:.0f} submits/s ({args.clients} closed-loop clients, {args.measure:g} s)")
+            server = psutil.Process(srv.proc.pid)
+            cpu0, wall0, client0 = server.cpu_times(), time.monotonic(), psutil.Process().cpu_times()
             out = asyncio.run(flood(srv, args.factor * rate, args.duration, args.read_gap))
+            cpu1, wall1, client1 = server.cpu_times(), time.monotonic(), psutil.Process().cpu_times()
+            busy = lambda a, b: (b.user + b.system - a.user - a.system) / (wall1 - wall0)  # noqa: E731
+            out["cpu"] = (busy(cpu0, cpu1), busy(client0, client1))
         finally:
             srv.close()
     print(f"flood: {out['offered']} submits offered at {args.factor * rate:.0f}/s for {args.duration:g} s: "
@@ -180,6 +186,8 @@ def main() -> None:
     worst = max((pct([1000 * v for v in values], 99) for values in out["latencies"].values() if values),
                 default=float("nan"))
     print(f"worst read p99 {worst:.1f} ms; submits taken {out['taken'] / args.duration:.0f}/s during the flood")
+    print(f"CPU during the flood (cores): the server {out['cpu'][0]:.2f} (its threads; its jobs apart), "
+          f"the flood's client {out['cpu'][1]:.2f}")
     print(f"target: every read p99 <= 100 ms; load average now {os.getloadavg()[0]:.1f}")
 
 

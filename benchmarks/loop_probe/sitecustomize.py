@@ -28,6 +28,8 @@ if _TURNS:
     _stats: dict = {}
     _all = {"callbacks": 0, "busy_s": 0.0, "slow": 0, "slow_s": 0.0, "max_s": 0.0}
     _original_run = asyncio.events.Handle._run
+    _every: dict = {}  # every callback, by what it ran: count and seconds
+    _turns: list = []  # each turn of the loop (one ``_run_once``): (seconds, callbacks run)
 
     def _what(callback) -> tuple[str, object]:
         owner = getattr(callback, "__self__", None)
@@ -45,25 +47,46 @@ if _TURNS:
             return _original_run(self)
         finally:
             took = time.perf_counter() - t0
+            key = name if where is None else f"{name} (resumed at {os.path.basename(where[0])}:{where[1]})"
+            e = _every.setdefault(key, [0, 0.0])
+            e[0] += 1
+            e[1] += took
             _all["callbacks"] += 1
             _all["busy_s"] += took
             _all["max_s"] = max(_all["max_s"], took)
             if took >= _slow_s:
                 _all["slow"] += 1
                 _all["slow_s"] += took
-                key = name if where is None else f"{name} (resumed at {os.path.basename(where[0])}:{where[1]})"
                 s = _stats.setdefault(key, {"count": 0, "total_s": 0.0, "max_s": 0.0})
                 s["count"] += 1
                 s["total_s"] += took
                 s["max_s"] = max(s["max_s"], took)
 
     asyncio.events.Handle._run = _timed_run
+    _original_once = asyncio.base_events.BaseEventLoop._run_once
+
+    def _timed_once(self):
+        before, t0 = _all["callbacks"], time.perf_counter()
+        try:
+            return _original_once(self)
+        finally:
+            _turns.append((time.perf_counter() - t0, _all["callbacks"] - before))
+
+    asyncio.base_events.BaseEventLoop._run_once = _timed_once
 
     def _dump() -> None:
         top = sorted(_stats.items(), key=lambda kv: -kv[1]["total_s"])
+        busy = sorted(t for t in _turns if t[1])  # turns that ran callbacks (not a wait in select alone)
+        q = lambda xs, f: xs[min(len(xs) - 1, int(f * (len(xs) - 1)))] if xs else None  # noqa: E731
+        turns = {"count": len(busy), "seconds_p50": q([t[0] for t in busy], 0.5),
+                 "seconds_p99": q([t[0] for t in busy], 0.99),
+                 "callbacks_p50": q(sorted(t[1] for t in busy), 0.5),
+                 "callbacks_p99": q(sorted(t[1] for t in busy), 0.99)}
+        every = sorted(_every.items(), key=lambda kv: -kv[1][1])[:30]
         with open(_TURNS, "w") as f:
-            json.dump({"threshold_ms": _slow_s * 1000, "all": _all,
-                       "slow": [{"what": k, **v} for k, v in top]}, f, indent=1)
+            json.dump({"threshold_ms": _slow_s * 1000, "all": _all, "turns": turns,
+                       "slow": [{"what": k, **v} for k, v in top],
+                       "every": [{"what": k, "count": c, "total_s": t} for k, (c, t) in every]}, f, indent=1)
 
     atexit.register(_dump)
 
