@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import os
 import pathlib
 import re
@@ -34,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 from traitlets import List, Unicode
@@ -47,6 +48,10 @@ from hive_lab_server.execution.launchers.base import LaunchError, Launcher, Laun
 from hive_lab_server.execution.launchers.log_copiers import LogCopiers
 
 __all__ = ["LocalLauncher"]
+
+#: a one-task start is made on the event loop only when no other start began within this many seconds
+#: (LocalLauncher.start): a lone submit's latency without a burst's exec waits on the loop
+ON_LOOP_GAP_S = 0.05
 
 # The task's wrapper, run by /bin/sh as root (when the server isolates jobs) with an environment built from
 # scratch (ROOT_ENV) and absolute tool paths: nothing of the user's reaches it. "$1": the exit file; "$2":
@@ -147,6 +152,8 @@ class LocalLauncher(Launcher):
             env.pop(key, None)
         self.base_env = env
         self._tasks: dict[str, dict[str, _Task]] = {}
+        self.clock: Callable[[], float] = time.monotonic  # (tests set their own)
+        self._last_start_at = -math.inf
         self._pending: list[TaskExit] = []
         self._scanned = False
         self._reported: set[tuple[str, str]] = set()  # orphan exits reported, not yet acknowledged
@@ -368,12 +375,15 @@ class LocalLauncher(Launcher):
                     os.close(fd)
 
     async def start(self, request: LaunchRequest) -> None:
-        # A one-task job is started on the event loop: its cgroup, one spawn (vfork: the loop waits for the
-        # exec only) and its record take about a millisecond, less than the two thread hops they replace,
+        # A lone one-task job is started on the event loop: its cgroup, one spawn (vfork: the loop waits for
+        # the exec only) and its record take about a millisecond, less than the two thread hops they replace,
         # each a wait for the GIL and the OS scheduler on a busy machine (issue 40: submit -> running). A
         # gang's spawns go to a thread, so requests are answered meanwhile (8 spawns in a row would hold up
-        # every other request).
-        if len(request.tasks) == 1:
+        # every other request), and so do the starts of a burst (another start began less than
+        # ON_LOOP_GAP_S before): there the loop's waits for the children's execs add up.
+        now = self.clock()
+        lone, self._last_start_at = now - self._last_start_at >= ON_LOOP_GAP_S, now
+        if len(request.tasks) == 1 and lone:
             started = self._start_tasks(request)
         else:
             started = await asyncio.to_thread(self._start_tasks, request)
