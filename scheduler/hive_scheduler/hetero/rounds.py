@@ -14,41 +14,49 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 UNSEEN = 1e9  # priority scale for a job that has not run on a type since the last allocation
+
+Matrix = Sequence[Sequence[float]]  # rows of numbers: lists, tuples or numpy arrays
 
 
 def choose_round(
     units: Sequence[tuple[int, ...]],  # one job, or jobs packed on the same GPUs; sorted
-    allocation: np.ndarray,  # (u, k)
-    received: np.ndarray,  # (u, k) seconds run on each type since the allocation was computed
-    usable: np.ndarray,  # (u, k) > 0 where every job of the unit makes progress on the type
-    scale_factor: np.ndarray,  # (u,)
-    gpus: np.ndarray,  # (k,)
+    allocation: Matrix,  # (u, k)
+    received: Matrix,  # (u, k) seconds run on each type since the allocation was computed
+    usable: Matrix,  # (u, k) > 0 where every job of the unit makes progress on the type
+    scale_factor: Sequence[int],  # (u,)
+    gpus: Sequence[int],  # (k,)
     type_order: Sequence[int],
     strict: bool = False,
-    deficit: np.ndarray | None = None,  # (u, k) seconds owed on each type by the earlier allocations
+    deficit: Matrix | None = None,  # (u, k) seconds owed on each type by the earlier allocations
 ) -> dict[tuple[int, ...], int]:
     """Unit -> GPU type index for the coming round; each job in at most one chosen unit."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        priority = np.where(received > 0, allocation / received, allocation * UNSEEN)
-    priority = np.where(usable > 0, priority, 0.0)
     free = [int(g) for g in gpus]
     sf = [int(s) for s in scale_factor]
     chosen: dict[tuple[int, ...], int] = {}
     busy: set[int] = set()
-    rank = np.arange(len(units))
-    if deficit is None:
-        deficit = np.zeros_like(allocation)
+    count = len(units)
     for t in type_order:
         if free[t] <= 0:
             continue
-        col = priority[:, t]
-        order = np.lexsort((rank, -allocation[:, t], -deficit[:, t], -col)).tolist()
-        pr = col.tolist()
-        ok = (usable[:, t] > 0).tolist()
-        for i in order:
+        pr = []
+        ok = []
+        keys = []
+        for i in range(count):
+            a = allocation[i][t]
+            usable_here = usable[i][t] > 0
+            if usable_here:
+                got = received[i][t]
+                p = a / got if got > 0 else a * UNSEEN
+            else:
+                p = 0.0
+            pr.append(p)
+            ok.append(usable_here)
+            # highest priority first, then the largest deficit, then the largest allocation, then the unit
+            keys.append((-p, -deficit[i][t] if deficit is not None else -0.0, -a, i))
+        keys.sort()
+        for key in keys:
+            i = key[3]
             if strict and pr[i] <= 0:
                 break  # sorted: the rest have no allocation here either
             if not ok[i] or sf[i] > free[t]:

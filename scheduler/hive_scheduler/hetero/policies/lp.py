@@ -2,25 +2,31 @@
 
 Variables: ``X`` flattened row-major (job i, type j -> i*k + j), then any extra variables the policy
 adds. The base rows are Gavel's: each job's time fractions sum to <= 1, each type's GPUs are not
-over-committed (scale factor x fraction), ``0 <= X <= 1``.
+over-committed (scale factor x fraction), ``0 <= X <= 1``. Rows are sparse (``{column: value}``);
+zeros are left out.
 
-HiGHS is reached without ``scipy.optimize``: importing that package costs about 0.45 s of CPU
-(it imports every optimiser scipy has) where HiGHS's own extension module loads in under 10 ms.
-:func:`_highs_module` loads scipy's compiled HiGHS module by its file, and falls back to the ordinary
-import (which runs ``scipy.optimize``'s ``__init__``) where that fails. An :class:`Lp` keeps its model
-in one HiGHS instance, so a policy that solves a sequence of LPs differing only in right-hand sides or
-costs (a bisection) re-solves from the previous optimal basis instead of from scratch.
+HiGHS is reached without ``scipy.optimize`` and without numpy: importing ``scipy.optimize`` costs
+about 0.45 s of CPU (it imports every optimiser scipy has), ``scipy`` itself and numpy about 0.1 s,
+where HiGHS's own extension module loads in ~25 ms. :func:`_highs_module` finds scipy's compiled
+HiGHS module on disk (without running scipy's ``__init__``) and loads it by its file; it falls back
+to the ordinary import where that fails. The model is handed over as plain lists: the binding takes
+lists for every field but the costs (whose setter imports numpy), so the costs are set column by
+column after ``passModel`` on a model that starts with zero costs (same model, same solutions: the
+tests compare them with the numpy hand-over). An :class:`Lp` keeps its model in one HiGHS instance,
+so a policy that solves a sequence of LPs differing only in right-hand sides (a bisection) re-solves
+from the previous optimal basis instead of from scratch.
 """
 
 from __future__ import annotations
 
 import sys
-
-import numpy as np
+from collections.abc import Sequence
 
 from .base import Problem
 
 _CORE = "scipy.optimize._highspy._core"
+
+Row = dict[int, float]  # column -> coefficient
 
 
 class SolveError(RuntimeError):
@@ -28,7 +34,7 @@ class SolveError(RuntimeError):
 
 
 def _highs_module():
-    """scipy's HiGHS extension module, loaded by its file (not through ``scipy.optimize``) once."""
+    """scipy's HiGHS extension module, loaded by its file (not through ``scipy`` or ``scipy.optimize``) once."""
     mod = sys.modules.get(_CORE)
     if mod is not None:
         return mod
@@ -37,13 +43,16 @@ def _highs_module():
         import importlib.util
         import os
 
-        import scipy  # the package __init__ only: cheap
-
-        pattern = os.path.join(os.path.dirname(scipy.__file__), "optimize", "_highspy", "_core.*")
-        found = [p for p in glob.glob(pattern) if p.endswith((".so", ".pyd"))]
+        found_scipy = importlib.util.find_spec("scipy")  # finds the package without running its __init__
+        if found_scipy is None or not found_scipy.submodule_search_locations:
+            raise ImportError("scipy")
+        found = []
+        for where in found_scipy.submodule_search_locations:
+            pattern = os.path.join(where, "optimize", "_highspy", "_core.*")
+            found += [p for p in glob.glob(pattern) if p.endswith((".so", ".pyd"))]
         spec = importlib.util.spec_from_file_location(_CORE, found[0]) if found else None
         if spec is None or spec.loader is None:
-            raise ImportError(pattern)
+            raise ImportError("scipy/optimize/_highspy/_core")
         mod = importlib.util.module_from_spec(spec)
         sys.modules[_CORE] = mod  # a later ``import scipy.optimize`` reuses it instead of loading it twice
         try:
@@ -58,51 +67,81 @@ def _highs_module():
         return _core
 
 
-class Lp:
-    """``min c.v`` s.t. ``a v <= b`` and ``lower <= v <= upper``, in one HiGHS instance.
+_templates: dict[int, object] = {}  # columns -> a HighsLp with that many zero costs (see the module)
 
-    ``a`` is dense (the allocation LPs have a few hundred rows and columns at most); it is handed to
-    HiGHS column-wise with its zeros left out. :meth:`set_rhs` and :meth:`set_cost` change the model in
+
+def _model_with_columns(h, nv: int):
+    lp = _templates.get(nv)
+    if lp is None:
+        maker = h._Highs()
+        maker.setOptionValue("output_flag", False)
+        for _ in range(nv):
+            maker.addVar(0.0, 0.0)
+        lp = _templates[nv] = maker.getLp()
+    return lp
+
+
+class Lp:
+    """``min c.v`` s.t. ``rows v <= b`` and ``lower <= v <= upper``, in one HiGHS instance.
+
+    ``rows`` are sparse (``{column: coefficient}``, one dict a row); they are handed to HiGHS
+    column-wise with their zeros left out. :meth:`set_rhs` and :meth:`set_cost` change the model in
     place, so the next :meth:`solve` starts from the last optimal basis (HiGHS warm start).
     """
 
-    def __init__(self, c: np.ndarray, a: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray):
+    def __init__(self, c: Sequence[float], rows: Sequence[Row], b: Sequence[float], lower: Sequence[float],
+                 upper: Sequence[float]):
         h = _highs_module()
         self._h = h
         self.highs = h._Highs()
         self.highs.setOptionValue("output_flag", False)
         inf = h.kHighsInf
-        m, nv = a.shape
-        lp = h.HighsLp()
+        m, nv = len(rows), len(c)
+        cols: list[list[tuple[int, float]]] = [[] for _ in range(nv)]
+        for r, row in enumerate(rows):  # rows in order: each column's entries come out by row
+            for col, value in row.items():
+                if value != 0:
+                    cols[col].append((r, float(value)))
+        start = [0]
+        index: list[int] = []
+        values: list[float] = []
+        for entries in cols:
+            for r, value in sorted(entries):
+                index.append(r)
+                values.append(value)
+            start.append(len(index))
+        lp = _model_with_columns(h, nv)
         lp.num_col_ = nv
         lp.num_row_ = m
-        lp.col_cost_ = np.asarray(c, dtype=float)
-        lp.col_lower_ = np.asarray(lower, dtype=float)
-        lp.col_upper_ = np.where(np.isfinite(upper), upper, inf).astype(float)
-        lp.row_lower_ = np.full(m, -inf)
-        lp.row_upper_ = np.asarray(b, dtype=float)
-        cols, rows = np.nonzero(a.T)  # column-major order of the non-zeros
+        lp.col_lower_ = [float(v) for v in lower]
+        lp.col_upper_ = [float(v) if v != float("inf") else inf for v in upper]
+        lp.row_lower_ = [-inf] * m
+        lp.row_upper_ = [float(v) for v in b]
         lp.a_matrix_.format_ = h.MatrixFormat.kColwise
         lp.a_matrix_.num_col_ = nv
         lp.a_matrix_.num_row_ = m
-        lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=nv))]).astype(np.int32)
-        lp.a_matrix_.index_ = rows.astype(np.int32)
-        lp.a_matrix_.value_ = a.T[cols, rows].astype(float)
+        lp.a_matrix_.start_ = start
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = values
         self.highs.passModel(lp)
-        self._b = np.array(b, dtype=float)
         self._nv = nv
+        self.set_cost(c)
+        self._b = [float(v) for v in b]
 
-    def set_rhs(self, b: np.ndarray) -> None:
+    def set_rhs(self, b: Sequence[float]) -> None:
         lo = -self._h.kHighsInf
-        changed = np.flatnonzero(np.asarray(b, dtype=float) != self._b)
-        for row in changed.tolist():
-            self.highs.changeRowBounds(row, lo, float(b[row]))
-        self._b = np.array(b, dtype=float)
+        new = [float(v) for v in b]
+        for row, (was, now) in enumerate(zip(self._b, new)):
+            if now != was:
+                self.highs.changeRowBounds(row, lo, now)
+        self._b = new
 
-    def set_cost(self, c: np.ndarray) -> None:
-        self.highs.changeColsCost(self._nv, np.arange(self._nv, dtype=np.int32), np.asarray(c, dtype=float))
+    def set_cost(self, c: Sequence[float]) -> None:
+        change = self.highs.changeColCost
+        for col, value in enumerate(c):
+            change(col, float(value))
 
-    def solve(self) -> np.ndarray | None:
+    def solve(self) -> list[float] | None:
         """The optimum, or None when the LP is infeasible."""
         self.highs.run()
         status = self.highs.getModelStatus()
@@ -111,44 +150,42 @@ class Lp:
             return None
         if status != ms.kOptimal:
             raise SolveError(f"HiGHS: {self.highs.modelStatusToString(status)}")
-        return np.asarray(self.highs.getSolution().col_value, dtype=float)
+        return [float(v) for v in self.highs.getSolution().col_value]
 
 
-def base_rows(problem: Problem, extra: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gavel's base constraints as dense rows: each job's fractions sum to <= 1; each type's GPUs."""
+def base_rows(problem: Problem, extra: int = 0) -> tuple[list[Row], list[float]]:
+    """Gavel's base constraints: each job's fractions sum to <= 1; each type's GPUs. (``extra``: the
+    policy's own variables after X, which these rows leave out.)"""
     n, k = problem.n, problem.k
-    a = np.zeros((n + k, n * k + extra))
-    idx = np.arange(n * k)
-    a[idx // k, idx] = 1.0
-    a[n + idx % k, idx] = np.repeat(problem.scale_factor.astype(float), k)
-    b = np.concatenate([np.ones(n), problem.gpus.astype(float)])
-    return a, b
+    rows = [{i * k + t: 1.0 for t in range(k)} for i in range(n)]
+    sf = [float(s) for s in problem.scale_factor]
+    rows += [{i * k + t: sf[i] for i in range(n)} for t in range(k)]
+    return rows, [1.0] * n + [float(g) for g in problem.gpus]
 
 
-def per_job_rows(problem: Problem, coeff: np.ndarray, extra_col: int | None, extra_coeff: np.ndarray | None,
-                 extra: int) -> np.ndarray:
+def per_job_rows(problem: Problem, coeff: Sequence[Sequence[float]], extra_col: int | None = None,
+                 extra_coeff: Sequence[float] | None = None) -> list[Row]:
     """Row i: ``-sum_j coeff[i, j] X[i, j] (+ extra_coeff[i] * v_extra)``."""
     n, k = problem.n, problem.k
-    a = np.zeros((n, n * k + extra))
-    idx = np.arange(n * k)
-    a[idx // k, idx] = -coeff.reshape(-1)
+    rows = [{i * k + t: -coeff[i][t] for t in range(k)} for i in range(n)]
     if extra_col is not None:
-        a[np.arange(n), n * k + extra_col] = extra_coeff
-    return a
+        for i in range(n):
+            rows[i][n * k + extra_col] = extra_coeff[i]
+    return rows
 
 
-def bounds(problem: Problem, extra_upper: list[float] = ()) -> tuple[np.ndarray, np.ndarray]:
+def bounds(problem: Problem, extra_upper: Sequence[float] = ()) -> tuple[list[float], list[float]]:
     """``0 <= X <= 1`` and the extra variables' ``0 <= v <= upper``."""
     nk = problem.n * problem.k
-    lower = np.zeros(nk + len(extra_upper))
-    upper = np.concatenate([np.ones(nk), np.asarray(extra_upper, dtype=float)])
-    return lower, upper
+    return [0.0] * (nk + len(extra_upper)), [1.0] * nk + [float(u) for u in extra_upper]
 
 
-def solve(c: np.ndarray, a: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray | None:
+def solve(c: Sequence[float], rows: Sequence[Row], b: Sequence[float], lower: Sequence[float],
+          upper: Sequence[float]) -> list[float] | None:
     """One LP solved cold: the optimum, or None when infeasible."""
-    return Lp(c, a, b, lower, upper).solve()
+    return Lp(c, rows, b, lower, upper).solve()
 
 
-def to_allocation(v: np.ndarray, problem: Problem) -> np.ndarray:
-    return np.clip(v[: problem.n * problem.k].reshape(problem.n, problem.k), 0.0, 1.0)
+def to_allocation(v: Sequence[float], problem: Problem) -> list[list[float]]:
+    k = problem.k
+    return [[min(max(v[i * k + t], 0.0), 1.0) for t in range(k)] for i in range(problem.n)]
