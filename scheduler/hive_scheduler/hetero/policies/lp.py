@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from itertools import accumulate
 
 from .base import Problem
 
@@ -97,19 +98,14 @@ class Lp:
         self.highs.setOptionValue("output_flag", False)
         inf = h.kHighsInf
         m, nv = len(rows), len(c)
-        cols: list[list[tuple[int, float]]] = [[] for _ in range(nv)]
-        for r, row in enumerate(rows):  # rows in order: each column's entries come out by row
-            for col, value in row.items():
-                if value != 0:
-                    cols[col].append((r, float(value)))
-        start = [0]
-        index: list[int] = []
-        values: list[float] = []
-        for entries in cols:
-            for r, value in sorted(entries):
-                index.append(r)
-                values.append(value)
-            start.append(len(index))
+        # column-wise, each column's entries by row: (column, row, value) sorted
+        entries = sorted((col, r, value) for r, row in enumerate(rows) for col, value in row.items() if value != 0)
+        counts = [0] * nv
+        for e in entries:
+            counts[e[0]] += 1
+        start = [0, *accumulate(counts)]
+        index = [e[1] for e in entries]
+        values = [float(e[2]) for e in entries]
         lp = _model_with_columns(h, nv)
         lp.num_col_ = nv
         lp.num_row_ = m
