@@ -35,31 +35,27 @@ def choose_round(
     sf = [int(s) for s in scale_factor]
     chosen: dict[tuple[int, ...], int] = {}
     busy: set[int] = set()
-    count = len(units)
+    owed = deficit if deficit is not None else [_NO_DEFICIT] * len(units)
     for t in type_order:
         if free[t] <= 0:
             continue
-        pr = []
-        ok = []
+        # (-priority, -deficit, -allocation, unit): highest priority first, then the largest deficit,
+        # then the largest allocation, then the unit's place
         keys = []
-        for i in range(count):
-            a = allocation[i][t]
-            usable_here = usable[i][t] > 0
-            if usable_here:
-                got = received[i][t]
+        for i, (arow, rrow, urow, drow) in enumerate(zip(allocation, received, usable, owed)):
+            a = arow[t]
+            if urow[t] > 0:
+                got = rrow[t]
                 p = a / got if got > 0 else a * UNSEEN
             else:
                 p = 0.0
-            pr.append(p)
-            ok.append(usable_here)
-            # highest priority first, then the largest deficit, then the largest allocation, then the unit
-            keys.append((-p, -deficit[i][t] if deficit is not None else -0.0, -a, i))
+            keys.append((-p, -drow[t], -a, i))
         keys.sort()
         for key in keys:
-            i = key[3]
-            if strict and pr[i] <= 0:
+            if strict and key[0] >= 0:
                 break  # sorted: the rest have no allocation here either
-            if not ok[i] or sf[i] > free[t]:
+            i = key[3]
+            if sf[i] > free[t] or not usable[i][t] > 0:
                 continue
             unit = units[i]
             if len(unit) == 1:
@@ -73,3 +69,11 @@ def choose_round(
             if free[t] <= 0:
                 break
     return chosen
+
+
+class _NoDeficit:
+    def __getitem__(self, t: int) -> float:
+        return 0.0
+
+
+_NO_DEFICIT = _NoDeficit()

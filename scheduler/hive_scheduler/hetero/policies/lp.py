@@ -19,6 +19,7 @@ from the previous optimal basis instead of from scratch.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from itertools import accumulate
@@ -121,7 +122,7 @@ class Lp:
         lp.a_matrix_.value_ = values
         self.highs.passModel(lp)
         self._nv = nv
-        self.set_cost(c)
+        self.set_cost(c, _from_zero=True)
         self._b = [float(v) for v in b]
 
     def set_rhs(self, b: Sequence[float]) -> None:
@@ -132,10 +133,13 @@ class Lp:
                 self.highs.changeRowBounds(row, lo, now)
         self._b = new
 
-    def set_cost(self, c: Sequence[float]) -> None:
+    def set_cost(self, c: Sequence[float], _from_zero: bool = False) -> None:
+        """The objective's coefficients (``_from_zero``: the model's are all +0.0, left as they are where ``c`` has +0.0)."""
         change = self.highs.changeColCost
         for col, value in enumerate(c):
-            change(col, float(value))
+            value = float(value)
+            if not _from_zero or value != 0.0 or math.copysign(1.0, value) < 0:
+                change(col, value)
 
     def solve(self) -> list[float] | None:
         """The optimum, or None when the LP is infeasible."""
