@@ -97,6 +97,9 @@ class Lp:
         self._h = h
         self.highs = h._Highs()
         self.highs.setOptionValue("output_flag", False)
+        # one thread: the simplex that solves these LPs (a few hundred columns) is serial anyway, and
+        # HiGHS's pool of worker threads cost ~8 ms of CPU in a process of 76 solves (same optima)
+        self.highs.setOptionValue("threads", 1)
         inf = h.kHighsInf
         m, nv = len(rows), len(c)
         # column-wise, each column's entries by row: (column, row, value) sorted
