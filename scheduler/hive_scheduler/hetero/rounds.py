@@ -43,9 +43,9 @@ def choose_round(
         # then the largest allocation, then the unit's place
         keys = []
         for i, (arow, rrow, urow, drow) in enumerate(zip(allocation, received, usable, owed)):
-            a = arow[t]
+            a = float(arow[t])  # Python floats: a huge quotient is inf, as numpy's under errstate was
             if urow[t] > 0:
-                got = rrow[t]
+                got = float(rrow[t])
                 p = a / got if got > 0 else a * UNSEEN
             else:
                 p = 0.0
