@@ -69,18 +69,20 @@ def _highs_module():
         return _core
 
 
-_templates: dict[int, object] = {}  # columns -> a HighsLp with that many zero costs (see the module)
+_template: list = []  # [HighsLp with zero costs for at least this many columns, that many] (see the module)
 
 
 def _model_with_columns(h, nv: int):
-    lp = _templates.get(nv)
-    if lp is None:
+    """A HighsLp whose costs are +0.0 for ``nv`` columns or more: HiGHS takes a cost list longer than the
+    model's columns (it reads the first ``num_col_``), so one grows by doubling and serves every LP."""
+    if not _template or _template[1] < nv:
+        size = max(nv, 2 * _template[1] if _template else 256)
         maker = h._Highs()
         maker.setOptionValue("output_flag", False)
-        for _ in range(nv):
+        for _ in range(size):
             maker.addVar(0.0, 0.0)
-        lp = _templates[nv] = maker.getLp()
-    return lp
+        _template[:] = [maker.getLp(), size]
+    return _template[0]
 
 
 class Lp:
