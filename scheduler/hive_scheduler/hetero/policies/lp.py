@@ -19,6 +19,7 @@ from the previous optimal basis instead of from scratch.
 
 from __future__ import annotations
 
+import _thread
 import math
 import sys
 from collections.abc import Sequence
@@ -70,6 +71,7 @@ def _highs_module():
 
 
 _template: list = []  # [HighsLp with zero costs for at least this many columns, that many] (see the module)
+_template_lock = _thread.allocate_lock()  # the template is filled in and copied into HiGHS by one thread at a time
 
 
 def _model_with_columns(h, nv: int):
@@ -112,20 +114,23 @@ class Lp:
         start = [0, *accumulate(counts)]
         index = [e[1] for e in entries]
         values = [float(e[2]) for e in entries]
-        lp = _model_with_columns(h, nv)
-        lp.num_col_ = nv
-        lp.num_row_ = m
-        lp.col_lower_ = [float(v) for v in lower]
-        lp.col_upper_ = [float(v) if v != float("inf") else inf for v in upper]
-        lp.row_lower_ = [-inf] * m
-        lp.row_upper_ = [float(v) for v in b]
-        lp.a_matrix_.format_ = h.MatrixFormat.kColwise
-        lp.a_matrix_.num_col_ = nv
-        lp.a_matrix_.num_row_ = m
-        lp.a_matrix_.start_ = start
-        lp.a_matrix_.index_ = index
-        lp.a_matrix_.value_ = values
-        self.highs.passModel(lp)
+        with _template_lock:
+            lp = _model_with_columns(h, nv)
+            lp.num_col_ = nv
+            lp.num_row_ = m
+            lp.col_lower_ = [float(v) for v in lower]
+            lp.col_upper_ = [float(v) if v != float("inf") else inf for v in upper]
+            lp.row_lower_ = [-inf] * m
+            lp.row_upper_ = [float(v) for v in b]
+            lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+            lp.a_matrix_.num_col_ = nv
+            lp.a_matrix_.num_row_ = m
+            lp.a_matrix_.start_ = start
+            lp.a_matrix_.index_ = index
+            lp.a_matrix_.value_ = values
+            status = self.highs.passModel(lp)  # HiGHS copies the model
+        if status == h.HighsStatus.kError:
+            raise SolveError(f"HiGHS refused the LP ({m} rows, {nv} columns)")
         self._nv = nv
         self.set_cost(c, _from_zero=True)
         self._b = [float(v) for v in b]
