@@ -67,7 +67,6 @@ def assign_vcs(trace: list, cluster: Any, vc: str | None) -> list:
     hash of the job id, in proportion to each VC's GPUs among the VCs with room for the job's gang
     (the event simulator fills empty VCs the same way)."""
     import dataclasses
-    import hashlib
 
     if vc is not None:
         if vc not in cluster.vcs:
@@ -76,6 +75,8 @@ def assign_vcs(trace: list, cluster: Any, vc: str | None) -> list:
     if len(cluster.vcs) == 1:
         only = next(iter(cluster.vcs))
         return [dataclasses.replace(j, vc=only) for j in trace]
+    import hashlib  # here: a cluster of one VC (most runs) does not pay its import (~2 ms)
+
     out = []
     for j in trace:
         fits = [(name, sum(share.values())) for name, share in sorted(cluster.vcs.items())

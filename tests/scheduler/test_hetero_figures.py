@@ -135,3 +135,35 @@ def test_hive_lab_simulate_with_a_gavel_trace_does_not_import_numpy(policy):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["policies"][policy]["jobs"] > 0  # nothing but the JSON on stdout
     assert done.stderr.strip().splitlines()[-1] == "False False 0"
+
+
+def test_allocation_columns_are_the_rows_column_by_column():
+    # the policies build their matrices column by column; the same entries as their rows sorted
+    from hive_scheduler.hetero.policies import lp
+    from hive_scheduler.hetero.policies.base import Problem
+
+    def from_rows(rows, nv):
+        entries = sorted((c, r, v) for r, row in enumerate(rows) for c, v in row.items() if v != 0)
+        start = [0]
+        for col in range(nv):
+            start.append(start[-1] + sum(1 for e in entries if e[0] == col))
+        return len(rows), start, [e[1] for e in entries], [float(e[2]) for e in entries]
+
+    rng = random.Random(2)
+    for _ in range(40):
+        n, k = rng.randint(1, 12), rng.randint(1, 4)
+        coeff = [[rng.choice([0.0, 0.0, rng.uniform(0.1, 3)]) for _ in range(k)] for _ in range(n)]
+        p = Problem(job_ids=list(range(n)), gpu_types=[f"g{t}" for t in range(k)], gpus=[rng.randint(1, 8)] * k,
+                    throughput=coeff, scale_factor=[rng.choice([1, 2, 4]) for _ in range(n)],
+                    remaining_steps=[1.0] * n, priority_weight=[1.0] * n, time_since_start=[0.0] * n)
+        total = [v for row in coeff for v in row]
+        base = lp.base_rows(p)[0]
+        cases = [
+            (lp.allocation_columns(p), base, n * k),
+            (lp.allocation_columns(p, coeff), base + lp.per_job_rows(p, coeff), n * k),
+            (lp.allocation_columns(p, coeff, extra_col=True), base + lp.per_job_rows(p, coeff, 0, [1.0] * n), n * k + 1),
+            (lp.allocation_columns(p, total=total), base + [{j: -v for j, v in enumerate(total)}], n * k),
+        ]
+        for cols, rows, nv in cases:
+            assert (cols.rows, cols.start, cols.index, cols.values) == from_rows(rows, nv)
+        assert lp.base_rhs(p) == lp.base_rows(p)[1]

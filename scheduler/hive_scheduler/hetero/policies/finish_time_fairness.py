@@ -20,9 +20,9 @@ def ftf_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     rem = [float(v) for v in problem.remaining_steps]
     iso = [max(v, 1e-12) for v in isolated_throughput(problem, throughput)]
     e = [ti + ri / ii for ti, ri, ii in zip(t, rem, iso)]  # expected finish (from arrival) on the equal share
-    a0, b0 = lp.base_rows(problem, 0)
+    b0 = lp.base_rhs(problem)
     norm = [[v / max(r, 1e-9) for v in row] for row, r in zip(throughput, rem)]
-    model = lp.Lp([-v / n for row in norm for v in row], a0 + lp.per_job_rows(problem, norm), b0 + [0.0] * n,
+    model = lp.Lp([-v / n for row in norm for v in row], lp.allocation_columns(problem, norm), b0 + [0.0] * n,
                   *lp.bounds(problem))
 
     def feasible(r: float) -> list[float] | None:

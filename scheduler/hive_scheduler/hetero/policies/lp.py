@@ -95,8 +95,8 @@ class Lp:
     place, so the next :meth:`solve` starts from the last optimal basis (HiGHS warm start).
     """
 
-    def __init__(self, c: Sequence[float], rows: Sequence[Row], b: Sequence[float], lower: Sequence[float],
-                 upper: Sequence[float]):
+    def __init__(self, c: Sequence[float], rows: Sequence[Row] | Columns, b: Sequence[float],
+                 lower: Sequence[float], upper: Sequence[float]):
         h = _highs_module()
         self._h = h
         self.highs = h._Highs()
@@ -105,15 +105,19 @@ class Lp:
         # HiGHS's pool of worker threads cost ~8 ms of CPU in a process of 76 solves (same optima)
         self.highs.setOptionValue("threads", 1)
         inf = h.kHighsInf
-        m, nv = len(rows), len(c)
-        # column-wise, each column's entries by row: (column, row, value) sorted
-        entries = sorted((col, r, value) for r, row in enumerate(rows) for col, value in row.items() if value != 0)
-        counts = [0] * nv
-        for e in entries:
-            counts[e[0]] += 1
-        start = [0, *accumulate(counts)]
-        index = [e[1] for e in entries]
-        values = [float(e[2]) for e in entries]
+        nv = len(c)
+        if isinstance(rows, Columns):
+            m, start, index, values = rows.rows, rows.start, rows.index, rows.values
+        else:
+            m = len(rows)
+            # column-wise, each column's entries by row: (column, row, value) sorted
+            entries = sorted((col, r, value) for r, row in enumerate(rows) for col, value in row.items() if value != 0)
+            counts = [0] * nv
+            for e in entries:
+                counts[e[0]] += 1
+            start = [0, *accumulate(counts)]
+            index = [e[1] for e in entries]
+            values = [float(e[2]) for e in entries]
         with _template_lock:
             lp = _model_with_columns(h, nv)
             lp.num_col_ = nv
@@ -161,6 +165,62 @@ class Lp:
         if status != ms.kOptimal:
             raise SolveError(f"HiGHS: {self.highs.modelStatusToString(status)}")
         return [float(v) for v in self.highs.getSolution().col_value]
+
+
+class Columns:
+    """A constraint matrix already column-wise (HiGHS's form): ``rows`` rows; column j's entries are
+    ``index[start[j]:start[j + 1]]`` (rows, ascending) and ``values[...]`` (no zeros)."""
+
+    __slots__ = ("rows", "start", "index", "values")
+
+    def __init__(self, rows: int, start: list[int], index: list[int], values: list[float]):
+        self.rows, self.start, self.index, self.values = rows, start, index, values
+
+
+def allocation_columns(problem: Problem, per_job: Sequence[Sequence[float]] | None = None,
+                       extra_col: bool = False, total: Sequence[float] | None = None) -> Columns:
+    """The matrix of ``base_rows``, then (``per_job``) ``per_job_rows(problem, per_job, 0 if extra_col
+    else None, [1.0] * n)``, or (``total``) one row ``-total . X``: the same entries as those rows
+    handed to :class:`Lp`, built column by column (no dicts, no sort)."""
+    n, k = problem.n, problem.k
+    base = n + k
+    start = [0]
+    index: list[int] = []
+    values: list[float] = []
+    at = 0
+    for i, sf in enumerate(problem.scale_factor):
+        sf = float(sf)
+        own = per_job[i] if per_job is not None else None
+        for t in range(k):
+            index.append(i)
+            index.append(n + t)
+            values.append(1.0)
+            values.append(sf)
+            at += 2
+            if own is not None:
+                v = -own[t]
+                if v != 0:
+                    index.append(base + i)
+                    values.append(float(v))
+                    at += 1
+            elif total is not None:
+                v = -total[i * k + t]
+                if v != 0:
+                    index.append(base)
+                    values.append(float(v))
+                    at += 1
+            start.append(at)
+    if extra_col:
+        index.extend(range(base, base + n))
+        values.extend([1.0] * n)
+        start.append(at + n)
+    rows = base + (n if per_job is not None else 1 if total is not None else 0)
+    return Columns(rows, start, index, values)
+
+
+def base_rhs(problem: Problem) -> list[float]:
+    """The right-hand sides of :func:`base_rows`."""
+    return [1.0] * problem.n + [float(g) for g in problem.gpus]
 
 
 def base_rows(problem: Problem, extra: int = 0) -> tuple[list[Row], list[float]]:

@@ -25,17 +25,17 @@ def max_min_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     iso = [max(v, 1e-12) for v in isolated_throughput(problem, throughput)]
     w = [[v * sf / (prio * i_t) for v in row]
          for row, sf, prio, i_t in zip(throughput, problem.scale_factor, problem.priority_weight, iso)]
-    a0, b0 = lp.base_rows(problem, 1)
-    rows = lp.per_job_rows(problem, w, 0, [1.0] * n)  # t - sum_j w_ij x_ij <= 0
+    b0 = lp.base_rhs(problem)
     c = [0.0] * (n * k) + [-1.0]
-    v = lp.solve(c, a0 + rows, b0 + [0.0] * n, *lp.bounds(problem, [float("inf")]))
+    # base rows, then t - sum_j w_ij x_ij <= 0 for each job
+    v = lp.solve(c, lp.allocation_columns(problem, w, extra_col=True), b0 + [0.0] * n,
+                 *lp.bounds(problem, [float("inf")]))
     if v is None:
         raise lp.SolveError("max-min fairness LP infeasible")
     t_star = v[-1]
     # phase 2: keep everyone at >= t* (less a hair), maximise the total normalised throughput
     b2 = b0 + [-t_star * (1 - PHASE2_SLACK)] * n
-    a2 = lp.base_rows(problem, 0)[0] + lp.per_job_rows(problem, w)
-    v2 = lp.solve([-x for row in w for x in row], a2, b2, *lp.bounds(problem))
+    v2 = lp.solve([-x for row in w for x in row], lp.allocation_columns(problem, w), b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 

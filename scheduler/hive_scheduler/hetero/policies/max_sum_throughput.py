@@ -23,15 +23,15 @@ class MaxSumThroughputPerf(Policy):
     perf = True
 
     def allocate(self, problem: Problem) -> Allocation:
-        a, b = lp.base_rows(problem, 0)
+        b = lp.base_rhs(problem)
         total = [float(v) for row in problem.throughput for v in row]
-        v = lp.solve([-t for t in total], a, b, *lp.bounds(problem))
+        v = lp.solve([-t for t in total], lp.allocation_columns(problem), b, *lp.bounds(problem))
         if v is None:
             raise lp.SolveError("max-sum-throughput LP infeasible")
         best = dot(total, v)
         remaining = [max(float(r), 1e-9) for r in problem.remaining_steps]
         share_of_rest = [t / r for row, r in zip(problem.throughput, remaining) for t in row]
-        a2 = a + [{j: -t for j, t in enumerate(total)}]
-        b2 = b + [-best * (1 - TOTAL_SLACK)]
-        v2 = lp.solve([-x for x in share_of_rest], a2, b2, *lp.bounds(problem))
+        b2 = b + [-best * (1 - TOTAL_SLACK)]  # and -total . X <= that
+        v2 = lp.solve([-x for x in share_of_rest], lp.allocation_columns(problem, total=total), b2,
+                      *lp.bounds(problem))
         return lp.to_allocation(v if v2 is None else v2, problem)

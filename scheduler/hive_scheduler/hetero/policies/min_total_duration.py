@@ -23,16 +23,15 @@ def min_makespan_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     # scale s so that it is ~1: s' = s * scale, scale = a typical duration
     scale = median([r / max(max(row), 1e-12) for r, row in zip(rem, throughput)])
     coeff = [[v * scale / r for v in row] for row, r in zip(throughput, rem)]  # s' - sum_j coeff_ij x_ij <= 0
-    a0, b0 = lp.base_rows(problem, 1)
+    b0 = lp.base_rhs(problem)
     c = [0.0] * (n * k) + [-1.0]
-    v = lp.solve(c, a0 + lp.per_job_rows(problem, coeff, 0, [1.0] * n), b0 + [0.0] * n,
+    v = lp.solve(c, lp.allocation_columns(problem, coeff, extra_col=True), b0 + [0.0] * n,
                  *lp.bounds(problem, [float("inf")]))
     if v is None:
         raise lp.SolveError("min-total-duration LP infeasible")
     s_star = v[-1]
-    a2 = lp.base_rows(problem, 0)[0] + lp.per_job_rows(problem, coeff)
     b2 = b0 + [-s_star * (1 - PHASE2_SLACK)] * n
-    v2 = lp.solve([-x for row in coeff for x in row], a2, b2, *lp.bounds(problem))
+    v2 = lp.solve([-x for row in coeff for x in row], lp.allocation_columns(problem, coeff), b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 
