@@ -12,6 +12,15 @@ interpreter that has its dependencies) it runs Gavel's process and ours in alter
 trace, cluster, seed and round length, and prints both side by side with ratios. Times are the whole
 process (start-up and imports included): median wall seconds and median CPU seconds (user + system).
 A measurement, not a test; the machine's load average is printed before and after.
+
+``--baseline DIR`` (another hive-lab tree, e.g. main's: ``git archive main | tar -x -C DIR``) also runs
+that tree's ``hive-lab simulate --json`` (``PYTHONPATH=DIR/scheduler:DIR``) in alternation with ours and
+prints its medians beside ours, and whether the two printed the same figures. ``--importtime`` then
+adds, for one policy, what ``python -X importtime`` says each tree's process imports (medians of
+``--runs`` processes, milliseconds): all imports (cumulative), and the self times of the modules of
+the core's ``hive_scheduler`` (its ``hetero`` package among them), numpy, scipy and ``hive_lab``. The child processes run with Python's bytecode
+caches (``PYTHONDONTWRITEBYTECODE`` unset; a first, uncounted run writes them), as an installed
+hive-lab has them.
 """
 
 from __future__ import annotations
@@ -53,11 +62,22 @@ _GAVEL_JCT = re.compile(r"Average job completion time: ([0-9.]+) seconds")
 _GAVEL_SPAN = re.compile(r"Total duration: ([0-9.]+) seconds")
 
 
-def timed(cmd: list[str], cwd: str | None = None) -> tuple[str, float, float]:
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def tree_env(tree: str | None) -> dict[str, str]:
+    """The environment of a child that runs ``tree``'s hive-lab (None: this one)."""
+    if tree is None:
+        return CHILD_ENV
+    path = os.pathsep.join([os.path.join(tree, "scheduler"), tree, CHILD_ENV.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**CHILD_ENV, "PYTHONPATH": path}
+
+
+def timed(cmd: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[str, float, float]:
     """(stdout, wall s, CPU s) of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env or CHILD_ENV)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -108,6 +128,46 @@ def speed(theirs: float, ours: float) -> str:
     return f"{theirs / ours:.1f}" if theirs and ours else "-"
 
 
+IMPORT_GROUPS = ("all", "hive_scheduler", "hive_scheduler.hetero", "numpy", "scipy", "hive_lab")
+_IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$")
+
+
+def import_times(stderr: str) -> dict[str, float]:
+    """Milliseconds per group from ``-X importtime``: "all" sums the cumulative times of the top-level
+    imports (those made from code that is not itself being imported: everything the process imported);
+    a package's group sums the self times of its own modules (without the standard library's they pull in)."""
+    out = dict.fromkeys(IMPORT_GROUPS, 0.0)
+    for line in stderr.splitlines():
+        m = _IMPORT_LINE.match(line)
+        if m is None:
+            continue
+        own, cumulative, depth, name = int(m.group(1)) / 1000, int(m.group(2)) / 1000, len(m.group(3)), m.group(4)
+        if depth == 1:
+            out["all"] += cumulative
+        for group in IMPORT_GROUPS[1:]:
+            if name == group or name.startswith(group + "."):
+                out[group] += own
+    return out
+
+
+def compare_imports(trace: str, cluster: str, policy: str, seed: int, round_s: float, runs: int, baseline: str) -> None:
+    cmd = [sys.executable, "-X", "importtime", *ours_cmd(trace, cluster, policy, seed, round_s)[1:]]
+    got: dict[str, list[dict[str, float]]] = {"ours": [], "baseline": []}
+    for _ in range(runs):
+        for name, tree in (("baseline", baseline), ("ours", None)):
+            done = subprocess.run(cmd, capture_output=True, text=True, env=tree_env(tree))
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(cmd)} ({name}) failed:\n{done.stderr[-2000:]}")
+            got[name].append(import_times(done.stderr))
+    print(f"\n-X importtime, hive-lab simulate --policy {policy}: medians of {runs} processes each, ms "
+          "(all: cumulative; a package: its own modules' self times)")
+    print(f"{'imports':<24}{'ours':>8}{'baseline':>10}")
+    for group in IMPORT_GROUPS:
+        ours = statistics.median(r[group] for r in got["ours"])
+        base = statistics.median(r[group] for r in got["baseline"])
+        print(f"{group:<24}{ours:>8.1f}{base:>10.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default=DEFAULT_TRACE)
@@ -118,7 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round-length", type=float, default=360.0)
     ap.add_argument("--gavel", metavar="DIR", help="a Gavel checkout: run its simulator beside ours, alternating")
     ap.add_argument("--gavel-python", default="python3", metavar="PY", help="the interpreter with Gavel's dependencies")
+    ap.add_argument("--baseline", metavar="DIR", help="another hive-lab tree (e.g. main's): run its process beside ours")
+    ap.add_argument("--importtime", metavar="POLICY", nargs="?", const="fifo",
+                    help="with --baseline: also compare what the two processes import (default policy fifo)")
     args = ap.parse_args(argv)
+    if args.importtime and not args.baseline:
+        raise SystemExit("--importtime compares with --baseline DIR")
     trace = os.path.abspath(args.trace)
     gdir = gavel_dir(args.gavel) if args.gavel else None
     recorded = RECORDED.get((os.path.basename(trace), args.cluster), {}) if args.seed == 0 and args.round_length == 360 else {}
@@ -127,13 +192,29 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()[0]:.1f}")
     head = (f"{'policy':<26}{'JCT ours':>10}{'Gavel':>10}{'ratio':>7}{'span ours':>11}{'Gavel':>10}{'ratio':>7}"
             f"{'wall ours':>10}{'Gavel':>8}{'x':>6}{'cpu ours':>9}{'Gavel':>8}{'x':>6}")
+    if args.baseline:
+        head += f"{'base wall':>10}{'cpu':>6}{'cpu ours/base':>14}  figures"
     if not gdir and recorded:
         print("Gavel's columns: recorded (times at load average 9-14; --gavel measures both in one run)")
     print(head)
     for policy in args.policies.split(","):
-        ours_w, ours_c, g_w, g_c = [], [], [], []
-        doc = gavel = None
-        for _ in range(args.runs):
+        ours_w, ours_c, g_w, g_c, b_w, b_c = [], [], [], [], [], []
+        doc = gavel = base_doc = None
+        for run in range(args.runs + 1):
+            warm_up = run == 0  # writes the bytecode caches; not counted
+            if args.baseline:
+                out, wall, cpu = timed(ours_cmd(trace, args.cluster, policy, args.seed, args.round_length),
+                                       env=tree_env(args.baseline))
+                base_doc = json.loads(out)["policies"][policy]
+                if not warm_up:
+                    b_w.append(wall)
+                    b_c.append(cpu)
+            if warm_up:
+                if gdir:
+                    timed(gavel_cmd(args.gavel_python, trace, args.cluster, policy, args.seed, args.round_length),
+                          cwd=gdir)
+                timed(ours_cmd(trace, args.cluster, policy, args.seed, args.round_length))
+                continue
             if gdir:
                 out, wall, cpu = timed(gavel_cmd(args.gavel_python, trace, args.cluster, policy, args.seed,
                                                  args.round_length), cwd=gdir)
@@ -151,8 +232,14 @@ def main(argv: list[str] | None = None) -> int:
             gw, gc = statistics.median(g_w), statistics.median(g_c)
         else:
             gj, gs, gw, gc = recorded.get(policy, (0.0, 0.0, 0.0, 0.0))
-        print(f"{policy:<26}{jct:>10,.0f}{gj:>10,.0f}{ratio(jct, gj):>7}{span:>11,.0f}{gs:>10,.0f}{ratio(span, gs):>7}"
-              f"{w:>10.2f}{gw:>8.2f}{speed(gw, w):>6}{c:>9.2f}{gc:>8.2f}{speed(gc, c):>6}")
+        line = (f"{policy:<26}{jct:>10,.0f}{gj:>10,.0f}{ratio(jct, gj):>7}{span:>11,.0f}{gs:>10,.0f}{ratio(span, gs):>7}"
+                f"{w:>10.3f}{gw:>8.2f}{speed(gw, w):>6}{c:>9.3f}{gc:>8.2f}{speed(gc, c):>6}")
+        if args.baseline:
+            bw, bc = statistics.median(b_w), statistics.median(b_c)
+            line += f"{bw:>10.3f}{bc:>6.3f}{ratio(c, bc):>14}  {'same' if base_doc == doc else 'DIFFER'}"
+        print(line)
+    if args.importtime:
+        compare_imports(trace, args.cluster, args.importtime, args.seed, args.round_length, args.runs, args.baseline)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

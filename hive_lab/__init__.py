@@ -6,8 +6,6 @@
 
 __version__ = "0.1.0"
 
-from .reporting import progress  # noqa: E402  hive_lab.progress(steps) from inside a job (docs/checkpoint.md)
-
 __all__ = ["Client", "Job", "HiveLabError", "load_ipython_extension", "progress", "replay", "__version__"]
 
 
@@ -18,7 +16,12 @@ def load_ipython_extension(ipython) -> None:
 
 
 def __getattr__(name):
-    # lazy, so `hive-lab --version` and the server do not import requests/IPython for nothing
+    # lazy, so `hive-lab --version` and the server do not import requests/IPython for nothing, nor a
+    # `hive-lab` command typing (hive_lab.reporting's)
+    if name == "progress":  # hive_lab.progress(steps) from inside a job (docs/checkpoint.md)
+        from .reporting import progress
+
+        return progress
     if name == "Client":
         from .client import Client
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own costs ~2.5 ms of each `hive-lab` start; type checkers read this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 SUBCOMMANDS = [
     "simulate",
@@ -31,6 +35,33 @@ SUBCOMMANDS = [
 ]
 
 
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``, without importing shutil (which imports bz2, lzma and zlib:
+    ~2 ms of every ``hive-lab`` start, for the width that argparse's formatter asks for even when no
+    help is printed)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with the terminal's width found without shutil (:func:`_columns`)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
+class RawDescriptionHelpFormatter(HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """argparse's ``RawDescriptionHelpFormatter`` (descriptions printed as written), as :class:`HelpFormatter`."""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or with ``only`` (a module of SUBCOMMANDS) just that module's commands:
     ``hive-lab simulate ...`` then imports what simulate needs, not every other subcommand's modules."""
@@ -38,7 +69,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _build(only: str | None) -> tuple[argparse.ArgumentParser, Any]:
-    parser = argparse.ArgumentParser(prog="hive-lab", description="hive-lab: shared GPUs for JupyterLab")
+    parser = argparse.ArgumentParser(prog="hive-lab", description="hive-lab: shared GPUs for JupyterLab",
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in [only] if only else SUBCOMMANDS:

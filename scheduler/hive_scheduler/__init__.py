@@ -4,7 +4,7 @@ Pure Python and deterministic: no Jupyter, tornado or docker imports, no wall cl
 See docs/core-api.md for the contract the service, the simulator and the UIs rely on.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # not typing's: importing typing costs ~2.5 ms of a process that needs one part of the core
 
 # Each name is imported when first used (PEP 562): a process that needs one part of the core (the
 # heterogeneous simulator, a CLI command, task_exec's callers) does not pay for the rest (~0.1 s).

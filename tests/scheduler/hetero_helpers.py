@@ -32,9 +32,9 @@ def per_job_time(allocation, n: int) -> np.ndarray:
         out = np.zeros(n)
         for unit, row in zip(allocation.units, allocation.x):
             for u in unit:
-                out[u] += row.sum()
+                out[u] += np.sum(row)
         return out
-    return allocation.sum(axis=1)
+    return np.asarray(allocation).sum(axis=1)
 
 
 def per_type_gpus(allocation, scale_factor) -> np.ndarray:
@@ -43,5 +43,5 @@ def per_type_gpus(allocation, scale_factor) -> np.ndarray:
 
     if isinstance(allocation, PackedAllocation):
         sf = np.array([scale_factor[u[0]] for u in allocation.units])
-        return (allocation.x * sf[:, None]).sum(axis=0)
-    return (allocation * np.asarray(scale_factor)[:, None]).sum(axis=0)
+        return (np.asarray(allocation.x) * sf[:, None]).sum(axis=0)
+    return (np.asarray(allocation) * np.asarray(scale_factor)[:, None]).sum(axis=0)

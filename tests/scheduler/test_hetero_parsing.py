@@ -147,3 +147,26 @@ def test_hived_config_gives_gpus_per_type_and_per_vc(tmp_path):
     assert c.gpus == {"v100": 8, "k80": 8}
     assert c.vcs == {"a": {"v100": 4, "k80": 8}, "b": {"v100": 4}}
     assert load_gpu_cluster(str(path)) == c
+
+
+def test_shipped_isolated_file_holds_the_whole_files_numbers():
+    # load_throughputs() reads the shipped file's isolated steps/s from its 26 kB extract and the pairs
+    # from the whole file on first use: the same Throughputs as reading the whole file at once
+    import json
+
+    from hive_scheduler.hetero.throughputs import BUILTIN, BUILTIN_ISOLATED, _read, isolated_doc
+
+    with open(BUILTIN, encoding="utf-8") as f:
+        whole_doc = json.load(f)
+    with open(BUILTIN_ISOLATED, encoding="utf-8") as f:
+        assert json.load(f) == isolated_doc(whole_doc), (
+            "regenerate the extract: json.dump(isolated_doc(json.load(open(BUILTIN))), open(BUILTIN_ISOLATED, 'w'), "
+            "separators=(',', ':'))")
+    split, whole = load_throughputs(), _read(BUILTIN)
+    assert split.isolated == whole.isolated and split.source == whole.source
+    keys = whole.job_types()
+    for gpu in whole.gpu_types:
+        for a in keys[::7]:
+            for b in keys[::5]:
+                assert split.pair(a, b, gpu) == whole.pair(a, b, gpu)
+    assert any(split.pair(a, b, "v100") is not None for a in keys for b in keys)

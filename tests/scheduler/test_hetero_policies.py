@@ -40,7 +40,7 @@ def test_max_sum_throughput_gives_ties_to_the_job_nearest_its_end(short):
     # those, the job with the least work left gets the GPU (it finishes first, the average JCT falls)
     remaining = [1000.0, 1000.0, 1000.0]
     remaining[short] = 100.0
-    x = make_policy("max_sum_throughput_perf").allocate(problem([[1.0], [1.0], [1.0]], [1], remaining=remaining))
+    x = np.asarray(make_policy("max_sum_throughput_perf").allocate(problem([[1.0], [1.0], [1.0]], [1], remaining=remaining)))
     assert x[short, 0] == pytest.approx(1.0, abs=1e-6)
     assert x.sum() == pytest.approx(1.0, abs=1e-6)
 
@@ -48,7 +48,7 @@ def test_max_sum_throughput_gives_ties_to_the_job_nearest_its_end(short):
 def test_min_total_duration_balances_finish_times():
     # one GPU, two jobs at 1 step/s, 100 and 300 steps left: the makespan is 400 s whatever the split,
     # and the long job must run 3/4 of the time to finish by then (phase 2 only adds slack to the short one)
-    x = make_policy("min_total_duration_perf").allocate(problem([[1.0], [1.0]], [1], remaining=[100, 300]))
+    x = np.asarray(make_policy("min_total_duration_perf").allocate(problem([[1.0], [1.0]], [1], remaining=[100, 300])))
     assert x[1, 0] >= 0.75 - 1e-6
     assert x.sum() <= 1 + 1e-6
 
@@ -64,9 +64,9 @@ def test_agnostic_min_total_duration_closed_form_matches_its_lps():
         n = int(rng.integers(1, 25))
         p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
                     remaining=rng.uniform(10, 1e5, n))
-        speed = agnostic(p.throughput)
-        closed = min_makespan_pooled(p, speed[:, 0])
-        by_lp = min_makespan_allocation(pooled(p, speed), speed[:, :1])[:, 0]
+        speed = np.asarray(agnostic(p.throughput))
+        closed = np.asarray(min_makespan_pooled(p, speed[:, 0]))
+        by_lp = np.asarray(min_makespan_allocation(pooled(p, speed), speed[:, :1]))[:, 0]
         rate = speed[:, 0] / p.remaining_steps
         assert (rate * closed).min() == pytest.approx((rate * by_lp).min(), rel=1e-6)
         assert closed == pytest.approx(by_lp, abs=1e-6)
@@ -93,10 +93,10 @@ def test_agnostic_max_min_fairness_water_filling_reaches_the_lps_optimum():
         n = int(rng.integers(1, 25))
         p = problem(rng.uniform(0.1, 5.0, (n, 3)), rng.integers(1, 6, 3), scale_factor=rng.choice([1, 1, 2, 4], n),
                     priority=rng.choice([1.0, 1.0, 5.0], n))
-        closed = make_policy("max_min_fairness").allocate(p)
-        speed = agnostic(p.throughput)
-        by_lp = spread(max_min_allocation(pooled(p, speed), speed[:, :1]), p)
-        weight = p.scale_factor / (p.priority_weight * equal_share(pooled(p, speed))[:, 0])
+        closed = np.asarray(make_policy("max_min_fairness").allocate(p))
+        speed = np.asarray(agnostic(p.throughput))
+        by_lp = np.asarray(spread(max_min_allocation(pooled(p, speed), speed[:, :1]), p))
+        weight = p.scale_factor / (p.priority_weight * np.asarray(equal_share(pooled(p, speed)))[:, 0])
         assert (weight * closed.sum(axis=1)).min() == pytest.approx((weight * by_lp.sum(axis=1)).min(), rel=1e-5)
         assert (closed.sum(axis=1) <= 1 + 1e-9).all()
         assert (per_type_gpus(closed, p.scale_factor) <= p.gpus + 1e-9).all()
@@ -105,7 +105,7 @@ def test_agnostic_max_min_fairness_water_filling_reaches_the_lps_optimum():
 def test_max_min_fairness_counts_scale_factor():
     # a 2-GPU job and a 1-GPU job on 2 GPUs: each gets one GPU's worth, so the 1-GPU job runs all
     # the time and the 2-GPU job half of it
-    x = make_policy("max_min_fairness_perf").allocate(problem([[1.0], [1.0]], [2], scale_factor=[2, 1]))
+    x = np.asarray(make_policy("max_min_fairness_perf").allocate(problem([[1.0], [1.0]], [2], scale_factor=[2, 1])))
     assert np.allclose(x[:, 0], [0.5, 1.0], atol=1e-6)
 
 
@@ -135,7 +135,7 @@ def test_fifo_perf_fastest_free_type_in_arrival_order():
 def test_fifo_keeps_placements_and_nobody_overtakes():
     f = make_policy("fifo", seed=3)
     p = problem([[1, 1], [1, 1], [1, 1]], [1, 1], scale_factor=[1, 2, 1])
-    x = f.allocate(p)
+    x = np.asarray(f.allocate(p))
     # job 0 placed; job 1 needs 2 GPUs of one type and finds none: job 2 waits behind it
     assert x[0].sum() == 1 and x[1].sum() == 0 and x[2].sum() == 0
     again = f.allocate(p)

@@ -35,7 +35,7 @@ def problems(draw):
 @given(p=problems(), name=st.sampled_from(POLICIES))
 def test_allocations_respect_gpus_and_time(p, name):
     x = make_policy(name, seed=1).allocate(p)
-    assert np.all((x.x if hasattr(x, "units") else x) >= -EPS)
+    assert np.all(np.asarray(x.x if hasattr(x, "units") else x) >= -EPS)
     # each job's time fractions sum to <= 1, over all the units it is part of
     assert np.all(per_job_time(x, p.n) <= 1 + EPS)
     # no type is over-committed (a packed pair shares its GPUs)

@@ -7,7 +7,7 @@
 - :mod:`.rounds` the round mechanism that realises an allocation
 - :mod:`.simulate` the round-based simulator and :mod:`.metrics` its figures
 
-Pure Python + numpy/scipy: no Jupyter, tornado or docker imports.
+Pure Python (scipy's HiGHS module for the LP policies, loaded without numpy): no Jupyter, tornado or docker imports.
 """
 
 from .cluster import ClusterSpecError, GpuCluster, load_gpu_cluster, parse_short_form

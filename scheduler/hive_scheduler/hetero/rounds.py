@@ -14,44 +14,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 UNSEEN = 1e9  # priority scale for a job that has not run on a type since the last allocation
+
+Matrix = Sequence[Sequence[float]]  # rows of numbers: lists, tuples or numpy arrays
 
 
 def choose_round(
     units: Sequence[tuple[int, ...]],  # one job, or jobs packed on the same GPUs; sorted
-    allocation: np.ndarray,  # (u, k)
-    received: np.ndarray,  # (u, k) seconds run on each type since the allocation was computed
-    usable: np.ndarray,  # (u, k) > 0 where every job of the unit makes progress on the type
-    scale_factor: np.ndarray,  # (u,)
-    gpus: np.ndarray,  # (k,)
+    allocation: Matrix,  # (u, k)
+    received: Matrix,  # (u, k) seconds run on each type since the allocation was computed
+    usable: Matrix,  # (u, k) > 0 where every job of the unit makes progress on the type
+    scale_factor: Sequence[int],  # (u,)
+    gpus: Sequence[int],  # (k,)
     type_order: Sequence[int],
     strict: bool = False,
-    deficit: np.ndarray | None = None,  # (u, k) seconds owed on each type by the earlier allocations
+    deficit: Matrix | None = None,  # (u, k) seconds owed on each type by the earlier allocations
 ) -> dict[tuple[int, ...], int]:
     """Unit -> GPU type index for the coming round; each job in at most one chosen unit."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        priority = np.where(received > 0, allocation / received, allocation * UNSEEN)
-    priority = np.where(usable > 0, priority, 0.0)
     free = [int(g) for g in gpus]
     sf = [int(s) for s in scale_factor]
     chosen: dict[tuple[int, ...], int] = {}
     busy: set[int] = set()
-    rank = np.arange(len(units))
-    if deficit is None:
-        deficit = np.zeros_like(allocation)
+    owed = deficit if deficit is not None else [_NO_DEFICIT] * len(units)
     for t in type_order:
         if free[t] <= 0:
             continue
-        col = priority[:, t]
-        order = np.lexsort((rank, -allocation[:, t], -deficit[:, t], -col)).tolist()
-        pr = col.tolist()
-        ok = (usable[:, t] > 0).tolist()
-        for i in order:
-            if strict and pr[i] <= 0:
+        # (-priority, -deficit, -allocation, unit): highest priority first, then the largest deficit,
+        # then the largest allocation, then the unit's place
+        keys = []
+        for i, (arow, rrow, urow, drow) in enumerate(zip(allocation, received, usable, owed)):
+            a = float(arow[t])  # Python floats: a huge quotient is inf, as numpy's under errstate was
+            if urow[t] > 0:
+                got = float(rrow[t])
+                p = a / got if got > 0 else a * UNSEEN
+            else:
+                p = 0.0
+            keys.append((-p, -drow[t], -a, i))
+        keys.sort()
+        for key in keys:
+            if strict and key[0] >= 0:
                 break  # sorted: the rest have no allocation here either
-            if not ok[i] or sf[i] > free[t]:
+            i = key[3]
+            if sf[i] > free[t] or not usable[i][t] > 0:
                 continue
             unit = units[i]
             if len(unit) == 1:
@@ -65,3 +69,11 @@ def choose_round(
             if free[t] <= 0:
                 break
     return chosen
+
+
+class _NoDeficit:
+    def __getitem__(self, t: int) -> float:
+        return 0.0
+
+
+_NO_DEFICIT = _NoDeficit()

@@ -19,6 +19,9 @@ that lost the ties under one allocation wins them under the next.
 A job that stops running between rounds is paused; one that starts again is resumed; one that runs
 on another GPU type than last time has migrated. ``restart_overhead`` seconds of no progress are
 charged at each resume and migration (Gavel's simulator charges none: default 0).
+
+Vectors per GPU type are plain lists (a handful of numbers: numpy's import cost more than their
+arithmetic); sums follow numpy's order (:mod:`.arith`), so the figures are those of the numpy version.
 """
 
 from __future__ import annotations
@@ -28,8 +31,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from .arith import dot, fsum_np, mean_np
 from .cluster import GpuCluster
 from .metrics import HeteroMetrics, percentile
 from .policies import PackedAllocation, Problem, make_policy
@@ -52,7 +54,7 @@ class SimulationError(ValueError):
 @dataclass
 class _Job:
     spec: TraceJob
-    thr: np.ndarray  # (k,) steps/s on each type of the VC's cluster
+    thr: list[float]  # (k,) steps/s on each type of the VC's cluster
     remaining: float
     vc: str
     last_type: int | None = None  # type of its last slice
@@ -62,11 +64,16 @@ class _Job:
 
 
 Unit = tuple[int, ...]  # the job ids that share GPUs in a slice: one job, or a packed pair
+Row = list[float]  # one number per GPU type
 
 
 def _type_order(gpu_types: list[str], jobs: Sequence[_Job]) -> list[int]:
     """Fastest type first (Gavel's fixed order V100, P100, K80), by mean steps/s over the trace."""
-    mean = np.mean([j.thr for j in jobs], axis=0)
+    k = len(gpu_types)
+    total = [0.0] * k  # summed job by job (numpy's order along the jobs)
+    for j in jobs:
+        total = [a + b for a, b in zip(total, j.thr)]
+    mean = [v / len(jobs) for v in total]
     return sorted(range(len(gpu_types)), key=lambda t: (-mean[t], gpu_types[t]))
 
 
@@ -119,10 +126,10 @@ def simulate(
     values = list(jct.values())
     span = max(makespan - start, 1e-12)
     return HeteroMetrics(
-        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=float(np.mean(values)),
+        jobs=len(jobs), finished=len(jobs), makespan_s=makespan, avg_jct_s=mean_np(values),
         median_jct_s=percentile(values, 0.5), p95_jct_s=percentile(values, 0.95),
         gpu_utilisation=sum(r.busy for r in runs) / (float(sum(cluster.gpus.values())) * span),
-        avg_rho=float(np.mean(rho)), max_rho=float(max(rho)),
+        avg_rho=mean_np(rho), max_rho=float(max(rho)),
         rounds=sum(r.rounds for r in runs), allocations=sum(r.allocations for r in runs),
         pauses=sum(r.pauses for r in runs), resumes=sum(r.resumes for r in runs),
         migrations=sum(r.migrations for r in runs), resizes=0, restart_overhead_s=restart_overhead, jct_s=jct,
@@ -148,57 +155,57 @@ def _simulate_vc(
         raise SimulationError(f"re-solve interval must be >= 0 seconds, got {min_resolve_interval}")
     gpu_types = [throughputs.gpu_type(t) for t in cluster.gpu_types]
     k = len(gpu_types)
-    vc_gpus = {vc: np.array([share.get(t, 0) for t in cluster.gpu_types], dtype=int) for vc, share in cluster.vcs.items()}
+    vc_gpus = {vc: [int(share.get(t, 0)) for t in cluster.gpu_types] for vc, share in cluster.vcs.items()}
     jobs: dict[int, _Job] = {}
     for spec in trace:
         if spec.vc not in vc_gpus:
             raise SimulationError(f"job {spec.job_id}: VC {spec.vc!r} is not in the cluster (VCs: {', '.join(vc_gpus)})")
-        thr = np.array([throughputs.get(spec.job_type, spec.scale_factor, t) for t in gpu_types])
-        fits = (vc_gpus[spec.vc] >= spec.scale_factor) & (thr > 0)
-        if not fits.any():
+        thr = [float(throughputs.get(spec.job_type, spec.scale_factor, t)) for t in gpu_types]
+        if not any(g >= spec.scale_factor and v > 0 for g, v in zip(vc_gpus[spec.vc], thr)):
             raise SimulationError(f"job {spec.job_id} ({spec.job_type}, {spec.scale_factor} GPUs) fits on no GPU type "
-                                  f"of VC {spec.vc} ({dict(zip(cluster.gpu_types, vc_gpus[spec.vc].tolist()))})")
+                                  f"of VC {spec.vc} ({dict(zip(cluster.gpu_types, vc_gpus[spec.vc]))})")
         jobs[spec.job_id] = _Job(spec, thr, float(spec.total_steps), spec.vc)
     if not jobs:
         raise SimulationError("no jobs")
 
-    pair_cache: dict[Unit, np.ndarray] = {}
+    pair_cache: dict[Unit, list[Row]] = {}
 
-    def unit_throughput(unit: Unit) -> np.ndarray:
+    def unit_throughput(unit: Unit) -> list[Row]:
         """(len(unit), k) steps/s of each job of the unit while it runs (co-located for a pair; 0 if unmeasured)."""
         if len(unit) == 1:
-            return jobs[unit[0]].thr[None, :]
+            return [jobs[unit[0]].thr]
         got = pair_cache.get(unit)
         if got is None:
             a, b = (jobs[u].spec for u in unit)
-            got = np.zeros((2, k))
+            got = [[0.0] * k, [0.0] * k]
             for t, gpu in enumerate(gpu_types):
                 both = throughputs.pair((a.job_type, a.scale_factor), (b.job_type, b.scale_factor), gpu)
                 if both is not None:
-                    got[:, t] = both
+                    got[0][t], got[1][t] = both
             pair_cache[unit] = got
         return got
 
     rates_cache: dict[Unit, list[list[float]]] = {}
 
     def rates_on(unit: Unit, t: int) -> list[float]:
-        """Steps/s of each job of the unit on type t, as Python floats (the hot loop)."""
+        """Steps/s of each job of the unit on type t (the hot loop)."""
         got = rates_cache.get(unit)
         if got is None:
-            got = rates_cache[unit] = unit_throughput(unit).T.tolist()
+            got = rates_cache[unit] = [list(col) for col in zip(*unit_throughput(unit))]
         return got[t]
 
-    usable_cache: dict[Unit, np.ndarray] = {}
+    usable_cache: dict[Unit, Row] = {}
 
-    def usable_on(unit: Unit) -> np.ndarray:
+    def usable_on(unit: Unit) -> Row:
         """(k,) > 0 where every job of the unit progresses."""
         got = usable_cache.get(unit)
         if got is None:
-            got = usable_cache[unit] = unit_throughput(unit).min(axis=0)
+            got = usable_cache[unit] = [min(col) for col in zip(*unit_throughput(unit))]
         return got
 
-    def pair_throughput(a: int, b: int) -> np.ndarray:
-        return unit_throughput((a, b) if a < b else (b, a)).T
+    def pair_throughput(a: int, b: int) -> list[Row]:
+        """(k, 2): the pair's steps/s on each type, the lower job id's first."""
+        return [list(col) for col in zip(*unit_throughput((a, b) if a < b else (b, a)))]
 
     policies = {vc: make_policy(policy, seed) for vc in sorted(vc_gpus)}
     shuffle_types = next(iter(policies.values())).shuffle_types
@@ -209,12 +216,12 @@ def _simulate_vc(
     pending = sorted(jobs.values(), key=lambda j: (j.spec.arrival_time, j.spec.job_id))
     nxt = 0
     active: dict[str, dict[int, _Job]] = {vc: {} for vc in vc_gpus}  # by job id, in arrival order
-    allocation: dict[str, dict[Unit, np.ndarray]] = {}  # vc -> unit -> time fractions per type
-    received: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
-    deficit: dict[str, dict[Unit, np.ndarray]] = {vc: {} for vc in vc_gpus}  # seconds owed per type, all solves
+    allocation: dict[str, dict[Unit, Row]] = {}  # vc -> unit -> time fractions per type
+    received: dict[str, dict[Unit, Row]] = {vc: {} for vc in vc_gpus}  # seconds per type since the solve
+    deficit: dict[str, dict[Unit, Row]] = {vc: {} for vc in vc_gpus}  # seconds owed per type, all solves
     solved_at: dict[str, float] = {}
-    zero = np.zeros(k)
-    seed_row = np.full(k, RECEIVED_SEED * round_s)  # what a unit counts as received before it first runs
+    zero = [0.0] * k  # never changed in place
+    seed_row = [RECEIVED_SEED * round_s] * k  # what a unit counts as received before it first runs (never changed)
     stale = set(vc_gpus)
     layout: dict[str, tuple | None] = {}  # vc -> the round mechanism's view of the allocation, until it changes
     now = pending[0].spec.arrival_time
@@ -230,9 +237,10 @@ def _simulate_vc(
             layout[job.vc] = None
             stale.add(job.vc)
             n = len(active[job.vc])  # equal share at arrival, for rho
-            share = vc_gpus[job.vc] / (n * job.spec.scale_factor)
-            share = share / max(share.sum(), 1.0)
-            job.iso_time = job.spec.total_steps / max(float(job.thr @ share), 1e-12)
+            share = [g / (n * job.spec.scale_factor) for g in vc_gpus[job.vc]]
+            scale = max(fsum_np(share), 1.0)
+            share = [v / scale for v in share]
+            job.iso_time = job.spec.total_steps / max(dot(job.thr, share), 1e-12)
         if not any(active.values()):
             now = pending[nxt].spec.arrival_time
             continue
@@ -248,11 +256,11 @@ def _simulate_vc(
                     job_ids=[j.spec.job_id for j in act],
                     gpu_types=gpu_types,
                     gpus=vc_gpus[vc],
-                    throughput=np.array([j.thr for j in act]),
-                    scale_factor=np.array([j.spec.scale_factor for j in act]),
-                    remaining_steps=np.array([j.remaining for j in act]),
-                    priority_weight=np.array([j.spec.priority_weight for j in act]),
-                    time_since_start=np.array([now - j.spec.arrival_time for j in act]),
+                    throughput=[j.thr for j in act],
+                    scale_factor=[j.spec.scale_factor for j in act],
+                    remaining_steps=[j.remaining for j in act],
+                    priority_weight=[j.spec.priority_weight for j in act],
+                    time_since_start=[now - j.spec.arrival_time for j in act],
                     job_keys=[(j.spec.job_type, j.spec.scale_factor) for j in act],
                     pair_throughput=pair_throughput,
                 )
@@ -265,7 +273,7 @@ def _simulate_vc(
                 else:
                     allocation[vc] = {(j.spec.job_id,): x[i] for i, j in enumerate(act)}
                 allocations += 1
-                received[vc] = {u: np.full(k, RECEIVED_SEED * round_s) for u in allocation[vc]}
+                received[vc] = {u: [RECEIVED_SEED * round_s] * k for u in allocation[vc]}
                 layout[vc] = None
             stale.clear()
 
@@ -282,18 +290,18 @@ def _simulate_vc(
             # own, so that jobs that arrived since the solve, or whose pair cannot run somewhere, use
             # left-over GPUs
             if layout.get(vc) is None:
-                rows: dict[Unit, np.ndarray] = {(jid,): zero for jid in act}
+                rows: dict[Unit, Row] = {(jid,): zero for jid in act}
                 for unit, row in allocation.get(vc, {}).items():
                     if all(u in act for u in unit):
-                        rows[unit] = rows[unit] + row if unit in rows else row
+                        rows[unit] = [a + b for a, b in zip(rows[unit], row)] if unit in rows else row
                 units = sorted(rows)
                 owed = deficit[vc]
-                layout[vc] = (units, np.array([rows[u] for u in units]), np.array([usable_on(u) for u in units]),
-                              np.array([act[u[0]].spec.scale_factor for u in units]),
-                              np.array([owed.get(u, zero) for u in units]))
+                layout[vc] = (units, [rows[u] for u in units], [usable_on(u) for u in units],
+                              [act[u[0]].spec.scale_factor for u in units],
+                              [owed.get(u, zero) for u in units])
             units, alloc_matrix, usable, unit_sf, unit_deficit = layout[vc]
             seeds = received[vc]
-            chosen = choose_round(units, alloc_matrix, np.array([seeds.get(u, seed_row) for u in units]), usable,
+            chosen = choose_round(units, alloc_matrix, [seeds.get(u, seed_row) for u in units], usable,
                                   unit_sf, vc_gpus[vc], order, strict, unit_deficit)
             rounds_by_vc[vc] = chosen
         if strict and stale and any(_idle_while_waiting(chosen, layout[vc], vc_gpus[vc], allocation.get(vc, {}))
@@ -349,11 +357,10 @@ def _simulate_vc(
                     j.finish = now + run
                     finished.append(j)
             vc = jobs[unit[0]].vc
-            if unit in received[vc]:
-                received[vc][unit][t] += slice_len
-            else:
-                received[vc][unit] = np.full(k, RECEIVED_SEED * round_s)
-                received[vc][unit][t] += slice_len
+            got = received[vc].get(unit)
+            if got is None:
+                got = received[vc][unit] = [RECEIVED_SEED * round_s] * k
+            got[t] += slice_len
             busy += slice_len * jobs[unit[0]].spec.scale_factor
             length = max(length, slice_len)
         for j in finished:
@@ -366,20 +373,21 @@ def _simulate_vc(
     return _Run(jobs, busy, rounds, allocations, pauses, resumes, migrations)
 
 
-def _idle_while_waiting(chosen: dict[Unit, int], layout: tuple, gpus: np.ndarray,
-                        allocation: dict[Unit, np.ndarray]) -> bool:
+def _idle_while_waiting(chosen: dict[Unit, int], layout: tuple, gpus: list[int],
+                        allocation: dict[Unit, Row]) -> bool:
     """True when the round leaves GPUs of some type idle that a job the allocation has not placed
     (it arrived since the solve, or queued behind jobs that have ended since) could use: its gang
     fits in them and it progresses there."""
     units, _, usable, unit_sf, _ = layout
-    free = gpus.astype(int).copy()
+    free = [int(g) for g in gpus]
     for unit, t in chosen.items():
         free[t] -= int(unit_sf[units.index(unit)])
-    if not (free > 0).any():
+    if not any(f > 0 for f in free):
         return False
-    placed = {u for unit, row in allocation.items() if row.sum() > 0 for u in unit}
+    placed = {u for unit, row in allocation.items() if fsum_np(row) > 0 for u in unit}
     for i, unit in enumerate(units):
-        if len(unit) == 1 and unit[0] not in placed and ((usable[i] > 0) & (free >= unit_sf[i])).any():
+        if len(unit) == 1 and unit[0] not in placed and any(
+                use > 0 and f >= unit_sf[i] for use, f in zip(usable[i], free)):
             return True
     return False
 
@@ -391,11 +399,11 @@ def _whole_steps(fit: float) -> float:
 
 
 def _charge_deficits(
-    owed: dict[Unit, np.ndarray],
-    allocation: dict[Unit, np.ndarray],
-    received: dict[Unit, np.ndarray],
+    owed: dict[Unit, Row],
+    allocation: dict[Unit, Row],
+    received: dict[Unit, Row],
     active: dict[int, _Job],
-    seed_row: np.ndarray,
+    seed_row: Row,
     elapsed: float,
 ) -> None:
     """Add to each unit's deficit what ``allocation`` owed it over the ``elapsed`` seconds since it was
@@ -406,6 +414,10 @@ def _charge_deficits(
         if not all(u in active for u in unit):
             owed.pop(unit, None)
             continue
-        got = received[unit] - seed_row if unit in received else 0.0
-        should = allocation[unit] * elapsed if unit in allocation else 0.0
-        owed[unit] = owed.get(unit, 0.0) + should - got
+        was = owed.get(unit)
+        got = received.get(unit)
+        should = allocation.get(unit)
+        owed[unit] = [(w + s) - g for w, s, g in zip(
+            was if was is not None else (0.0,) * len(seed_row),
+            [a * elapsed for a in should] if should is not None else (0.0,) * len(seed_row),
+            [r - z for r, z in zip(got, seed_row)] if got is not None else (0.0,) * len(seed_row))]

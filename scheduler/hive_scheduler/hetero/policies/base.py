@@ -5,29 +5,37 @@ and returns an allocation ``X`` (jobs x GPU types): ``X[i, j]`` is the fraction 
 job ``i`` should run on ``scale_factor[i]`` GPUs of type ``j``. Every policy's ``X`` satisfies
 Gavel's base constraints: ``X >= 0``, each row sums to <= 1, and for each type
 ``sum_i scale_factor[i] * X[i, j] <= gpus[j]``.
+
+Vectors and matrices are plain sequences (lists of numbers, lists of rows; numpy arrays work too) and
+allocations are lists of rows: the simulator's policies run without numpy, and the LP policies
+hand HiGHS plain lists (:mod:`.lp`). Sums and dot products follow numpy's order (:mod:`..arith`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
+from ..arith import dot, fsum_np
+
+Vector = Sequence[float]
+Matrix = Sequence[Sequence[float]]  # rows
+Allocation = list[list[float]]  # jobs (or units) x GPU types
 
 
 @dataclass
 class Problem:
     job_ids: list[int]
     gpu_types: list[str]
-    gpus: np.ndarray  # (k,) GPUs per type
-    throughput: np.ndarray  # (n, k) steps/s of each job on its scale_factor GPUs of each type
-    scale_factor: np.ndarray  # (n,)
-    remaining_steps: np.ndarray  # (n,)
-    priority_weight: np.ndarray  # (n,)
-    time_since_start: np.ndarray  # (n,) seconds since arrival
+    gpus: Sequence[int]  # (k,) GPUs per type
+    throughput: Matrix  # (n, k) steps/s of each job on its scale_factor GPUs of each type
+    scale_factor: Sequence[int]  # (n,)
+    remaining_steps: Vector  # (n,)
+    priority_weight: Vector  # (n,)
+    time_since_start: Vector  # (n,) seconds since arrival
     job_keys: list[tuple[str, int]] = field(default_factory=list)  # (job type, scale factor)
     # (k, 2) steps/s of jobs a and b (ids) sharing the same GPUs, zeros where not measured; for packing
-    pair_throughput: Callable[[int, int], np.ndarray] | None = None
+    pair_throughput: Callable[[int, int], Matrix] | None = None
 
     @property
     def n(self) -> int:
@@ -45,7 +53,7 @@ class PackedAllocation:
     it belongs to sum to <= 1."""
 
     units: list[tuple[int, ...]]
-    x: np.ndarray
+    x: Allocation
 
 
 class Policy:
@@ -59,46 +67,50 @@ class Policy:
     # FIFO policies never run a job with a zero allocation; the others fill left-over GPUs with them
     strict: bool = False
 
-    def allocate(self, problem: Problem) -> np.ndarray:  # pragma: no cover - interface
+    def allocate(self, problem: Problem) -> Allocation | PackedAllocation:  # pragma: no cover - interface
         raise NotImplementedError
 
 
-def agnostic(throughput: np.ndarray) -> np.ndarray:
+def agnostic(throughput: Matrix) -> Allocation:
     """What a heterogeneity-agnostic policy believes: each job runs on every type as on its fastest
     (Gavel uses V100, the fastest type of its cluster)."""
-    return np.repeat(throughput.max(axis=1, keepdims=True), throughput.shape[1], axis=1)
+    return [[max(row)] * len(row) for row in throughput]
 
 
-def pooled(problem: Problem, throughput: np.ndarray) -> Problem:
+def pooled(problem: Problem, throughput: Matrix) -> Problem:
     """The cluster as a type-blind policy sees it: one pool of all GPUs, each job at ``throughput[:, 0]``."""
-    return replace(problem, gpu_types=["any"], gpus=np.array([problem.gpus.sum()]), throughput=throughput[:, :1])
+    return replace(problem, gpu_types=["any"], gpus=[sum(problem.gpus)], throughput=[[row[0]] for row in throughput])
 
 
-def spread(pool_allocation: np.ndarray, problem: Problem) -> np.ndarray:
+def spread(pool_allocation: Matrix, problem: Problem) -> Allocation:
     """A type-blind allocation (jobs x 1) spread over the types in proportion to their GPUs: each job
     gets the same mix of types, and every type's capacity holds because the pool's does."""
-    return pool_allocation[:, :1] * (problem.gpus / problem.gpus.sum())[None, :]
+    total = sum(problem.gpus)
+    mix = [g / total for g in problem.gpus]
+    return [[row[0] * m for m in mix] for row in pool_allocation]
 
 
-def equal_share(problem: Problem) -> np.ndarray:
+def equal_share(problem: Problem) -> Allocation:
     """Gavel's isolated allocation: each job gets 1/n of every type's GPUs, scaled down (never up, unlike
     Gavel's, so that it stays within the GPUs) to a row sum of at most 1."""
     n = problem.n
-    x = np.tile(problem.gpus / n, (n, 1)) / problem.scale_factor[:, None]
-    return x / max(x.sum(axis=1).max(), 1.0)
+    each = [g / n for g in problem.gpus]
+    x = [[e / sf for e in each] for sf in problem.scale_factor]
+    scale = max(max(fsum_np(row) for row in x), 1.0)
+    return [[v / scale for v in row] for row in x]
 
 
-def isolated_throughput(problem: Problem, throughput: np.ndarray | None = None) -> np.ndarray:
+def isolated_throughput(problem: Problem, throughput: Matrix | None = None) -> list[float]:
     t = problem.throughput if throughput is None else throughput
-    return (t * equal_share(problem)).sum(axis=1)
+    return [fsum_np([a * b for a, b in zip(row, share)]) for row, share in zip(t, equal_share(problem))]
 
 
-def fill_greedily(x: np.ndarray, sf: np.ndarray, gpus: float, value: np.ndarray) -> np.ndarray:
+def fill_greedily(x: list[float], sf: Vector, gpus: float, value: Vector) -> list[float]:
     """The closed forms' second phase, a fractional knapsack: the GPUs ``x`` (time fractions, each job
     ``sf`` GPUs) leaves of ``gpus`` go to the jobs of the largest ``value`` per GPU first, each up to all
     of its time (ties: the first job). ``x`` is changed in place and returned."""
-    left = gpus - float(sf @ x)
-    for i in np.argsort(-value, kind="stable").tolist():
+    left = gpus - dot(sf, x)
+    for i in sorted(range(len(x)), key=lambda i: -value[i]):
         if left <= 0:
             break
         add = min(1.0 - x[i], left / sf[i])

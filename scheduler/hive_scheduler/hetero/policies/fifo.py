@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import random
 
-import numpy as np
-
-from .base import Policy, Problem
+from .base import Allocation, Policy, Problem
 
 
 class Fifo(Policy):
@@ -28,26 +26,26 @@ class Fifo(Policy):
     def _pick(self, problem: Problem, i: int, fits: list[int]) -> int:
         return fits[self._rng.randrange(len(fits))]
 
-    def allocate(self, problem: Problem) -> np.ndarray:
-        x = np.zeros((problem.n, problem.k))
-        free = problem.gpus.astype(int).copy()
+    def allocate(self, problem: Problem) -> Allocation:
+        x = [[0.0] * problem.k for _ in range(problem.n)]
+        free = [int(g) for g in problem.gpus]
         active = set(problem.job_ids)
         self._placed = {j: t for j, t in self._placed.items() if j in active}
         index = {j: i for i, j in enumerate(problem.job_ids)}
         for j, t in sorted(self._placed.items()):
-            x[index[j], t] = 1.0
+            x[index[j]][t] = 1.0
             free[t] -= int(problem.scale_factor[index[j]])
-        for i in np.argsort(problem.job_ids, kind="stable"):
+        for i in sorted(range(problem.n), key=problem.job_ids.__getitem__):
             j = problem.job_ids[i]
             if j in self._placed:
                 continue
             sf = int(problem.scale_factor[i])
-            fits = [t for t in range(problem.k) if free[t] >= sf and problem.throughput[i, t] > 0]
+            fits = [t for t in range(problem.k) if free[t] >= sf and problem.throughput[i][t] > 0]
             if not fits:
                 break
             t = self._pick(problem, i, fits)
             self._placed[j] = t
-            x[i, t] = 1.0
+            x[i][t] = 1.0
             free[t] -= sf
         return x
 
@@ -58,8 +56,8 @@ class FifoPerf(Fifo):
     shuffle_types = False
 
     def _pick(self, problem: Problem, i: int, fits: list[int]) -> int:
-        return max(fits, key=lambda t: (problem.throughput[i, t], -t))
+        return max(fits, key=lambda t: (problem.throughput[i][t], -t))
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         self._placed = {}  # re-plan: a job may move to a faster type that freed up
         return super().allocate(problem)

@@ -8,34 +8,32 @@ fixed r (``thr_i(X) >= R_i / (r E_i - t_i)``), so r is found by bisection over H
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import lp
-from .base import Policy, Problem, pooled, spread, equal_share, isolated_throughput
+from .base import Allocation, Matrix, Policy, Problem, equal_share, isolated_throughput, pooled, spread
 
 BISECTION_STEPS = 20
 
 
-def ftf_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
+def ftf_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     n = problem.n
-    t = problem.time_since_start.astype(float)
-    rem = problem.remaining_steps.astype(float)
-    iso = np.maximum(isolated_throughput(problem, throughput), 1e-12)
-    e = t + rem / iso  # expected finish (from arrival) on the equal share
-    a0, b0 = lp.base_rows(problem, 0)
-    norm = throughput / np.maximum(rem[:, None], 1e-9)
-    a = np.vstack([a0, lp.per_job_rows(problem, norm, None, None, 0)])
-    model = lp.Lp(-norm.reshape(-1) / n, a, np.concatenate([b0, np.zeros(n)]), *lp.bounds(problem))
+    t = [float(v) for v in problem.time_since_start]
+    rem = [float(v) for v in problem.remaining_steps]
+    iso = [max(v, 1e-12) for v in isolated_throughput(problem, throughput)]
+    e = [ti + ri / ii for ti, ri, ii in zip(t, rem, iso)]  # expected finish (from arrival) on the equal share
+    b0 = lp.base_rhs(problem)
+    norm = [[v / max(r, 1e-9) for v in row] for row, r in zip(throughput, rem)]
+    model = lp.Lp([-v / n for row in norm for v in row], lp.allocation_columns(problem, norm), b0 + [0.0] * n,
+                  *lp.bounds(problem))
 
-    def feasible(r: float) -> np.ndarray | None:
-        slack = r * e - t
-        if np.any(slack <= 0):
+    def feasible(r: float) -> list[float] | None:
+        slack = [r * ei - ti for ei, ti in zip(e, t)]
+        if any(s <= 0 for s in slack):
             return None
-        need = 1.0 / slack  # thr_i / R_i >= 1 / (r E_i - t_i)
-        model.set_rhs(np.concatenate([b0, -need]))  # same LP, new bounds: HiGHS starts from the last basis
+        need = [1.0 / s for s in slack]  # thr_i / R_i >= 1 / (r E_i - t_i)
+        model.set_rhs(b0 + [-x for x in need])  # same LP, new bounds: HiGHS starts from the last basis
         return model.solve()
 
-    lo, hi = float(np.max(t / e)), 1.0
+    lo, hi = max(ti / ei for ti, ei in zip(t, e)), 1.0
     best = feasible(hi)
     if best is None:  # numerically at the edge: the equal share is the answer
         return equal_share(problem)
@@ -55,7 +53,7 @@ class FinishTimeFairnessPerf(Policy):
     name = "finish_time_fairness_perf"
     perf = True
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         return ftf_allocation(problem, problem.throughput)
 
 
@@ -64,7 +62,7 @@ class FinishTimeFairness(Policy):
     name = "finish_time_fairness"
     perf = False
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         # Gavel's agnostic variant plans with a throughput of 1 everywhere
-        ones = np.ones((problem.n, 1))
+        ones = [[1.0] for _ in range(problem.n)]
         return spread(ftf_allocation(pooled(problem, ones), ones), problem)

@@ -12,10 +12,10 @@ may be paired (Gavel forgets its single-job combinations at every solve: their p
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
-import numpy as np
-
-from .base import PackedAllocation, Policy, Problem
+from ..arith import fsum_np
+from .base import Allocation, PackedAllocation, Policy, Problem
 
 
 class Gandiva(Policy):
@@ -32,12 +32,13 @@ class Gandiva(Policy):
         both = problem.pair_throughput(a, b) if problem.pair_throughput else None
         if both is None:
             return 0.0
-        iso = problem.throughput[[index[a], index[b]]].T  # (k, 2)
-        if np.any(both <= 0) or np.any(iso <= 0):
+        iso = (problem.throughput[index[a]], problem.throughput[index[b]])  # (2, k)
+        k = len(iso[0])
+        if any(v <= 0 for row in both for v in row) or any(v <= 0 for row in iso for v in row):
             return 0.0
-        return float((both / iso).sum())
+        return fsum_np([both[t][c] / iso[c][t] for c in range(2) for t in range(k)])
 
-    def allocate(self, problem: Problem) -> np.ndarray | PackedAllocation:
+    def allocate(self, problem: Problem) -> Allocation | PackedAllocation:
         ids = list(problem.job_ids)
         index = {j: i for i, j in enumerate(ids)}
         # forget jobs left alone (pooled again below), and pairs that lost a job or stopped paying
@@ -46,7 +47,7 @@ class Gandiva(Policy):
                 self._partner.pop(a, None)
                 if b is not None:
                     self._partner.pop(b, None)
-        if problem.scale_factor.sum() <= problem.gpus.sum():
+        if sum(problem.scale_factor) <= sum(problem.gpus):
             return _equal(problem, [(j,) for j in ids], problem.scale_factor)
         loose = [j for j in ids if j not in self._partner]
         for _ in range(len(loose)):
@@ -61,11 +62,12 @@ class Gandiva(Policy):
         for j in loose:
             self._partner[j] = None
         units = sorted({tuple(sorted((a,) if b is None else (a, b))) for a, b in self._partner.items()})
-        sf = np.array([problem.scale_factor[index[u[0]]] for u in units])
+        sf = [problem.scale_factor[index[u[0]]] for u in units]
         return PackedAllocation(units, _equal(problem, units, sf))
 
 
-def _equal(problem: Problem, units: list, scale_factor: np.ndarray) -> np.ndarray:
+def _equal(problem: Problem, units: list, scale_factor: Sequence[int]) -> Allocation:
     m = len(units)
-    x = np.tile(problem.gpus / m, (m, 1)) / scale_factor[:, None]
-    return x / np.maximum(x.sum(axis=1), 1.0)[:, None]
+    each = [g / m for g in problem.gpus]
+    x = [[e / sf for e in each] for sf in scale_factor]
+    return [[v / s for v in row] for row, s in ((row, max(fsum_np(row), 1.0)) for row in x)]

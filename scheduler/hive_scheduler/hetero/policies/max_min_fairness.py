@@ -12,33 +12,30 @@ its time when they all fit); the second phase is a fractional knapsack. No LP, n
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..arith import fsum_np
 from . import lp
-from .base import Policy, Problem, agnostic, equal_share, fill_greedily, isolated_throughput, pooled, spread
+from .base import (Allocation, Matrix, Policy, Problem, Vector, agnostic, equal_share, fill_greedily,
+                   isolated_throughput, pooled, spread)
 
 PHASE2_SLACK = 1e-6  # phase 2 keeps each job within this fraction of the best least share
 
 
-def max_min_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
+def max_min_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     n, k = problem.n, problem.k
-    iso = np.maximum(isolated_throughput(problem, throughput), 1e-12)
-    w = throughput * problem.scale_factor[:, None] / (problem.priority_weight[:, None] * iso[:, None])
-    a0, b0 = lp.base_rows(problem, 1)
-    rows = lp.per_job_rows(problem, w, 0, np.ones(n), 1)  # t - sum_j w_ij x_ij <= 0
-    a = np.vstack([a0, rows])
-    b = np.concatenate([b0, np.zeros(n)])
-    c = np.zeros(n * k + 1)
-    c[-1] = -1.0
-    v = lp.solve(c, a, b, *lp.bounds(problem, [np.inf]))
+    iso = [max(v, 1e-12) for v in isolated_throughput(problem, throughput)]
+    w = [[v * sf / (prio * i_t) for v in row]
+         for row, sf, prio, i_t in zip(throughput, problem.scale_factor, problem.priority_weight, iso)]
+    b0 = lp.base_rhs(problem)
+    c = [0.0] * (n * k) + [-1.0]
+    # base rows, then t - sum_j w_ij x_ij <= 0 for each job
+    v = lp.solve(c, lp.allocation_columns(problem, w, extra_col=True), b0 + [0.0] * n,
+                 *lp.bounds(problem, [float("inf")]))
     if v is None:
         raise lp.SolveError("max-min fairness LP infeasible")
     t_star = v[-1]
     # phase 2: keep everyone at >= t* (less a hair), maximise the total normalised throughput
-    b2 = np.concatenate([b0, np.full(n, -t_star * (1 - PHASE2_SLACK))])
-    rows2 = lp.per_job_rows(problem, w, None, None, 0)
-    a2 = np.vstack([lp.base_rows(problem, 0)[0], rows2])
-    v2 = lp.solve(-w.reshape(-1), a2, b2, *lp.bounds(problem))
+    b2 = b0 + [-t_star * (1 - PHASE2_SLACK)] * n
+    v2 = lp.solve([-x for row in w for x in row], lp.allocation_columns(problem, w), b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 
@@ -46,29 +43,37 @@ class MaxMinFairnessPerf(Policy):
     name = "max_min_fairness_perf"
     perf = True
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         return max_min_allocation(problem, problem.throughput)
 
 
-def water_fill(weight: np.ndarray, scale_factor: np.ndarray, gpus: float) -> np.ndarray:
+def water_fill(weight: Vector, scale_factor: Vector, gpus: float) -> list[float]:
     """Time fractions ``x`` maximising ``min_i weight_i x_i`` s.t. ``0 <= x <= 1`` and
     ``sum_i scale_factor_i x_i <= gpus`` (each job's share of one pool), by water filling."""
-    sf = scale_factor.astype(float)
-    if sf.sum() <= gpus:
-        return np.ones(len(weight))
+    sf = [float(s) for s in scale_factor]
+    n = len(weight)
+    if fsum_np(sf) <= gpus:
+        return [1.0] * n
     # raise t; job i stops rising at t = w_i (x_i = 1). Between those points the pool used is
     # sum_{capped} sf_i + t * sum_{rising} sf_i / w_i: find the piece where it reaches the GPUs
-    order = np.argsort(weight, kind="stable")
-    w, s = weight[order], sf[order]
-    capped = np.concatenate([[0.0], np.cumsum(s)])[:-1]  # GPUs of the jobs below position i (all capped)
-    rising = np.cumsum((s / w)[::-1])[::-1]  # sum of sf/w over position i and up
-    t = (gpus - capped) / rising  # the level if the jobs from position i up are still rising
-    lower = np.concatenate([[0.0], w[:-1]])
-    piece = np.flatnonzero((t >= lower - 1e-12) & (t <= w + 1e-12))[0]
+    order = sorted(range(n), key=weight.__getitem__)
+    w = [weight[i] for i in order]
+    s = [sf[i] for i in order]
+    capped = [0.0] * n  # GPUs of the jobs below position i (all capped)
+    for i in range(1, n):
+        capped[i] = s[i - 1] if i == 1 else capped[i - 1] + s[i - 1]
+    rising = [0.0] * n  # sum of sf/w over position i and up
+    acc = 0.0
+    for i in range(n - 1, -1, -1):
+        acc = s[i] / w[i] if i == n - 1 else acc + s[i] / w[i]
+        rising[i] = acc
+    t = [(gpus - capped[i]) / rising[i] for i in range(n)]  # the level if the jobs from position i up are still rising
+    piece = next(i for i in range(n) if t[i] >= (w[i - 1] if i else 0.0) - 1e-12 and t[i] <= w[i] + 1e-12)
     # phase 2, as the perf variant's second LP: keep everyone at >= t (less the same hair) and give
     # what that frees to the largest weight per GPU (ties: the first job), raising the sum
-    x = np.minimum(1.0, t[piece] * (1 - PHASE2_SLACK) / weight)
-    return fill_greedily(x, sf, gpus, weight / sf)
+    level = t[piece] * (1 - PHASE2_SLACK)
+    x = [min(1.0, level / wi) for wi in weight]
+    return fill_greedily(x, sf, gpus, [wi / si for wi, si in zip(weight, sf)])
 
 
 class MaxMinFairness(Policy):
@@ -76,11 +81,11 @@ class MaxMinFairness(Policy):
     name = "max_min_fairness"
     perf = False
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         # one pool at each job's own speed everywhere: the speed cancels out of the normalised
         # throughput, which is sf_i x_i / (priority_i x equal share_i)
         pool = pooled(problem, agnostic(problem.throughput))
-        share = equal_share(pool)[:, 0]
-        weight = problem.scale_factor / (problem.priority_weight * share)
-        x = water_fill(weight, problem.scale_factor, float(problem.gpus.sum()))
-        return spread(x[:, None], problem)
+        share = [row[0] for row in equal_share(pool)]
+        weight = [sf / (prio * sh) for sf, prio, sh in zip(problem.scale_factor, problem.priority_weight, share)]
+        x = water_fill(weight, problem.scale_factor, float(sum(problem.gpus)))
+        return spread([[v] for v in x], problem)

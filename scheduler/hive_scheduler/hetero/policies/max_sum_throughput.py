@@ -11,10 +11,9 @@ average JCT falls without costing throughput (the shortest-remaining-first rule,
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..arith import dot
 from . import lp
-from .base import Policy, Problem
+from .base import Allocation, Policy, Problem
 
 TOTAL_SLACK = 1e-7  # the second LP keeps the total throughput within this fraction of the maximum
 
@@ -23,16 +22,16 @@ class MaxSumThroughputPerf(Policy):
     name = "max_sum_throughput_perf"
     perf = True
 
-    def allocate(self, problem: Problem) -> np.ndarray:
-        a, b = lp.base_rows(problem, 0)
-        total = problem.throughput.reshape(-1)
-        v = lp.solve(-total, a, b, *lp.bounds(problem))
+    def allocate(self, problem: Problem) -> Allocation:
+        b = lp.base_rhs(problem)
+        total = [float(v) for row in problem.throughput for v in row]
+        v = lp.solve([-t for t in total], lp.allocation_columns(problem), b, *lp.bounds(problem))
         if v is None:
             raise lp.SolveError("max-sum-throughput LP infeasible")
-        best = float(total @ v)
-        remaining = np.maximum(problem.remaining_steps.astype(float), 1e-9)
-        share_of_rest = (problem.throughput / remaining[:, None]).reshape(-1)
-        a2 = np.vstack([a, -total[None, :]])
-        b2 = np.concatenate([b, [-best * (1 - TOTAL_SLACK)]])
-        v2 = lp.solve(-share_of_rest, a2, b2, *lp.bounds(problem))
+        best = dot(total, v)
+        remaining = [max(float(r), 1e-9) for r in problem.remaining_steps]
+        share_of_rest = [t / r for row, r in zip(problem.throughput, remaining) for t in row]
+        b2 = b + [-best * (1 - TOTAL_SLACK)]  # and -total . X <= that
+        v2 = lp.solve([-x for x in share_of_rest], lp.allocation_columns(problem, total=total), b2,
+                      *lp.bounds(problem))
         return lp.to_allocation(v if v2 is None else v2, problem)

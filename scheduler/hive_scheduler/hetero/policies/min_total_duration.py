@@ -10,32 +10,28 @@ spreads each job's share over the types in proportion to their GPUs.
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..arith import fsum_np, median
 from . import lp
-from .base import Policy, Problem, agnostic, fill_greedily, spread
+from .base import Allocation, Matrix, Policy, Problem, Vector, agnostic, fill_greedily, spread
 
 PHASE2_SLACK = 1e-6  # the second LP keeps the best rate less this fraction
 
 
-def min_makespan_allocation(problem: Problem, throughput: np.ndarray) -> np.ndarray:
+def min_makespan_allocation(problem: Problem, throughput: Matrix) -> Allocation:
     n, k = problem.n, problem.k
-    rem = np.maximum(problem.remaining_steps.astype(float), 1e-9)
+    rem = [max(float(r), 1e-9) for r in problem.remaining_steps]
     # scale s so that it is ~1: s' = s * scale, scale = a typical duration
-    scale = float(np.median(rem / np.maximum(throughput.max(axis=1), 1e-12)))
-    coeff = throughput * scale / rem[:, None]  # s' - sum_j coeff_ij x_ij <= 0
-    a0, b0 = lp.base_rows(problem, 1)
-    a = np.vstack([a0, lp.per_job_rows(problem, coeff, 0, np.ones(n), 1)])
-    b = np.concatenate([b0, np.zeros(n)])
-    c = np.zeros(n * k + 1)
-    c[-1] = -1.0
-    v = lp.solve(c, a, b, *lp.bounds(problem, [np.inf]))
+    scale = median([r / max(max(row), 1e-12) for r, row in zip(rem, throughput)])
+    coeff = [[v * scale / r for v in row] for row, r in zip(throughput, rem)]  # s' - sum_j coeff_ij x_ij <= 0
+    b0 = lp.base_rhs(problem)
+    c = [0.0] * (n * k) + [-1.0]
+    v = lp.solve(c, lp.allocation_columns(problem, coeff, extra_col=True), b0 + [0.0] * n,
+                 *lp.bounds(problem, [float("inf")]))
     if v is None:
         raise lp.SolveError("min-total-duration LP infeasible")
     s_star = v[-1]
-    a2 = np.vstack([lp.base_rows(problem, 0)[0], lp.per_job_rows(problem, coeff, None, None, 0)])
-    b2 = np.concatenate([b0, np.full(n, -s_star * (1 - PHASE2_SLACK))])
-    v2 = lp.solve(-coeff.reshape(-1), a2, b2, *lp.bounds(problem))
+    b2 = b0 + [-s_star * (1 - PHASE2_SLACK)] * n
+    v2 = lp.solve([-x for row in coeff for x in row], lp.allocation_columns(problem, coeff), b2, *lp.bounds(problem))
     return lp.to_allocation(v if v2 is None else v2, problem)
 
 
@@ -43,11 +39,11 @@ class MinTotalDurationPerf(Policy):
     name = "min_total_duration_perf"
     perf = True
 
-    def allocate(self, problem: Problem) -> np.ndarray:
+    def allocate(self, problem: Problem) -> Allocation:
         return min_makespan_allocation(problem, problem.throughput)
 
 
-def min_makespan_pooled(problem: Problem, speed: np.ndarray) -> np.ndarray:
+def min_makespan_pooled(problem: Problem, speed: Vector) -> list[float]:
     """The two LPs of :func:`min_makespan_allocation` on one pool of GPUs, in closed form.
 
     With one pool, job i's share x_i does ``coeff_i x_i`` of its remaining work per (scaled) second,
@@ -55,15 +51,16 @@ def min_makespan_pooled(problem: Problem, speed: np.ndarray) -> np.ndarray:
     <= 1, the pool not over-committed), each job at ``x_i = s / coeff_i``; the second LP (keep s less
     the same hair, maximise ``sum_i coeff_i x_i``) is a fractional knapsack: the GPUs left go to the
     largest ``coeff_i / sf_i`` first (ties: the first job)."""
-    rem = np.maximum(problem.remaining_steps.astype(float), 1e-9)
-    speed = np.maximum(speed, 1e-12)
-    scale = float(np.median(rem / speed))
-    coeff = speed * scale / rem
-    sf = problem.scale_factor.astype(float)
-    gpus = float(problem.gpus.sum())
-    s_star = min(float(coeff.min()), gpus / float((sf / coeff).sum()))
-    x = np.minimum(1.0, s_star * (1 - PHASE2_SLACK) / coeff)
-    return fill_greedily(x, sf, gpus, coeff / sf)
+    rem = [max(float(r), 1e-9) for r in problem.remaining_steps]
+    speed = [max(v, 1e-12) for v in speed]
+    scale = median([r / v for r, v in zip(rem, speed)])
+    coeff = [v * scale / r for v, r in zip(speed, rem)]
+    sf = [float(s) for s in problem.scale_factor]
+    gpus = float(sum(problem.gpus))
+    s_star = min(min(coeff), gpus / fsum_np([s / c for s, c in zip(sf, coeff)]))
+    level = s_star * (1 - PHASE2_SLACK)
+    x = [min(1.0, level / c) for c in coeff]
+    return fill_greedily(x, sf, gpus, [c / s for c, s in zip(coeff, sf)])
 
 
 class MinTotalDuration(Policy):
@@ -71,5 +68,6 @@ class MinTotalDuration(Policy):
     name = "min_total_duration"
     perf = False
 
-    def allocate(self, problem: Problem) -> np.ndarray:
-        return spread(min_makespan_pooled(problem, agnostic(problem.throughput)[:, 0])[:, None], problem)
+    def allocate(self, problem: Problem) -> Allocation:
+        speed = [row[0] for row in agnostic(problem.throughput)]
+        return spread([[v] for v in min_makespan_pooled(problem, speed)], problem)
