@@ -565,6 +565,7 @@ class Scheduler:
         for vc in self.state.vcs.values():
             vc.dirty = True
             vc.min_bypass = None
+            vc.held_for = None
         self.state.opp_dirty = True
 
     def rewind_clock(self, now: float) -> None:
@@ -916,9 +917,9 @@ class Scheduler:
         self.enqueue(j, mark=False)
         w, cells = vc.held_for
         j.fail = NOFIT if j.qkey < w.qkey else HeldBack(w.req.id, reserved=cells is not None)
-        jobs_of = self._jobs
-        since = [b for _, jid in vc.queue if (b := jobs_of[jid].bypass_since) is not None]
-        vc.min_bypass = min(since) if since else None
+        # (``vc.min_bypass`` is left as it is, where the pass would set it anew: it only answers ``starving``,
+        # which says yes either way while ``w`` waits, as both are at most ``w``'s overtaken time; the next
+        # pass sets it as the pass now would have)
 
     def _ordered_waiting(self, vc) -> list[Job]:
         return list(map(self._jobs.__getitem__, map(_JOB_ID, vc.queue)))
