@@ -869,14 +869,17 @@ class Scheduler:
         again. A pass now decides the same, and leaves ``j`` failed at its place in the queue
         (``_queue_behind``), when: ``w`` still waits and is still the first overtaken job in the queue (no
         job ahead of it has waited ``starvation_after`` since it was overtaken, in the meantime), it still
-        reserves the same cells (or still none), and ``j`` cannot start: fewer GPUs are free in its VC than
+        reserves the same cells (or still none), no holder of the VC's cells came since (``adopt``: a job
+        may preempt it), and ``j`` cannot start: fewer GPUs are free in its VC than
         it needs and there is nobody it may preempt, or a waiting job of its shape is ahead of it (the pass
         fails that job first, and then ``j`` without trying it), or it waits behind ``w`` holding the VC
         back. A pass is needed otherwise, and always under per-user limits, reservations or a dynamic order."""
         if not self.pass_skip or self._gate.tables or self._order.dynamic or j.share or self.starvation_after is None:
             return True
-        w, cells = vc.held_for
+        w, cells, prios = vc.held_for
         if w.state is not WAITING or self._jobs.get(w.req.id) is not w:
+            return True
+        if vc.prio_count != prios:  # a holder came without a pass (``adopt``): a waiting job may preempt it
             return True
         after, jobs = self.starvation_after, self._jobs
         wkey = w.qkey
@@ -915,7 +918,7 @@ class Scheduler:
     def _queue_behind(self, j: Job, vc) -> None:
         """``j`` waits as the pass ``_pass_needed`` found needless would leave it: failed at its place."""
         self.enqueue(j, mark=False)
-        w, cells = vc.held_for
+        w, cells, _ = vc.held_for
         j.fail = NOFIT if j.qkey < w.qkey else HeldBack(w.req.id, reserved=cells is not None)
         # (``vc.min_bypass`` is left as it is, where the pass would set it anew: it only answers ``starving``,
         # which says yes either way while ``w`` waits, as both are at most ``w``'s overtaken time; the next
@@ -939,8 +942,8 @@ class Scheduler:
             placement.fenced = outer
         # (a pass that decided something may have changed what its earlier jobs saw; one that left a job
         # untried, its reservation taken over at this instant, did not give it the failure a later pass does)
-        if len(out) == n and not self._untried:
-            vc.held_for = held_for
+        if len(out) == n and not self._untried and held_for is not None:
+            vc.held_for = (*held_for, dict(vc.prio_count))
         jobs_of = self._jobs
         since = [b for _, jid in vc.queue if (b := jobs_of[jid].bypass_since) is not None]
         vc.min_bypass = min(since) if since else None

@@ -34,7 +34,8 @@ class VCState:
         self.min_bypass = None
         self.unbound: dict[str, int] = {}      # chain -> its virtual cells bound to no physical cell
         # its last pass decided nothing and ended held back for an overtaken job: (that job, the cells it
-        # reserved, or None when it holds the VC back); None otherwise (``Scheduler._pass_needed``)
+        # reserved or None when it holds the VC back, ``prio_count`` then); None otherwise
+        # (``Scheduler._pass_needed``)
         self.held_for: tuple | None = None
 
     def guaranteed(self) -> int:
