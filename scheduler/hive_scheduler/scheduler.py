@@ -112,6 +112,10 @@ class Scheduler:
         # a VC's pass stops trying jobs once each shape still ahead has failed (False: it walks them all, as
         # the differential tests compare)
         self.pass_shortcut = True
+        # a submit skips its VC's pass when that pass would decide nothing new (``_pass_needed``; False: it
+        # runs, as the differential tests compare)
+        self.pass_skip = True
+        self._untried = False  # a pass left a job untried (``_attempt``: its reservation was taken over now)
 
     def reset_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration, which then
@@ -154,9 +158,12 @@ class Scheduler:
             vc = self.state.vcs[job.vc]
             # (with reservations a new job must queue behind the VC's waiting jobs: the pass decides)
             fast = not vc.dirty and not self.starving(vc, now) and not (vc.queue and (self.backfill or self._strict))
-            self.enqueue(j, mark=not fast)
-            if fast and self._attempt(j, now, out, None):
-                self._mark_bypassed(vc, now)
+            if not fast and not vc.dirty and vc.held_for is not None and not self._pass_needed(j, vc, now):
+                self._queue_behind(j, vc)
+            else:
+                self.enqueue(j, mark=not fast)
+                if fast and self._attempt(j, now, out, None):
+                    self._mark_bypassed(vc, now)
         self.run_passes(now, out)
         if j.state == WAITING:
             out.append(Decision("queued", job.id, now,
@@ -558,6 +565,7 @@ class Scheduler:
         for vc in self.state.vcs.values():
             vc.dirty = True
             vc.min_bypass = None
+            vc.held_for = None
         self.state.opp_dirty = True
 
     def rewind_clock(self, now: float) -> None:
@@ -853,6 +861,69 @@ class Scheduler:
                 else:
                     return
 
+    def _pass_needed(self, j: Job, vc, now: float) -> bool:
+        """Would a pass of ``vc`` on ``j``'s submit decide anything its last pass did not? (Asked when the VC
+        is not due, ``vc.dirty`` False, but holds its queue back for an overtaken job, which takes every
+        submit through a pass.) That pass (``vc.held_for``) decided nothing and ended held back for an
+        overtaken job ``w``; nothing gave the VC room since (it would be due), so each job it failed fails
+        again. A pass now decides the same, and leaves ``j`` failed at its place in the queue
+        (``_queue_behind``), when: ``w`` still waits and is still the first overtaken job in the queue (no
+        job ahead of it has waited ``starvation_after`` since it was overtaken, in the meantime), it still
+        reserves the same cells (or still none), no holder of the VC's cells came since (``adopt``: a job
+        may preempt it), and ``j`` cannot start: fewer GPUs are free in its VC than
+        it needs and there is nobody it may preempt, or a waiting job of its shape is ahead of it (the pass
+        fails that job first, and then ``j`` without trying it), or it waits behind ``w`` holding the VC
+        back. A pass is needed otherwise, and always under per-user limits, reservations or a dynamic order."""
+        if not self.pass_skip or self._gate.tables or self._order.dynamic or j.share or self.starvation_after is None:
+            return True
+        w, cells, prios = vc.held_for
+        if w.state is not WAITING or self._jobs.get(w.req.id) is not w:
+            return True
+        if vc.prio_count != prios:  # a holder came without a pass (``adopt``): a waiting job may preempt it
+            return True
+        after, jobs = self.starvation_after, self._jobs
+        wkey = w.qkey
+        for key in vc.queue:  # (the first overtaken job stands near the head of the queue)
+            if key == wkey:
+                break
+            b = jobs[key[1]].bypass_since
+            if b is not None and now - b >= after:
+                return True
+        else:
+            return True
+        if (None if self.starvation_hold else reserve_cells(self.state, w)) != cells:
+            return True
+        req = j.req
+        key = (self._qkey(j), req.id)  # its place in the queue (``enqueue``'s)
+        if cells is None and key > wkey:
+            return False  # it waits behind ``w``, which holds the VC back: the pass does not try it
+        state = self.state
+        if req.pinned_cell is not None:
+            free = vc.pins[req.pinned_cell].free
+        else:
+            chains = state.job_chains(req, vc)
+            free = vc.free[chains[0]] if len(chains) == 1 else sum(vc.free[c] for c in chains)
+        if j.gpus > free and not (any(p < req.priority for p in vc.prio_count) or (
+                self._stopping and any(p < req.priority for p in self._stopping_in(req.vc).values()))):
+            return False
+        shape = j.shape
+        for k in vc.queue:
+            if k >= key:
+                return True
+            x = jobs[k[1]]
+            if x.shape is shape and x.lost_at != now:
+                return False
+        return True
+
+    def _queue_behind(self, j: Job, vc) -> None:
+        """``j`` waits as the pass ``_pass_needed`` found needless would leave it: failed at its place."""
+        self.enqueue(j, mark=False)
+        w, cells, _ = vc.held_for
+        j.fail = NOFIT if j.qkey < w.qkey else HeldBack(w.req.id, reserved=cells is not None)
+        # (``vc.min_bypass`` is left as it is, where the pass would set it anew: it only answers ``starving``,
+        # which says yes either way while ``w`` waits, as both are at most ``w``'s overtaken time; the next
+        # pass sets it as the pass now would have)
+
     def _ordered_waiting(self, vc) -> list[Job]:
         return list(map(self._jobs.__getitem__, map(_JOB_ID, vc.queue)))
 
@@ -862,15 +933,25 @@ class Scheduler:
             jobs = self._order.arrange(jobs, self, vc.name, started=lambda j: j.state != WAITING)
         placement = self.placement
         outer, placement.fenced = placement.fenced, frozenset()  # (a pass of another VC may be nested in one)
+        n = len(out)
+        vc.held_for = None
+        self._untried = False
         try:
-            self._pass_vc_jobs(jobs, now, out)
+            held_for = self._pass_vc_jobs(jobs, now, out)
         finally:
             placement.fenced = outer
+        # (a pass that decided something may have changed what its earlier jobs saw; one that left a job
+        # untried, its reservation taken over at this instant, did not give it the failure a later pass does)
+        if len(out) == n and not self._untried and held_for is not None:
+            vc.held_for = (*held_for, dict(vc.prio_count))
         jobs_of = self._jobs
         since = [b for _, jid in vc.queue if (b := jobs_of[jid].bypass_since) is not None]
         vc.min_bypass = min(since) if since else None
 
-    def _pass_vc_jobs(self, jobs: list[Job], now: float, out: list) -> None:
+    def _pass_vc_jobs(self, jobs: list[Job], now: float, out: list) -> tuple | None:
+        """Try ``jobs`` (a VC's waiting jobs in its order) in turn. Returns, for a plain pass (no per-user
+        limits, reservations or dynamic order) that ended with the VC held back for an overtaken job, that
+        job and the cells it reserves (None: it holds the VC back); else None."""
         memo: dict = {}
         held: dict = {}  # what users hold, for the admission gate (this pass only)
         skipped: list[Job] = []
@@ -888,13 +969,15 @@ class Scheduler:
         if fast:
             ahead = Counter(map(_SHAPE, jobs))
             open_shapes = len(ahead)
+        held_back = None  # the failure of the jobs behind ``hold`` (or ``fenced_for``): one object per pass
+        reserved = None  # the cells ``fenced_for`` reserves
         for i, j in enumerate(jobs):
             if fast:
                 ahead[j.shape] -= 1
-            if j.state != WAITING:
+            if j.state is not WAITING:
                 continue
             if hold is not None:
-                j.fail = HeldBack(hold.req.id)
+                j.fail = held_back
                 continue
             over = self._gate.blocked(j, held) if limited else None
             if over is not None:  # its owner is at a limit: skip it, not the jobs behind it
@@ -930,43 +1013,58 @@ class Scheduler:
             else:
                 skipped.append(j)
                 if fenced_for is not None:
-                    j.fail = HeldBack(fenced_for.req.id, reserved=True)
-                if (fenced_for is None and self.starvation_after is not None and j.bypass_since is not None
+                    j.fail = held_back
+                elif (self.starvation_after is not None and j.bypass_since is not None
                         and now - j.bypass_since >= self.starvation_after):
                     cells = None if self.starvation_hold else reserve_cells(self.state, j)
                     if cells is None:
                         hold = j
+                        held_back = HeldBack(j.req.id)
                     else:
                         fenced_for = j
+                        held_back = HeldBack(j.req.id, reserved=True)
                         self.placement.fenced = fence_of(cells)  # (a shape that did not fit still does not)
+                    reserved = cells
             if fast and open_shapes == 0:
-                self._fail_rest(jobs, i + 1, memo, hold, fenced_for, now)
-                return
+                if held_back is None:
+                    return self._fail_rest(jobs, i + 1, memo, now)
+                self._held_back_rest(jobs, i + 1, held_back)
+                return (hold or fenced_for, reserved)
+        if fast and (hold or fenced_for) is not None:
+            return (hold or fenced_for, reserved)
+        return None
 
-    def _fail_rest(self, jobs: list[Job], start: int, memo: dict, hold: Job | None, fenced_for: Job | None,
-                   now: float) -> None:
+    def _fail_rest(self, jobs: list[Job], start: int, memo: dict, now: float) -> tuple | None:
         """What ``_pass_vc_jobs`` does to ``jobs[start:]`` once each of their shapes has failed in the pass
-        (``memo``): none starts, so each only gets its failure, and the anti-starvation check may still
-        hold back or fence the VC for the jobs behind an overtaken one."""
+        (``memo``) and no overtaken job holds the VC back yet: none starts, so each only gets its failure,
+        and the anti-starvation check may still hold back or fence the VC for the jobs behind an overtaken
+        one. Returns what ``_pass_vc_jobs`` does."""
         after = self.starvation_after
+        i = start
         for j in islice(jobs, start, None):
-            if j.state != WAITING:
-                continue
-            if hold is not None:
-                j.fail = HeldBack(hold.req.id)
-                continue
-            if fenced_for is not None:
-                j.fail = HeldBack(fenced_for.req.id, reserved=True)
+            i += 1
+            if j.state is not WAITING:
                 continue
             j.fail = memo[j.shape]
             b = j.bypass_since
             if after is not None and b is not None and now - b >= after:
                 cells = None if self.starvation_hold else reserve_cells(self.state, j)
                 if cells is None:
-                    hold = j
+                    held_back = HeldBack(j.req.id)
                 else:
-                    fenced_for = j
+                    held_back = HeldBack(j.req.id, reserved=True)
                     self.placement.fenced = fence_of(cells)
+                self._held_back_rest(jobs, i, held_back)
+                return (j, cells)
+        return None
+
+    @staticmethod
+    def _held_back_rest(jobs: list[Job], start: int, held_back: HeldBack) -> None:
+        """The waiting jobs of ``jobs[start:]`` wait behind an overtaken job (``held_back``: one object for
+        them all, as it is frozen)."""
+        for j in islice(jobs, start, None):
+            if j.state is WAITING:
+                j.fail = held_back
 
     def _may_backfill(self, j: Job, blocked: list[Job], now: float) -> bool:
         """Backfill: ``j`` (behind the reservations ``blocked``) may try to start only if its time limit
@@ -1017,6 +1115,7 @@ class Scheduler:
             # a higher-priority job took its reservation over at this instant: it tries again once time moves
             # on (else, when the other's placement then fails, the two take the cells from each other
             # without end inside one call); its fail stays the takeover's sentence
+            self._untried = True
             return False
         size = j.share
         if size:  # a share: pack onto a GPU its VC shares already, else open one as a one-GPU task would

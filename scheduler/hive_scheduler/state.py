@@ -19,7 +19,7 @@ class VCState:
     """One virtual cluster: its virtual cell roots per chain, pinned roots, counters and queue."""
 
     __slots__ = ("name", "roots", "pins", "free", "held", "total", "queue", "dirty", "prio_count", "min_bypass",
-                 "unbound")
+                 "unbound", "held_for")
 
     def __init__(self, name: str):
         self.name = name
@@ -33,6 +33,10 @@ class VCState:
         self.prio_count: dict[int, int] = {}   # priority -> jobs of this VC holding virtual cells
         self.min_bypass = None
         self.unbound: dict[str, int] = {}      # chain -> its virtual cells bound to no physical cell
+        # its last pass decided nothing and ended held back for an overtaken job: (that job, the cells it
+        # reserved or None when it holds the VC back, ``prio_count`` then); None otherwise
+        # (``Scheduler._pass_needed``)
+        self.held_for: tuple | None = None
 
     def guaranteed(self) -> int:
         return sum(self.total.values())

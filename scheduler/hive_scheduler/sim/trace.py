@@ -41,6 +41,12 @@ def _stable_fraction(key: str) -> float:
 
 def assign_vc(job_id: str, gpus: int, vc_sizes: Mapping[str, int]) -> str | None:
     """The VC for a trace job without one: proportional to guaranteed GPUs, by a stable hash of the id."""
+    return _pick_vc(job_id, _vc_bounds(gpus, vc_sizes))
+
+
+def _vc_bounds(gpus: int, vc_sizes: Mapping[str, int]) -> tuple[list[str], list[int], int] | None:
+    """``assign_vc``'s candidates for a job of ``gpus`` GPUs: their names, cumulative sizes and total (None:
+    none). Depends only on ``gpus`` and the sizes, so a trace computes it once per GPU count."""
     candidates = sorted((vc, size) for vc, size in vc_sizes.items() if size >= gpus and size > 0)
     if not candidates:
         candidates = sorted((vc, size) for vc, size in vc_sizes.items() if size > 0)
@@ -51,8 +57,14 @@ def assign_vc(job_id: str, gpus: int, vc_sizes: Mapping[str, int]) -> str | None
     for _, size in candidates:
         total += size
         bounds.append(total)
-    point = _stable_fraction(job_id) * total
-    return candidates[bisect.bisect_right(bounds, point)][0]
+    return [vc for vc, _ in candidates], bounds, total
+
+
+def _pick_vc(job_id: str, got: tuple[list[str], list[int], int] | None) -> str | None:
+    if got is None:
+        return None
+    names, bounds, total = got
+    return names[bisect.bisect_right(bounds, _stable_fraction(job_id) * total)]
 
 
 def _tasks(num_gpus: int, gpu_type: str | None, per_node: int) -> tuple[TaskSpec, ...]:
@@ -136,6 +148,8 @@ def trace_to_events(
         )
     vc_sizes = {vc: shape.vc_total(vc) for vc in shape.vcs}
     per_node_cache: dict[str | None, int] = {}
+    vc_bounds: dict[int, tuple | None] = {}  # GPU count -> ``_vc_bounds``
+    tasks_of: dict[tuple, tuple] = {}  # (GPUs, type) -> ``_tasks`` (frozen task groups: jobs share them)
     events: list[SubmitEvent] = []
     errors: list[tuple[int, str]] = []
     seen: dict[str, int] = {}
@@ -153,14 +167,21 @@ def trace_to_events(
             if gpus < 1:
                 raise ValueError(f"'num_gpus' must be >= 1, got {row['num_gpus']!r}")
             gpu_type = (row.get("gpu_type") or "").strip() or None
-            vc = (row.get("vc") or "").strip() or assign_vc(job, gpus, vc_sizes)
+            vc = (row.get("vc") or "").strip()
+            if not vc:
+                if gpus not in vc_bounds:
+                    vc_bounds[gpus] = _vc_bounds(gpus, vc_sizes)
+                vc = _pick_vc(job, vc_bounds[gpus])
             if vc is None:
                 raise ValueError("'vc' is empty and the cluster model has no virtual clusters to spread jobs over")
-            if gpu_type not in per_node_cache:
-                per_node_cache[gpu_type] = shape.max_gpus_per_node(gpu_type)
+            tasks = tasks_of.get((gpus, gpu_type))
+            if tasks is None:
+                if gpu_type not in per_node_cache:
+                    per_node_cache[gpu_type] = shape.max_gpus_per_node(gpu_type)
+                tasks = tasks_of[gpus, gpu_type] = _tasks(gpus, gpu_type, per_node_cache[gpu_type])
             events.append(
                 SubmitEvent(
-                    t=t * time_scale, job=job, vc=vc, tasks=_tasks(gpus, gpu_type, per_node_cache[gpu_type]),
+                    t=t * time_scale, job=job, vc=vc, tasks=tasks,
                     priority=0,
                     user=synthetic_user(job, synthetic_users) if synthetic_users else (row.get("user") or ""),
                     duration=duration, line=line,
