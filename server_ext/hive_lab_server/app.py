@@ -38,7 +38,7 @@ from hive_lab_server.api.load_shedding import InFlight, LoopLag, ShedLog, WriteB
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
 from hive_lab_server.execution.launchers.docker import DockerLauncher
-from hive_lab_server.execution.launchers.local import LocalLauncher
+from hive_lab_server.execution.launchers.local import ON_LOOP_MAX_LAG_S, LocalLauncher
 from hive_lab_server.execution.launchers.slurm import SlurmLauncher
 from hive_lab_server.usage.metrics import Metrics
 from hive_lab_server.jobs.service import HiveService
@@ -370,6 +370,8 @@ class HiveLabApp(ExtensionApp):
             log=self.log,
             inventory=self.cluster.inventory,
         )
+        if isinstance(launcher, LocalLauncher):  # a one-task start on the loop only while the loop keeps up
+            launcher.loop_busy = lambda: self.loop_lag.lag_s > ON_LOOP_MAX_LAG_S
         from hive_lab_server.hardware.sharing import GpuSharing
 
         try:

@@ -25,7 +25,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import os
 import pathlib
 import re
@@ -49,9 +48,9 @@ from hive_lab_server.execution.launchers.log_copiers import LogCopiers
 
 __all__ = ["LocalLauncher"]
 
-#: a one-task start is made on the event loop only when no other start began within this many seconds
-#: (LocalLauncher.start): a lone submit's latency without a burst's exec waits on the loop
-ON_LOOP_GAP_S = 0.05
+#: a one-task start is made on the event loop only while the loop runs at most this late (LocalLauncher.start,
+#: ``loop_busy``): a lone submit's latency without a flood's exec waits on the loop
+ON_LOOP_MAX_LAG_S = 0.01
 
 # The task's wrapper, run by /bin/sh as root (when the server isolates jobs) with an environment built from
 # scratch (ROOT_ENV) and absolute tool paths: nothing of the user's reaches it. "$1": the exit file; "$2":
@@ -152,8 +151,8 @@ class LocalLauncher(Launcher):
             env.pop(key, None)
         self.base_env = env
         self._tasks: dict[str, dict[str, _Task]] = {}
-        self.clock: Callable[[], float] = time.monotonic  # (tests set their own)
-        self._last_start_at = -math.inf
+        #: whether the service's event loop runs behind (set by the server: its loop lag over ON_LOOP_MAX_LAG_S)
+        self.loop_busy: Callable[[], bool] = lambda: False
         self._pending: list[TaskExit] = []
         self._scanned = False
         self._reported: set[tuple[str, str]] = set()  # orphan exits reported, not yet acknowledged
@@ -379,11 +378,9 @@ class LocalLauncher(Launcher):
         # the exec only) and its record take about a millisecond, less than the two thread hops they replace,
         # each a wait for the GIL and the OS scheduler on a busy machine (issue 40: submit -> running). A
         # gang's spawns go to a thread, so requests are answered meanwhile (8 spawns in a row would hold up
-        # every other request), and so do the starts of a burst (another start began less than
-        # ON_LOOP_GAP_S before): there the loop's waits for the children's execs add up.
-        now = self.clock()
-        lone, self._last_start_at = now - self._last_start_at >= ON_LOOP_GAP_S, now
-        if len(request.tasks) == 1 and lone:
+        # every other request), and so does any start while the loop is behind (``loop_busy``: a write flood's
+        # jobs), where the loop's waits for the children's execs would add to every request's.
+        if len(request.tasks) == 1 and not self.loop_busy():
             started = self._start_tasks(request)
         else:
             started = await asyncio.to_thread(self._start_tasks, request)

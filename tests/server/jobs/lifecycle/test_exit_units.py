@@ -149,3 +149,16 @@ def test_a_lone_launch_is_started_in_the_turn_after_its_placement(api, hive, run
     run(watcher)
     assert heard["running"] - heard["scheduled"] <= 1, heard
     api("DELETE", f"jobs/{job['id']}")
+
+
+def test_the_local_launcher_starts_off_the_loop_while_the_loop_runs_behind(hive):
+    """The server tells its local launcher when the loop runs behind (its lag over ON_LOOP_MAX_LAG_S), so a
+    write flood's one-task starts go to a worker thread (tests/launchers: loop / thread by ``loop_busy``)."""
+    from hive_lab_server.execution.launchers.local import ON_LOOP_MAX_LAG_S
+
+    launcher = hive.service.launcher
+    hive.loop_lag.lag_s = 0.0
+    assert not launcher.loop_busy()
+    hive.loop_lag.lag_s = 100 * ON_LOOP_MAX_LAG_S
+    assert launcher.loop_busy()
+    hive.loop_lag.lag_s = 0.0
