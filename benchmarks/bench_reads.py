@@ -148,6 +148,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--factor", type=float, default=2.0, help="offered submits / the sustainable rate")
+    ap.add_argument("--rate", type=float, help="offered submits/s, whatever the sustainable rate (to compare two "
+                                               "trees under the same flood)")
     ap.add_argument("--measure", type=float, default=10.0)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--read-gap", type=float, default=0.1)
@@ -171,13 +173,14 @@ def main() -> None:
             print(f"sustainable: {rate:.0f} submits/s ({args.clients} closed-loop clients, {args.measure:g} s)")
             server = psutil.Process(srv.proc.pid)
             cpu0, wall0, client0 = server.cpu_times(), time.monotonic(), psutil.Process().cpu_times()
-            out = asyncio.run(flood(srv, args.factor * rate, args.duration, args.read_gap))
+            offered = args.rate or args.factor * rate
+            out = asyncio.run(flood(srv, offered, args.duration, args.read_gap))
             cpu1, wall1, client1 = server.cpu_times(), time.monotonic(), psutil.Process().cpu_times()
             busy = lambda a, b: (b.user + b.system - a.user - a.system) / (wall1 - wall0)  # noqa: E731
             out["cpu"] = (busy(cpu0, cpu1), busy(client0, client1))
         finally:
             srv.close()
-    print(f"flood: {out['offered']} submits offered at {args.factor * rate:.0f}/s for {args.duration:g} s: "
+    print(f"flood: {out['offered']} submits offered at {offered:.0f}/s for {args.duration:g} s: "
           f"{out['taken']} taken, {out['shed']} shed (in flight), {out['full']} refused (max_unfinished_jobs)")
     for what, values in out["latencies"].items():
         ms = [1000 * v for v in values]
