@@ -32,7 +32,7 @@ import time
 import aiohttp
 import psutil
 
-from bench_overload import ROOT, pct, session, submit, sustainable_rate  # noqa: F401 (ROOT: tests/ on sys.path)
+from bench_overload import ROOT, job_counts, pct, session, submit, sustainable_rate  # noqa: F401 (ROOT: tests/ on sys.path)
 from fixtures.live_server import LiveServer  # noqa: E402
 
 READS = ("me", "jobs?limit=50", "cluster", "vcs", "job")
@@ -116,12 +116,14 @@ async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dic
         async def one() -> None:
             statuses.append((await submit(client))[0])
 
+        before = await job_counts(client)
         pending, n, t0 = [], 0, time.monotonic()
         while t0 + n / rate < t0 + seconds:
             await asyncio.sleep(max(0.0, t0 + n / rate - time.monotonic()))
             pending.append(asyncio.ensure_future(one()))
             n += 1
         await asyncio.gather(*pending)
+        after = await job_counts(client)
         readers.stdin.close()
         read = json.loads(await readers.stdout.readline())
         assert await readers.wait() == 0
@@ -129,7 +131,7 @@ async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dic
             async with client.delete(f"jobs/{job}") as r:
                 await r.read()
     return {"offered": n, "taken": statuses.count(201), "shed": statuses.count(503), "full": statuses.count(507),
-            **read}
+            "ended": after["ended"] - before["ended"], "unfinished": (before["unfinished"], after["unfinished"]), **read}
 
 
 def probe_env(probe: str | None) -> dict[str, str]:
@@ -182,6 +184,8 @@ def main() -> None:
             srv.close()
     print(f"flood: {out['offered']} submits offered at {offered:.0f}/s for {args.duration:g} s: "
           f"{out['taken']} taken, {out['shed']} shed (in flight), {out['full']} refused (max_unfinished_jobs)")
+    print(f"  jobs ended during the flood {out['ended']} ({out['ended'] / args.duration:.0f}/s); unfinished "
+          f"{out['unfinished'][0]} -> {out['unfinished'][1]}")
     for what, values in out["latencies"].items():
         ms = [1000 * v for v in values]
         print(f"  GET {what:15s} n={len(ms):5d}  p50 {statistics.median(ms) if ms else float('nan'):7.1f} ms  "
