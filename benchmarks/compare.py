@@ -20,8 +20,8 @@ Figures (each from one benchmark's printed line; the scripts' docstrings say wha
 - core: decision latency p99 (CPU) on ``philly`` at 85 % busy, and with 5 % bad GPUs and a 300-job backlog;
 - replay: ``simulate`` philly-dev with hived (CPU), and with ``--replay-100k`` a 100,000-job Philly-like trace;
 - server: submits/s closed loop, submit -> running (server timestamps) of a local job;
-- reads: the worst read p99 (GET me, jobs, cluster, vcs, a job) while submits are offered at twice the sustainable
-  rate, and the submits taken meanwhile (bench_reads.py);
+- reads: the worst read p99 (GET me, jobs, cluster, vcs, a job) and GET me's p50 while submits are offered at
+  twice the sustainable rate, and the submits taken and the jobs ended meanwhile (bench_reads.py);
 - launch: the local launcher's start of a 1-task job (bench_launch.py), the launch part of submit -> running;
 - shed: the server's CPU per write answered 503 while its write budget is spent (bench_shed.py);
 - task: a ``true`` task's start to recorded exit, isolated (as root only);
@@ -84,6 +84,9 @@ BENCHES = (
     Bench("reads", ("bench_reads.py", "--duration", "20", "--measure", "5"), (
         Figure("reads under a 2x write flood: worst p99", r"worst read p99 ([\d.]+) ms", "ms"),
         Figure("GET me p99 under the flood", r"GET me\s+n=\s*\d+\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+) ms", "ms"),
+        Figure("GET me p50 under the flood", r"GET me\s+n=\s*\d+\s+p50\s+([\d.]+) ms", "ms"),
+        Figure("jobs ended during the flood", r"jobs ended during the flood \d+ \((\d+)/s\)", "/s",
+               lower_is_better=False),
         Figure("submits taken during the flood", r"submits taken (\d+)/s", "/s", lower_is_better=False),
         Figure("sustainable submits/s (50 clients, true jobs)", r"sustainable: (\d+) submits/s", "/s",
                lower_is_better=False))),

@@ -37,6 +37,9 @@ if _TURNS:
             coro = owner.get_coro()
             frame = getattr(coro, "cr_frame", None)
             name = getattr(coro, "__qualname__", repr(coro))
+            handler = frame.f_locals.get("self") if frame is not None and name == "RequestHandler._execute" else None
+            if handler is not None:  # which handler: its class and method
+                name = f"{type(handler).__name__}.{getattr(getattr(handler, 'request', None), 'method', '?')}"
             return name, (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
         return getattr(callback, "__qualname__", None) or repr(callback), None
 

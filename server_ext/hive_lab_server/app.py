@@ -201,6 +201,14 @@ class HiveLabApp(ExtensionApp):
         this time. Reads have their own max_requests_in_flight. 0: writes are bounded by
         max_requests_in_flight only.""",
     )
+    writes_per_loop_turn = Int(
+        4, config=True,
+        help="""While hive-lab API reads are about (one came in the last second), most hive-lab writes (POST,
+        PUT, PATCH) let into one turn of the event loop; more wait, parsed but untouched, for the next turns,
+        first come first served, while reads and everything else go on at once. A flood of writes then
+        cannot make the loop's turns long, so reads are answered within a few short turns (issue 40).
+        Without reads about, writes are not held. 0: no such limit.""",
+    )
     max_unfinished_jobs = Int(
         10000, config=True,
         help="""Most jobs hive-lab holds unfinished at once (waiting, held by depends_on, starting, running,
@@ -495,10 +503,12 @@ class HiveLabApp(ExtensionApp):
         from hive_lab_server.stop_signals import stop_cleanly_on_sigint
 
         stop_cleanly_on_sigint(serverapp, self.log)  # JupyterHub stops its services with SIGINT
-        from hive_lab_server.api import connection_shedding
+        from hive_lab_server.api import connection_shedding, read_priority
 
+        # each turn of the loop lets a few writes in (issue 40)
+        writers = read_priority.WritesPerTurn(self.writes_per_loop_turn) if self.writes_per_loop_turn > 0 else None
         # writes beyond the write budget are answered 503 before a handler is made (issue 40)
-        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection)
+        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection, writers)
         await self.service.start()
         await self.hardware.start()
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)

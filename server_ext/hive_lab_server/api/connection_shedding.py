@@ -17,12 +17,14 @@ sent before its request's body.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Callable, Awaitable
 
 from tornado import httputil
 
 from hive_lab_server.api.load_shedding import WRITES, WriteBudget
+from hive_lab_server.api.read_priority import WritesPerTurn
 
 DRAIN_MAX_BYTES = 64 * 1024  # a job spec is ~1 KiB; a bigger body is not worth keeping the connection for
 
@@ -30,14 +32,16 @@ DRAIN_MAX_BYTES = 64 * 1024  # a job spec is ~1 KiB; a bigger body is not worth 
 class ShedAtConnection(httputil.HTTPServerConnectionDelegate):
     """The HTTP server's delegate: writes (POST, PUT, PATCH) to ``prefix`` are answered 503 here while
     ``budget.full()``; every other request goes to ``app`` (the tornado application) as before.
-    ``on_shed(what)`` counts and logs each shed (what: "POST /hive_lab/api/jobs")."""
+    ``on_shed(what)`` counts and logs each shed (what: "POST /hive_lab/api/jobs"). ``writers``, when given,
+    lets writes into the loop a few per turn (``read_priority``), before anything else is decided about them."""
 
     def __init__(self, app: httputil.HTTPServerConnectionDelegate, prefix: str, budget: WriteBudget,
-                 on_shed: Callable[[str], None]):
+                 on_shed: Callable[[str], None], writers: WritesPerTurn | None = None):
         self.app = app
         self.prefix = prefix
         self.budget = budget
         self.on_shed = on_shed
+        self.writers = writers
 
     def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
         return _FirstLook(self, server_conn, request_conn)
@@ -45,9 +49,11 @@ class ShedAtConnection(httputil.HTTPServerConnectionDelegate):
     def on_close(self, server_conn: object) -> None:
         self.app.on_close(server_conn)
 
+    def is_write(self, start_line: httputil.RequestStartLine) -> bool:
+        return start_line.method in WRITES and start_line.path.startswith(self.prefix)
+
     def sheds(self, start_line: httputil.RequestStartLine) -> bool:
-        return (start_line.method in WRITES and start_line.path.startswith(self.prefix)
-                and self.budget.full())
+        return self.is_write(start_line) and self.budget.full()
 
 
 class _FirstLook(httputil.HTTPMessageDelegate):
@@ -61,6 +67,27 @@ class _FirstLook(httputil.HTTPMessageDelegate):
         self.answered = False  # shed, and the answer finished
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
+        writers = self.shedder.writers
+        if writers is None:
+            return self._decide(start_line, headers)
+        if not self.shedder.is_write(start_line):
+            if start_line.path.startswith(self.shedder.prefix):
+                writers.read_seen()
+            return self._decide(start_line, headers)
+        if writers.room():
+            writers.take()
+            return self._decide(start_line, headers)
+        return self._decide_in_turn(writers, start_line, headers)
+
+    async def _decide_in_turn(self, writers: WritesPerTurn, start_line: Any, headers: httputil.HTTPHeaders) -> None:
+        turn = asyncio.get_running_loop().create_future()
+        writers.start(lambda: turn.done() or turn.set_result(None))
+        await turn
+        decided = self._decide(start_line, headers)
+        if decided is not None:
+            await decided
+
+    def _decide(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
         if not self.shedder.sheds(start_line):
             self.inner = self.shedder.app.start_request(self.server_conn, self.request_conn)
             return self.inner.headers_received(start_line, headers)
@@ -100,7 +127,8 @@ class _FirstLook(httputil.HTTPMessageDelegate):
             self.request_conn.finish()
 
 
-def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None]) -> bool:
+def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None],
+            writers: WritesPerTurn | None = None) -> bool:
     """Put a ``ShedAtConnection`` in front of ``serverapp``'s web application (its HTTP server asks its
     delegate for each request, so requests from then on pass through it). False when the server has no
     HTTP server of its own (embedded without one)."""
@@ -111,5 +139,5 @@ def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None])
     if isinstance(server.request_callback, ShedAtConnection):
         return True
     prefix = serverapp.base_url.rstrip("/") + "/hive_lab/api/"
-    server.request_callback = ShedAtConnection(server.request_callback, prefix, budget, on_shed)
+    server.request_callback = ShedAtConnection(server.request_callback, prefix, budget, on_shed, writers)
     return True

@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # built after this part, each handed it (``attach_parts``)
 log = logging.getLogger("hive_lab_server")
 
 
-MAX_EXIT_JOBS = 16  # jobs whose exits one unit applies at most (poll_launcher)
+MAX_EXIT_JOBS = 4  # jobs whose exits one unit applies at most (poll_launcher)
 
 
 def exits_by_jobs(exits: list[TaskExit], jobs: int) -> list[list[TaskExit]]:
