@@ -30,15 +30,16 @@ READS_WINDOW_S = 1.0
 
 class WritesPerTurn:
     """At most ``per_turn`` writes started per turn of the loop while reads are about (one was seen in the last
-    ``window_s``: a person's panel refreshing); without reads the writes go on unbounded, so a closed loop of
-    submits keeps its throughput. ``start(step)`` runs ``step`` now when the turn has room, else queues it
+    ``window_s``: a person's panel refreshing) and the loop runs late (``loop_busy()``); otherwise the writes
+    go on unbounded, so a closed loop of submits keeps its throughput. ``start(step)`` runs ``step`` now when the turn has room, else queues it
     for the next turns (first come, first served). ``waited`` counts the writes that had to wait."""
 
     def __init__(self, per_turn: int = PER_TURN_DEFAULT, window_s: float = READS_WINDOW_S,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, loop_busy: Callable[[], bool] = lambda: True):
         self.per_turn = per_turn
         self.window_s = window_s
         self.clock = clock
+        self.loop_busy = loop_busy  # (the loop keeps up: a read waits for nothing, so writes are not held)
         self.queue: collections.deque[Callable[[], None]] = collections.deque()
         self.started = 0  # in this turn
         self.waited = 0
@@ -48,10 +49,14 @@ class WritesPerTurn:
     def read_seen(self) -> None:
         self.reads_until = self.clock() + self.window_s
 
+    def holding(self) -> bool:
+        """Writes are held to ``per_turn`` a turn: reads are about and the loop runs late."""
+        return self.clock() <= self.reads_until and self.loop_busy()
+
     def room(self) -> bool:
         if self.queue:
             return False
-        return self.started < self.per_turn or self.clock() > self.reads_until
+        return self.started < self.per_turn or not self.holding()
 
     def take(self) -> None:
         """A write starts now (the caller asked ``room()``)."""
@@ -77,7 +82,7 @@ class WritesPerTurn:
     def _turn(self) -> None:
         self._next_turn_due = False
         self.started = 0
-        bound = self.per_turn if self.clock() <= self.reads_until else len(self.queue)
+        bound = self.per_turn if self.holding() else len(self.queue)
         while self.queue and self.started < bound:
             self.started += 1
             self.queue.popleft()()
