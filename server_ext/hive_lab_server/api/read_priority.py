@@ -26,6 +26,7 @@ from typing import Callable
 
 PER_TURN_DEFAULT = 4
 READS_WINDOW_S = 1.0
+DRAIN_PER_TURN = 64  # writes let in a turn from the queue once they are not held (jobs/lifecycle/admission.MAX_GROUP)
 
 
 class WritesPerTurn:
@@ -82,7 +83,9 @@ class WritesPerTurn:
     def _turn(self) -> None:
         self._next_turn_due = False
         self.started = 0
-        bound = self.per_turn if self.holding() else len(self.queue)
+        # (not holding: the queue drains a group commit's worth a turn, never all at once: thousands of writes
+        # released into one turn would make it seconds long)
+        bound = self.per_turn if self.holding() else max(self.per_turn, DRAIN_PER_TURN)
         while self.queue and self.started < bound:
             self.started += 1
             self.queue.popleft()()
