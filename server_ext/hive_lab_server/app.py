@@ -203,8 +203,7 @@ class HiveLabApp(ExtensionApp):
     )
     writes_per_loop_turn = Int(
         4, config=True,
-        help="""While hive-lab API reads are about (one came in the last second) and the event loop runs late
-        (over 10 ms), most hive-lab writes (POST,
+        help="""While hive-lab API reads are about (one came in the last second), most hive-lab writes (POST,
         PUT, PATCH) let into one turn of the event loop; more wait, parsed but untouched, for the next turns,
         first come first served, while reads and everything else go on at once. A flood of writes then
         cannot make the loop's turns long, so reads are answered within a few short turns (issue 40).
@@ -507,14 +506,12 @@ class HiveLabApp(ExtensionApp):
         from hive_lab_server.api import connection_shedding, read_priority
 
         # each turn of the loop lets a few writes in (issue 40)
-        writers = (read_priority.WritesPerTurn(self.writes_per_loop_turn,
-                                               loop_busy=lambda: self.loop_lag.lag_s > ON_LOOP_MAX_LAG_S)
-                   if self.writes_per_loop_turn > 0 else None)
+        writers = read_priority.WritesPerTurn(self.writes_per_loop_turn) if self.writes_per_loop_turn > 0 else None
         # writes beyond the write budget are answered 503 before a handler is made (issue 40)
         connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection, writers)
         await self.service.start()
         await self.hardware.start()
-        if self.writes_in_flight.adaptive or writers is not None:  # (a timer every 10 ms: only when something reads it)
+        if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
             self.loop_lag.start()
         if self.gc_freeze:
             import gc

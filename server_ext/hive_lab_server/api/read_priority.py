@@ -31,16 +31,15 @@ DRAIN_PER_TURN = 64  # writes let in a turn from the queue once they are not hel
 
 class WritesPerTurn:
     """At most ``per_turn`` writes started per turn of the loop while reads are about (one was seen in the last
-    ``window_s``: a person's panel refreshing) and the loop runs late (``loop_busy()``); otherwise the writes
-    go on unbounded, so a closed loop of submits keeps its throughput. ``start(step)`` runs ``step`` now when the turn has room, else queues it
+    ``window_s``: a person's panel refreshing); otherwise the writes go on unbounded, so a closed loop of
+    submits without reads keeps its throughput. ``start(step)`` runs ``step`` now when the turn has room, else queues it
     for the next turns (first come, first served). ``waited`` counts the writes that had to wait."""
 
     def __init__(self, per_turn: int = PER_TURN_DEFAULT, window_s: float = READS_WINDOW_S,
-                 clock: Callable[[], float] = time.monotonic, loop_busy: Callable[[], bool] = lambda: True):
+                 clock: Callable[[], float] = time.monotonic):
         self.per_turn = per_turn
         self.window_s = window_s
         self.clock = clock
-        self.loop_busy = loop_busy  # (the loop keeps up: a read waits for nothing, so writes are not held)
         self.queue: collections.deque[Callable[[], None]] = collections.deque()
         self.started = 0  # in this turn
         self.waited = 0
@@ -51,8 +50,8 @@ class WritesPerTurn:
         self.reads_until = self.clock() + self.window_s
 
     def holding(self) -> bool:
-        """Writes are held to ``per_turn`` a turn: reads are about and the loop runs late."""
-        return self.clock() <= self.reads_until and self.loop_busy()
+        """Writes are held to ``per_turn`` a turn: reads are about."""
+        return self.clock() <= self.reads_until
 
     def room(self) -> bool:
         if self.queue:
