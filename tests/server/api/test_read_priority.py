@@ -112,3 +112,44 @@ def test_reads_are_about_for_the_window_after_the_last_one():
     writers.read_seen()
     now[0] += 1.5  # the last read was 1.5 s ago
     assert asyncio.run(three_writes(writers)) == ["a", "b", "c", "|"]
+
+
+def test_a_waiting_write_whose_connection_closes_is_dropped_quietly(caplog):
+    """Writes queued for a turn whose clients hang up meanwhile cost nothing and log no error; the writes
+    behind them are served."""
+
+    async def main() -> list[int]:
+        writers = WritesPerTurn(per_turn=1, window_s=1.0, clock=lambda: 0.0)
+        writers.read_seen()
+        served: list[int] = []
+
+        class Write(web.RequestHandler):
+            def post(self):
+                served.append(1)
+                self.write("ok")
+
+        app = web.Application([(PREFIX + "write", Write)])
+        server = httpserver.HTTPServer(ShedAtConnection(app, PREFIX, WriteBudget(LoopLag(), 0, 0.0),
+                                                        lambda what: None, writers))
+        [sock] = bind_sockets(0, "127.0.0.1")
+        server.add_sockets([sock])
+        port = sock.getsockname()[1]
+        try:
+            conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
+            for _, writer in conns:
+                writer.write(f"POST {PREFIX}write HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n".encode())
+            await asyncio.sleep(0)
+            for _, writer in conns[1:7]:  # (the first went at once; these wait in the queue)
+                writer.close()
+            statuses = [int((await reader.readline()).split()[1]) for reader, _ in (conns[0], conns[7])]
+            conns[0][1].close()
+            conns[7][1].close()
+            while writers.queue:
+                await asyncio.sleep(0)
+            return statuses
+        finally:
+            server.stop()
+
+    with caplog.at_level("ERROR"):
+        assert asyncio.run(main()) == [200, 200]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
