@@ -202,7 +202,7 @@ class HiveLabApp(ExtensionApp):
         max_requests_in_flight only.""",
     )
     writes_per_loop_turn = Int(
-        4, config=True,
+        8, config=True,
         help="""While hive-lab API reads are about (one came in the last second), most hive-lab writes (POST,
         PUT, PATCH) let into one turn of the event loop; more wait, parsed but untouched, for the next turns,
         first come first served, while reads and everything else go on at once. A flood of writes then

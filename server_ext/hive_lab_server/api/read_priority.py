@@ -24,7 +24,7 @@ import collections
 import time
 from typing import Callable
 
-PER_TURN_DEFAULT = 4
+PER_TURN_DEFAULT = 8
 READS_WINDOW_S = 1.0
 DRAIN_PER_TURN = 64  # writes let in a turn from the queue once they are not held (jobs/lifecycle/admission.MAX_GROUP)
 
