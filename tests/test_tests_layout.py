@@ -27,6 +27,7 @@ TOP_LEVEL = {
     "test_rough_edges.py": "issue 15's messages across the server: the cluster file at start, the launcher"
                            " choice, the spec's defaults, admission",
     "test_moved_paths.py": "hive_lab_server/moved.py, a top-level module of no package",
+    "test_full_collections.py": "hive_lab_server/full_collections.py, a top-level module of no package",
 }
 # a directory of this name holds test data (no Python), wherever it is
 DATA_DIR = "data"

@@ -66,6 +66,23 @@ if _TURNS:
                 s["max_s"] = max(s["max_s"], took)
 
     asyncio.events.Handle._run = _timed_run
+
+    import gc
+
+    _gc: dict = {}   # garbage collections by generation: count, seconds, longest (they stop the loop too)
+    _gc_start: list = [0.0]
+
+    def _on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            _gc_start[0] = time.perf_counter()
+            return
+        took = time.perf_counter() - _gc_start[0]
+        g = _gc.setdefault(str(info.get("generation")), {"count": 0, "total_s": 0.0, "max_s": 0.0})
+        g["count"] += 1
+        g["total_s"] += took
+        g["max_s"] = max(g["max_s"], took)
+
+    gc.callbacks.append(_on_gc)
     _original_once = asyncio.base_events.BaseEventLoop._run_once
 
     def _timed_once(self):
@@ -87,7 +104,7 @@ if _TURNS:
                  "callbacks_p99": q(sorted(t[1] for t in busy), 0.99)}
         every = sorted(_every.items(), key=lambda kv: -kv[1][1])[:30]
         with open(_TURNS, "w") as f:
-            json.dump({"threshold_ms": _slow_s * 1000, "all": _all, "turns": turns,
+            json.dump({"threshold_ms": _slow_s * 1000, "all": _all, "turns": turns, "gc": _gc,
                        "slow": [{"what": k, **v} for k, v in top],
                        "every": [{"what": k, "count": c, "total_s": t} for k, (c, t) in every]}, f, indent=1)
 
