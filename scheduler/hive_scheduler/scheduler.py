@@ -7,12 +7,13 @@ config and calls always give the same decisions.
 
 from __future__ import annotations
 
+import contextlib
 from bisect import bisect_left, insort
 from collections import Counter
 from itertools import islice
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from .config import ClusterConfig, load_cluster_config
 from .decisions import Decision, JobView
@@ -116,6 +117,7 @@ class Scheduler:
         # runs, as the differential tests compare)
         self.pass_skip = True
         self._untried = False  # a pass left a job untried (``_attempt``: its reservation was taken over now)
+        self._passes_deferred = False  # ``finish_many``: the passes wait for the last job's release
 
     def reset_state(self, cfg: ClusterConfig) -> None:
         """A fresh cluster state for ``cfg`` with no jobs (construction and reconfiguration, which then
@@ -252,6 +254,35 @@ class Scheduler:
         self._victim_gone(job_id, preemptors, now, out)
         self.run_passes(now, out)
         return out
+
+    def finish_many(self, job_ids: Sequence[str], now: float) -> list[Decision]:
+        """``finish`` of each of ``job_ids`` in turn, at one instant, with the scheduling passes run once,
+        after the last of them, instead of once after each: jobs that end together (the launcher reports
+        their exits in one batch) give their GPUs back together, and each VC's queue is walked once for
+        them (with 10,000 jobs waiting a pass is ~1-5 ms, and every ended job paid one). The jobs the core
+        does not hold are skipped (``finish`` refuses them). What the one pass starts may differ from what
+        the passes between the finishes would have started; both are what the core decides for those
+        releases at that instant (the simulator, whose replays must match, finishes one by one)."""
+        out: list[Decision] = []
+        with self.passes_deferred(out):
+            for job_id in job_ids:
+                if job_id in self._jobs:
+                    out += self.finish(job_id, now)
+        return out
+
+    @contextlib.contextmanager
+    def passes_deferred(self, out: list) -> Iterator[None]:
+        """Within it, calls leave the scheduling passes they make due (their VCs stay dirty) instead of
+        running them; on leaving, the passes run once, at the core's clock, their decisions appended to
+        ``out`` (``finish_many``; the overflow wrapper's, which finishes through its own ``finish``)."""
+        outer = self._passes_deferred
+        self._passes_deferred = True
+        try:
+            yield
+        finally:
+            self._passes_deferred = outer
+            if not outer:
+                self.run_passes(self._now, out)
 
     def cancel(self, job_id: str, now: float) -> list[Decision]:
         """Withdraw a job (waiting, preempting or running): the same as ``finish``. A preemptor that
@@ -842,6 +873,8 @@ class Scheduler:
     def run_passes(self, now: float, out: list) -> None:
         """Run the scheduling passes that are due (dirty VCs, then the opportunistic queue, until nothing is
         due), appending their decisions to ``out``: the end of every call."""
+        if self._passes_deferred:
+            return  # (``finish_many`` runs them after its last finish; the VCs stay due meanwhile)
         state = self.state
         ordered = state.vcs_in_order
         for _ in range(8):

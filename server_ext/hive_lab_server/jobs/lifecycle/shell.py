@@ -278,11 +278,21 @@ class UnitOfWork:
         follow: list[tuple[str, m.Event]] = []
         order = sorted(range(len(effects)), key=lambda i: (not (isinstance(effects[i][2], m.Core)
                                                                 and effects[i][2].call == "adopt"), i))
+        # the finishes between two other core calls go to the core together: one round of scheduling
+        # passes for all of them (``finish_many``), not one per ended job (issue 40: with 10,000 jobs
+        # waiting each pass walked them all, ~5 ms of the loop per ended job)
+        finishing: list[str] = []
         for i in order:
             job_id, event, e = effects[i]
             if isinstance(e, m.Record) and e.history:
                 self.tell_listeners(job_id, e.state.value, e.reason)
             elif isinstance(e, m.Core):
+                if e.call == "finish":
+                    finishing.append(job_id)
+                    continue
+                if finishing:
+                    follow += self._finish_together(finishing, now)
+                    finishing = []
                 follow += self._core_call(job_id, e, now)
             elif isinstance(e, m.Start):
                 if isinstance(event, m.Placed):
@@ -293,12 +303,20 @@ class UnitOfWork:
                 self._enqueue(job_id, lambda j=job_id, a=e.attempt, g=grace, c=e.checkpoint: self._stop(j, a, g, c))
             elif isinstance(e, m.AdoptTasks):
                 self._adopt_tasks(job_id)
+        if finishing:
+            follow += self._finish_together(finishing, now)
         if follow:
             self.unit(follow)
 
     def _queued_at(self, job_id: str) -> float:
         job = self.active.get(job_id)
         return job.queued_at if job else 0.0
+
+    def _finish_together(self, job_ids: list[str], now: float) -> list[tuple[str, m.Event]]:
+        """``Core("finish")`` of the jobs ``job_ids`` in one core call; its decisions as facts."""
+        if len(job_ids) == 1:
+            return self._core_call(job_ids[0], m.Core("finish"), now)
+        return self.facts_of(self.scheduler.finish_many(job_ids, now))
 
     def _core_call(self, job_id: str, e: m.Core, now: float) -> list[tuple[str, m.Event]]:
         job = self.active.get(job_id)

@@ -162,3 +162,37 @@ def test_the_local_launcher_starts_off_the_loop_while_the_loop_runs_behind(hive)
     hive.loop_lag.lag_s = 100 * ON_LOOP_MAX_LAG_S
     assert launcher.loop_busy()
     hive.loop_lag.lag_s = 0.0
+
+
+def test_jobs_whose_exits_come_in_one_poll_give_their_gpus_back_together(api, wait_state, hive, run, tmp_path):
+    """The finishes of one exit unit go to the core in one call (``finish_many``: its passes run once, after
+    the last). Two 1-GPU jobs end in one poll, a 2-GPU job waits ahead of a 1-GPU job: the 2-GPU job gets
+    their two GPUs. Finished one at a time, the first finish's pass gave its one GPU to the 1-GPU job
+    behind (the 2-GPU job did not fit in one GPU) and the head of the queue was overtaken."""
+    svc = hive.service
+    flag = tmp_path / "go"
+    ids = {}
+    for name, gpus, command in (("a", 1, f"while [ ! -e {flag} ]; do sleep 0.05; done"),
+                                ("b", 1, f"while [ ! -e {flag} ]; do sleep 0.05; done"),
+                                ("pair", 2, "sleep 600")):
+        code, job = api("POST", "jobs", {"name": name, "command": command, "tasks": [{"gpus": gpus}]})
+        assert code == 201, job
+        ids[name] = job["id"]
+        wait_state(job["id"], "running")
+    for name, gpus in (("wide", 2), ("narrow", 1)):
+        code, job = api("POST", "jobs", {"name": name, "command": "sleep 600", "tasks": [{"gpus": gpus}]})
+        assert code == 201 and job["state"] == "queued", job
+        ids[name] = job["id"]
+    svc._loop_task.cancel()  # this test polls the launcher itself, once, after both tasks have ended
+    with contextlib.suppress(asyncio.CancelledError):
+        run(svc._loop_task)
+    flag.touch()
+    deadline = time.monotonic() + 60
+    while {ids["a"], ids["b"]} & set(run(svc.launcher.running())):
+        assert time.monotonic() < deadline, "the tasks did not end"
+        run(asyncio.sleep(0.05))
+    run(svc.work.poll_launcher())
+    assert api("GET", f"jobs/{ids['wide']}")[1]["state"] in ("scheduled", "running")
+    assert api("GET", f"jobs/{ids['narrow']}")[1]["state"] == "queued"
+    for name in ("pair", "wide", "narrow"):
+        api("DELETE", f"jobs/{ids[name]}")
