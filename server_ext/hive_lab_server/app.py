@@ -516,7 +516,10 @@ class HiveLabApp(ExtensionApp):
         # each turn of the loop lets a few writes in (issue 40)
         writers = read_priority.WritesPerTurn(self.writes_per_loop_turn) if self.writes_per_loop_turn > 0 else None
         # writes beyond the write budget are answered 503 before a handler is made (issue 40)
-        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection, writers)
+        # and a submit the service is too full to take is refused there too, its body never parsed
+        connection_shedding.install(serverapp, self.writes_in_flight, self._shed_at_connection, writers,
+                                    full=self.service.admission.refusal_now,
+                                    on_refused=self.metrics.submits_shed.inc)
         await self.service.start()
         await self.hardware.start()
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)

@@ -13,6 +13,12 @@ read and dropped after the answer has been sent, so the client's keep-alive conn
 reconnect costs the loop more than the bytes); a larger, chunked or ``Expect: 100-continue`` one is not read
 at all: the connection is closed after the answer (``Connection: close``), as tornado does for any answer
 sent before its request's body.
+
+A submit (``POST .../jobs``, not a dry run) that the service would refuse anyway because it holds
+``max_unfinished_jobs`` unfinished jobs (``full``) is answered here the same way, with the 503 and the
+Retry-After its handler would have sent: under a flood that reaches the bound, most submits are such
+refusals, and each cost the loop a whole request (its body parsed, a handler, the spec validated) before
+admission said no.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any, Callable, Awaitable
+
+from hive_lab_server.errors import ServiceError
 
 from tornado import httputil
 
@@ -33,15 +41,22 @@ class ShedAtConnection(httputil.HTTPServerConnectionDelegate):
     """The HTTP server's delegate: writes (POST, PUT, PATCH) to ``prefix`` are answered 503 here while
     ``budget.full()``; every other request goes to ``app`` (the tornado application) as before.
     ``on_shed(what)`` counts and logs each shed (what: "POST /hive_lab/api/jobs"). ``writers``, when given,
-    lets writes into the loop a few per turn (``read_priority``), before anything else is decided about them."""
+    lets writes into the loop a few per turn (``read_priority``), before anything else is decided about them.
+    ``full()``, when given, is the refusal a submit gets now (the service holds ``max_unfinished_jobs``),
+    else None; ``on_refused()`` counts each submit refused so."""
 
     def __init__(self, app: httputil.HTTPServerConnectionDelegate, prefix: str, budget: WriteBudget,
-                 on_shed: Callable[[str], None], writers: WritesPerTurn | None = None):
+                 on_shed: Callable[[str], None], writers: WritesPerTurn | None = None,
+                 full: Callable[[], ServiceError | None] | None = None,
+                 on_refused: Callable[[], None] | None = None):
         self.app = app
         self.prefix = prefix
         self.budget = budget
         self.on_shed = on_shed
         self.writers = writers
+        self.full = full
+        self.on_refused = on_refused
+        self._submit_path = prefix + "jobs"
 
     def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
         return _FirstLook(self, server_conn, request_conn)
@@ -55,6 +70,15 @@ class ShedAtConnection(httputil.HTTPServerConnectionDelegate):
     def sheds(self, start_line: httputil.RequestStartLine) -> bool:
         return self.is_write(start_line) and self.budget.full()
 
+    def refusal(self, start_line: httputil.RequestStartLine) -> ServiceError | None:
+        """The refusal a submit gets now from a full service (None: not a submit, or room for it)."""
+        if self.full is None or start_line.method != "POST":
+            return None
+        path, _, query = start_line.path.partition("?")
+        if path.rstrip("/") != self._submit_path or "dry_run" in query:
+            return None
+        return self.full()
+
 
 class _FirstLook(httputil.HTTPMessageDelegate):
     """One request: shed from its headers, or passed to the application's own delegate from then on."""
@@ -67,6 +91,12 @@ class _FirstLook(httputil.HTTPMessageDelegate):
         self.answered = False  # shed, and the answer finished
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
+        refused = self.shedder.refusal(start_line)
+        if refused is not None:  # (before the writes' turns: a refusal takes no write's place)
+            if self.shedder.on_refused is not None:
+                self.shedder.on_refused()
+            self._answer(headers, refused.message, refused.retry_after_s)
+            return None
         writers = self.shedder.writers
         if writers is None:
             return self._decide(start_line, headers)
@@ -92,11 +122,17 @@ class _FirstLook(httputil.HTTPMessageDelegate):
             self.inner = self.shedder.app.start_request(self.server_conn, self.request_conn)
             return self.inner.headers_received(start_line, headers)
         self.shedder.on_shed(f"{start_line.method} {start_line.path.split('?', 1)[0]}")
+        self._answer(headers, self.shedder.budget.shed_message(), 1)
+        return None
+
+    def _answer(self, headers: httputil.HTTPHeaders, message: str, retry_after_s: float | None) -> None:
+        """A 503 with ``message`` and Retry-After, sent from the request's headers alone."""
         length = headers.get("Content-Length", "")
         drain = (length.isdigit() and int(length) <= DRAIN_MAX_BYTES
                  and "Transfer-Encoding" not in headers and "Expect" not in headers)
-        body = json.dumps({"error": self.shedder.budget.shed_message(), "field": None}).encode()
-        answer = httputil.HTTPHeaders({"Content-Type": "application/json", "Retry-After": "1",
+        body = json.dumps({"error": message, "field": None}).encode()
+        answer = httputil.HTTPHeaders({"Content-Type": "application/json",
+                                       "Retry-After": str(max(1, int(retry_after_s or 1))),
                                        "Content-Length": str(len(body))})
         if not drain:
             answer["Connection"] = "close"
@@ -104,7 +140,6 @@ class _FirstLook(httputil.HTTPMessageDelegate):
                                         answer, body)
         if not drain:  # tornado closes the connection without reading the body
             self._finish()
-        return None
 
     def data_received(self, chunk: bytes) -> Awaitable[None] | None:
         if self.inner is not None:
@@ -128,7 +163,8 @@ class _FirstLook(httputil.HTTPMessageDelegate):
 
 
 def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None],
-            writers: WritesPerTurn | None = None) -> bool:
+            writers: WritesPerTurn | None = None, full: Callable[[], ServiceError | None] | None = None,
+            on_refused: Callable[[], None] | None = None) -> bool:
     """Put a ``ShedAtConnection`` in front of ``serverapp``'s web application (its HTTP server asks its
     delegate for each request, so requests from then on pass through it). False when the server has no
     HTTP server of its own (embedded without one)."""
@@ -139,5 +175,6 @@ def install(serverapp: Any, budget: WriteBudget, on_shed: Callable[[str], None],
     if isinstance(server.request_callback, ShedAtConnection):
         return True
     prefix = serverapp.base_url.rstrip("/") + "/hive_lab/api/"
-    server.request_callback = ShedAtConnection(server.request_callback, prefix, budget, on_shed, writers)
+    server.request_callback = ShedAtConnection(server.request_callback, prefix, budget, on_shed, writers, full,
+                                               on_refused)
     return True

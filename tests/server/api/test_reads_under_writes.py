@@ -98,3 +98,41 @@ def test_a_write_is_shed_at_the_connection_from_its_headers_alone(srv):
 def shed_total(srv: LiveServer) -> float:
     text = srv.request("GET", "metrics").text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("hive_lab_requests_shed_total"))
+
+
+def test_a_submit_to_a_full_service_is_refused_at_the_connection_before_its_body_is_read(tmp_path):
+    """With ``max_unfinished_jobs`` jobs unfinished, a submit is answered 503 + Retry-After from its headers
+    (api/connection_shedding.py), as admission would answer it, without its body being parsed: a body that
+    is not JSON gets the 503, not the 400 its handler would give. A dry run is still answered, reads too,
+    and once a job has ended a submit is taken again."""
+    srv = LiveServer(tmp_path, config={"HiveLabApp": {"max_unfinished_jobs": 2}}).start()
+    try:
+        ids = []
+        for _ in range(2):
+            r = srv.request("POST", "jobs", json={"command": "sleep 600", "tasks": [{"gpus": 0}]})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        refused_before = submits_refused(srv)
+        garbled = srv.request("POST", "jobs", data=b"{not json", headers={"Content-Type": "application/json"})
+        assert garbled.status_code == 503, garbled.text
+        assert "max_unfinished_jobs" in garbled.json()["error"] and garbled.json()["field"] is None
+        assert garbled.headers["Retry-After"] == "5"
+        valid = srv.request("POST", "jobs", json={"command": "true", "tasks": [{"gpus": 0}]})
+        assert valid.status_code == 503 and "max_unfinished_jobs" in valid.json()["error"], valid.text
+        assert submits_refused(srv) - refused_before == 2
+        dry = srv.request("POST", "jobs?dry_run=1", json={"command": "true", "tasks": [{"gpus": 0}]})
+        assert dry.status_code == 200, dry.text
+        assert srv.request("GET", "jobs").status_code == 200
+        assert srv.request("DELETE", f"jobs/{ids[0]}").status_code == 200
+        again = srv.request("POST", "jobs", json={"command": "sleep 600", "tasks": [{"gpus": 0}]})
+        assert again.status_code == 201, again.text
+        ids.append(again.json()["id"])
+        for job_id in ids[1:]:
+            srv.request("DELETE", f"jobs/{job_id}")
+    finally:
+        srv.close()
+
+
+def submits_refused(srv: LiveServer) -> float:
+    text = srv.request("GET", "metrics").text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("hive_lab_submits_shed_total"))

@@ -147,6 +147,12 @@ class Admission:
         if bound and len(self.active) + unadmitted >= bound:
             raise ServiceFull(bound)
 
+    def refusal_now(self) -> ServiceFull | None:
+        """The refusal any submit gets now, before its spec is read (the service holds
+        ``max_unfinished_jobs``: the connection answers it, ``api/connection_shedding.py``); None: room."""
+        bound = self.max_unfinished_jobs
+        return ServiceFull(bound) if bound and len(self.active) >= bound else None
+
     def _kernel_capped(self, spec: JobSpec, vc: str) -> float | None:
         """The time limit ``spec`` asks for, with its VC's kernel cap applied (``lifecycle.kernel_caps``:
         a GPU kernel gets the cap when its kernelspec asks for no limit or a longer one)."""
