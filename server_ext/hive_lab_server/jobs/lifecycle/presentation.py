@@ -144,7 +144,12 @@ def spec_gpus(spec: LaunchSpec, gpus: int) -> int | float:
 def cluster_object(svc: ServiceView) -> dict[str, Any]:
     view = svc.scheduler.cluster_view()
     cells = view.get("cells", [])
-    users = {j.id: j.user for j in svc.active.values()}
+    active = svc.active
+
+    def user_of(job_id: str | None) -> str | None:  # (looked up per GPU: a dict of every unfinished job's
+        job = active.get(job_id) if job_id else None  # user cost a GET cluster 3 ms at 10,000 of them)
+        return job.user if job is not None else None
+
     gpus: list[dict[str, Any]] = []
 
     def walk(cell: dict[str, Any], path: list[str]) -> None:
@@ -157,14 +162,14 @@ def cluster_object(svc: ServiceView) -> dict[str, Any]:
             gpus.append({
                 "node": node, "index": index, "uuid": svc.gpu_uuids.get((node, index)),
                 "type": cell.get("type"), "state": cell.get("state"), "vc": cell.get("vc"), "job": job_id,
-                "user": users.get(job_id) if job_id else None, "opportunistic": bool(cell.get("opportunistic")),
+                "user": user_of(job_id), "opportunistic": bool(cell.get("opportunistic")),
                 "utilization": None, "memory_used_mb": None, "bad": cell.get("state") == "bad",
                 "drained": node in svc.hardware_events.drained_nodes or (node, index) in svc.hardware_events.drained_gpus,
                 "path": list(path),
             })
             if cell.get("shares") is not None:  # a shared GPU: each share and who holds it
                 util = getattr(svc.hardware, "job_share_utilization", None)
-                gpus[-1]["shares"] = [dict(sh, user=users.get(sh["job"]),  # and its own processes' SM utilisation
+                gpus[-1]["shares"] = [dict(sh, user=user_of(sh["job"]),  # and its own processes' SM utilisation
                                            utilization=util(sh["job"]) if util is not None else None)
                                       for sh in cell["shares"]]
                 gpus[-1]["free_share"] = cell.get("free_share")
