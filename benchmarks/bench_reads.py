@@ -134,7 +134,7 @@ async def flood(srv: LiveServer, rate: float, seconds: float, gap: float) -> dic
             "ended": after["ended"] - before["ended"], "unfinished": (before["unfinished"], after["unfinished"]), **read}
 
 
-def probe_env(probe: str | None) -> dict[str, str]:
+def probe_env(probe: str | None, profile: bool = True) -> dict[str, str]:
     """The server's environment for ``--probe`` (benchmarks/loop_probe/sitecustomize.py), else nothing."""
     if not probe:
         return {}
@@ -142,8 +142,10 @@ def probe_env(probe: str | None) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     here = pathlib.Path(__file__).resolve().parent / "loop_probe"
     path = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, "HIVE_BENCH_LOOP_TURNS": str(out / "turns.json"),
-            "HIVE_BENCH_PROFILE": str(out / "server.prof")}
+    env = {"PYTHONPATH": path, "HIVE_BENCH_LOOP_TURNS": str(out / "turns.json")}
+    if profile:
+        env["HIVE_BENCH_PROFILE"] = str(out / "server.prof")
+    return env
 
 
 def main() -> None:
@@ -158,6 +160,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="TRAIT=JSON",
                     help="a HiveLabApp setting for the server, e.g. --set max_requests_in_flight=0")
     ap.add_argument("--probe", metavar="DIR", help="write the server's long loop turns and a cProfile there")
+    ap.add_argument("--no-profile", action="store_true",
+                    help="with --probe: the loop's turns only, no cProfile (which slows the server about 2x)")
     ap.add_argument("--readers", action="store_true", help=argparse.SUPPRESS)  # the readers' own process
     args = ap.parse_args()
     if args.readers:
@@ -169,7 +173,7 @@ def main() -> None:
         hive[name] = json.loads(value)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     with tempfile.TemporaryDirectory(prefix="hive-bench-reads-") as tmp:
-        srv = LiveServer(tmp, config={"HiveLabApp": hive}, env=probe_env(args.probe)).start()
+        srv = LiveServer(tmp, config={"HiveLabApp": hive}, env=probe_env(args.probe, not args.no_profile)).start()
         try:
             rate = asyncio.run(sustainable_rate(srv, args.clients, args.measure))
             print(f"sustainable: {rate:.0f} submits/s ({args.clients} closed-loop clients, {args.measure:g} s)")
