@@ -124,6 +124,7 @@ def test_a_submit_to_a_full_service_is_refused_at_the_connection_before_its_body
         assert dry.status_code == 200, dry.text
         assert srv.request("GET", "jobs").status_code == 200
         assert srv.request("DELETE", f"jobs/{ids[0]}").status_code == 200
+        srv.wait_for_job(ids[0], "cancelled", timeout=60)  # (ended: it no longer counts against the bound)
         again = srv.request("POST", "jobs", json={"command": "sleep 600", "tasks": [{"gpus": 0}]})
         assert again.status_code == 201, again.text
         ids.append(again.json()["id"])
