@@ -124,8 +124,9 @@ def test_a_queued_gpu_kernel_of_a_server_that_died_never_starts(hub, full_cluste
 
     _, queued = start_kernel(hub, "hive-gpu-lease")
     assert wait_state(hub, queued["id"], "queued", "running")["state"] == "queued"
-    (server,) = [p for p in psutil.process_iter(["username", "cmdline"])
-                 if p.info["username"] == ANN and "jupyterhub.singleuser" in " ".join(p.info["cmdline"] or [])]
+    # her server among this Hub's own processes (another Hub on the machine may run a server of the same account)
+    (server,) = [p for p in psutil.Process(hub.proc.pid).children(recursive=True)
+                 if p.username() == ANN and "jupyterhub.singleuser" in " ".join(p.cmdline())]
     server.send_signal(signal.SIGKILL)
     try:
         ended = wait_state(hub, queued["id"], *FINAL, timeout=60)
