@@ -30,12 +30,7 @@ class TimedFullCollections:
             raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
         self.interval_s = interval_s
         self.collect = collect
-        self.collections = 0  # full collections run by the timer
         self._handle: asyncio.TimerHandle | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._handle is not None
 
     def start(self) -> None:
         if self._handle is not None:
@@ -63,6 +58,5 @@ class TimedFullCollections:
         try:
             self.collect(2)
         finally:
-            self.collections += 1
             if self._handle is not None:  # (not stopped meanwhile)
                 self._handle = asyncio.get_running_loop().call_later(self.interval_s, self._tick)

@@ -28,11 +28,10 @@ import asyncio
 import json
 from typing import Any, Callable, Awaitable
 
-from hive_lab_server.errors import ServiceError
-
 from tornado import httputil
 
 from hive_lab_server.api.load_shedding import WRITES, WriteBudget
+from hive_lab_server.errors import ServiceError
 from hive_lab_server.api.read_priority import WritesPerTurn
 
 DRAIN_MAX_BYTES = 64 * 1024  # a job spec is ~1 KiB; a bigger body is not worth keeping the connection for

@@ -143,15 +143,15 @@ class Admission:
         unfinished job is kept in memory (its ``ActiveJob``, the core's job, its queue entry) until it
         ends, so a server offered jobs faster than it runs them must refuse some, or its backlog and its
         memory grow without bound (bench_overload: 20,000 ``true`` jobs taken in 90 s, ~15/s run)."""
-        bound = self.max_unfinished_jobs
-        if bound and len(self.active) + unadmitted >= bound:
-            raise ServiceFull(bound)
+        refused = self.refusal_now(unadmitted)
+        if refused is not None:
+            raise refused
 
-    def refusal_now(self) -> ServiceFull | None:
-        """The refusal any submit gets now, before its spec is read (the service holds
-        ``max_unfinished_jobs``: the connection answers it, ``api/connection_shedding.py``); None: room."""
+    def refusal_now(self, unadmitted: int = 0) -> ServiceFull | None:
+        """The refusal a submit gets now (counting ``unadmitted`` jobs prepared but not yet in ``active``);
+        None: room. The connection asks it before a submit's spec is read (``api/connection_shedding.py``)."""
         bound = self.max_unfinished_jobs
-        return ServiceFull(bound) if bound and len(self.active) >= bound else None
+        return ServiceFull(bound) if bound and len(self.active) + unadmitted >= bound else None
 
     def _kernel_capped(self, spec: JobSpec, vc: str) -> float | None:
         """The time limit ``spec`` asks for, with its VC's kernel cap applied (``lifecycle.kernel_caps``:
