@@ -18,8 +18,8 @@ _KEEP = object()
 class VCState:
     """One virtual cluster: its virtual cell roots per chain, pinned roots, counters and queue."""
 
-    __slots__ = ("name", "roots", "pins", "free", "held", "total", "queue", "dirty", "prio_count", "min_bypass",
-                 "unbound", "held_for")
+    __slots__ = ("name", "roots", "pins", "free", "held", "total", "queue", "shapes", "dirty", "prio_count",
+                 "min_bypass", "unbound", "held_for")
 
     def __init__(self, name: str):
         self.name = name
@@ -29,6 +29,9 @@ class VCState:
         self.held: dict[str, int] = {}
         self.total: dict[str, int] = {}
         self.queue: list = []          # sorted [(policy key, job id)] of waiting guaranteed jobs
+        # shape -> how many of ``queue``'s jobs have it (a pass's shortcut starts from it; see
+        # ``Scheduler._pass_vc_jobs``): kept by ``Scheduler.enqueue`` and ``_dequeue``, the queue's only writers
+        self.shapes: dict = {}
         self.dirty = True
         self.prio_count: dict[int, int] = {}   # priority -> jobs of this VC holding virtual cells
         self.min_bypass = None

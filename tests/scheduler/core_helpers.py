@@ -3,6 +3,8 @@ and the invariant checker used after every step (also by the property tests)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from hive_scheduler import JobRequest, Scheduler, TaskGroup
 from hive_scheduler.shares import job_share
 
@@ -155,6 +157,9 @@ def check_invariants(s: Scheduler) -> None:
         for leaf in j.pleaves:
             if not j.opp:
                 assert leaf.vcell is not None and leaf.vcell.vc == j.req.vc
+    # each VC's count of its queue's shapes (the pass's shortcut starts from it) is the queue's
+    for vc in s.state.vcs.values():
+        assert vc.shapes == dict(Counter(s._jobs[jid].shape for _, jid in vc.queue)), f"VC {vc.name}'s shapes"
     # node resources never over-committed
     for n in s.state.nodes.values():
         assert n.cpus_free >= -1e-9 and n.memory_free >= 0

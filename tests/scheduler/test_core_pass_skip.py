@@ -117,3 +117,30 @@ def test_a_new_overtaken_job_ahead_makes_the_pass_run():
         s.submit(job("E", "b", gpus=4), 55)  # C starves now, ahead of B
         assert "reserved for C" in s.job("E").reason, (skip, s.job("E").reason)
         assert skipped == (["F"] if skip else []), skipped
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority"])
+@pytest.mark.parametrize("hold", [False, True], ids=["fence", "hold"])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pass_leaves_the_earliest_overtaken_time_of_its_queue(seed, hold, policy):
+    """``_min_bypass`` reads the pass's own list of jobs, not the queue (issue 40: the lookups were a fifth of
+    a pass over 10,000 waiting jobs): after every pass it is the earliest ``bypass_since`` of the jobs then in
+    the VC's queue, as a walk of the queue finds it, and the passes reach overtaken jobs."""
+    s = Scheduler(SMALL, policy=policy, starvation_after=30.0, starvation_hold=hold)
+    inner, checked = s._pass_vc, []
+
+    def pass_vc(vc, now, out):
+        inner(vc, now, out)
+        since = [b for _, jid in vc.queue if (b := s._jobs[jid].bypass_since) is not None]
+        assert vc.min_bypass == (min(since) if since else None)
+        checked.append(vc.min_bypass)
+    s._pass_vc = pass_vc
+    for op, t, arg in script(seed):
+        if op == "submit":
+            s.submit(arg, t)
+        else:
+            state = "running" if op == "finish" else "waiting"
+            ids = sorted(v.id for v in s.jobs() if v.state == state)
+            if ids:
+                s.finish(ids[int(arg * len(ids))], t)
+    assert any(b is not None for b in checked), "the scripts must overtake jobs, else this compares nothing"
