@@ -211,7 +211,9 @@ class StartEstimates:
         self._cache = answer
         self._version = version
         if self.on_changed is not None:
-            changed = sorted(j for j, est in self._cache.items() if _shown(est) != _shown(old.get(j)))
+            # (the same object shows the same: the jobs beyond the horizon share one, thousands under a flood)
+            changed = sorted(j for j, est in self._cache.items()
+                             if est is not (was := old.get(j)) and _shown(est) != _shown(was))
             if changed:
                 self.on_changed(changed)
 
