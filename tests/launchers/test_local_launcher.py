@@ -223,3 +223,52 @@ async def test_a_one_task_start_runs_on_the_loop_unless_the_loop_is_behind(tmp_p
     await launcher.start(_request(tmp_path, "j4", ["true", "true"]))  # a gang: always a thread
     assert [w == loop_thread for w in where] == [True, False, True, False], where
     await _wait_exits(launcher, 5)
+
+
+def _held_back_removals(launcher, monkeypatch) -> None:
+    """The launcher's worker for acknowledged records never runs by itself: the test runs it
+    (``_forget_acknowledged``) when it wants the late removal to happen."""
+    monkeypatch.setattr(launcher, "_forget_soon", lambda: None)
+
+
+async def test_acknowledged_records_go_on_a_worker_and_are_no_records_meanwhile(tmp_path):
+    launcher = LocalLauncher(tmp_path / "state")
+    await launcher.start(_request(tmp_path, "j1", ["exit 3"]))
+    exits = await _wait_exits(launcher, 1)
+    info, exitf = launcher._paths("j1", "main-0")
+    assert info.exists() and exitf.exists()
+    launcher.ack(exits)
+    assert [t.job_id for t in launcher._records()] == []  # acknowledged: not a record, removed or not
+    await wait_until_async(lambda: not info.exists() and not exitf.exists() and not info.parent.exists(),
+                           "the worker to remove j1's records")
+
+
+async def test_a_retry_started_before_the_late_removal_keeps_its_own_records(tmp_path, monkeypatch):
+    """Issue 40's ``ack`` off the loop: a task's next attempt may start before its last exit's records are
+    removed; the start removes them itself, so the late removal finds nothing of the new attempt's to take
+    (without ``_forget_job`` in the start, it removes the running retry's record and exit file)."""
+    launcher = LocalLauncher(tmp_path / "state")
+    _held_back_removals(launcher, monkeypatch)
+    await launcher.start(_request(tmp_path, "j1", ["exit 3"]))
+    launcher.ack(await _wait_exits(launcher, 1))
+    go = tmp_path / "go"
+    await launcher.start(_request(tmp_path, "j1", [f"while [ ! -e {go} ]; do sleep 0.05; done; exit 4"]))
+    pid = launcher._tasks["j1"]["main-0"].pid
+    launcher._forget_acknowledged()  # the late removal, had the worker run only now
+    info, _ = launcher._paths("j1", "main-0")
+    assert info.exists(), "the retry's record was removed by the first attempt's acknowledgement"
+    assert [(t.job_id, t.pid) for t in launcher._records()] == [("j1", pid)]
+    go.touch()
+    exits = await _wait_exits(launcher, 1)
+    assert [(e.job_id, e.exit_code) for e in exits] == [("j1", 4)]  # from the retry's own exit file
+
+
+async def test_close_removes_the_acknowledged_records_left(tmp_path, monkeypatch):
+    launcher = LocalLauncher(tmp_path / "state")
+    _held_back_removals(launcher, monkeypatch)
+    await launcher.start(_request(tmp_path, "j1", ["exit 0"]))
+    launcher.ack(await _wait_exits(launcher, 1))
+    info, exitf = launcher._paths("j1", "main-0")
+    assert info.exists()
+    await launcher.close()
+    assert not info.exists() and not exitf.exists()
