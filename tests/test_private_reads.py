@@ -39,6 +39,13 @@ ALLOWED = {
     ("scheduler/hive_scheduler/hetero/policies/lp.py", "_Highs"):
         "HiGHS's own solver class in scipy's compiled highspy module (loaded by its file, without scipy.optimize's "
         "0.45 s import): its public wrapper lives in the separate highspy package, which scipy does not ship",
+    ("server_ext/hive_lab_server/api/reads_first.py", "_ready"):
+        "asyncio's selector loop keeps its ready callbacks in this deque, and no public call puts one anywhere but "
+        "at its end (call_soon appends); reads_first replaces it with a deque that puts reading connections' "
+        "callbacks first, and leaves any other loop (without this deque) as it is",
+    ("server_ext/hive_lab_server/api/reads_first.py", "_context"):
+        "asyncio's Handle keeps the contextvars context its callback runs in only here (a public `context` "
+        "attribute came in Python 3.12 as get_context()); reads_first reads whether it is a reading connection's",
     ("server_ext/hive_lab_server/stop_signals.py", "_signal_stop"):
         "jupyter_server's own clean-stop handler, installed for SIGINT when no one is at a terminal",
 }

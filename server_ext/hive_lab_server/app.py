@@ -21,6 +21,7 @@ before it loads extensions, so it lists none of theirs).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 
@@ -34,6 +35,7 @@ from hive_lab_server.version import __version__
 from hive_lab_server.auth.access import AccessPolicy, server_owner
 from hive_lab_server.cluster import resolve_cluster
 from hive_lab_server.wire.events import EventBus
+from hive_lab_server.api import reads_first
 from hive_lab_server.api.load_shedding import InFlight, LoopLag, ShedLog, WriteBudget
 from hive_lab_server.api.handlers import ROUTES
 from hive_lab_server.execution.launchers import make_launcher
@@ -208,6 +210,14 @@ class HiveLabApp(ExtensionApp):
         first come first served, while reads and everything else go on at once. A flood of writes then
         cannot make the loop's turns long, so reads are answered within a few short turns (issue 40).
         Without reads about, writes are not held. 0: no such limit.""",
+    )
+    reads_first = Bool(
+        True, config=True,
+        help="""A hive-lab API read's steps run at the head of the event loop's queue of ready callbacks: once a
+        connection's latest request was a hive-lab read (GET), its next request's bytes, parsing and handler go
+        ahead of the callbacks queued before them, so under a flood of writes a read is answered in the turn its
+        bytes arrive instead of three turns later (issue 40; api/reads_first.py). Nothing else is reordered, and
+        every callback still runs in the turn it would have or the next one. Needs asyncio's own event loop.""",
     )
     max_unfinished_jobs = Int(
         10000, config=True,
@@ -522,6 +532,8 @@ class HiveLabApp(ExtensionApp):
                                     on_refused=self.metrics.submits_shed.inc)
         await self.service.start()
         await self.hardware.start()
+        if self.reads_first and not reads_first.install(asyncio.get_running_loop()):
+            self.log.info("hive-lab: reads_first needs asyncio's own event loop; reads wait in the loop's queue")
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
             self.loop_lag.start()
         if self.gc_freeze:

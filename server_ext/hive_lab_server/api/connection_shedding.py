@@ -30,6 +30,7 @@ from typing import Any, Callable, Awaitable
 
 from tornado import httputil
 
+from hive_lab_server.api import reads_first
 from hive_lab_server.api.load_shedding import WRITES, WriteBudget
 from hive_lab_server.errors import ServiceError
 from hive_lab_server.api.read_priority import WritesPerTurn
@@ -92,10 +93,12 @@ class _FirstLook(httputil.HTTPMessageDelegate):
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
         writers = self.shedder.writers
+        hive_read = not self.shedder.is_write(start_line) and start_line.path.startswith(self.shedder.prefix)
+        reads_first.reading(hive_read)  # (this connection's task: its next steps, and its next request's)
         if writers is None:
             return self._decide(start_line, headers)
         if not self.shedder.is_write(start_line):
-            if start_line.path.startswith(self.shedder.prefix):
+            if hive_read:
                 writers.read_seen()
             return self._decide(start_line, headers)
         if writers.room():
