@@ -134,6 +134,8 @@ def check_invariants(s: Scheduler) -> None:
                 seen[key] = j.req.id
         elif j.state == "waiting":
             assert not j.pleaves and not j.vleaves and not j.reserved and not j.placement
+            # (the start estimates' snapshot copies no more of a waiting job: estimates._WaitingCopy)
+            assert j.preempted_by is None and not j.detached, f"{j.req.id} waits with a preemptor or detached tasks"
         elif j.state == "preempting":
             assert j.waiting_on and (j.reserved or j.lent)  # (a lent job reserves no physical GPU)
     # every used leaf belongs to a running job (a shared GPU: to its anchor, see check_shared_gpus)

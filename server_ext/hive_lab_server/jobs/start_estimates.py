@@ -120,9 +120,14 @@ class StartEstimates:
         still at the version it was copied at (else dropped, and another recompute scheduled)."""
         try:
             t0 = time.perf_counter()
-            snap = self._snapshot()
+            snap, expected = self._snapshot()
             loop_ms = 1000 * (time.perf_counter() - t0)
-            answer, replay_ms = await self.off_loop(lambda: _cpu_timed(snap.run))
+
+            def learn_and_replay():  # (the run times relearned here too: a store read, up to ~30 ms under a flood)
+                self._learn()
+                expected.history = self._history
+                return snap.run()
+            answer, replay_ms = await self.off_loop(lambda: _cpu_timed(learn_and_replay))
             # the cost that spaces recomputes: what the loop spent plus the replay's CPU on its thread (the
             # GIL it took from the loop; a replay counted as free would be rerun back to back)
             self.last_ms = loop_ms + replay_ms
@@ -185,14 +190,15 @@ class StartEstimates:
             return _ExpectedRuns(dict(svc.active), self._history, dict(limits))
         return _ExpectedRuns(svc.active, self._history, limits)
 
-    def _snapshot(self):
-        """The core's inputs to a recompute, copied on the loop (``run()`` replays them anywhere)."""
+    def _snapshot(self) -> tuple[Any, "_ExpectedRuns"]:
+        """The core's inputs to a recompute, copied on the loop (``run()`` replays them anywhere), and the
+        expected run times it reads (whose ``history`` the worker sets once it has relearned it: ``_learn``
+        reads the store, and only the worker's recompute runs while one is in flight)."""
         core = self.svc.scheduler
-        self._learn()
         if self._estimator is None or self._estimator.core is not getattr(core, "inner", core):
             self._estimator = core.new_estimator()
-        return core.estimates_snapshot(self._estimator, self.svc.now(), self._expected(copy=True),
-                                       max_waiting=MAX_WAITING)
+        expected = self._expected(copy=True)
+        return core.estimates_snapshot(self._estimator, self.svc.now(), expected, max_waiting=MAX_WAITING), expected
 
     def recompute(self) -> None:
         """Recompute inline (no event loop, or a read that cannot wait)."""
@@ -240,7 +246,7 @@ class _ExpectedRuns:
 
     def __init__(self, active: dict[str, Any], history: RuntimeHistory, vc_limits: Mapping[str, Any] | None = None):
         self._active = active
-        self._history = history
+        self.history = history
         self._vc_limits = vc_limits or {}
         self._seen: dict[str, Expected | None] = {}
 
@@ -258,7 +264,7 @@ class _ExpectedRuns:
                 exp = Expected(float(limit), "limit")
             else:
                 key, label = kind_of(job.spec)
-                learned = self._history.expected(job.user, key)
+                learned = self.history.expected(job.user, key)
                 if learned is not None:
                     exp = dataclasses.replace(learned, kind=label)
                 else:

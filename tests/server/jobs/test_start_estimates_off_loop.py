@@ -68,3 +68,24 @@ def test_an_answer_from_a_state_that_changed_meanwhile_is_dropped_and_computed_a
     # the answer now is the inline one for the state with the failed GPU
     assert est._cache == inline_answer(svc)
     core.set_gpu_health(node, 0, True, svc.now())
+
+
+def test_the_run_times_are_relearned_on_the_worker_not_the_loop(api, wait_state, hive, run):
+    """``_learn`` reads the store (up to ~30 ms under a flood of short jobs, issue 40): the worker does it, and
+    its replay reads what it learned."""
+    import threading
+
+    svc = hive.service
+    holder, queued = queued_behind_a_holder(api, wait_state, hive)
+    est = StartEstimates(svc)
+    learned_on: list[threading.Thread] = []
+    learn = est._learn
+
+    def recorded() -> None:
+        learned_on.append(threading.current_thread())
+        learn()
+    est._learn = recorded
+    est._in_flight = True
+    run(est._refresh_off_loop())
+    assert learned_on and threading.main_thread() not in learned_on
+    assert est._cache == inline_answer(svc)
