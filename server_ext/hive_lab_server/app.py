@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
+import sys
 
 from hive_scheduler import ConfigError
 from jupyter_core.paths import jupyter_data_dir
@@ -256,6 +257,15 @@ class HiveLabApp(ExtensionApp):
         the event loop while it does (~100-240 ms with 10,000 unfinished jobs), and under a flood of
         submits Python's own rule started one every ~2 s (the worst reads' latency). Young objects are
         collected as before; only reference cycles among old ones wait for the timer. 0: Python's own rule.""",
+    )
+    gil_switch_interval_s = Float(
+        0.001, config=True,
+        help="""Python's thread switch interval while the service runs (sys.setswitchinterval; Python's own is
+        0.005): the longest the event loop waits for the interpreter lock when it wants it back from a worker
+        thread (the start estimates' replay, task starts, the GPU sweep). Each store query and socket call
+        gives the lock up and takes it back, so with a replay running a read's few queries each waited up to
+        5 ms: under a 2x submit flood GET jobs' p99 ~40 ms of its own, ~29 ms at 0.001 (issue 40). 0: leave
+        Python's.""",
     )
     nvml_backend = Unicode(
         "auto", config=True,
@@ -532,6 +542,9 @@ class HiveLabApp(ExtensionApp):
                                     on_refused=self.metrics.submits_shed.inc)
         await self.service.start()
         await self.hardware.start()
+        if self.gil_switch_interval_s > 0:
+            self._switch_interval_was = sys.getswitchinterval()
+            sys.setswitchinterval(self.gil_switch_interval_s)
         if self.reads_first and not reads_first.install(asyncio.get_running_loop()):
             self.log.info("hive-lab: reads_first needs asyncio's own event loop; reads wait in the loop's queue")
         if self.writes_in_flight.adaptive:  # (a timer every 10 ms: only when something reads it)
@@ -559,6 +572,9 @@ class HiveLabApp(ExtensionApp):
             self.loop_lag.stop()
         if getattr(self, "full_collections", None) is not None:
             self.full_collections.stop()
+        if getattr(self, "_switch_interval_was", None) is not None:
+            sys.setswitchinterval(self._switch_interval_was)
+            self._switch_interval_was = None
         # parts that were never made (initialisation failed half-way) have nothing to stop
         for part in ("hardware", "service"):
             if getattr(self, part, None) is not None:
