@@ -17,6 +17,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets.config import Config
 
 from hive_lab.cli.kernelspec import kernel_json
+from hive_lab_server.kernels import ports as kernel_ports
 from hive_lab_server.kernels.refusal import KernelRefused
 
 ONE_GPU = {"nodes": 1, "gpus_per_node": 1, "gpu_type": "T4", "vcs": {"default": 1}}
@@ -403,6 +404,9 @@ async def test_shutting_down_a_queued_kernel_cancels_its_job(live_server_factory
     try:
         await run_code(first, "print(1)")
         await second.start_kernel()
+        low = kernel_ports.ephemeral_low()
+        for km in (first, second):  # bound only once the job runs: never ports an outgoing connection may get
+            assert all(km.get_connection_info()[f"{c}_port"] < low for c in ("shell", "iopub", "stdin", "hb", "control"))
         job_id = job_of(second)
         await wait_job(srv, job_id, "queued")
         assert second.provisioner.waiting_for_gpus

@@ -55,6 +55,7 @@ from typing import Any
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Dict, Float, Int, Unicode, Union
 
+from hive_lab_server.kernels import ports as kernel_ports
 from hive_lab_server.kernels.culler import IdleCuller
 from hive_lab_server.kernels.job import (
     CONNECTION_FILE,
@@ -202,6 +203,17 @@ class HiveProvisioner(LocalProvisioner):
         return min(limits) if limits else 0.0
 
     # ------------------------------------------------------------------ launch
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        # its ports are bound only once its job runs, maybe minutes from now: drawn below the ephemeral range,
+        # where no outgoing connection is given one meanwhile (``kernels.ports``)
+        km = self.parent
+        if km is not None and km.transport == "tcp" and km.cache_ports and not self.ports_cached:
+            chosen = kernel_ports.below_ephemeral(km.ip, 5)
+            if chosen is not None:
+                km.shell_port, km.iopub_port, km.stdin_port, km.hb_port, km.control_port = chosen
+                self.ports_cached = True
+        return await super().pre_launch(**kwargs)
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict:
         km = self.parent
