@@ -46,6 +46,8 @@ class ReadsFirst(collections.deque):
         self.head = 0
 
     def append(self, handle) -> None:
+        # (call_soon_threadsafe appends from other threads too: a switch between the insert and the count
+        # can only put a reading callback one place later, never lose or repeat one)
         context = getattr(handle, "_context", None)
         if context is not None and context.get(_READING, False):
             self.insert(self.head, handle)
