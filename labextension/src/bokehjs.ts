@@ -8,11 +8,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-/** The part of BokehJS used here. */
-interface IBokeh {
-  version: string;
-  embed: { embed_item(item: unknown, target: HTMLElement): Promise<unknown> };
-}
+import { embedInto, IBokeh } from './chartembed';
 
 let loading: Promise<IBokeh> | null = null;
 
@@ -45,20 +41,7 @@ export function loadBokeh(settings: ServerConnection.ISettings): Promise<IBokeh>
   return loading;
 }
 
-/**
- * Draws Bokeh's JSON (`json_item`, as a string: its order matters, and a saved notebook's keys are sorted)
- * into `host`, emptied first. Of overlapping calls for one host, only the last draws.
- */
-export async function embedChart(settings: ServerConnection.ISettings, item: string, host: HTMLElement): Promise<void> {
-  const turn = (drawing.get(host) ?? 0) + 1;
-  drawing.set(host, turn);
-  const bokeh = await loadBokeh(settings);
-  if (drawing.get(host) !== turn) {
-    return;
-  }
-  const target = document.createElement('div');
-  host.replaceChildren(target);
-  await bokeh.embed.embed_item(JSON.parse(item), target);
+/** Draws Bokeh's JSON into `host` with the page's BokehJS (see `chartembed.embedInto`). */
+export function embedChart(settings: ServerConnection.ISettings, item: string, host: HTMLElement): Promise<void> {
+  return embedInto(host, item, loadBokeh(settings));
 }
-
-const drawing = new WeakMap<HTMLElement, number>();
