@@ -11,7 +11,7 @@ import contextlib
 from bisect import bisect_left, insort
 from collections import Counter
 from itertools import islice
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -38,9 +38,6 @@ from .validation import validate_request
 from . import views as _views
 
 _FIFO_KEY = ORDERS["fifo"].key  # opportunistic jobs wait in one cluster-wide FIFO queue
-
-
-_SHAPE = attrgetter("shape")
 _JOB_ID = itemgetter(1)  # of a queue entry (key, job id)
 
 
