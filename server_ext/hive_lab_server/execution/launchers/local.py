@@ -658,14 +658,18 @@ class LocalLauncher(Launcher):
             self._forget_soon()
 
     def _forget_acknowledged(self) -> None:
-        """Remove the records of every acknowledged exit, oldest first (the worker's, or the last ones at close)."""
+        """Remove the records of every acknowledged exit, oldest first (the worker's, or the last ones at close;
+        one that cannot be removed is logged, and the next restart reports it again, which changes nothing)."""
         while True:
             with self._forget_lock:
                 if not self._forgetting:
                     return
                 key = next(iter(self._forgetting))
                 del self._forgetting[key]
-                self._forget(*key)
+                try:
+                    self._forget(*key)
+                except OSError:
+                    self.log.exception("hive-lab: removing the records of %s's task %s failed", *key)
 
     def _forget_job(self, job_id: str) -> None:
         """Before a task of ``job_id`` starts: the records of its acknowledged exits go now (they share its
