@@ -1095,11 +1095,6 @@ class Scheduler:
         and the anti-starvation check may still hold back or fence the VC for the jobs behind an overtaken
         one. Returns what ``_pass_vc_jobs`` does."""
         after = self.starvation_after
-        if after is None:  # (nobody holds the VC back: each only gets its failure)
-            for j in islice(jobs, start, None):
-                if j.state is WAITING:
-                    j.fail = memo[j.shape]
-            return None
         i = start
         for j in islice(jobs, start, None):
             i += 1
@@ -1107,7 +1102,7 @@ class Scheduler:
                 continue
             j.fail = memo[j.shape]
             b = j.bypass_since
-            if b is not None and now - b >= after:
+            if after is not None and b is not None and now - b >= after:
                 cells = None if self.starvation_hold else reserve_cells(self.state, j)
                 if cells is None:
                     held_back = HeldBack(j.req.id)

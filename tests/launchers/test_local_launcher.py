@@ -246,7 +246,8 @@ async def test_acknowledged_records_go_on_a_worker_and_are_no_records_meanwhile(
 async def test_a_retry_started_before_the_late_removal_keeps_its_own_records(tmp_path, monkeypatch):
     """Issue 40's ``ack`` off the loop: a task's next attempt may start before its last exit's records are
     removed; the start removes them itself, so the late removal finds nothing of the new attempt's to take
-    (without ``_forget_job`` in the start, it removes the running retry's record and exit file)."""
+    (without the start's own removal, ``_forget_acknowledged(job_id)``, it removes the running retry's record
+    and exit file)."""
     launcher = LocalLauncher(tmp_path / "state")
     _held_back_removals(launcher, monkeypatch)
     await launcher.start(_request(tmp_path, "j1", ["exit 3"]))

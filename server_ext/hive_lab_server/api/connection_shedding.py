@@ -93,11 +93,12 @@ class _FirstLook(httputil.HTTPMessageDelegate):
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Awaitable[None] | None:
         writers = self.shedder.writers
-        hive_read = not self.shedder.is_write(start_line) and start_line.path.startswith(self.shedder.prefix)
+        write = self.shedder.is_write(start_line)
+        hive_read = not write and start_line.path.startswith(self.shedder.prefix)
         reads_first.reading(hive_read)  # (this connection's task: its next steps, and its next request's)
         if writers is None:
             return self._decide(start_line, headers)
-        if not self.shedder.is_write(start_line):
+        if not write:
             if hive_read:
                 writers.read_seen()
             return self._decide(start_line, headers)

@@ -405,7 +405,7 @@ class LocalLauncher(Launcher):
         """Spawn, record, then release ("go") every task of ``request``; on a failure none is left running."""
         account = self.account(request.user)
         self._check_gpu_confinement(request, account)
-        self._forget_job(request.job_id)  # (a retry: its last attempt's records, if still there)
+        self._forget_acknowledged(request.job_id)  # (a retry: its last attempt's records, if still there)
         started: list[_Task] = []
         go: list[int] = []  # the wrappers' "go" pipes, written once every task is recorded
         try:
@@ -633,7 +633,7 @@ class LocalLauncher(Launcher):
         """The exits are stored: their records go, on a worker thread (a few unlinks a task, which took
         the event loop 1.5 ms a unit of exits at the median and 15-20 ms at the p99 under a flood of short
         jobs: issue 40). Until then they are not records (``_records``), and a start of any task of their
-        job removes them first (``_forget_job``), so a late removal never takes a new attempt's files."""
+        job removes them first (``_forget_acknowledged``), so a late removal never takes a new attempt's files."""
         keys = [(e.job_id, e.task) for e in exits]
         for key in keys:
             self._reported.discard(key)
@@ -657,27 +657,21 @@ class LocalLauncher(Launcher):
         if more:  # (acknowledged while the worker was finishing)
             self._forget_soon()
 
-    def _forget_acknowledged(self) -> None:
-        """Remove the records of every acknowledged exit, oldest first (the worker's, or the last ones at close;
-        one that cannot be removed is logged, and the next restart reports it again, which changes nothing)."""
+    def _forget_acknowledged(self, job_id: str | None = None) -> None:
+        """Remove the records of the acknowledged exits (of ``job_id``'s tasks only, when given), oldest first:
+        the worker's, the last ones at close, and a job's own before it starts (they share its directory, which
+        the last one's removal takes with it). One that cannot be removed is logged; the next restart reports
+        it again, which changes nothing."""
         while True:
             with self._forget_lock:
-                if not self._forgetting:
+                key = next((k for k in self._forgetting if job_id is None or k[0] == job_id), None)
+                if key is None:
                     return
-                key = next(iter(self._forgetting))
                 del self._forgetting[key]
                 try:
                     self._forget(*key)
                 except OSError:
                     self.log.exception("hive-lab: removing the records of %s's task %s failed", *key)
-
-    def _forget_job(self, job_id: str) -> None:
-        """Before a task of ``job_id`` starts: the records of its acknowledged exits go now (they share its
-        directory, which the last one's removal takes with it)."""
-        with self._forget_lock:
-            for key in [k for k in self._forgetting if k[0] == job_id]:
-                del self._forgetting[key]
-                self._forget(*key)
 
     async def running(self) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
@@ -691,7 +685,7 @@ class LocalLauncher(Launcher):
         return found
 
     async def adopt(self, request: LaunchRequest) -> None:
-        self._forget_job(request.job_id)  # (records of exits acknowledged are gone, as they were at once before)
+        self._forget_acknowledged(request.job_id)  # (records of exits acknowledged are gone, as they were at once before)
         tracked = self._tasks.setdefault(request.job_id, {})
         for tl in request.tasks:
             if tl.task in tracked:
