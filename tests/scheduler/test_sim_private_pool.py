@@ -2,7 +2,7 @@
 decision line in the same order, the same metrics, the same sharing anomaly and the same decision file.
 
 Each comparison runs the same replay twice, once with the pool (checked to have been used: its workers
-really forked) and once serially (``WORKERS = 1``)."""
+really forked) and once serially (``WORKERS = 0``)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def pool_used(monkeypatch):
 def both(monkeypatch, run):
     """``run()`` with the pool, then serially."""
     parallel = run()
-    monkeypatch.setattr(private_pool, "WORKERS", 1)
+    monkeypatch.setattr(private_pool, "WORKERS", 0)
     serial = run()
     monkeypatch.setattr(private_pool, "WORKERS", None)
     return parallel, serial
@@ -120,6 +120,7 @@ def test_preemptions_and_decision_file_parallel_equal_serial(monkeypatch, pool_u
 def test_scripts_the_pool_cannot_replay_exactly_run_serially(monkeypatch, pool_used):
     """Hardware events (the shared cluster's) and a job id named twice: the pool declines, the replay is serial."""
     monkeypatch.setattr(private_pool, "MIN_JOBS", 10)
+    monkeypatch.setattr(private_pool, "WORKERS", 1)  # (one worker beside the caller's replay: the pool, on any machine)
     config = load_cluster_config(small_cluster())
     events = priority_script(60)
     down = parse_events([json.dumps({"t": 100, "op": "node_down", "node": "n1"})])
@@ -130,6 +131,36 @@ def test_scripts_the_pool_cannot_replay_exactly_run_serially(monkeypatch, pool_u
     assert pool_used == [None, None]
     simulate(config, events, "hived")
     assert pool_used[-1] is not None
+
+
+@pytest.mark.parametrize("cpus, caller_busy, workers", [
+    (2, True, 1),    # one worker beside the caller's own replay (two and the caller took 1.1x the wall time)
+    (2, False, 2),   # ``private`` alone: the caller only waits, a worker per CPU
+    (1, True, 0),    # one CPU: a worker would only share it with the caller (and cost a fork)
+    (1, False, 0),   # one worker and an idle caller: no gain over serial
+    (16, True, 15),
+])
+def test_the_workers_leave_the_callers_cpu_to_its_own_replay(monkeypatch, cpus, caller_busy, workers):
+    monkeypatch.setattr(private_pool.os, "cpu_count", lambda: cpus)
+    assert private_pool._workers(caller_busy) == workers
+    monkeypatch.setattr(private_pool, "WORKERS", 0)
+    assert private_pool._workers(caller_busy) == 0
+
+
+def test_simulate_policies_tells_the_pool_whether_it_replays_meanwhile(monkeypatch):
+    """hived beside private: the caller is busy; private alone: it only waits for the workers."""
+    seen: list = []
+
+    def spy(events, **kwargs):
+        seen.append(kwargs["caller_busy"])
+        return None  # (serial: only the question is under test)
+
+    monkeypatch.setattr("hive_scheduler.sim.engine.start_private", spy)
+    config = load_cluster_config(small_cluster())
+    events = priority_script(40)
+    simulate_policies(config, events, ["hived", "private"])
+    simulate_policies(config, events, ["private"])
+    assert seen == [True, False]
 
 
 def test_a_call_off_the_tape_is_an_error():

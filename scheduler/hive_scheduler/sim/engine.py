@@ -468,9 +468,11 @@ def simulate(
 
 
 def _start_private(config: Any, events: Sequence[Event], grace: float, order: str, queueing: str, *,
-                   anomaly: bool = False, out: Any = None, progress: Any = None) -> PendingPrivate | None:
+                   anomaly: bool = False, out: Any = None, progress: Any = None,
+                   caller_busy: bool = True) -> PendingPrivate | None:
     """The private replay of ``events`` started in worker processes (None: it must run serially); its
-    ``result()`` is ``simulate(config, events, "private", ...)`` with these arguments."""
+    ``result()`` is ``simulate(config, events, "private", ...)`` with these arguments. ``caller_busy``:
+    another policy replays here meanwhile."""
     def scheduler() -> Any:
         return make_scheduler("private", config, order, queueing=queueing)
 
@@ -484,7 +486,7 @@ def _start_private(config: Any, events: Sequence[Event], grace: float, order: st
         return simulate(config, events, "private", grace=grace, order=order, anomaly=anomaly, queueing=queueing,
                         out=out, progress=progress, scheduler=playback)
 
-    return start_private(events, scheduler=scheduler, replay=replay, finish=finish)
+    return start_private(events, scheduler=scheduler, replay=replay, finish=finish, caller_busy=caller_busy)
 
 
 def _anomaly_note(config: Any) -> str | None:
@@ -530,7 +532,8 @@ def simulate_policies(
         private_args: dict[str, Any] = dict(anomaly=want_private, out=out("private") if out and "private" in policies else None,
                             progress=progress("private", total) if progress else None)
         # in worker processes while the other policies replay here, when it can be exact (private_pool.py)
-        pending = _start_private(config, events, grace, order, queueing, **private_args)
+        pending = _start_private(config, events, grace, order, queueing, **private_args,
+                                 caller_busy=any(p != "private" for p in policies))
         if pending is None:
             private = simulate(config, events, "private", grace=grace, order=order, queueing=queueing, **private_args)
     reference: SimResult | PendingPrivate | None = (pending or private) if want_private else None

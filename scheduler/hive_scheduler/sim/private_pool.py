@@ -17,9 +17,12 @@ from the VC's own decisions), so each of its answers is the serial run's answer.
 Used when it can be exact and is worth a process: a ``fork`` start method, the calling thread is the
 main thread, the script has only submits and finishes (a ``reconfigure`` rebuilds every VC's cluster;
 hardware events are the shared cluster's), job ids are unique, at least ``MIN_JOBS`` submits in at
-least two VCs, and ``WORKERS`` (default: the CPU count) is at least 2. Otherwise the caller replays
-serially, as before. The workers start while the caller replays its own policy (the parent's core
-and the private replays then share the CPUs).
+least two VCs, and workers to run them (``_workers``). Otherwise the caller replays serially, as before.
+The workers start while the caller replays its own policy, which keeps a CPU busy: so they are one fewer
+than the CPUs (on 2 CPUs one worker replays the VCs one after another beside the caller; two workers and
+the caller on 2 CPUs took 1.1x the wall time of the 111k-job replay, the caller's replay and then its
+playback of the tapes being the longest path); a caller with nothing to replay meanwhile (``private``
+alone) gets one per CPU, and then needs two to gain.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .events import Event, FinishEvent, SubmitEvent
 
 __all__ = ["PendingPrivate", "start", "WORKERS", "MIN_JOBS"]
 
-WORKERS: int | None = None  # processes for the private replays (None: os.cpu_count()); below 2: serial
+WORKERS: int | None = None  # processes for the private replays (None: see _workers); 0: serial
 MIN_JOBS = 1000  # fewer submits: serial (a fork costs more than such a replay)
 
 # What the workers replay, set in the parent just before they fork (inherited, never pickled):
@@ -184,22 +187,26 @@ class PendingPrivate:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _workers() -> int:
-    return WORKERS if WORKERS is not None else (os.cpu_count() or 1)
+def _workers(caller_busy: bool) -> int:
+    """How many worker processes replay the VCs: ``WORKERS`` when set, else a CPU each but the caller's
+    when it replays meanwhile; 0 when they would not gain (serial): none, or one with an idle caller."""
+    n = WORKERS if WORKERS is not None else (os.cpu_count() or 1) - (1 if caller_busy else 0)
+    return n if n >= (1 if caller_busy else 2) else 0
 
 
 def start(events: Sequence[Event], *, scheduler: Callable[[], Any],
-          replay: Callable[[Any, Sequence[Event]], list], finish: Callable[[Any], Any]) -> PendingPrivate | None:
+          replay: Callable[[Any, Sequence[Event]], list], finish: Callable[[Any], Any],
+          caller_busy: bool = True) -> PendingPrivate | None:
     """Start the private replays of ``events`` in worker processes, or None when they cannot run there
     exactly or would not gain (see the module's docstring; the caller then replays serially).
     The caller's parts (``engine.py``'s, passed in so that this module does not import it): ``scheduler()``
     makes the private policy's scheduler (once, before the workers fork); ``replay(sched, group)``, in a
     worker, replays one VC's events against ``sched`` and returns the decision lines; ``finish(playback)``,
     in this process, replays the whole script with ``playback`` as the scheduler and returns the result
-    (run by ``PendingPrivate.result``)."""
+    (run by ``PendingPrivate.result``). ``caller_busy``: the caller replays another policy meanwhile."""
     global _PLAN
-    workers = _workers()
-    if workers < 2 or threading.current_thread() is not threading.main_thread():
+    workers = _workers(caller_busy)
+    if not workers or threading.current_thread() is not threading.main_thread():
         return None
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
