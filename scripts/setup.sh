@@ -28,3 +28,7 @@ if ! .venv/bin/pip install -q -e ".${extra}" >"$log" 2>&1; then
 fi
 cat "$log"  # (warnings, if any)
 rm -f "$log"
+# jupyter-events asks for jsonschema[format-nongpl], which brings rfc3987-syntax: when it is installed, jsonschema
+# imports it to check the `iri` formats (no Jupyter schema has one), and it builds ~35 parsers at import: 1 s of
+# CPU in every Jupyter server's start, a third of it (docs/performance.md). Without it those two formats go unchecked.
+.venv/bin/pip uninstall -q -y rfc3987-syntax >/dev/null 2>&1 || true

@@ -100,3 +100,6 @@ def test_docs_jupyterhub_install_commands_run_as_written_in_a_fresh_checkout(tmp
     assert re.search(r"hive_lab_server\s+enabled", bin_("jupyter", "server", "extension", "list")), \
         bin_("jupyter", "server", "extension", "list")
     assert "jupyterhub" in bin_("pip", "list").lower()  # the [hub] extra
+    # a user's server imports no IRI parsers at its start (the doc uninstalls rfc3987-syntax)
+    started = bin_("python", "-X", "importtime", "-c", "import jupyter_server.serverapp")
+    assert "jsonschema._format" in started and "rfc3987_syntax.syntax_helpers" not in started
