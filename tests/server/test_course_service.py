@@ -28,6 +28,7 @@ import pytest
 
 from hive_lab.cli import main
 from hive_lab.cli.course import SERVICE_FILE, SERVICE_LOCAL
+from hive_lab_server.kernels.ports import below_ephemeral
 from fixtures.live_server import LiveServer, free_port
 from fixtures.unix_accounts import ACCOUNTS, ensure_account
 
@@ -211,7 +212,9 @@ def _kernel_body(ports: list[int], python: str) -> dict:
 def test_a_students_own_kernelspec_cannot_opt_out_of_the_courses_caps(course):
 
     python = kernel_python(course)
-    r = course.request("POST", "jobs", user=BOB, json=_kernel_body([free_port() for _ in range(5)], python))
+    # (its ports below the ephemeral range, as the provisioner draws them: kernels/ports.py)
+    ports = below_ephemeral("127.0.0.1", 5) or [free_port() for _ in range(5)]
+    r = course.request("POST", "jobs", user=BOB, json=_kernel_body(ports, python))
     assert r.status_code == 201, r.text
     job = course.wait_for_job(r.json()["id"], "running")
     try:
