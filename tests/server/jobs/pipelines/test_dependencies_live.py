@@ -3,6 +3,8 @@ processes, SQLite): held jobs say what they wait for and take no GPUs, never-met
 waiting job with the reason, forward references (the only way to a cycle) and other users' jobs are
 refused, and a held job survives a restart and starts once its dependency is met."""
 
+import os
+
 import pytest
 
 USERS = {"ann": {}, "bob": {}, "carol": {}}
@@ -14,9 +16,17 @@ def srv(live_server_factory):
 
 
 def gated(tmp_path, name):
-    """A command that runs until the test writes its exit code into ``<tmp>/<name>``."""
+    """A command that runs until the test writes its exit code into ``<tmp>/<name>`` (``release``)."""
     path = tmp_path / name
     return f"while [ ! -f {path} ]; do sleep 0.02; done; exit $(cat {path})", path
+
+
+def release(gate, code: int) -> None:
+    """The gated command exits with ``code``: the file appears whole (written beside it, then renamed), so the
+    command never reads it empty and exits 0 (``write_text`` creates it empty first: a busy CI run caught that)."""
+    tmp = gate.with_name(gate.name + ".tmp")
+    tmp.write_text(str(code))
+    os.replace(tmp, gate)
 
 
 def submit(srv, user, body, status=201):
@@ -42,7 +52,7 @@ def test_a_pipeline_waits_then_runs_or_ends_with_the_reason(srv, tmp_path):
         assert job["state"] == "queued" and job["reason"].startswith(f"waiting for {train} to "), job
         assert job["placement"] == [] and job["spec"]["depends_on"][0]["job"] == train
 
-    train_gate.write_text("0")
+    release(train_gate, 0)
     srv.wait_for_job(train, "succeeded", user="ann")
     srv.wait_for_job(evaluate["id"], "succeeded", user="ann")
     srv.wait_for_job(cleanup, "succeeded", user="ann")
@@ -83,7 +93,7 @@ def test_a_held_job_survives_a_restart_and_starts_when_its_dependency_is_met(srv
     srv.restart()  # the first job's task runs on through the restart; the second is recovered held
     job = srv.wait_for_job(second, "queued", user="ann")
     assert job["reason"] == f"waiting for {first} to succeed"
-    gate.write_text("3")
+    release(gate, 3)
     srv.wait_for_job(first, "failed", user="ann")
     assert srv.wait_for_job(second, "cancelled", user="ann")["reason"] == \
         f"dependency never met: {first} failed, so it will never succeed"
@@ -100,7 +110,7 @@ def test_a_job_can_wait_for_a_whole_array(srv, tmp_path):
     on_failure = submit(srv, "ann", {"command": "true", "depends_on": [{"job": array, "when": "failed"}]})["id"]
     r = srv.request("POST", "jobs", user="bob", json={"command": "true", "after": [array]})
     assert r.status_code == 403 and "belongs to another user" in r.json()["error"]
-    gate.write_text("0")
+    release(gate, 0)
     srv.wait_for_job(summary["id"], "succeeded", user="ann", timeout=60)
     never = srv.wait_for_job(on_failure, "cancelled", user="ann")
     assert never["reason"] == f"dependency never met: {array} succeeded, so it will never fail"
