@@ -247,6 +247,7 @@ class HiveService:
     async def stop(self) -> None:
         """Stop the service; running jobs keep running (the next start adopts them)."""
         self._stopping = True
+        self.start_estimates.close()
         self.arrays.stop()
         if self._rounds_task:
             self._rounds_task.cancel()

@@ -88,6 +88,8 @@ class StartEstimates:
         self._in_flight = False      # a replay runs on a worker thread (``_refresh_off_loop``)
         self._estimator = None       # the worker's replay twin (the core's ``new_estimator``)
         self._task: asyncio.Future | None = None  # the recompute in flight
+        self._timer: asyncio.TimerHandle | None = None  # the recompute scheduled (``refresh_soon``)
+        self._closed = False         # the service stopped: no recompute any more (``close``)
         self.stale = 0               # off-loop answers dropped: the core changed while they were computed
         self.last_ms = 0.0           # cost of the last recompute (the metrics/benchmarks read it)
         self._last_run = 0.0         # time.monotonic() at the end of the last recompute
@@ -97,7 +99,7 @@ class StartEstimates:
         """Recompute after this turn of the event loop; at most once per ``MIN_GAP x`` the last
         recompute's cost (and per ``MIN_INTERVAL_S``), so a burst of changes never spends more than a
         tenth of the loop on it."""
-        if self._scheduled or self._in_flight:
+        if self._scheduled or self._in_flight or self._closed:
             return  # (a replay in flight schedules the next one when it ends, if the core changed meanwhile)
         try:
             loop = asyncio.get_running_loop()
@@ -105,9 +107,22 @@ class StartEstimates:
             return  # no loop (tests driving the service synchronously): ``get`` recomputes on read
         self._scheduled = True
         wait = self._last_run + max(MIN_GAP * self.last_ms / 1000, MIN_INTERVAL_S) - time.monotonic()
-        loop.call_later(max(0.0, wait), self._start_off_loop)
+        self._timer = loop.call_later(max(0.0, wait), self._start_off_loop)
+
+    def close(self) -> None:
+        """The service stops: the recompute scheduled is dropped and the one in flight cancelled (its replay
+        ends on its worker thread unheard), so none starts or publishes after the stop, nor is left as a task
+        the stopped loop never ran."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._scheduled = False
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
     def _start_off_loop(self) -> None:
+        self._timer = None
         if self._version == self.svc.scheduler.version or not hasattr(self.svc.scheduler, "estimates_snapshot"):
             self._refresh_now()  # (nothing to do; or a core without the two halves: inline)
             return
@@ -156,7 +171,8 @@ class StartEstimates:
     def get(self, job_id: str, fresh: bool = True) -> StartEstimate | None:
         """The cached estimate. ``fresh``: recompute first if the core changed and no refresh is on its
         way (never on the submit path, which answers from what is cached)."""
-        if fresh and not self._scheduled and not self._in_flight and self._version != self.svc.scheduler.version:
+        if fresh and not self._scheduled and not self._in_flight and not self._closed \
+                and self._version != self.svc.scheduler.version:
             self._refresh_now()
         return self._cache.get(job_id)
 

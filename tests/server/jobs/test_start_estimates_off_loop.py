@@ -89,3 +89,37 @@ def test_the_run_times_are_relearned_on_the_worker_not_the_loop(api, wait_state,
     run(est._refresh_off_loop())
     assert learned_on and threading.main_thread() not in learned_on
     assert est._cache == inline_answer(svc)
+
+
+def test_a_stopped_service_starts_no_recompute_and_cancels_the_one_in_flight(api, wait_state, hive, run):
+    """``close`` (the service's stop): the recompute scheduled is dropped, none is scheduled after, and one in
+    flight is cancelled, so nothing publishes after the stop or is left a task the stopped loop never ran."""
+    svc = hive.service
+    queued_behind_a_holder(api, wait_state, hive)
+    never = asyncio.Event()
+
+    async def replay_that_hangs(_replay):
+        await never.wait()
+
+    async def scenario():
+        est = StartEstimates(svc)
+        est.refresh_soon()
+        timer = est._timer
+        assert timer is not None and est._scheduled
+        est.close()
+        assert timer.cancelled() and not est._scheduled
+        est.refresh_soon()
+        assert est._timer is None and not est._scheduled
+        assert est.get("nobody") is None and est._version == -1  # nor inline, on a read
+
+        flying = StartEstimates(svc, off_loop=replay_that_hangs)
+        flying._start_off_loop()
+        task = flying._task
+        await asyncio.sleep(0)  # (its first step: the copy, then the wait on the worker)
+        assert flying._in_flight and not task.done()
+        flying.close()
+        await asyncio.wait({task}, timeout=10)
+        return task.cancelled(), flying._in_flight, flying._version
+
+    cancelled, in_flight, version = run(scenario())
+    assert cancelled and not in_flight and version == -1
